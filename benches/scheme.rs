@@ -1,0 +1,110 @@
+//! Micro benchmarks of the scheme core: client-assertion verification (cold, and with the chain
+//! validation cached as the gateway does) and evidence evaluation with 1, 10 and 100 policies.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ishare_gateway::scheme::assertion::{check_assertion_with, validate_assertion, AssertionRules};
+use ishare_gateway::scheme::evidence::{evaluate, AccessRequest, DelegationEvidence};
+use ishare_gateway::scheme::jwt::rsa_key_of;
+use ishare_gateway::scheme::models::PartyInfo;
+use ishare_gateway::scheme::party::PartyId;
+use ishare_gateway::scheme::pki::TestPki;
+use ishare_gateway::scheme::trust::TrustedList;
+use ishare_gateway::scheme::Timestamp;
+use serde_json::json;
+use std::hint::black_box;
+
+const CLIENT: &str = "EU.EORI.NL000000001";
+const SERVER: &str = "EU.EORI.NL000000003";
+
+fn assertion_verification(c: &mut Criterion) {
+    let pki = TestPki::shared();
+    let creds = pki.party(CLIENT);
+    let now = Timestamp::now();
+    let token = creds
+        .signing_identity()
+        .client_assertion(SERVER, now)
+        .unwrap();
+    let trusted = TrustedList::new([pki.trusted_list_entry()]);
+    let rules = AssertionRules::new(SERVER);
+    let client = PartyId::parse(CLIENT).unwrap();
+    let record: PartyInfo = serde_json::from_value(json!({
+        "party_id": CLIENT, "party_name": "ABC Trucking",
+        "adherence": {"status": "Active", "start_date": "2020-01-01T00:00:00Z", "end_date": "2099-01-01T00:00:00Z"}
+    }))
+    .unwrap();
+
+    let mut group = c.benchmark_group("client_assertion");
+    group.bench_function("cold: decode, signature, chain, party", |b| {
+        b.iter(|| {
+            validate_assertion(
+                black_box(&token),
+                Some(&client),
+                &rules,
+                &trusted,
+                |_| Some(record.clone()),
+                None,
+                now,
+            )
+            .unwrap()
+        })
+    });
+    // The gateway keeps chain validations by chain hash, with the leaf key: a hit leaves decoding,
+    // the claim checks and the signature.
+    let leaf_key = rsa_key_of(&creds.chain_der[0]).unwrap();
+    group.bench_function("chain cached: decode, signature", |b| {
+        b.iter(|| {
+            check_assertion_with(black_box(&token), Some(&client), &rules, now, |jwt| {
+                jwt.verify_signature_with(&leaf_key)
+            })
+            .unwrap()
+        })
+    });
+    group.finish();
+}
+
+fn evidence_with(policies: usize) -> DelegationEvidence {
+    let policy = |i: usize| {
+        json!({
+            "target": {
+                "resource": {"type": "CONTAINER", "identifiers": [format!("C{i}")], "attributes": ["*"]},
+                "actions": ["iSHARE.READ"],
+                "environment": {"serviceProviders": [SERVER]}
+            },
+            "rules": [{"effect": "Permit"}, {"effect": "Deny", "target": {"resource": {"attributes": ["secret"]}}}]
+        })
+    };
+    serde_json::from_value(json!({
+        "notBefore": 0, "notOnOrAfter": i64::MAX / 2,
+        "policyIssuer": "EU.EORI.NL000000005",
+        "target": {"accessSubject": CLIENT},
+        "policySets": [{"policies": (0..policies).map(policy).collect::<Vec<_>>()}]
+    }))
+    .unwrap()
+}
+
+fn evidence_evaluation(c: &mut Criterion) {
+    let mut group = c.benchmark_group("evidence_evaluation");
+    for n in [1usize, 10, 100] {
+        let ev = evidence_with(n);
+        // The matching policy is the last one, so every policy is looked at.
+        let request = AccessRequest {
+            policy_issuer: "EU.EORI.NL000000005".into(),
+            access_subject: CLIENT.into(),
+            service_providers: vec![SERVER.into()],
+            resource_type: "CONTAINER".into(),
+            identifiers: vec![format!("C{}", n - 1)],
+            attributes: vec!["weight".into()],
+            actions: vec!["iSHARE.READ".into()],
+            required_licences: vec![],
+        };
+        let now = Timestamp::from_secs(1_800_000_000);
+        assert!(evaluate(&ev, &request, now).is_permit());
+        group.bench_with_input(BenchmarkId::new("policies", n), &n, |b, _| {
+            b.iter(|| evaluate(black_box(&ev), black_box(&request), now))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, assertion_verification, evidence_evaluation);
+criterion_main!(benches);

@@ -1,0 +1,3 @@
+//! ishare-gateway: a policy enforcement gateway for iSHARE-style data-sharing trust schemes.
+
+pub mod scheme;

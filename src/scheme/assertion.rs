@@ -1,0 +1,371 @@
+//! Client assertions: the token request, and the assertion checks in the scheme's order, with one
+//! error variant per conformance defect and a replay store for `jti`s.
+
+use super::jwt::{self, AlgorithmPolicy, DecodedJwt, JwtError, ASSERTION_LIFETIME};
+use super::models::PartyInfo;
+use super::party::PartyId;
+use super::trust::{self, ChainError, PartyError, TrustedList, ValidatedChain};
+use super::Timestamp;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+pub const GRANT_TYPE: &str = "client_credentials";
+/// Clients compute `exp = iat + 30` in floating point; the sum may be off by a few 1e-7 s.
+const LIFETIME_TOLERANCE: f64 = 0.001;
+
+/// The fields of a token request, from a form or a JSON body. Every field is optional here so that
+/// each missing one gets its own error.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TokenRequest {
+    pub grant_type: Option<String>,
+    pub scope: Option<String>,
+    pub client_id: Option<String>,
+    pub client_assertion_type: Option<String>,
+    pub client_assertion: Option<String>,
+}
+
+/// A token request whose parameters are in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedTokenRequest {
+    pub client_id: PartyId,
+    pub scopes: Vec<String>,
+    pub assertion: String,
+}
+
+/// Everything that can be wrong with a token request or its client assertion.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssertionError {
+    #[error("grant_type is missing")]
+    MissingGrantType,
+    #[error("grant_type must be client_credentials")]
+    UnsupportedGrantType,
+    #[error("scope must contain {0}")]
+    InvalidScope(String),
+    #[error("client_id is missing")]
+    MissingClientId,
+    #[error("client_id is not a party identifier: {0}")]
+    InvalidClientId(String),
+    #[error("client_assertion_type must be {ASSERTION_TYPE}")]
+    InvalidAssertionType,
+    #[error("client_assertion is missing")]
+    MissingAssertion,
+    #[error("client assertion: {0}")]
+    Jwt(#[from] JwtError),
+    #[error("client assertion has no iss")]
+    MissingIss,
+    #[error("client assertion iss {found:?} is not the client_id {expected:?}")]
+    InvalidIss { expected: String, found: String },
+    #[error("client assertion has no sub")]
+    MissingSub,
+    #[error("client assertion sub is not equal to iss")]
+    InvalidSub,
+    #[error("client assertion has no aud")]
+    MissingAud,
+    #[error("client assertion aud must be exactly {expected:?}")]
+    InvalidAud { expected: String },
+    #[error("client assertion has no iat")]
+    MissingIat,
+    #[error("client assertion has no exp")]
+    MissingExp,
+    #[error("client assertion exp must be iat + 30 seconds")]
+    InvalidExp,
+    #[error("client assertion has no jti")]
+    MissingJti,
+    #[error("client assertion iat is in the future")]
+    IssuedInFuture,
+    #[error("client assertion nbf is in the future")]
+    NotYetValid,
+    #[error("client assertion has expired")]
+    Expired,
+    #[error("client assertion certificate: {0}")]
+    Chain(#[from] ChainError),
+    #[error("client assertion party: {0}")]
+    Party(#[from] PartyError),
+    #[error("client assertion jti has been used before")]
+    Replayed,
+}
+
+impl AssertionError {
+    /// A stable, bounded label for error bodies, logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AssertionError::MissingGrantType => "missing_grant_type",
+            AssertionError::UnsupportedGrantType => "unsupported_grant_type",
+            AssertionError::InvalidScope(_) => "invalid_scope",
+            AssertionError::MissingClientId => "missing_client_id",
+            AssertionError::InvalidClientId(_) => "invalid_client_id",
+            AssertionError::InvalidAssertionType => "invalid_client_assertion_type",
+            AssertionError::MissingAssertion => "missing_client_assertion",
+            AssertionError::Jwt(e) => e.code(),
+            AssertionError::MissingIss => "missing_iss",
+            AssertionError::InvalidIss { .. } => "invalid_iss",
+            AssertionError::MissingSub => "missing_sub",
+            AssertionError::InvalidSub => "invalid_sub",
+            AssertionError::MissingAud => "missing_aud",
+            AssertionError::InvalidAud { .. } => "invalid_aud",
+            AssertionError::MissingIat => "missing_iat",
+            AssertionError::MissingExp => "missing_exp",
+            AssertionError::InvalidExp => "invalid_exp",
+            AssertionError::MissingJti => "missing_jti",
+            AssertionError::IssuedInFuture => "iat_in_future",
+            AssertionError::NotYetValid => "nbf_in_future",
+            AssertionError::Expired => "assertion_expired",
+            AssertionError::Chain(e) => e.code(),
+            AssertionError::Party(e) => e.code(),
+            AssertionError::Replayed => "replayed_jti",
+        }
+    }
+
+    /// The OAuth 2.0 error code (RFC 6749 §5.2) for a token endpoint answer.
+    pub fn oauth_error(&self) -> &'static str {
+        match self {
+            AssertionError::MissingGrantType
+            | AssertionError::MissingClientId
+            | AssertionError::InvalidClientId(_)
+            | AssertionError::InvalidAssertionType
+            | AssertionError::MissingAssertion => "invalid_request",
+            AssertionError::UnsupportedGrantType => "unsupported_grant_type",
+            AssertionError::InvalidScope(_) => "invalid_scope",
+            _ => "invalid_client",
+        }
+    }
+}
+
+impl TokenRequest {
+    /// Steps 2–5 of the scheme's order: grant_type, scope, client_id, client_assertion_type, and a
+    /// client_assertion present. An absent scope means the scheme's default scope.
+    pub fn check(&self, scheme: &str) -> Result<CheckedTokenRequest, AssertionError> {
+        match self.grant_type.as_deref() {
+            None | Some("") => return Err(AssertionError::MissingGrantType),
+            Some(GRANT_TYPE) => {}
+            Some(_) => return Err(AssertionError::UnsupportedGrantType),
+        }
+        let scopes: Vec<String> = match self.scope.as_deref().map(str::trim) {
+            None | Some("") => vec![scheme.to_string()],
+            Some(s) => s.split_whitespace().map(str::to_string).collect(),
+        };
+        if !scopes.iter().any(|s| s == scheme) {
+            return Err(AssertionError::InvalidScope(scheme.to_string()));
+        }
+        let client_id = match self.client_id.as_deref() {
+            None | Some("") => return Err(AssertionError::MissingClientId),
+            Some(id) => {
+                PartyId::parse(id).map_err(|e| AssertionError::InvalidClientId(e.to_string()))?
+            }
+        };
+        if self.client_assertion_type.as_deref() != Some(ASSERTION_TYPE) {
+            return Err(AssertionError::InvalidAssertionType);
+        }
+        let assertion = match self.client_assertion.as_deref().map(str::trim) {
+            None | Some("") => return Err(AssertionError::MissingAssertion),
+            Some(a) => a.to_string(),
+        };
+        Ok(CheckedTokenRequest {
+            client_id,
+            scopes,
+            assertion,
+        })
+    }
+}
+
+/// How assertions are checked.
+#[derive(Clone, Debug)]
+pub struct AssertionRules {
+    /// The audience the assertion must be addressed to: our own party id, or for a forwarded
+    /// assertion (previous_steps) the party that forwarded it.
+    pub audience: String,
+    /// Clock leeway for iat, nbf and exp, in seconds.
+    pub leeway_secs: f64,
+    pub algorithms: AlgorithmPolicy,
+}
+
+impl AssertionRules {
+    pub fn new(audience: impl Into<String>) -> Self {
+        AssertionRules {
+            audience: audience.into(),
+            leeway_secs: 5.0,
+            algorithms: AlgorithmPolicy::default(),
+        }
+    }
+}
+
+/// An assertion whose header, claims, signature and time checked out; trust and party come next.
+#[derive(Clone, Debug)]
+pub struct ClientAssertion {
+    pub jwt: DecodedJwt,
+    pub client_id: PartyId,
+    pub jti: String,
+    pub exp: f64,
+}
+
+/// Steps 6–14: decode; alg, typ, x5c and no other header parameter; iss and sub equal to the
+/// client id (when one was given, else iss = sub); aud exactly ours; exp = iat + 30; a jti; the
+/// signature by the first x5c certificate; and now within [iat, exp] (with leeway).
+pub fn check_assertion(
+    token: &str,
+    client_id: Option<&PartyId>,
+    rules: &AssertionRules,
+    now: Timestamp,
+) -> Result<ClientAssertion, AssertionError> {
+    check_assertion_with(token, client_id, rules, now, |jwt| jwt.verify_signature())
+}
+
+/// [`check_assertion`] with the signature check supplied, so a caller can use a cached leaf key.
+pub fn check_assertion_with(
+    token: &str,
+    client_id: Option<&PartyId>,
+    rules: &AssertionRules,
+    now: Timestamp,
+    verify: impl FnOnce(&DecodedJwt) -> Result<(), JwtError>,
+) -> Result<ClientAssertion, AssertionError> {
+    let jwt = jwt::decode(token, rules.algorithms)?;
+    let iss = match jwt.str_claim("iss") {
+        None | Some("") => return Err(AssertionError::MissingIss),
+        Some(iss) => iss,
+    };
+    let party = match client_id {
+        Some(expected) if expected.as_str() != iss => {
+            return Err(AssertionError::InvalidIss {
+                expected: expected.to_string(),
+                found: iss.to_string(),
+            })
+        }
+        Some(expected) => expected.clone(),
+        None => PartyId::parse(iss).map_err(|e| AssertionError::InvalidClientId(e.to_string()))?,
+    };
+    match jwt.str_claim("sub") {
+        None | Some("") => return Err(AssertionError::MissingSub),
+        Some(sub) if sub != iss => return Err(AssertionError::InvalidSub),
+        Some(_) => {}
+    }
+    match jwt.claims.get("aud") {
+        None | Some(serde_json::Value::Null) => return Err(AssertionError::MissingAud),
+        Some(serde_json::Value::String(aud)) if *aud == rules.audience => {}
+        Some(_) => {
+            return Err(AssertionError::InvalidAud {
+                expected: rules.audience.clone(),
+            })
+        }
+    }
+    let iat = jwt.time_claim("iat").ok_or(AssertionError::MissingIat)?;
+    let exp = jwt.time_claim("exp").ok_or(AssertionError::MissingExp)?;
+    if ((exp - iat) - ASSERTION_LIFETIME as f64).abs() > LIFETIME_TOLERANCE {
+        return Err(AssertionError::InvalidExp);
+    }
+    let jti = match jwt.str_claim("jti") {
+        None | Some("") => return Err(AssertionError::MissingJti),
+        Some(jti) => jti.to_string(),
+    };
+    verify(&jwt)?;
+    let now_f = now.as_f64();
+    if iat > now_f + rules.leeway_secs {
+        return Err(AssertionError::IssuedInFuture);
+    }
+    if jwt
+        .time_claim("nbf")
+        .is_some_and(|nbf| nbf > now_f + rules.leeway_secs)
+    {
+        return Err(AssertionError::NotYetValid);
+    }
+    if now_f > exp + rules.leeway_secs {
+        return Err(AssertionError::Expired);
+    }
+    Ok(ClientAssertion {
+        jwt,
+        client_id: party,
+        jti,
+        exp,
+    })
+}
+
+/// Remembers the `jti`s of accepted assertions so none is accepted twice.
+pub trait JtiStore: Send + Sync {
+    /// Remember `jti` of `issuer` until `until` (seconds since the epoch). Returns false when it was
+    /// already remembered: a replay.
+    fn remember(&self, issuer: &str, jti: &str, until: f64, now: Timestamp) -> bool;
+}
+
+/// How long a jti must be remembered: past the assertion's own expiry, and at least 30 s + leeway.
+pub fn jti_retention(assertion: &ClientAssertion, rules: &AssertionRules, now: Timestamp) -> f64 {
+    (assertion.exp + rules.leeway_secs)
+        .max(now.as_f64() + ASSERTION_LIFETIME as f64 + rules.leeway_secs)
+}
+
+/// An in-memory [`JtiStore`]; expired entries are dropped as new ones arrive.
+#[derive(Default)]
+pub struct MemoryJtiStore {
+    seen: Mutex<HashMap<(String, String), f64>>,
+}
+
+impl MemoryJtiStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl JtiStore for MemoryJtiStore {
+    fn remember(&self, issuer: &str, jti: &str, until: f64, now: Timestamp) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= 1024 {
+            seen.retain(|_, until| *until > now.as_f64());
+        }
+        let key = (issuer.to_string(), jti.to_string());
+        match seen.get(&key) {
+            Some(existing) if *existing > now.as_f64() => false,
+            _ => {
+                seen.insert(key, until);
+                true
+            }
+        }
+    }
+}
+
+/// A fully validated client assertion.
+#[derive(Clone, Debug)]
+pub struct ValidAssertion {
+    pub client_id: PartyId,
+    pub chain: ValidatedChain,
+}
+
+/// The whole validation of a client assertion in the scheme's order, for callers that hold the
+/// trusted list and the party record already: the checks of [`check_assertion`], then the
+/// certificate chain against the trusted list, the party binding, and (when a store is given) the
+/// replay check.
+pub fn validate_assertion(
+    token: &str,
+    client_id: Option<&PartyId>,
+    rules: &AssertionRules,
+    trusted: &TrustedList,
+    party_record: impl FnOnce(&PartyId) -> Option<PartyInfo>,
+    replay: Option<&dyn JtiStore>,
+    now: Timestamp,
+) -> Result<ValidAssertion, AssertionError> {
+    let assertion = check_assertion(token, client_id, rules, now)?;
+    let chain = trust::validate_chain(&assertion.jwt.x5c, trusted, now)?;
+    let record = party_record(&assertion.client_id);
+    trust::check_party(&chain, &assertion.client_id, record.as_ref(), now)?;
+    if let Some(store) = replay {
+        let until = jti_retention(&assertion, rules, now);
+        if !store.remember(assertion.client_id.as_str(), &assertion.jti, until, now) {
+            return Err(AssertionError::Replayed);
+        }
+    }
+    Ok(ValidAssertion {
+        client_id: assertion.client_id,
+        chain,
+    })
+}
+
+#[cfg(test)]
+#[path = "assertion_tests.rs"]
+mod tests;

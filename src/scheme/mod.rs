@@ -1,0 +1,51 @@
+//! The scheme's formats and rules as pure code: no I/O, and the current time is always a parameter.
+
+pub mod assertion;
+pub mod capabilities;
+pub mod evidence;
+pub mod jwt;
+pub mod licence;
+pub mod models;
+pub mod party;
+pub mod pki;
+pub mod trust;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A point in time as seconds since the Unix epoch.
+///
+/// Sub-second precision is kept because real clients send fractional NumericDates
+/// (`iat = time.time()`), and comparing those against a truncated clock would be off by up to a second.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Timestamp(f64);
+
+impl Timestamp {
+    /// The current wall-clock time. The only place the scheme core may read the clock is its callers.
+    pub fn now() -> Self {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(since.as_secs_f64())
+    }
+
+    pub fn from_secs(secs: i64) -> Self {
+        Timestamp(secs as f64)
+    }
+
+    pub fn from_secs_f64(secs: f64) -> Self {
+        Timestamp(secs)
+    }
+
+    /// Whole seconds, rounded down: the unit of every integer time field of the scheme.
+    pub fn secs(self) -> i64 {
+        self.0.floor() as i64
+    }
+
+    pub fn as_f64(self) -> f64 {
+        self.0
+    }
+
+    pub fn plus_secs(self, secs: f64) -> Self {
+        Timestamp(self.0 + secs)
+    }
+}

@@ -1,0 +1,536 @@
+//! Serde models of the scheme's payloads: common claims, party records, trusted list, certificate
+//! validation, userinfo and the OAuth token response. Tolerant where real producers differ from the
+//! documents (alternative member names, extra members, both nestings of party payloads); unknown members
+//! are kept so a record round-trips unchanged.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{Date, OffsetDateTime, PrimitiveDateTime};
+
+/// An ISO 8601 timestamp as the scheme writes them (with or without a trailing `Z`; no zone means UTC).
+/// The original text is kept so that a record serialises back exactly as it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemeTime {
+    text: String,
+    unix: i64,
+}
+
+impl SchemeTime {
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = text.trim();
+        let unix = if let Ok(dt) = OffsetDateTime::parse(t, &Rfc3339) {
+            dt.unix_timestamp()
+        } else if let Ok(dt) = PrimitiveDateTime::parse(
+            t.trim_end_matches(['Z', 'z']),
+            format_description!(
+                "[year]-[month]-[day]T[hour]:[minute]:[second][optional [.[subsecond]]]"
+            ),
+        ) {
+            dt.assume_utc().unix_timestamp()
+        } else if let Ok(d) = Date::parse(t, format_description!("[year]-[month]-[day]")) {
+            d.midnight().assume_utc().unix_timestamp()
+        } else {
+            return None;
+        };
+        Some(SchemeTime {
+            text: text.to_string(),
+            unix,
+        })
+    }
+
+    /// The canonical form we emit: RFC 3339 in UTC with a trailing `Z`.
+    pub fn from_unix(unix: i64) -> Self {
+        let dt = OffsetDateTime::from_unix_timestamp(unix).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let text = dt
+            .format(&Rfc3339)
+            .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into());
+        SchemeTime { text, unix }
+    }
+
+    pub fn unix(&self) -> i64 {
+        self.unix
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Serialize for SchemeTime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for SchemeTime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SchemeTime::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an ISO 8601 timestamp: {s:?}")))
+    }
+}
+
+/// The claims every signed response token of the scheme carries, around a payload `T`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Claims<T> {
+    pub iss: String,
+    pub sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+    pub jti: String,
+    pub iat: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
+    pub exp: i64,
+    #[serde(flatten)]
+    pub payload: T,
+}
+
+/// `adherence` of a party record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Adherence {
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_date: Option<SchemeTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_date: Option<SchemeTime>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Adherence {
+    /// `Active`, with `now` inside `[start_date, end_date)`; an absent end date is open-ended.
+    pub fn is_active_at(&self, now: i64) -> bool {
+        self.status.eq_ignore_ascii_case("active")
+            && self.start_date.as_ref().is_none_or(|s| s.unix() <= now)
+            && self.end_date.as_ref().is_none_or(|e| now < e.unix())
+    }
+}
+
+/// One certification (role) of a party.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Certification {
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_date: Option<SchemeTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_date: Option<SchemeTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loa: Option<i64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Certification {
+    pub fn is_valid_at(&self, now: i64) -> bool {
+        self.start_date.as_ref().is_none_or(|s| s.unix() <= now)
+            && self.end_date.as_ref().is_none_or(|e| now < e.unix())
+    }
+}
+
+/// A certificate registered for a party at the scheme owner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartyCertificate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled_from: Option<SchemeTime>,
+    /// Base64 DER of the certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x5c: Option<String>,
+    /// SHA-256 thumbprint, hex; producers write `x5t#s256` or `x5t#S256`.
+    #[serde(
+        default,
+        rename = "x5t#s256",
+        alias = "x5t#S256",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub x5t_s256: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An authorisation registry named in a party record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthRegistryRef {
+    #[serde(default, alias = "authorizationRegistryID")]
+    pub id: String,
+    #[serde(default, alias = "authorizationRegistryName")]
+    pub name: String,
+    #[serde(default, alias = "authorizationRegistryUrl")]
+    pub url: String,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "dataspaceID"
+    )]
+    pub dataspace_id: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "dataspaceName"
+    )]
+    pub dataspace_name: Option<String>,
+}
+
+/// A party record (`party_info`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartyInfo {
+    pub party_id: String,
+    #[serde(default)]
+    pub party_name: String,
+    pub adherence: Adherence,
+    #[serde(default)]
+    pub certifications: Vec<Certification>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<PartyCertificate>,
+    /// `auth_registries` in the documents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auth_registries: Vec<AuthRegistryRef>,
+    /// `authregistery` in production satellites, with other member names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authregistery: Vec<AuthRegistryRef>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl PartyInfo {
+    /// The authorisation registries of this party, from whichever member the producer used.
+    pub fn registries(&self) -> impl Iterator<Item = &AuthRegistryRef> {
+        self.auth_registries.iter().chain(self.authregistery.iter())
+    }
+
+    /// Whether the party holds a certification for `role` (compared without case and spaces) at `now`.
+    pub fn has_role(&self, role: &str, now: i64) -> bool {
+        let want = normalise_role(role);
+        let in_certifications = self
+            .certifications
+            .iter()
+            .any(|c| normalise_role(&c.role) == want && c.is_valid_at(now));
+        let in_roles = self
+            .extra
+            .get("roles")
+            .and_then(Value::as_array)
+            .is_some_and(|roles| {
+                roles.iter().any(|r| {
+                    r.get("role")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| normalise_role(s) == want)
+                })
+            });
+        in_certifications || in_roles
+    }
+}
+
+fn normalise_role(role: &str) -> String {
+    role.chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .replace("authorization", "authorisation")
+}
+
+/// The payload of a `party_token`: nested as `party_info` (schema) or flat (example).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartyPayload(pub PartyInfo);
+
+impl<'de> Deserialize<'de> for PartyPayload {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Map::<String, Value>::deserialize(d)?;
+        let info = match v.remove("party_info") {
+            Some(inner) => inner,
+            None => Value::Object(v),
+        };
+        serde_json::from_value(info)
+            .map(PartyPayload)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for PartyPayload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Nested<'a> {
+            party_info: &'a PartyInfo,
+        }
+        Nested {
+            party_info: &self.0,
+        }
+        .serialize(s)
+    }
+}
+
+/// `parties_info`: the matches of a parties search, `count` over all pages, `data` one page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartiesInfo {
+    pub count: u64,
+    pub data: Vec<PartyInfo>,
+}
+
+/// The payload of a `parties_token` in the three shapes the documents show: a nested `parties_info`
+/// object, `count`/`data` at the top, or `parties_info` as an array (of records, or of count/data pages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartiesPayload(pub PartiesInfo);
+
+impl<'de> Deserialize<'de> for PartiesPayload {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut v = Map::<String, Value>::deserialize(d)?;
+        let info = match v.remove("parties_info") {
+            Some(Value::Object(obj)) => {
+                serde_json::from_value(Value::Object(obj)).map_err(D::Error::custom)?
+            }
+            Some(Value::Array(items)) => {
+                let mut data = Vec::new();
+                let mut count = 0u64;
+                for item in items {
+                    if item.get("data").is_some() {
+                        let page: PartiesInfo =
+                            serde_json::from_value(item).map_err(D::Error::custom)?;
+                        count = count.max(page.count);
+                        data.extend(page.data);
+                    } else {
+                        data.push(serde_json::from_value(item).map_err(D::Error::custom)?);
+                    }
+                }
+                PartiesInfo {
+                    count: count.max(data.len() as u64),
+                    data,
+                }
+            }
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "parties_info must be an object or an array, found {other}"
+                )))
+            }
+            None => serde_json::from_value(Value::Object(v)).map_err(D::Error::custom)?,
+        };
+        Ok(PartiesPayload(info))
+    }
+}
+
+impl Serialize for PartiesPayload {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Nested<'a> {
+            parties_info: &'a PartiesInfo,
+        }
+        Nested {
+            parties_info: &self.0,
+        }
+        .serialize(s)
+    }
+}
+
+/// One certificate authority on the scheme owner's trusted list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustedListEntry {
+    #[serde(default)]
+    pub subject: String,
+    pub certificate_fingerprint: String,
+    pub validity: String,
+    pub status: String,
+}
+
+impl TrustedListEntry {
+    /// `valid` and `granted`, in either capitalisation producers use.
+    pub fn is_granted(&self) -> bool {
+        self.validity.eq_ignore_ascii_case("valid") && self.status.eq_ignore_ascii_case("granted")
+    }
+}
+
+/// The payload of a `trusted_list_token`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrustedListPayload {
+    pub trusted_list: Vec<TrustedListEntry>,
+}
+
+/// The answer of `/certificate_validation`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CertificateResponse {
+    pub date_time: SchemeTime,
+    pub certificate_fingerprint: String,
+    pub validity: bool,
+}
+
+/// The userinfo payload of an identity provider: the subject, the attributes of the scope, and
+/// delegation evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserInfo {
+    pub sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_token: Option<Value>,
+    #[serde(flatten)]
+    pub attributes: Map<String, Value>,
+}
+
+/// The OAuth 2.0 token response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenResponse {
+    pub access_token: String,
+    pub token_type: String,
+    #[serde(deserialize_with = "de_seconds")]
+    pub expires_in: u64,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An integer number of seconds that some producers write as a float.
+fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = f64::deserialize(d)?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v.floor() as u64)
+    } else {
+        Err(serde::de::Error::custom(
+            "expires_in must be a non-negative number",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn party_record() -> Value {
+        json!({
+            "party_id": "EU.EORI.NL000000001",
+            "party_name": "ABC Trucking",
+            "adherence": {"status": "Active", "start_date": "2018-04-26T00:00:00", "end_date": "2029-07-25T00:00:00Z"},
+            "certifications": [{"role": "AuthorisationRegistry", "start_date": "2018-01-04T00:00:00", "end_date": "2029-02-02T00:00:00", "loa": 3}],
+            "capability_url": "https://ar.example/capabilities"
+        })
+    }
+
+    #[test]
+    fn timestamps_with_and_without_zone_parse() {
+        assert_eq!(
+            SchemeTime::parse("2018-04-26T00:00:00").unwrap().unix(),
+            1524700800
+        );
+        assert_eq!(
+            SchemeTime::parse("2018-04-26T00:00:00Z").unwrap().unix(),
+            1524700800
+        );
+        assert_eq!(
+            SchemeTime::parse("2018-04-26T02:00:00+02:00")
+                .unwrap()
+                .unix(),
+            1524700800
+        );
+        assert_eq!(
+            SchemeTime::parse("2018-04-26T00:00:00.000Z")
+                .unwrap()
+                .unix(),
+            1524700800
+        );
+        assert_eq!(SchemeTime::parse("2018-04-26").unwrap().unix(), 1524700800);
+        assert!(SchemeTime::parse("yesterday").is_none());
+        assert_eq!(
+            SchemeTime::from_unix(1524700800).as_str(),
+            "2018-04-26T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn party_record_round_trips() {
+        let v = party_record();
+        let p: PartyInfo = serde_json::from_value(v.clone()).unwrap();
+        assert!(p.adherence.is_active_at(1_700_000_000));
+        assert!(!p.adherence.is_active_at(1_900_000_000));
+        assert!(p.has_role("Authorisation Registry", 1_700_000_000));
+        assert_eq!(serde_json::to_value(&p).unwrap(), v);
+    }
+
+    #[test]
+    fn party_payload_nested_and_flat() {
+        let nested: PartyPayload =
+            serde_json::from_value(json!({"party_info": party_record()})).unwrap();
+        let flat: PartyPayload = serde_json::from_value(party_record()).unwrap();
+        assert_eq!(nested, flat);
+        assert_eq!(
+            serde_json::to_value(&nested).unwrap()["party_info"],
+            party_record()
+        );
+    }
+
+    #[test]
+    fn parties_payload_in_all_three_shapes() {
+        let nested: PartiesPayload = serde_json::from_value(
+            json!({"parties_info": {"count": 11, "data": [party_record()]}}),
+        )
+        .unwrap();
+        let flat: PartiesPayload =
+            serde_json::from_value(json!({"count": 11, "data": [party_record()]})).unwrap();
+        let array: PartiesPayload =
+            serde_json::from_value(json!({"parties_info": [party_record()]})).unwrap();
+        let array_of_pages: PartiesPayload = serde_json::from_value(
+            json!({"parties_info": [{"count": 11, "data": [party_record()]}]}),
+        )
+        .unwrap();
+        assert_eq!(nested.0.count, 11);
+        assert_eq!(nested, flat);
+        assert_eq!(nested, array_of_pages);
+        assert_eq!(array.0.count, 1);
+        assert_eq!(array.0.data, nested.0.data);
+        let out = serde_json::to_value(&nested).unwrap();
+        assert_eq!(out["parties_info"]["count"], 11);
+    }
+
+    #[test]
+    fn production_satellite_member_names_are_read() {
+        let mut v = party_record();
+        v["certificates"] = json!([{"subject_name": "CN=ABC", "x5t#S256": "AB12"}]);
+        v["authregistery"] = json!([{"authorizationRegistryID": "EU.EORI.NL000000004", "authorizationRegistryName": "AR", "authorizationRegistryUrl": "https://ar.example"}]);
+        v["total_count"] = json!(1);
+        let p: PartyInfo = serde_json::from_value(v).unwrap();
+        assert_eq!(p.certificates[0].x5t_s256.as_deref(), Some("AB12"));
+        let ar: Vec<_> = p.registries().collect();
+        assert_eq!(ar[0].id, "EU.EORI.NL000000004");
+        assert_eq!(ar[0].url, "https://ar.example");
+        assert_eq!(p.extra["total_count"], 1);
+    }
+
+    #[test]
+    fn trusted_list_entry_status_is_case_insensitive() {
+        let e: TrustedListEntry = serde_json::from_value(json!({
+            "subject": "CN=iSHARETestCA,OU=Test,O=iSHARE,C=NL",
+            "certificate_fingerprint": "A78FDF7BA13BBD95C6236972DD003FAE07F4E447B791B6EF6737AD22F0B61862",
+            "validity": "Valid", "status": "Granted"
+        }))
+        .unwrap();
+        assert!(e.is_granted());
+        let withdrawn = TrustedListEntry {
+            status: "withdrawn".into(),
+            ..e
+        };
+        assert!(!withdrawn.is_granted());
+    }
+
+    #[test]
+    fn token_response_tolerates_float_and_extra_members() {
+        let t: TokenResponse = serde_json::from_value(
+            json!({"access_token": "abc", "token_type": "Bearer", "expires_in": 3600.0, "scope": "iSHARE"}),
+        )
+        .unwrap();
+        assert_eq!(t.expires_in, 3600);
+        assert_eq!(t.extra["scope"], "iSHARE");
+    }
+
+    #[test]
+    fn certificate_response_and_userinfo_round_trip() {
+        let c = json!({"date_time": "2024-01-01T00:00:00Z", "certificate_fingerprint": "AB", "validity": true});
+        let parsed: CertificateResponse = serde_json::from_value(c.clone()).unwrap();
+        assert_eq!(serde_json::to_value(parsed).unwrap(), c);
+        let u = json!({"sub": "user-1", "first_name": "Jane", "company_id": "EU.EORI.NL000000001", "delegation_token": {"delegationEvidence": {}}});
+        let parsed: UserInfo = serde_json::from_value(u.clone()).unwrap();
+        assert_eq!(parsed.attributes["first_name"], "Jane");
+        assert_eq!(serde_json::to_value(parsed).unwrap(), u);
+    }
+}

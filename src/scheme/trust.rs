@@ -1,0 +1,332 @@
+//! Certificate trust: SHA-256 fingerprints, the scheme owner's trusted list, x5c chain validation,
+//! and binding a certificate to the party it claims to be.
+
+use super::models::{PartyInfo, TrustedListEntry};
+use super::party::PartyId;
+use super::Timestamp;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use std::collections::HashMap;
+use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::public_key::PublicKey;
+
+/// The smallest RSA key the scheme accepts.
+pub const MIN_RSA_BITS: usize = 2048;
+const ORGANIZATION_IDENTIFIER: &str = "2.5.4.97";
+const SERIAL_NUMBER: &str = "2.5.4.5";
+
+/// SHA-256 of the DER bytes, upper-case hex: the scheme's certificate fingerprint.
+pub fn fingerprint(der: &[u8]) -> String {
+    hex::encode_upper(ring::digest::digest(&ring::digest::SHA256, der))
+}
+
+/// The certificate authorities trusted under the scheme, by fingerprint.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TrustedList {
+    by_fingerprint: HashMap<String, TrustedListEntry>,
+}
+
+impl TrustedList {
+    pub fn new(entries: impl IntoIterator<Item = TrustedListEntry>) -> Self {
+        TrustedList {
+            by_fingerprint: entries
+                .into_iter()
+                .map(|e| (normalise_fingerprint(&e.certificate_fingerprint), e))
+                .collect(),
+        }
+    }
+
+    /// A list that trusts exactly one pinned root (e.g. the scheme owner's own root).
+    pub fn pinned(fingerprint: &str) -> Self {
+        TrustedList::new([TrustedListEntry {
+            subject: String::new(),
+            certificate_fingerprint: fingerprint.to_string(),
+            validity: "valid".into(),
+            status: "granted".into(),
+        }])
+    }
+
+    pub fn get(&self, fingerprint: &str) -> Option<&TrustedListEntry> {
+        self.by_fingerprint.get(&normalise_fingerprint(fingerprint))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_fingerprint.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_fingerprint.is_empty()
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &TrustedListEntry> {
+        self.by_fingerprint.values()
+    }
+}
+
+/// Fingerprints compare case-insensitively and with or without colons.
+fn normalise_fingerprint(fp: &str) -> String {
+    fp.chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+/// Why a certificate chain is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    #[error("the x5c chain must hold the certificate and its chain up to a trusted root (at least two certificates)")]
+    TooShort,
+    #[error("certificate {index} of the chain does not parse")]
+    Unparseable { index: usize },
+    #[error("the certificate key is not RSA")]
+    NotRsa,
+    #[error("the certificate key has {bits} bits; at least {MIN_RSA_BITS} are required")]
+    WeakKey { bits: usize },
+    #[error("certificate {index} of the chain is not yet valid")]
+    NotYetValid { index: usize },
+    #[error("certificate {index} of the chain has expired")]
+    Expired { index: usize },
+    #[error("the certificate is not valid for signing (needs digitalSignature or nonRepudiation, and no CA flag)")]
+    NotForSigning,
+    #[error("certificate {index} of the chain is not a CA certificate with keyCertSign")]
+    NotACa { index: usize },
+    #[error("certificate {index} of the chain is not signed by the next one")]
+    BrokenChain { index: usize },
+    #[error("the root {fingerprint} is not on the trusted list")]
+    UntrustedRoot { fingerprint: String },
+    #[error(
+        "the root {fingerprint} is on the trusted list as {validity}/{status}, not valid/granted"
+    )]
+    RootNotGranted {
+        fingerprint: String,
+        validity: String,
+        status: String,
+    },
+}
+
+impl ChainError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ChainError::TooShort => "incomplete_chain",
+            ChainError::Unparseable { .. } => "invalid_x5c",
+            ChainError::NotRsa => "certificate_key_not_rsa",
+            ChainError::WeakKey { .. } => "certificate_key_too_small",
+            ChainError::NotYetValid { .. } => "certificate_not_yet_valid",
+            ChainError::Expired { .. } => "certificate_expired",
+            ChainError::NotForSigning => "certificate_not_for_signing",
+            ChainError::NotACa { .. } => "certificate_issuer_not_a_ca",
+            ChainError::BrokenChain { .. } => "certificate_chain_broken",
+            ChainError::UntrustedRoot { .. } => "untrusted_root",
+            ChainError::RootNotGranted { .. } => "root_not_granted",
+        }
+    }
+}
+
+/// The identifiers a certificate subject carries for its party.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubjectIds {
+    pub serial_number: Option<String>,
+    pub organization_identifier: Option<String>,
+    /// The subject as an RFC 4514-like string, for display.
+    pub subject: String,
+}
+
+/// A chain that passed validation: what later checks (party binding, caching) need from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidatedChain {
+    pub leaf_der: Vec<u8>,
+    pub leaf_fingerprint: String,
+    pub root_fingerprint: String,
+    pub subject: SubjectIds,
+    /// The earliest notAfter in the chain: when this validation stops holding.
+    pub not_after: i64,
+}
+
+/// Validate an x5c chain (DER, leaf first) at `now`: every certificate in its validity period, the
+/// leaf an RSA key of at least 2048 bits usable for signing, every further certificate a CA with
+/// keyCertSign that signed the one before it, and the last one on the trusted list as valid/granted.
+pub fn validate_chain(
+    chain: &[Vec<u8>],
+    trusted: &TrustedList,
+    now: Timestamp,
+) -> Result<ValidatedChain, ChainError> {
+    if chain.len() < 2 {
+        return Err(ChainError::TooShort);
+    }
+    let certs = chain
+        .iter()
+        .enumerate()
+        .map(|(index, der)| match X509Certificate::from_der(der) {
+            Ok((&[], cert)) => Ok(cert),
+            _ => Err(ChainError::Unparseable { index }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let leaf = &certs[0];
+    match leaf.public_key().parsed() {
+        Ok(PublicKey::RSA(rsa)) if rsa.key_size() >= MIN_RSA_BITS => {}
+        Ok(PublicKey::RSA(rsa)) => {
+            return Err(ChainError::WeakKey {
+                bits: rsa.key_size(),
+            })
+        }
+        _ => return Err(ChainError::NotRsa),
+    }
+    let now_secs = now.secs();
+    for (index, cert) in certs.iter().enumerate() {
+        let validity = cert.validity();
+        if now_secs < validity.not_before.timestamp() {
+            return Err(ChainError::NotYetValid { index });
+        }
+        if now_secs > validity.not_after.timestamp() {
+            return Err(ChainError::Expired { index });
+        }
+    }
+    let leaf_usage_ok = match leaf.key_usage() {
+        Ok(Some(ku)) => ku.value.digital_signature() || ku.value.non_repudiation(),
+        _ => false,
+    };
+    if !leaf_usage_ok || is_ca(leaf) {
+        return Err(ChainError::NotForSigning);
+    }
+    for (index, ca) in certs.iter().enumerate().skip(1) {
+        let signs_certs = matches!(ca.key_usage(), Ok(Some(ku)) if ku.value.key_cert_sign());
+        if !signs_certs || !is_ca(ca) {
+            return Err(ChainError::NotACa { index });
+        }
+    }
+    for index in 0..certs.len() - 1 {
+        certs[index]
+            .verify_signature(Some(certs[index + 1].public_key()))
+            .map_err(|_| ChainError::BrokenChain { index })?;
+    }
+    let root_fingerprint = fingerprint(&chain[chain.len() - 1]);
+    match trusted.get(&root_fingerprint) {
+        None => {
+            return Err(ChainError::UntrustedRoot {
+                fingerprint: root_fingerprint,
+            })
+        }
+        Some(entry) if !entry.is_granted() => {
+            return Err(ChainError::RootNotGranted {
+                fingerprint: root_fingerprint,
+                validity: entry.validity.clone(),
+                status: entry.status.clone(),
+            })
+        }
+        Some(_) => {}
+    }
+    Ok(ValidatedChain {
+        leaf_der: chain[0].clone(),
+        leaf_fingerprint: fingerprint(&chain[0]),
+        root_fingerprint,
+        subject: subject_ids(leaf),
+        not_after: certs
+            .iter()
+            .map(|c| c.validity().not_after.timestamp())
+            .min()
+            .unwrap_or(now_secs),
+    })
+}
+
+fn is_ca(cert: &X509Certificate) -> bool {
+    matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca)
+}
+
+fn subject_ids(cert: &X509Certificate) -> SubjectIds {
+    let mut ids = SubjectIds {
+        subject: cert.subject().to_string(),
+        ..SubjectIds::default()
+    };
+    for attr in cert.subject().iter_attributes() {
+        let oid = attr.attr_type().to_id_string();
+        let value = attr.as_str().ok().map(str::to_string);
+        match oid.as_str() {
+            SERIAL_NUMBER => ids.serial_number = value,
+            ORGANIZATION_IDENTIFIER => ids.organization_identifier = value,
+            _ => {}
+        }
+    }
+    ids
+}
+
+/// Why a certificate does not prove the claimed party, or the party may not act.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartyError {
+    #[error("the party {0} is unknown at the scheme owner")]
+    UnknownParty(String),
+    #[error("the party {0} is not active at the scheme owner")]
+    NotActive(String),
+    #[error("the certificate is not one registered for {0} at the scheme owner")]
+    CertificateNotRegistered(String),
+    #[error("the certificate subject does not name {0} (serialNumber or organizationIdentifier)")]
+    SubjectMismatch(String),
+}
+
+impl PartyError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PartyError::UnknownParty(_) => "unknown_party",
+            PartyError::NotActive(_) => "party_not_active",
+            PartyError::CertificateNotRegistered(_) => "certificate_not_registered",
+            PartyError::SubjectMismatch(_) => "certificate_subject_mismatch",
+        }
+    }
+}
+
+/// Check that the chain's leaf belongs to `claimed` according to its party record, and that the
+/// party is Active within its adherence dates at `now`. The leaf must be one of the record's
+/// registered certificates (by x5c or x5t#s256) when the record lists any; otherwise its subject
+/// serialNumber or organizationIdentifier must name the party.
+pub fn check_party(
+    chain: &ValidatedChain,
+    claimed: &PartyId,
+    record: Option<&PartyInfo>,
+    now: Timestamp,
+) -> Result<(), PartyError> {
+    let record = record
+        .filter(|r| r.party_id.eq_ignore_ascii_case(claimed.as_str()))
+        .ok_or_else(|| PartyError::UnknownParty(claimed.to_string()))?;
+    if !record.adherence.is_active_at(now.secs()) {
+        return Err(PartyError::NotActive(claimed.to_string()));
+    }
+    let registered: Vec<_> = record
+        .certificates
+        .iter()
+        .filter(|c| c.x5c.is_some() || c.x5t_s256.is_some())
+        .collect();
+    if !registered.is_empty() {
+        let leaf_b64 = STANDARD.encode(&chain.leaf_der);
+        let matches = registered.iter().any(|c| {
+            c.x5t_s256
+                .as_deref()
+                .is_some_and(|t| normalise_fingerprint(t) == chain.leaf_fingerprint)
+                || c.x5c.as_deref().is_some_and(|x| {
+                    x.chars()
+                        .filter(|ch| !ch.is_whitespace())
+                        .collect::<String>()
+                        == leaf_b64
+                })
+        });
+        return if matches {
+            Ok(())
+        } else {
+            Err(PartyError::CertificateNotRegistered(claimed.to_string()))
+        };
+    }
+    let named = [
+        chain.subject.serial_number.as_deref(),
+        chain.subject.organization_identifier.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|v| claimed.matches_subject_identifier(v));
+    if named {
+        Ok(())
+    } else {
+        Err(PartyError::SubjectMismatch(claimed.to_string()))
+    }
+}
+
+#[cfg(test)]
+#[path = "trust_tests.rs"]
+mod tests;

@@ -1,0 +1,271 @@
+use super::*;
+use crate::scheme::models::{Adherence, PartyCertificate, SchemeTime};
+use crate::scheme::pki::{LeafSpec, TestPki};
+use rcgen::KeyUsagePurpose;
+use serde_json::Map;
+use std::sync::OnceLock;
+use time::{Duration, OffsetDateTime};
+
+const PARTY: &str = "EU.EORI.NL000000001";
+
+fn pki() -> &'static TestPki {
+    TestPki::shared()
+}
+
+fn trusted() -> TrustedList {
+    TrustedList::new([pki().trusted_list_entry()])
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_secs(OffsetDateTime::now_utc().unix_timestamp())
+}
+
+fn leaf(edit: impl FnOnce(&mut LeafSpec)) -> Vec<Vec<u8>> {
+    let mut spec = LeafSpec::party(PARTY, "ABC Trucking", OffsetDateTime::now_utc());
+    edit(&mut spec);
+    pki().issue(&spec).unwrap().chain_der
+}
+
+fn code(chain: &[Vec<u8>]) -> &'static str {
+    match validate_chain(chain, &trusted(), now()) {
+        Ok(_) => "ok",
+        Err(e) => e.code(),
+    }
+}
+
+#[test]
+fn fingerprint_is_sha256_upper_hex() {
+    let fp = fingerprint(b"abc");
+    assert_eq!(
+        fp,
+        "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"
+    );
+    let list = TrustedList::pinned(&fp.to_lowercase());
+    assert!(list.get(&fp).is_some());
+    assert!(list.get("BA:78:16:BF:8F:01:CF:EA:41:41:40:DE:5D:AE:22:23:B0:03:61:A3:96:17:7A:9C:B4:10:FF:61:F2:00:15:AD").is_some());
+}
+
+#[test]
+fn a_party_chain_validates_and_names_its_party() {
+    let chain = pki().party(PARTY).chain_der.clone();
+    let v = validate_chain(&chain, &trusted(), now()).unwrap();
+    assert_eq!(v.subject.serial_number.as_deref(), Some(PARTY));
+    assert_eq!(v.root_fingerprint, pki().root_fingerprint());
+    assert_eq!(v.leaf_fingerprint, fingerprint(&chain[0]));
+}
+
+#[test]
+fn a_single_certificate_is_not_a_chain() {
+    let chain = pki().party(PARTY).chain_der.clone();
+    assert_eq!(code(&chain[..1]), "incomplete_chain");
+}
+
+#[test]
+fn expired_and_future_certificates_are_refused() {
+    assert_eq!(
+        code(&leaf(|s| {
+            s.not_before = OffsetDateTime::now_utc() - Duration::days(10);
+            s.not_after = OffsetDateTime::now_utc() - Duration::days(1);
+        })),
+        "certificate_expired"
+    );
+    assert_eq!(
+        code(&leaf(
+            |s| s.not_before = OffsetDateTime::now_utc() + Duration::days(1)
+        )),
+        "certificate_not_yet_valid"
+    );
+}
+
+#[test]
+fn the_leaf_must_be_usable_for_signing() {
+    assert_eq!(
+        code(&leaf(
+            |s| s.key_usages = vec![KeyUsagePurpose::KeyEncipherment]
+        )),
+        "certificate_not_for_signing"
+    );
+    assert_eq!(
+        code(&leaf(|s| s.key_usages = vec![])),
+        "certificate_not_for_signing"
+    );
+    assert_eq!(
+        code(&leaf(
+            |s| s.key_usages = vec![KeyUsagePurpose::ContentCommitment]
+        )),
+        "ok",
+        "nonRepudiation alone is what v2 test certificates carry"
+    );
+    assert_eq!(
+        code(&leaf(|s| s.is_ca = true)),
+        "certificate_not_for_signing"
+    );
+}
+
+#[test]
+fn every_issuer_must_be_a_ca_that_signed_the_certificate_before_it() {
+    let a = pki().party(PARTY).chain_der.clone();
+    let b = pki().party("EU.EORI.NL000000003").chain_der.clone();
+    // A leaf in the issuer position.
+    assert_eq!(
+        code(&[a[0].clone(), b[0].clone(), a[2].clone()]),
+        "certificate_issuer_not_a_ca"
+    );
+    // Skipping the intermediate: the root did not sign the leaf.
+    assert_eq!(
+        code(&[a[0].clone(), a[2].clone()]),
+        "certificate_chain_broken"
+    );
+    // Signed directly by the root: a chain of two is fine.
+    assert_eq!(code(&leaf(|s| s.signed_by_root = true)), "ok");
+}
+
+#[test]
+fn the_root_must_be_granted_on_the_trusted_list() {
+    static OTHER: OnceLock<TestPki> = OnceLock::new();
+    let other =
+        OTHER.get_or_init(|| TestPki::generate("Other", OffsetDateTime::now_utc()).unwrap());
+    let foreign = other.party(PARTY).chain_der.clone();
+    assert_eq!(code(&foreign), "untrusted_root");
+    let mut entry = pki().trusted_list_entry();
+    entry.status = "withdrawn".into();
+    let chain = pki().party(PARTY).chain_der.clone();
+    let err = validate_chain(&chain, &TrustedList::new([entry]), now()).unwrap_err();
+    assert_eq!(err.code(), "root_not_granted");
+    // Capitalised values as production satellites send them.
+    let mut entry = pki().trusted_list_entry();
+    entry.validity = "Valid".into();
+    entry.status = "Granted".into();
+    assert!(validate_chain(&chain, &TrustedList::new([entry]), now()).is_ok());
+}
+
+#[test]
+fn keys_below_2048_bits_are_refused() {
+    let pem = include_str!("testdata/rsa1024-cert.pem");
+    let weak = rustls_pemfile::certs(&mut pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec();
+    let root = pki().root_der().to_vec();
+    assert_eq!(
+        validate_chain(&[weak, root], &trusted(), now()).unwrap_err(),
+        ChainError::WeakKey { bits: 1024 }
+    );
+}
+
+fn record(certificates: Vec<PartyCertificate>) -> PartyInfo {
+    PartyInfo {
+        party_id: PARTY.into(),
+        party_name: "ABC Trucking".into(),
+        adherence: Adherence {
+            status: "Active".into(),
+            start_date: SchemeTime::parse("2020-01-01T00:00:00Z"),
+            end_date: SchemeTime::parse("2099-01-01T00:00:00Z"),
+            extra: Map::new(),
+        },
+        certifications: vec![],
+        capability_url: None,
+        certificates,
+        auth_registries: vec![],
+        authregistery: vec![],
+        extra: Map::new(),
+    }
+}
+
+fn registered(x5c: Option<String>, x5t: Option<String>) -> PartyCertificate {
+    PartyCertificate {
+        subject_name: None,
+        certificate_type: None,
+        enabled_from: None,
+        x5c,
+        x5t_s256: x5t,
+        extra: Map::new(),
+    }
+}
+
+fn party() -> PartyId {
+    PartyId::parse(PARTY).unwrap()
+}
+
+fn validated() -> ValidatedChain {
+    validate_chain(&pki().party(PARTY).chain_der, &trusted(), now()).unwrap()
+}
+
+#[test]
+fn party_binding_by_subject_serial_number() {
+    assert_eq!(
+        check_party(&validated(), &party(), Some(&record(vec![])), now()),
+        Ok(())
+    );
+    let other = PartyId::parse("EU.EORI.NL000000002").unwrap();
+    let mut rec = record(vec![]);
+    rec.party_id = other.to_string();
+    assert_eq!(
+        check_party(&validated(), &other, Some(&rec), now())
+            .unwrap_err()
+            .code(),
+        "certificate_subject_mismatch"
+    );
+}
+
+#[test]
+fn party_binding_by_organization_identifier_for_did_parties() {
+    let did = PartyId::parse("did:ishare:EU.NL.NTRNL-10000001").unwrap();
+    let chain = leaf(|s| {
+        s.serial_number = None;
+        s.organization_identifier = Some("NTRNL-10000001".into());
+    });
+    let v = validate_chain(&chain, &trusted(), now()).unwrap();
+    let mut rec = record(vec![]);
+    rec.party_id = did.to_string();
+    assert_eq!(check_party(&v, &did, Some(&rec), now()), Ok(()));
+}
+
+#[test]
+fn registered_certificates_take_precedence_over_the_subject() {
+    let v = validated();
+    let by_thumbprint = record(vec![registered(
+        None,
+        Some(v.leaf_fingerprint.to_lowercase()),
+    )]);
+    assert_eq!(
+        check_party(&v, &party(), Some(&by_thumbprint), now()),
+        Ok(())
+    );
+    let by_x5c = record(vec![registered(Some(STANDARD.encode(&v.leaf_der)), None)]);
+    assert_eq!(check_party(&v, &party(), Some(&by_x5c), now()), Ok(()));
+    // The subject names the party, but the record registers another certificate.
+    let other = record(vec![registered(None, Some("00".repeat(32)))]);
+    assert_eq!(
+        check_party(&v, &party(), Some(&other), now())
+            .unwrap_err()
+            .code(),
+        "certificate_not_registered"
+    );
+}
+
+#[test]
+fn the_party_must_be_known_and_active() {
+    let v = validated();
+    assert_eq!(
+        check_party(&v, &party(), None, now()).unwrap_err().code(),
+        "unknown_party"
+    );
+    let mut inactive = record(vec![]);
+    inactive.adherence.status = "NotActive".into();
+    assert_eq!(
+        check_party(&v, &party(), Some(&inactive), now())
+            .unwrap_err()
+            .code(),
+        "party_not_active"
+    );
+    let mut ended = record(vec![]);
+    ended.adherence.end_date = SchemeTime::parse("2021-01-01T00:00:00Z");
+    assert_eq!(
+        check_party(&v, &party(), Some(&ended), now())
+            .unwrap_err()
+            .code(),
+        "party_not_active"
+    );
+}
