@@ -1,3 +1,8 @@
 //! ishare-gateway: a policy enforcement gateway for iSHARE-style data-sharing trust schemes.
 
+pub mod access_token;
+pub mod cli;
+pub mod peers;
 pub mod scheme;
+pub mod testbed;
+pub mod tls;

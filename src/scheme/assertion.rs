@@ -134,6 +134,32 @@ impl AssertionError {
 }
 
 impl TokenRequest {
+    /// Read a token request from a body: JSON when the content type says so, else
+    /// `application/x-www-form-urlencoded` (the scheme accepts both).
+    pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Self, String> {
+        let is_json = content_type.is_some_and(|ct| ct.to_ascii_lowercase().contains("json"));
+        if is_json {
+            return serde_json::from_slice(body)
+                .map_err(|e| format!("the JSON body is not a token request: {e}"));
+        }
+        let mut request = TokenRequest::default();
+        for (key, value) in url::form_urlencoded::parse(body) {
+            let slot = match key.as_ref() {
+                "grant_type" => &mut request.grant_type,
+                "scope" => &mut request.scope,
+                "client_id" => &mut request.client_id,
+                "client_assertion_type" => &mut request.client_assertion_type,
+                "client_assertion" => &mut request.client_assertion,
+                _ => continue,
+            };
+            if slot.is_some() {
+                return Err(format!("the parameter {key} is given twice"));
+            }
+            *slot = Some(value.into_owned());
+        }
+        Ok(request)
+    }
+
     /// Steps 2–5 of the scheme's order: grant_type, scope, client_id, client_assertion_type, and a
     /// client_assertion present. An absent scope means the scheme's default scope.
     pub fn check(&self, scheme: &str) -> Result<CheckedTokenRequest, AssertionError> {

@@ -384,3 +384,23 @@ fn token_request_parameters_are_checked_in_order() {
     .check("SCHEME")
     .is_ok());
 }
+
+#[test]
+fn token_requests_come_as_form_or_json() {
+    let form = b"grant_type=client_credentials&scope=iSHARE&client_id=EU.EORI.NL000000001&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer&client_assertion=x.y.z";
+    let from_form =
+        TokenRequest::from_body(Some("application/x-www-form-urlencoded"), form).unwrap();
+    assert_eq!(from_form.check("iSHARE").unwrap().client_id, client());
+    let json = serde_json::to_vec(&json!({
+        "grant_type": "client_credentials", "client_id": CLIENT,
+        "client_assertion_type": ASSERTION_TYPE, "client_assertion": "x.y.z"
+    }))
+    .unwrap();
+    let from_json =
+        TokenRequest::from_body(Some("application/json; charset=utf-8"), &json).unwrap();
+    assert_eq!(from_json.check("iSHARE").unwrap().assertion, "x.y.z");
+    assert!(TokenRequest::from_body(Some("application/json"), b"{").is_err());
+    assert!(TokenRequest::from_body(None, b"scope=a&scope=b")
+        .unwrap_err()
+        .contains("twice"));
+}

@@ -1,0 +1,491 @@
+//! `ishare-gateway client …`: the consumer's side of the scheme on the command line — mint a client
+//! assertion, get a token from any participant, look up parties, ask a registry for evidence with a
+//! mask, and call a service with a token and evidence — printing decoded tokens readably.
+
+use super::display::describe_jwt;
+use crate::peers::{join, PeerClient, PeerError};
+use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
+use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::TrustedList;
+use crate::scheme::Timestamp;
+use crate::tls::{outbound_client, OutboundTrust};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// Act as a party of a testbed: the testbed's data directory (holds the keys and the CA).
+    #[arg(long, value_name = "DIR", global = true)]
+    testbed: Option<PathBuf>,
+    /// The party to act as: its party id.
+    #[arg(long = "as", value_name = "PARTY_ID", global = true)]
+    party: Option<String>,
+    /// Private key (PEM) of the party, when not acting as a testbed party.
+    #[arg(long, value_name = "FILE", global = true)]
+    key: Option<PathBuf>,
+    /// Certificate chain (PEM, leaf first) of the party.
+    #[arg(long, value_name = "FILE", global = true)]
+    chain: Option<PathBuf>,
+    /// CA certificate(s) to trust for TLS and to check signed answers against (default with
+    /// --testbed: the testbed's CA).
+    #[arg(long, value_name = "FILE", global = true)]
+    ca: Option<PathBuf>,
+    /// The scheme's name: the token scope and the prefix of actions.
+    #[arg(long, default_value = "iSHARE", global = true)]
+    scheme: String,
+    /// Print only the raw token or body, for scripts.
+    #[arg(long, global = true)]
+    raw: bool,
+    /// Seconds to wait for an answer.
+    #[arg(long, default_value_t = 10, global = true)]
+    timeout: u64,
+    #[command(subcommand)]
+    command: ClientCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum ClientCommand {
+    /// Mint a client assertion (a signed JWT, valid 30 s) for an audience.
+    Assertion {
+        #[arg(long)]
+        audience: String,
+    },
+    /// Get an access token from a participant.
+    Token {
+        /// The participant's base URL.
+        #[arg(long)]
+        url: String,
+        /// The participant's party id (default: read from its capabilities).
+        #[arg(long)]
+        audience: Option<String>,
+        #[arg(long, default_value = "/connect/token")]
+        token_path: String,
+    },
+    /// Show a participant's capabilities (with --authenticated, as a token holder).
+    Capabilities {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        authenticated: bool,
+    },
+    /// Search the parties at a scheme owner, e.g. `--query eori=* --query active_only=true`.
+    Parties {
+        #[arg(long)]
+        url: String,
+        #[arg(long = "query", value_name = "KEY=VALUE")]
+        query: Vec<String>,
+    },
+    /// Show one party of a scheme owner.
+    Party {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        id: String,
+    },
+    /// Show the trusted list of a scheme owner.
+    TrustedList {
+        #[arg(long)]
+        url: String,
+    },
+    /// Ask an authorisation registry or entitled party for delegation evidence.
+    Evidence {
+        /// The registry's base URL.
+        #[arg(long)]
+        registry: String,
+        /// A whole mask as JSON (either body shape); the options below build one otherwise.
+        #[arg(long, value_name = "FILE")]
+        mask: Option<PathBuf>,
+        /// The policy issuer (data owner).
+        #[arg(long)]
+        issuer: Option<String>,
+        /// The access subject (default: the party we act as).
+        #[arg(long)]
+        subject: Option<String>,
+        #[arg(long = "type")]
+        resource_type: Option<String>,
+        #[arg(long = "id")]
+        identifiers: Vec<String>,
+        #[arg(long = "attribute")]
+        attributes: Vec<String>,
+        /// e.g. iSHARE.READ; repeat for several.
+        #[arg(long = "action")]
+        actions: Vec<String>,
+        #[arg(long = "service-provider")]
+        service_providers: Vec<String>,
+        #[arg(long = "licence")]
+        licences: Vec<String>,
+    },
+    /// Call a service with a bearer token (fetched from the service itself unless given).
+    Call {
+        url: String,
+        #[arg(short = 'X', long, default_value = "GET")]
+        method: String,
+        #[arg(short = 'd', long)]
+        data: Option<String>,
+        #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+        headers: Vec<String>,
+        #[arg(long)]
+        token: Option<String>,
+        /// A delegation_token to send as the delegation_evidence header.
+        #[arg(long)]
+        evidence: Option<String>,
+    },
+    /// Show any scheme JWT readably.
+    Decode { token: String },
+}
+
+type CliResult = Result<(), String>;
+
+struct Context {
+    peer: Option<PeerClient>,
+    http: reqwest::Client,
+    trusted: Option<TrustedList>,
+    raw: bool,
+}
+
+fn read(path: &PathBuf) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn context(args: &ClientArgs) -> Result<Context, String> {
+    let ca_file = args
+        .ca
+        .clone()
+        .or_else(|| args.testbed.as_ref().map(|d| d.join("ca.pem")));
+    let ca_pem = ca_file.as_ref().map(read).transpose()?;
+    let trusted = ca_pem.as_ref().map(|pem| {
+        let roots = crate::tls::certs_from_pem(pem.as_bytes(), "CA").unwrap_or_default();
+        TrustedList::new(
+            roots
+                .iter()
+                .map(|r| crate::scheme::models::TrustedListEntry {
+                    subject: "CA from --ca".into(),
+                    certificate_fingerprint: crate::scheme::trust::fingerprint(r),
+                    validity: "valid".into(),
+                    status: "granted".into(),
+                }),
+        )
+    });
+    let http = outbound_client(
+        &OutboundTrust {
+            ca_pem: ca_pem.map(String::into_bytes),
+            system_roots: false,
+        },
+        Duration::from_secs(args.timeout),
+    )
+    .map_err(|e| e.to_string())?;
+    let identity = match (&args.party, &args.testbed, &args.key, &args.chain) {
+        (Some(party), Some(dir), None, None) => Some((
+            party.clone(),
+            read(&dir.join("parties").join(format!("{party}.key.pem")))?,
+            read(&dir.join("parties").join(format!("{party}.chain.pem")))?,
+        )),
+        (Some(party), _, Some(key), Some(chain)) => Some((party.clone(), read(key)?, read(chain)?)),
+        (None, _, None, None) => None,
+        _ => {
+            return Err(
+                "give --as PARTY_ID with --testbed DIR, or --as PARTY_ID with --key and --chain"
+                    .into(),
+            )
+        }
+    };
+    let peer = identity
+        .map(|(party, key, chain)| {
+            let id = PartyId::parse(&party).map_err(|e| e.to_string())?;
+            SigningIdentity::from_pem(id, &key, &chain)
+                .map(|identity| PeerClient::new(http.clone(), identity, args.scheme.clone()))
+                .map_err(|e| format!("the credentials of {party}: {e}"))
+        })
+        .transpose()?;
+    Ok(Context {
+        peer,
+        http,
+        trusted,
+        raw: args.raw,
+    })
+}
+
+impl Context {
+    fn peer(&self) -> Result<&PeerClient, String> {
+        self.peer
+            .as_ref()
+            .ok_or_else(|| "this command acts as a party: give --as PARTY_ID with --testbed DIR (or --key and --chain)".to_string())
+    }
+
+    fn show(&self, title: &str, token: &str) {
+        if self.raw {
+            println!("{token}");
+        } else {
+            println!("{title}:\n{}", describe_jwt(token, self.trusted.as_ref()));
+        }
+    }
+
+    /// The party id of the participant at `base_url`, from its capabilities.
+    async fn audience_of(&self, base_url: &str) -> Result<String, String> {
+        let url = join(base_url, "/capabilities");
+        let token = crate::peers::get_signed(&self.http, &url, &[], None, "capabilities_token")
+            .await
+            .map_err(|e| {
+                format!("cannot learn the party id of {base_url} (give --audience): {e}")
+            })?;
+        let jwt = decode(
+            &token,
+            AlgorithmPolicy {
+                allow_rs384_rs512: true,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let claims = serde_json::Value::Object(jwt.claims);
+        claims
+            .get("capabilities_info")
+            .unwrap_or(&claims)
+            .get("party_id")
+            .or_else(|| claims.get("iss"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| format!("the capabilities of {base_url} name no party_id"))
+    }
+
+    async fn access_token(&self, base_url: &str) -> Result<String, String> {
+        let audience = self.audience_of(base_url).await?;
+        self.peer()?
+            .token(&join(base_url, "/connect/token"), &audience)
+            .await
+            .map(|t| t.access_token)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn origin_of(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    Ok(parsed.origin().ascii_serialization())
+}
+
+fn peer_err(e: PeerError) -> String {
+    e.to_string()
+}
+
+pub async fn run(args: ClientArgs) -> CliResult {
+    let ctx = context(&args)?;
+    match args.command {
+        ClientCommand::Assertion { audience } => {
+            let assertion = ctx
+                .peer()?
+                .identity()
+                .client_assertion(&audience, Timestamp::now())
+                .map_err(|e| e.to_string())?;
+            ctx.show("client assertion", &assertion);
+        }
+        ClientCommand::Token {
+            url,
+            audience,
+            token_path,
+        } => {
+            let audience = match audience {
+                Some(a) => a,
+                None => ctx.audience_of(&url).await?,
+            };
+            let token = ctx
+                .peer()?
+                .token(&join(&url, &token_path), &audience)
+                .await
+                .map_err(peer_err)?;
+            if ctx.raw {
+                println!("{}", token.access_token);
+            } else {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&token).unwrap_or_default()
+                );
+            }
+        }
+        ClientCommand::Capabilities { url, authenticated } => {
+            let token = if authenticated {
+                Some(ctx.access_token(&url).await?)
+            } else {
+                None
+            };
+            let capabilities = crate::peers::get_signed(
+                &ctx.http,
+                &join(&url, "/capabilities"),
+                &[],
+                token.as_deref(),
+                "capabilities_token",
+            )
+            .await
+            .map_err(peer_err)?;
+            ctx.show("capabilities_token", &capabilities);
+        }
+        ClientCommand::Parties { url, query } => {
+            let token = ctx.access_token(&url).await?;
+            let pairs: Vec<(&str, &str)> = query
+                .iter()
+                .map(|q| q.split_once('=').unwrap_or((q.as_str(), "")))
+                .collect();
+            let answer = ctx
+                .peer()?
+                .get_signed(
+                    &join(&url, "/parties"),
+                    &pairs,
+                    Some(&token),
+                    "parties_token",
+                )
+                .await
+                .map_err(peer_err)?;
+            ctx.show("parties_token", &answer);
+        }
+        ClientCommand::Party { url, id } => {
+            let token = ctx.access_token(&url).await?;
+            let answer = ctx
+                .peer()?
+                .get_signed(
+                    &join(&url, &format!("/parties/{id}")),
+                    &[],
+                    Some(&token),
+                    "party_token",
+                )
+                .await
+                .map_err(peer_err)?;
+            ctx.show("party_token", &answer);
+        }
+        ClientCommand::TrustedList { url } => {
+            let token = ctx.access_token(&url).await?;
+            let answer = ctx
+                .peer()?
+                .get_signed(
+                    &join(&url, "/trusted_list"),
+                    &[],
+                    Some(&token),
+                    "trusted_list_token",
+                )
+                .await
+                .map_err(peer_err)?;
+            ctx.show("trusted_list_token", &answer);
+        }
+        ClientCommand::Evidence {
+            registry,
+            mask,
+            issuer,
+            subject,
+            resource_type,
+            identifiers,
+            attributes,
+            actions,
+            service_providers,
+            licences,
+        } => {
+            let peer = ctx.peer()?;
+            let body = match mask {
+                Some(path) => serde_json::from_str::<DelegationBody>(&read(&path)?)
+                    .map_err(|e| format!("{}: {e}", path.display()))?,
+                None => {
+                    let issuer = issuer.ok_or("give --issuer (the data owner) or --mask")?;
+                    let resource_type = resource_type.ok_or("give --type or --mask")?;
+                    if actions.is_empty() {
+                        return Err(
+                            "give at least one --action (e.g. iSHARE.READ) or --mask".into()
+                        );
+                    }
+                    let request = AccessRequest {
+                        policy_issuer: issuer,
+                        access_subject: subject
+                            .unwrap_or_else(|| peer.identity().party_id().to_string()),
+                        service_providers,
+                        resource_type,
+                        identifiers: if identifiers.is_empty() {
+                            vec!["*".into()]
+                        } else {
+                            identifiers
+                        },
+                        attributes: if attributes.is_empty() {
+                            vec!["*".into()]
+                        } else {
+                            attributes
+                        },
+                        actions,
+                        required_licences: licences,
+                    };
+                    DelegationBody::new(request.to_mask())
+                }
+            };
+            let body = DelegationBody {
+                shape: BodyShape::Endpoint,
+                ..body
+            };
+            let token = ctx.access_token(&registry).await?;
+            match peer
+                .delegation(&join(&registry, "/delegation"), &token, &body)
+                .await
+                .map_err(peer_err)?
+            {
+                Some(evidence) => ctx.show("delegation_token", &evidence),
+                None => {
+                    return Err(
+                        "the registry holds no policy for this issuer and subject (404)".into(),
+                    )
+                }
+            }
+        }
+        ClientCommand::Call {
+            url,
+            method,
+            data,
+            headers,
+            token,
+            evidence,
+        } => {
+            let token = match token {
+                Some(t) => t,
+                None => ctx.access_token(&origin_of(&url)?).await?,
+            };
+            let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+                .map_err(|_| format!("{method} is not an HTTP method"))?;
+            let mut req = ctx.http.request(method.clone(), &url).bearer_auth(&token);
+            if let Some(ev) = &evidence {
+                req = req.header("delegation_evidence", ev);
+            }
+            for h in &headers {
+                let (name, value) = h
+                    .split_once(':')
+                    .ok_or_else(|| format!("header {h:?} is not NAME: VALUE"))?;
+                req = req.header(name.trim(), value.trim());
+            }
+            if let Some(d) = data {
+                req = req.body(d);
+            }
+            let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
+            let status = resp.status();
+            let shown: Vec<String> = resp
+                .headers()
+                .iter()
+                .filter(|(n, _)| {
+                    n.as_str().starts_with("license")
+                        || n.as_str() == "content-type"
+                        || n.as_str() == "www-authenticate"
+                })
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            let body = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
+            if ctx.raw {
+                println!("{body}");
+            } else {
+                println!("{method} {url} -> {status}");
+                for h in shown {
+                    println!("  {h}");
+                }
+                let pretty = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| serde_json::to_string_pretty(&v).ok())
+                    .unwrap_or(body);
+                println!("{pretty}");
+            }
+            if !status.is_success() {
+                return Err(format!("the service answered {status}"));
+            }
+        }
+        ClientCommand::Decode { token } => ctx.show("token", &token),
+    }
+    Ok(())
+}

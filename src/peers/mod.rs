@@ -1,0 +1,217 @@
+//! Outbound: clients of the other participants we call — any participant's token and capabilities
+//! endpoints, the scheme owner, authorisation registries — and their caches.
+
+use crate::scheme::evidence::DelegationBody;
+use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::models::TokenResponse;
+use crate::scheme::Timestamp;
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// Why a call to another participant did not give a usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    #[error("{url} did not answer in time")]
+    Timeout { url: String },
+    #[error("{url} is unreachable: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("{url} answered {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{url} answered something unusable: {detail}")]
+    Garbled { url: String, detail: String },
+}
+
+impl PeerError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PeerError::Timeout { .. } => "timeout",
+            PeerError::Unreachable { .. } => "unreachable",
+            PeerError::Status { .. } => "error_status",
+            PeerError::Garbled { .. } => "garbled",
+        }
+    }
+
+    fn from_reqwest(url: &str, e: reqwest::Error) -> Self {
+        if e.is_timeout() {
+            PeerError::Timeout {
+                url: url.to_string(),
+            }
+        } else if e.is_decode() || e.is_body() {
+            PeerError::Garbled {
+                url: url.to_string(),
+                detail: e.to_string(),
+            }
+        } else {
+            let mut detail = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                detail.push_str(": ");
+                detail.push_str(&s.to_string());
+                source = s.source();
+            }
+            PeerError::Unreachable {
+                url: url.to_string(),
+                detail,
+            }
+        }
+    }
+}
+
+/// The longest error body quoted back in an error.
+const QUOTE: usize = 300;
+
+/// Calls other participants as `identity`.
+#[derive(Clone)]
+pub struct PeerClient {
+    http: reqwest::Client,
+    identity: SigningIdentity,
+    scheme: String,
+}
+
+/// Join a base URL and a path without doubling or losing a slash.
+pub fn join(base: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+impl PeerClient {
+    pub fn new(
+        http: reqwest::Client,
+        identity: SigningIdentity,
+        scheme: impl Into<String>,
+    ) -> Self {
+        PeerClient {
+            http,
+            identity,
+            scheme: scheme.into(),
+        }
+    }
+
+    pub fn identity(&self) -> &SigningIdentity {
+        &self.identity
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// POST a client assertion for `audience` to a token endpoint.
+    pub async fn token(&self, token_url: &str, audience: &str) -> Result<TokenResponse, PeerError> {
+        let assertion = self
+            .identity
+            .client_assertion(audience, Timestamp::now())
+            .map_err(|e| PeerError::Garbled {
+                url: token_url.to_string(),
+                detail: format!("cannot sign our client assertion: {e}"),
+            })?;
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("scope", self.scheme.as_str()),
+            ("client_id", self.identity.party_id().as_str()),
+            (
+                "client_assertion_type",
+                crate::scheme::assertion::ASSERTION_TYPE,
+            ),
+            ("client_assertion", assertion.as_str()),
+        ];
+        let resp = self
+            .http
+            .post(token_url)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| PeerError::from_reqwest(token_url, e))?;
+        read(token_url, resp).await
+    }
+
+    /// GET a data endpoint and return the JWT in `member` of its JSON answer.
+    pub async fn get_signed(
+        &self,
+        url: &str,
+        query: &[(&str, &str)],
+        token: Option<&str>,
+        member: &str,
+    ) -> Result<String, PeerError> {
+        get_signed(&self.http, url, query, token, member).await
+    }
+
+    /// POST a delegation request. `Ok(None)` when the registry has no policy (404), which is a Deny.
+    pub async fn delegation(
+        &self,
+        url: &str,
+        token: &str,
+        body: &DelegationBody,
+    ) -> Result<Option<String>, PeerError> {
+        let resp = self
+            .http
+            .post(url)
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| PeerError::from_reqwest(url, e))?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let body: serde_json::Value = read(url, resp).await?;
+        member_of(url, &body, "delegation_token").map(Some)
+    }
+}
+
+fn member_of(url: &str, body: &serde_json::Value, member: &str) -> Result<String, PeerError> {
+    body.get(member)
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| PeerError::Garbled {
+            url: url.to_string(),
+            detail: format!("the answer has no {member}"),
+        })
+}
+
+/// The JSON of a successful answer; an error status or unreadable JSON is an error.
+async fn read<T: DeserializeOwned>(url: &str, resp: reqwest::Response) -> Result<T, PeerError> {
+    let status = resp.status();
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|e| PeerError::from_reqwest(url, e))?;
+    if !status.is_success() {
+        let body = String::from_utf8_lossy(&bytes);
+        return Err(PeerError::Status {
+            url: url.to_string(),
+            status: status.as_u16(),
+            body: body.chars().take(QUOTE).collect(),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| PeerError::Garbled {
+        url: url.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// GET a data endpoint and return the JWT in `member` of its JSON answer.
+pub async fn get_signed(
+    http: &reqwest::Client,
+    url: &str,
+    query: &[(&str, &str)],
+    token: Option<&str>,
+    member: &str,
+) -> Result<String, PeerError> {
+    let mut req = http.get(url).query(query);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| PeerError::from_reqwest(url, e))?;
+    let body: serde_json::Value = read(url, resp).await?;
+    member_of(url, &body, member)
+}

@@ -1,0 +1,164 @@
+//! The testbed's configuration file (`conf/testbed.toml`): its parties, which of them run a dummy
+//! server, the trusted CAs beside the generated root, and the registry's policy file.
+
+use crate::scheme::models::{SchemeTime, TrustedListEntry};
+use crate::scheme::party::PartyId;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// The dummy server a party runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Serve {
+    SchemeOwner,
+    AuthorisationRegistry,
+    EntitledParty,
+    ServiceProvider,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartyConfig {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub serve: Option<Serve>,
+    #[serde(default)]
+    pub port: u16,
+    /// Certified roles (certifications); empty = not certified.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default = "active")]
+    pub status: String,
+    #[serde(default)]
+    pub start_date: Option<String>,
+    #[serde(default)]
+    pub end_date: Option<String>,
+    /// The party ids of this party's authorisation registries.
+    #[serde(default)]
+    pub registries: Vec<String>,
+}
+
+fn active() -> String {
+    "Active".into()
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EchoConfig {
+    #[serde(default)]
+    pub port: u16,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestbedConfig {
+    #[serde(default = "default_scheme")]
+    pub scheme: String,
+    pub data_dir: PathBuf,
+    #[serde(default = "loopback")]
+    pub listen: IpAddr,
+    /// A JSON array of delegationEvidence objects: the stored policies of the registry and the
+    /// entitled party. Relative to the config file.
+    #[serde(default)]
+    pub policies: Option<PathBuf>,
+    #[serde(rename = "party")]
+    pub parties: Vec<PartyConfig>,
+    #[serde(default)]
+    pub echo: EchoConfig,
+    #[serde(default, rename = "trusted_ca")]
+    pub trusted_cas: Vec<TrustedListEntry>,
+}
+
+fn default_scheme() -> String {
+    "iSHARE".into()
+}
+
+fn loopback() -> IpAddr {
+    IpAddr::from([127, 0, 0, 1])
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {detail}")]
+    Read { path: String, detail: String },
+    #[error("{path}: {errors}")]
+    Invalid { path: String, errors: String },
+}
+
+impl TestbedConfig {
+    /// Read and check a testbed config. Relative paths in it are taken relative to the file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let mut config: TestbedConfig = toml::from_str(&text).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.policies = config.policies.map(|p| base.join(p));
+        if config.data_dir.is_relative() {
+            config.data_dir = base.join(&config.data_dir);
+        }
+        config.validate().map_err(|errors| ConfigError::Invalid {
+            path: path.display().to_string(),
+            errors: errors.join("; "),
+        })?;
+        Ok(config)
+    }
+
+    /// Every problem at once.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut errors = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, p) in self.parties.iter().enumerate() {
+            if let Err(e) = PartyId::parse(&p.id) {
+                errors.push(format!("party[{i}].id: {e}"));
+            }
+            if !seen.insert(&p.id) {
+                errors.push(format!("party[{i}].id: {} is listed twice", p.id));
+            }
+            for (field, value) in [("start_date", &p.start_date), ("end_date", &p.end_date)] {
+                if let Some(v) = value {
+                    if SchemeTime::parse(v).is_none() {
+                        errors.push(format!(
+                            "party[{i}].{field}: {v:?} is not an ISO 8601 timestamp"
+                        ));
+                    }
+                }
+            }
+            for r in &p.registries {
+                if !self.parties.iter().any(|q| &q.id == r) {
+                    errors.push(format!(
+                        "party[{i}].registries: {r} is not a party of the testbed"
+                    ));
+                }
+            }
+        }
+        let owners = self
+            .parties
+            .iter()
+            .filter(|p| p.serve == Some(Serve::SchemeOwner))
+            .count();
+        if owners != 1 {
+            errors.push(format!(
+                "exactly one party must serve as scheme_owner, found {owners}"
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    pub fn scheme_owner(&self) -> &PartyConfig {
+        self.parties
+            .iter()
+            .find(|p| p.serve == Some(Serve::SchemeOwner))
+            .expect("validated: one scheme owner")
+    }
+}

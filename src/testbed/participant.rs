@@ -1,0 +1,381 @@
+//! What every dummy participant has and does: its identity, its access tokens, and the endpoints
+//! all roles share (capabilities, token, me), with the JSON error answers.
+
+use super::config::Serve;
+use super::register::Register;
+use super::registry::PolicyStore;
+use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
+use crate::scheme::assertion::{
+    validate_assertion, AssertionError, AssertionRules, MemoryJtiStore, TokenRequest,
+};
+use crate::scheme::capabilities::{
+    CapabilitiesInfo, Feature, Role, SupportedFeatures, SupportedVersion,
+};
+use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
+use crate::scheme::party::PartyId;
+use crate::scheme::Timestamp;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The lifetime of signed response tokens, as the scheme's examples use.
+pub const RESPONSE_TOKEN_LIFETIME: i64 = 30;
+/// The lifetime of the access tokens the testbed issues.
+pub const ACCESS_TOKEN_LIFETIME: u64 = 3600;
+
+/// What all participants share: the register of the scheme owner, every party's signing identity
+/// (the testbed holds them all), and the stored policies.
+pub struct Shared {
+    pub scheme: String,
+    pub register: Register,
+    pub identities: BTreeMap<String, SigningIdentity>,
+    pub policies: PolicyStore,
+    pub leeway_secs: f64,
+    pub algorithms: AlgorithmPolicy,
+}
+
+pub struct Participant {
+    pub party_id: PartyId,
+    pub name: String,
+    pub serve: Serve,
+    pub base_url: String,
+    pub identity: SigningIdentity,
+    pub tokens: AccessTokens,
+    pub jti: MemoryJtiStore,
+    pub shared: Arc<Shared>,
+}
+
+/// An error answer: a status and `{error, error_description}`.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub error: &'static str,
+    pub description: String,
+    /// The method to name in `Allow` on a 405.
+    pub allow: Option<Method>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error: &'static str, description: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            error,
+            description: description.into(),
+            allow: None,
+        }
+    }
+
+    pub fn bad_request(error: &'static str, description: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, error, description)
+    }
+
+    pub fn unauthorized(e: AccessTokenError) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, e.code(), e.to_string())
+    }
+
+    pub fn method_not_allowed(allowed: &Method) -> Self {
+        ApiError {
+            allow: Some(allowed.clone()),
+            ..Self::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("this endpoint answers {allowed} only"),
+            )
+        }
+    }
+
+    pub fn not_found(description: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", description)
+    }
+}
+
+impl From<AssertionError> for ApiError {
+    fn from(e: AssertionError) -> Self {
+        ApiError::bad_request(e.oauth_error(), format!("{e} ({})", e.code()))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (
+            self.status,
+            axum::Json(json!({"error": self.error, "error_description": self.description})),
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
+        }
+        if let Some(Ok(allowed)) = self.allow.map(|m| HeaderValue::from_str(m.as_str())) {
+            resp.headers_mut().insert(header::ALLOW, allowed);
+        }
+        resp
+    }
+}
+
+pub type ApiResult = Result<Response, ApiError>;
+
+/// `{member: token}` with status 200.
+pub fn token_answer(member: &str, token: String) -> Response {
+    let mut body = serde_json::Map::new();
+    body.insert(member.to_string(), Value::String(token));
+    axum::Json(Value::Object(body)).into_response()
+}
+
+pub fn require(method: &Method, allowed: Method) -> Result<(), ApiError> {
+    if *method == allowed {
+        Ok(())
+    } else {
+        Err(ApiError::method_not_allowed(&allowed))
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+impl Participant {
+    pub fn scheme(&self) -> &str {
+        &self.shared.scheme
+    }
+
+    /// The bearer token of a request, validated: 401 when missing or invalid.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<AccessClaims, ApiError> {
+        self.tokens
+            .validate_header(header_str(headers, header::AUTHORIZATION), Timestamp::now())
+            .map_err(ApiError::unauthorized)
+    }
+
+    /// Sign a response payload for `aud` (none for anonymous callers).
+    pub fn sign<T: Serialize>(&self, aud: Option<&str>, payload: &T) -> Result<String, ApiError> {
+        self.identity
+            .sign_token(
+                self.party_id.as_str(),
+                aud,
+                payload,
+                Timestamp::now(),
+                RESPONSE_TOKEN_LIFETIME,
+            )
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "signing_failed",
+                    e.to_string(),
+                )
+            })
+    }
+
+    fn role_name(&self) -> &'static str {
+        match self.serve {
+            Serve::SchemeOwner => "SchemeOwner",
+            Serve::AuthorisationRegistry => "AuthorisationRegistry",
+            Serve::EntitledParty => "EntitledParty",
+            Serve::ServiceProvider => "ServiceProvider",
+        }
+    }
+
+    fn feature(
+        &self,
+        id: &str,
+        name: &str,
+        description: &str,
+        path: &str,
+        needs_token: bool,
+    ) -> Feature {
+        Feature {
+            id: id.to_string(),
+            feature: name.to_string(),
+            description: description.to_string(),
+            url: format!("{}{}", self.base_url, path),
+            token_endpoint: needs_token.then(|| format!("{}/connect/token", self.base_url)),
+        }
+    }
+
+    /// The capabilities of this participant: public features always, restricted ones to token holders.
+    pub fn capabilities(&self, with_restricted: bool) -> CapabilitiesInfo {
+        let public = vec![
+            self.feature(
+                "A51D413F-B3CC-477D-96C4-E37A9003BFE3",
+                "capabilities",
+                "Retrieves the capabilities of this party",
+                "/capabilities",
+                true,
+            ),
+            self.feature(
+                "49F6E662-F055-4AAC-96B2-E833FA5F5414",
+                "access token",
+                "Obtains an access token with a client assertion",
+                "/connect/token",
+                false,
+            ),
+        ];
+        let mut restricted = vec![self.feature(
+            "105D19C7-BB2A-4B5A-A1B3-5AB1D2E5A6F1",
+            "me",
+            "Returns the client information of the caller",
+            "/me",
+            true,
+        )];
+        match self.serve {
+            Serve::SchemeOwner => restricted.extend([
+                self.feature(
+                    "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A01",
+                    "parties",
+                    "Searches the parties of the scheme",
+                    "/parties",
+                    true,
+                ),
+                self.feature(
+                    "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A02",
+                    "party",
+                    "Retrieves one party",
+                    "/parties/{party_id}",
+                    true,
+                ),
+                self.feature(
+                    "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A03",
+                    "trusted list",
+                    "Retrieves the trusted certificate authorities",
+                    "/trusted_list",
+                    true,
+                ),
+                self.feature(
+                    "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A04",
+                    "certificate validation",
+                    "Validates a certificate",
+                    "/certificate_validation",
+                    true,
+                ),
+            ]),
+            Serve::AuthorisationRegistry | Serve::EntitledParty => restricted.extend([
+                self.feature(
+                    "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B01",
+                    "delegation",
+                    "Answers a delegation mask with delegation evidence",
+                    "/delegation",
+                    true,
+                ),
+                self.feature(
+                    "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B02",
+                    "policy",
+                    "Adds a policy issued by the caller",
+                    "/policy",
+                    true,
+                ),
+            ]),
+            Serve::ServiceProvider => restricted.push(self.feature(
+                "05357B1C-A3C2-4B4F-9E1F-6F2D3A1B0C01",
+                "boom access",
+                "A test service that answers true",
+                "/boom_access",
+                true,
+            )),
+        }
+        CapabilitiesInfo {
+            scheme: self.scheme().to_string(),
+            party_id: self.party_id.to_string(),
+            roles: vec![Role {
+                role: self.role_name().to_string(),
+            }],
+            supported_versions: vec![SupportedVersion {
+                version: "1.10".into(),
+                supported_features: vec![SupportedFeatures {
+                    public: Some(public),
+                    restricted: with_restricted.then_some(restricted),
+                    private: None,
+                }],
+            }],
+        }
+    }
+}
+
+/// GET /capabilities: public features without a token, restricted ones too with a valid token;
+/// 401 for a token that is not valid.
+pub async fn capabilities(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = match header_str(&headers, header::AUTHORIZATION) {
+        None => None,
+        Some(_) => Some(p.authenticate(&headers)?),
+    };
+    let info = p.capabilities(caller.is_some());
+    let token = p.sign(
+        caller.as_ref().map(|c| c.sub.as_str()),
+        &info.token_claims(),
+    )?;
+    Ok(token_answer("capabilities_token", token))
+}
+
+/// POST token: the full client-assertion validation, then an access token.
+pub async fn token(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    let request = TokenRequest::from_body(header_str(&headers, header::CONTENT_TYPE), &body)
+        .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let checked = request.check(p.scheme())?;
+    let now = Timestamp::now();
+    let rules = AssertionRules {
+        audience: p.party_id.to_string(),
+        leeway_secs: p.shared.leeway_secs,
+        algorithms: p.shared.algorithms,
+    };
+    let register = &p.shared.register;
+    let valid = validate_assertion(
+        &checked.assertion,
+        Some(&checked.client_id),
+        &rules,
+        register.trusted(),
+        |id| register.party(id.as_str()).cloned(),
+        Some(&p.jti),
+        now,
+    )?;
+    let access_token = p.tokens.issue(&valid.client_id, &checked.scopes, now);
+    let mut resp = axum::Json(json!({
+        "access_token": access_token,
+        "token_type": "Bearer",
+        "expires_in": p.tokens.lifetime_secs(),
+    }))
+    .into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    Ok(resp)
+}
+
+/// GET /me: the caller's client information.
+pub async fn me(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let record = p.shared.register.party(&caller.sub);
+    Ok(axum::Json(json!({
+        "client_id": caller.sub,
+        "party_name": record.map(|r| r.party_name.clone()),
+        "scope": caller.scope,
+        "token_issued_at": caller.iat,
+        "token_expires_at": caller.exp,
+        "served_by": p.party_id.as_str(),
+    }))
+    .into_response())
+}
+
+/// Any path no endpoint claims.
+pub async fn not_found() -> Response {
+    ApiError::not_found("no such endpoint").into_response()
+}

@@ -1,0 +1,285 @@
+//! The scheme owner's register of the testbed: party records, the trusted list, and the parties
+//! search with its filters and paging.
+
+use crate::scheme::models::{PartiesInfo, PartyInfo, SchemeTime, TrustedListEntry};
+use crate::scheme::trust::TrustedList;
+use std::collections::BTreeSet;
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+/// Parties per page of a search.
+pub const PAGE_SIZE: usize = 10;
+
+pub struct Register {
+    parties: Vec<PartyInfo>,
+    trusted_entries: Vec<TrustedListEntry>,
+    trusted: TrustedList,
+}
+
+impl Register {
+    pub fn new(mut parties: Vec<PartyInfo>, trusted_entries: Vec<TrustedListEntry>) -> Self {
+        parties.sort_by(|a, b| a.party_id.cmp(&b.party_id));
+        Register {
+            parties,
+            trusted: TrustedList::new(trusted_entries.clone()),
+            trusted_entries,
+        }
+    }
+
+    pub fn party(&self, id: &str) -> Option<&PartyInfo> {
+        self.parties
+            .iter()
+            .find(|p| p.party_id.eq_ignore_ascii_case(id))
+    }
+
+    pub fn trusted(&self) -> &TrustedList {
+        &self.trusted
+    }
+
+    pub fn trusted_entries(&self) -> &[TrustedListEntry] {
+        &self.trusted_entries
+    }
+
+    /// One page of the parties matching `query`, with the count over all pages.
+    pub fn search(&self, query: &PartiesQuery, now: i64) -> PartiesInfo {
+        let at = query.date_time.unwrap_or(now);
+        let matches: Vec<&PartyInfo> = self
+            .parties
+            .iter()
+            .filter(|p| query.matches(p, at))
+            .collect();
+        let start = (query.page - 1).saturating_mul(PAGE_SIZE as u64) as usize;
+        PartiesInfo {
+            count: matches.len() as u64,
+            data: matches
+                .into_iter()
+                .skip(start)
+                .take(PAGE_SIZE)
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// The query of `GET /parties`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PartiesQuery {
+    pub name: Option<String>,
+    pub eori: Option<String>,
+    pub certified_only: Option<bool>,
+    pub active_only: Option<bool>,
+    pub certificate_subject_name: Option<String>,
+    pub page: u64,
+    pub date_time: Option<i64>,
+}
+
+impl PartiesQuery {
+    /// Parse the query parameters; at least one known parameter is required, and every given value
+    /// must be well-formed. Unknown parameters (real satellites know many more) are ignored.
+    pub fn parse(pairs: &[(String, String)]) -> Result<Self, String> {
+        let mut q = PartiesQuery {
+            page: 1,
+            ..Default::default()
+        };
+        let mut known = 0;
+        for (key, value) in pairs {
+            let value = value.trim();
+            match key.as_str() {
+                "name" => q.name = Some(wildcard(value, "name")?),
+                "eori" => q.eori = Some(wildcard(value, "eori")?),
+                "certified_only" => q.certified_only = boolean(value, "certified_only")?,
+                "active_only" => q.active_only = boolean(value, "active_only")?,
+                "certificate_subject_name" => q.certificate_subject_name = Some(value.to_string()),
+                "page" => {
+                    q.page = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|p| *p >= 1)
+                        .ok_or_else(|| {
+                            format!("page must be a whole number from 1, not {value:?}")
+                        })?
+                }
+                "date_time" => {
+                    q.date_time = Some(
+                        SchemeTime::parse(value)
+                            .ok_or_else(|| {
+                                format!("date_time {value:?} is not an ISO 8601 timestamp")
+                            })?
+                            .unix(),
+                    )
+                }
+                _ => continue,
+            }
+            known += 1;
+        }
+        if known == 0 {
+            return Err(
+                "at least one query parameter is required (use name=* or eori=* for all parties)"
+                    .into(),
+            );
+        }
+        Ok(q)
+    }
+
+    fn matches(&self, p: &PartyInfo, at: i64) -> bool {
+        if let Some(pattern) = &self.name {
+            if !wildcard_match(pattern, &p.party_name) {
+                return false;
+            }
+        }
+        if let Some(pattern) = &self.eori {
+            if !wildcard_match(pattern, &p.party_id) {
+                return false;
+            }
+        }
+        if let Some(want) = self.certified_only {
+            let certified = p.certifications.iter().any(|c| c.is_valid_at(at));
+            if certified != want {
+                return false;
+            }
+        }
+        if let Some(want) = self.active_only {
+            if p.adherence.is_active_at(at) != want {
+                return false;
+            }
+        }
+        if let Some(subject) = &self.certificate_subject_name {
+            // Answers only together with the party's own identifier, never by subject alone.
+            let eori_exact = self
+                .eori
+                .as_deref()
+                .is_some_and(|e| !e.contains('*') && e.eq_ignore_ascii_case(&p.party_id));
+            if !eori_exact || !party_has_subject(p, subject) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn wildcard(value: &str, name: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Err(format!("{name} must not be empty"));
+    }
+    if value.matches('*').count() > 1 {
+        return Err(format!("{name} may contain a single * wildcard"));
+    }
+    Ok(value.to_string())
+}
+
+fn boolean(value: &str, name: &str) -> Result<Option<bool>, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "" | "null" => Ok(None),
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        _ => Err(format!("{name} must be true or false, not {value:?}")),
+    }
+}
+
+/// Case-insensitive match with at most one `*`.
+pub fn wildcard_match(pattern: &str, value: &str) -> bool {
+    let (p, v) = (pattern.to_lowercase(), value.to_lowercase());
+    match p.split_once('*') {
+        None => p == v,
+        Some((prefix, suffix)) => {
+            v.len() >= prefix.len() + suffix.len() && v.starts_with(prefix) && v.ends_with(suffix)
+        }
+    }
+}
+
+/// A subject name as a set of (attribute, value): attribute names without case and with their
+/// common aliases, values trimmed; the order of the attributes does not matter.
+fn subject_set(subject: &str) -> BTreeSet<(String, String)> {
+    subject
+        .split(',')
+        .filter_map(|part| part.split_once('='))
+        .map(|(k, v)| {
+            let key = k.trim().to_ascii_uppercase();
+            let key = match key.as_str() {
+                "2.5.4.5" | "OID.2.5.4.5" => "SERIALNUMBER".to_string(),
+                "2.5.4.97" | "OID.2.5.4.97" => "ORGANIZATIONIDENTIFIER".to_string(),
+                _ => key,
+            };
+            (key, v.trim().to_string())
+        })
+        .collect()
+}
+
+/// Whether `subject` names one of the party's registered certificates.
+pub fn party_has_subject(p: &PartyInfo, subject: &str) -> bool {
+    let wanted = subject_set(subject);
+    !wanted.is_empty()
+        && p.certificates
+            .iter()
+            .filter_map(|c| c.subject_name.as_deref())
+            .any(|registered| subject_set(registered) == wanted)
+}
+
+/// A certificate's subject in the `KEY=value, …` form of party records.
+pub fn subject_name(der: &[u8]) -> String {
+    let Ok((_, cert)) = X509Certificate::from_der(der) else {
+        return String::new();
+    };
+    cert.subject()
+        .iter_attributes()
+        .filter_map(|attr| {
+            let key = match attr.attr_type().to_id_string().as_str() {
+                "2.5.4.3" => "CN",
+                "2.5.4.10" => "O",
+                "2.5.4.11" => "OU",
+                "2.5.4.6" => "C",
+                "2.5.4.7" => "L",
+                "2.5.4.8" => "ST",
+                "2.5.4.5" => "SERIALNUMBER",
+                "2.5.4.97" => "ORGANIZATIONIDENTIFIER",
+                _ => return None,
+            };
+            attr.as_str().ok().map(|v| format!("{key}={v}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_prefix_and_suffix() {
+        assert!(wildcard_match("*", "anything"));
+        assert!(wildcard_match("EU.EORI.NL00000000*", "EU.EORI.NL000000001"));
+        assert!(wildcard_match("*trucking", "ABC Trucking"));
+        assert!(wildcard_match("a*c", "abc"));
+        assert!(!wildcard_match("a*c", "ac-d"));
+        assert!(!wildcard_match("ab*ba", "aba"));
+        assert!(wildcard_match("abc", "ABC"));
+    }
+
+    #[test]
+    fn queries_need_a_parameter_and_well_formed_values() {
+        let p = |pairs: &[(&str, &str)]| {
+            PartiesQuery::parse(
+                &pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(p(&[]).unwrap_err().contains("at least one"));
+        assert!(p(&[("unknown", "x")]).is_err());
+        assert!(p(&[("name", "a*b*c")]).unwrap_err().contains("single"));
+        assert!(p(&[("active_only", "yes")]).is_err());
+        assert!(p(&[("eori", "*"), ("page", "0")]).is_err());
+        assert!(p(&[("eori", "*"), ("date_time", "soon")]).is_err());
+        let q = p(&[("eori", "*"), ("page", "2"), ("active_only", "TRUE")]).unwrap();
+        assert_eq!((q.page, q.active_only), (2, Some(true)));
+    }
+
+    #[test]
+    fn subject_names_compare_as_sets() {
+        assert_eq!(
+            subject_set("CN=ABC, SERIALNUMBER=EU.EORI.NL1,C=NL"),
+            subject_set("c = NL,serialNumber=EU.EORI.NL1, CN=ABC")
+        );
+        assert_ne!(subject_set("CN=ABC, C=NL"), subject_set("CN=ABC"));
+    }
+}

@@ -1,0 +1,525 @@
+//! The dummy authorisation registry and entitled party: stored policies, POST /delegation answering
+//! a mask with mirror-the-mask evidence, and POST /policy. An entitled party runs the same engine
+//! but answers only for delegations it issued itself.
+
+use super::config::Serve;
+use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
+use crate::access_token::{bearer_token, AccessTokenError};
+use crate::scheme::assertion::{check_assertion, AssertionRules};
+use crate::scheme::evidence::{
+    evaluate_policy_sets, AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest,
+    Effect, Policy, PolicySet, Rule,
+};
+use crate::scheme::jwt::{self, JwtError};
+use crate::scheme::licence::Licence;
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::{check_party, validate_chain};
+use crate::scheme::Timestamp;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::any;
+use axum::Router;
+use serde_json::{json, Value};
+use std::sync::{Arc, RwLock};
+
+pub fn router(p: Arc<Participant>) -> Router {
+    super::common_routes()
+        .route("/delegation", any(delegation))
+        .route("/policy", any(add_policy))
+        .with_state(p)
+}
+
+/// The policies (delegation evidence) a registry holds.
+#[derive(Default)]
+pub struct PolicyStore {
+    policies: RwLock<Vec<DelegationEvidence>>,
+}
+
+impl PolicyStore {
+    pub fn new(policies: Vec<DelegationEvidence>) -> Self {
+        PolicyStore {
+            policies: RwLock::new(policies),
+        }
+    }
+
+    /// The policies from `issuer` to `subject` valid at `now`.
+    pub fn matching(&self, issuer: &str, subject: &str, now: i64) -> Vec<DelegationEvidence> {
+        self.policies
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| {
+                e.policy_issuer == issuer
+                    && e.target.access_subject == subject
+                    && e.not_before <= now
+                    && now < e.not_on_or_after
+            })
+            .cloned()
+            .collect()
+    }
+
+    pub fn add(&self, evidence: DelegationEvidence) {
+        self.policies
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(evidence);
+    }
+}
+
+/// The problems of a mask or a policy that make it unusable, all at once.
+pub fn check_policy_shape(
+    policy_issuer: &str,
+    access_subject: &str,
+    sets: &[PolicySet],
+) -> Result<(), String> {
+    PartyId::parse(policy_issuer).map_err(|e| format!("policyIssuer: {e}"))?;
+    PartyId::parse(access_subject).map_err(|e| format!("target.accessSubject: {e}"))?;
+    if sets.is_empty() {
+        return Err("policySets is empty".into());
+    }
+    for (i, set) in sets.iter().enumerate() {
+        if set.policies.is_empty() {
+            return Err(format!("policySets[{i}].policies is empty"));
+        }
+        for (j, policy) in set.policies.iter().enumerate() {
+            if !policy.rules.iter().any(|r| r.effect == Effect::Permit) {
+                return Err(format!(
+                    "policySets[{i}].policies[{j}] does not contain a rule with the Effect 'Permit'"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The request one mask policy stands for. An omitted identifier or attribute list asks for all.
+fn request_of(mask: &DelegationRequest, set: &PolicySet, policy: &Policy) -> AccessRequest {
+    let all = || vec!["*".to_string()];
+    let t = &policy.target;
+    AccessRequest {
+        policy_issuer: mask.policy_issuer.clone(),
+        access_subject: mask.target.access_subject.clone(),
+        service_providers: t
+            .environment
+            .as_ref()
+            .and_then(|e| e.service_providers.clone())
+            .unwrap_or_default(),
+        resource_type: t.resource.resource_type.clone(),
+        identifiers: t.resource.identifiers.clone().unwrap_or_else(all),
+        attributes: t.resource.attributes.clone().unwrap_or_else(all),
+        actions: t.actions.clone(),
+        required_licences: set
+            .licences()
+            .iter()
+            .flat_map(Licence::identifiers)
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// Evidence that mirrors the mask: each mask policy with its own target and one rule, Permit when the
+/// stored policies grant it and Deny otherwise; validity, issuer and subject from the stored policies.
+pub fn mirror(
+    mask: &DelegationRequest,
+    stored: &[DelegationEvidence],
+    now: i64,
+) -> DelegationEvidence {
+    let sets: Vec<PolicySet> = stored.iter().flat_map(|e| e.policy_sets.clone()).collect();
+    let policy_sets = mask
+        .policy_sets
+        .iter()
+        .map(|mask_set| {
+            let mut out = PolicySet {
+                max_delegation_depth: None,
+                target: None,
+                policies: Vec::new(),
+            };
+            for mask_policy in &mask_set.policies {
+                let effect =
+                    match evaluate_policy_sets(&sets, &request_of(mask, mask_set, mask_policy)) {
+                        Ok(granted) => {
+                            out.max_delegation_depth =
+                                out.max_delegation_depth.max(granted.max_delegation_depth);
+                            if out.target.is_none() && !granted.licences.is_empty() {
+                                out.target = Some(crate::scheme::evidence::PolicySetTarget {
+                                    environment: Some(
+                                        crate::scheme::evidence::PolicySetEnvironment {
+                                            licenses: granted.licences,
+                                        },
+                                    ),
+                                });
+                            }
+                            Effect::Permit
+                        }
+                        Err(_) => Effect::Deny,
+                    };
+                out.policies.push(Policy {
+                    target: mask_policy.target.clone(),
+                    rules: vec![Rule {
+                        effect,
+                        target: None,
+                    }],
+                });
+            }
+            out
+        })
+        .collect();
+    DelegationEvidence {
+        not_before: now,
+        not_on_or_after: stored
+            .iter()
+            .map(|e| e.not_on_or_after)
+            .max()
+            .unwrap_or(now),
+        policy_issuer: mask.policy_issuer.clone(),
+        target: mask.target.clone(),
+        policy_sets,
+    }
+}
+
+/// The bearer token of a delegation request. A missing or non-Bearer Authorization header is a 400
+/// (as the conformance tests expect on this endpoint); an invalid or expired token a 401.
+fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, ApiError> {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match bearer_token(auth) {
+        Err(e @ (AccessTokenError::Missing | AccessTokenError::NotBearer)) => {
+            Err(ApiError::bad_request("invalid_request", e.to_string()))
+        }
+        Err(e) => Err(ApiError::unauthorized(e)),
+        Ok(token) => p
+            .tokens
+            .validate(token, Timestamp::now())
+            .map(|c| c.sub)
+            .map_err(ApiError::unauthorized),
+    }
+}
+
+/// Check one previous step: a client assertion of a party named as issuer or subject of the mask,
+/// addressed to the caller; or delegation evidence issued by a registered party to the caller.
+fn check_previous_step(
+    p: &Participant,
+    caller: &str,
+    mask: &DelegationRequest,
+    step: &str,
+) -> Result<(), ApiError> {
+    let now = Timestamp::now();
+    let register = &p.shared.register;
+    let invalid = |code: &'static str, msg: String| {
+        ApiError::bad_request("invalid_request", format!("previous_steps: {msg} ({code})"))
+    };
+    let decoded =
+        jwt::decode(step, p.shared.algorithms).map_err(|e| invalid(e.code(), e.to_string()))?;
+    if let Some(evidence) = decoded.claims.get("delegationEvidence") {
+        decoded
+            .verify_signature()
+            .map_err(|e| invalid(e.code(), e.to_string()))?;
+        let chain = validate_chain(&decoded.x5c, register.trusted(), now)
+            .map_err(|e| invalid(e.code(), e.to_string()))?;
+        let iss = decoded.str_claim("iss").unwrap_or_default();
+        let issuer = PartyId::parse(iss).map_err(|e| invalid("invalid_iss", e.to_string()))?;
+        check_party(&chain, &issuer, register.party(iss), now)
+            .map_err(|e| invalid(e.code(), e.to_string()))?;
+        let ev: DelegationEvidence = serde_json::from_value(evidence.clone())
+            .map_err(|e| invalid("invalid_evidence", e.to_string()))?;
+        let links = ev.target.access_subject == caller
+            && (ev.policy_issuer == mask.policy_issuer
+                || ev.policy_issuer == mask.target.access_subject)
+            && ev.not_before <= now.secs()
+            && now.secs() < ev.not_on_or_after;
+        return if links {
+            Ok(())
+        } else {
+            Err(invalid(
+                "evidence_does_not_link",
+                "the evidence does not delegate this mask's party to the caller".into(),
+            ))
+        };
+    }
+    let rules = AssertionRules {
+        audience: caller.to_string(),
+        leeway_secs: p.shared.leeway_secs,
+        algorithms: p.shared.algorithms,
+    };
+    let assertion =
+        check_assertion(step, None, &rules, now).map_err(|e| invalid(e.code(), e.to_string()))?;
+    let chain = validate_chain(&assertion.jwt.x5c, register.trusted(), now)
+        .map_err(|e| invalid(e.code(), e.to_string()))?;
+    let iss = assertion.client_id.as_str();
+    check_party(&chain, &assertion.client_id, register.party(iss), now)
+        .map_err(|e| invalid(e.code(), e.to_string()))?;
+    if iss != mask.target.access_subject && iss != mask.policy_issuer {
+        return Err(invalid(
+            "invalid_delegation_assertion_pair",
+            format!(
+                "the assertion is from {iss}, not from the mask's accessSubject or policyIssuer"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the caller may ask about this mask without a previous step: it is the policy issuer, the
+/// access subject, or a service provider named in every policy of the mask.
+fn caller_is_named(caller: &str, mask: &DelegationRequest) -> bool {
+    caller == mask.policy_issuer
+        || caller == mask.target.access_subject
+        || mask
+            .policy_sets
+            .iter()
+            .flat_map(|s| &s.policies)
+            .all(|policy| {
+                policy
+                    .target
+                    .environment
+                    .as_ref()
+                    .and_then(|e| e.service_providers.as_ref())
+                    .is_some_and(|sps| sps.iter().any(|sp| sp == caller))
+            })
+}
+
+/// POST /delegation.
+async fn delegation(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    let caller = delegation_caller(&p, &headers)?;
+    let body: DelegationBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("the body is not a delegation request: {e}"),
+        )
+    })?;
+    let mask = &body.request;
+    check_policy_shape(
+        &mask.policy_issuer,
+        &mask.target.access_subject,
+        &mask.policy_sets,
+    )
+    .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    if p.serve == Serve::EntitledParty && mask.policy_issuer != p.party_id.as_str() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "this entitled party answers only for delegations it issued ({})",
+                p.party_id
+            ),
+        ));
+    }
+    let now = Timestamp::now();
+    for (role, id) in [
+        ("policyIssuer", &mask.policy_issuer),
+        ("accessSubject", &mask.target.access_subject),
+    ] {
+        match p.shared.register.party(id) {
+            None => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!(
+                        "the mask's {role} {id} is unknown at the scheme owner (unknown_mask_id)"
+                    ),
+                ))
+            }
+            Some(r) if !r.adherence.is_active_at(now.secs()) => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("the mask's {role} {id} is not active (mask_id_not_active)"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    if !body.delegation_path.is_empty() {
+        if let Some(bad) = body
+            .delegation_path
+            .iter()
+            .find(|id| PartyId::parse(id).is_err())
+        {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("delegation_path holds {bad:?}, not a party identifier"),
+            ));
+        }
+        let (first, last) = (
+            &body.delegation_path[0],
+            &body.delegation_path[body.delegation_path.len() - 1],
+        );
+        if *first != mask.policy_issuer || *last != mask.target.access_subject {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "delegation_path must run from the mask's policyIssuer to its accessSubject",
+            ));
+        }
+    }
+    for step in &body.previous_steps {
+        check_previous_step(&p, &caller, mask, step)?;
+    }
+    if body.previous_steps.is_empty() && !caller_is_named(&caller, mask) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("{caller} is neither the policyIssuer, the accessSubject nor a listed service provider of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"),
+        ));
+    }
+    let stored =
+        p.shared
+            .policies
+            .matching(&mask.policy_issuer, &mask.target.access_subject, now.secs());
+    if stored.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "no policy from {} to {}",
+            mask.policy_issuer, mask.target.access_subject
+        )));
+    }
+    let evidence = mirror(mask, &stored, now.secs());
+    let token = p
+        .identity
+        .sign_token(
+            &mask.target.access_subject,
+            Some(&caller),
+            &json!({ "delegationEvidence": evidence }),
+            now,
+            super::participant::RESPONSE_TOKEN_LIFETIME,
+        )
+        .map_err(|e: JwtError| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "signing_failed",
+                e.to_string(),
+            )
+        })?;
+    Ok(token_answer("delegation_token", token))
+}
+
+/// POST /policy: store a policy the caller issues (an entitled party stores only its own).
+async fn add_policy(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    let caller = p.authenticate(&headers)?;
+    let mut value: Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request("invalid_request", format!("the body is not JSON: {e}"))
+    })?;
+    if let Some(inner) = value.get_mut("delegationEvidence") {
+        value = inner.take();
+    }
+    let evidence: DelegationEvidence = serde_json::from_value(value).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("the body is not delegation evidence: {e}"),
+        )
+    })?;
+    check_policy_shape(
+        &evidence.policy_issuer,
+        &evidence.target.access_subject,
+        &evidence.policy_sets,
+    )
+    .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    if evidence.not_on_or_after <= evidence.not_before {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "notOnOrAfter must be after notBefore",
+        ));
+    }
+    if evidence.policy_issuer != caller.sub {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "{} may only add policies it issues, not for {}",
+                caller.sub, evidence.policy_issuer
+            ),
+        ));
+    }
+    if p.serve == Serve::EntitledParty && evidence.policy_issuer != p.party_id.as_str() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "an entitled party holds only its own policies",
+        ));
+    }
+    p.shared.policies.add(evidence.clone());
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "delegationEvidence": evidence })),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored() -> DelegationEvidence {
+        serde_json::from_value(json!({
+            "notBefore": 0, "notOnOrAfter": 4_000_000_000i64,
+            "policyIssuer": "EU.EORI.NL000000005",
+            "target": {"accessSubject": "EU.EORI.NL000000001"},
+            "policySets": [{
+                "maxDelegationDepth": 1,
+                "target": {"environment": {"licenses": ["ISHARE.0001"]}},
+                "policies": [{
+                    "target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"]},
+                    "rules": [{"effect": "Permit"}, {"effect": "Deny", "target": {"resource": {"identifiers": ["SECRET"]}}}]
+                }]
+            }]
+        }))
+        .unwrap()
+    }
+
+    fn mask(identifier: &str, action: &str) -> DelegationRequest {
+        serde_json::from_value(json!({
+            "policyIssuer": "EU.EORI.NL000000005",
+            "target": {"accessSubject": "EU.EORI.NL000000001"},
+            "policySets": [{"policies": [{
+                "target": {"resource": {"type": "CONTAINER", "identifiers": [identifier], "attributes": ["*"]}, "actions": [action]},
+                "rules": [{"effect": "Permit"}]
+            }]}]
+        }))
+        .unwrap()
+    }
+
+    fn effect(ev: &DelegationEvidence) -> Effect {
+        ev.policy_sets[0].policies[0].rules[0].effect
+    }
+
+    #[test]
+    fn the_answer_mirrors_the_mask_with_a_decided_rule() {
+        let ev = mirror(&mask("C1", "iSHARE.READ"), &[stored()], 100);
+        assert_eq!(effect(&ev), Effect::Permit);
+        assert_eq!(
+            ev.policy_sets[0].policies[0].target,
+            mask("C1", "iSHARE.READ").policy_sets[0].policies[0].target
+        );
+        assert_eq!(ev.policy_sets[0].max_delegation_depth, Some(1));
+        assert_eq!(
+            ev.policy_sets[0].licences(),
+            &[Licence::Id("ISHARE.0001".into())]
+        );
+        assert_eq!((ev.not_before, ev.not_on_or_after), (100, 4_000_000_000));
+        assert_eq!(
+            effect(&mirror(&mask("C1", "iSHARE.DELETE"), &[stored()], 100)),
+            Effect::Deny
+        );
+        assert_eq!(
+            effect(&mirror(&mask("SECRET", "iSHARE.READ"), &[stored()], 100)),
+            Effect::Deny
+        );
+    }
+
+    #[test]
+    fn masks_without_a_permit_rule_are_refused() {
+        let mut m = mask("C1", "iSHARE.READ");
+        m.policy_sets[0].policies[0].rules = vec![Rule::deny()];
+        let err = check_policy_shape(&m.policy_issuer, &m.target.access_subject, &m.policy_sets)
+            .unwrap_err();
+        assert!(err.contains("does not contain a rule with the Effect 'Permit'"));
+    }
+}

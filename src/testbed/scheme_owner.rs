@@ -1,0 +1,235 @@
+//! The dummy scheme owner: parties, one party, the trusted list, certificate validation, and the
+//! test-only assertion generator.
+
+use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
+use super::register::{party_has_subject, PartiesQuery};
+use crate::scheme::models::{
+    CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload,
+};
+use crate::scheme::trust::{fingerprint, validate_chain};
+use crate::scheme::Timestamp;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::response::IntoResponse;
+use axum::routing::any;
+use axum::Router;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+pub fn router(p: Arc<Participant>) -> Router {
+    super::common_routes()
+        .route("/parties", any(parties))
+        .route("/parties/{party_id}", any(party))
+        .route("/trusted_list", any(trusted_list))
+        .route("/certificate_validation", any(certificate_validation))
+        .route("/testing/generate-jws", any(generate_jws))
+        .with_state(p)
+}
+
+fn query_pairs(raw: Option<String>) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// GET /parties: 401 without a valid token, 400 for no or invalid parameters.
+async fn parties(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let query = PartiesQuery::parse(&query_pairs(raw))
+        .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let page = p.shared.register.search(&query, Timestamp::now().secs());
+    let token = p.sign(Some(&caller.sub), &PartiesPayload(page))?;
+    Ok(token_answer("parties_token", token))
+}
+
+/// GET /parties/{party_id}: 404 for an unknown party, or when certificate_subject_name is given
+/// and names none of its certificates.
+async fn party(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    Path(party_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let record = p
+        .shared
+        .register
+        .party(&party_id)
+        .ok_or_else(|| ApiError::not_found(format!("no party {party_id}")))?;
+    for (key, value) in query_pairs(raw) {
+        match key.as_str() {
+            "date_time" if SchemeTime::parse(&value).is_none() => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("date_time {value:?} is not an ISO 8601 timestamp"),
+                ))
+            }
+            "certificate_subject_name" if !party_has_subject(record, &value) => {
+                return Err(ApiError::not_found(format!(
+                    "no certificate of {party_id} has that subject"
+                )))
+            }
+            _ => {}
+        }
+    }
+    let token = p.sign(Some(&caller.sub), &PartyPayload(record.clone()))?;
+    Ok(token_answer("party_token", token))
+}
+
+/// GET /trusted_list.
+async fn trusted_list(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let payload = TrustedListPayload {
+        trusted_list: p.shared.register.trusted_entries().to_vec(),
+    };
+    let token = p.sign(Some(&caller.sub), &payload)?;
+    Ok(token_answer("trusted_list_token", token))
+}
+
+#[derive(Deserialize)]
+struct CertificateRequest {
+    /// One certificate, base64 DER or PEM.
+    #[serde(default)]
+    certificate: Option<String>,
+    /// A chain, leaf first, base64 DER.
+    #[serde(default)]
+    x5c: Option<Vec<String>>,
+    #[serde(default)]
+    date_time: Option<String>,
+}
+
+fn body_json<T: for<'de> Deserialize<'de>>(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("x-www-form-urlencoded"));
+    let value = if is_form {
+        let map: serde_json::Map<String, serde_json::Value> = url::form_urlencoded::parse(body)
+            .map(|(k, v)| (k.into_owned(), serde_json::Value::String(v.into_owned())))
+            .collect();
+        serde_json::Value::Object(map)
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request("invalid_request", format!("the body is not JSON: {e}"))
+        })?
+    };
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))
+}
+
+fn der_of(text: &str) -> Result<Vec<u8>, ApiError> {
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .flat_map(|l| l.chars())
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    STANDARD
+        .decode(body)
+        .map_err(|_| ApiError::bad_request("invalid_request", "the certificate is not base64"))
+}
+
+/// POST /certificate_validation: whether a certificate chains to a trusted root and is valid at
+/// the time asked (now by default). A lone certificate issued by the testbed's CA is completed with
+/// that CA's chain.
+async fn certificate_validation(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    p.authenticate(&headers)?;
+    let request: CertificateRequest = body_json(&headers, &body)?;
+    let mut chain = match (request.x5c, request.certificate) {
+        (Some(x5c), _) if !x5c.is_empty() => x5c
+            .iter()
+            .map(|c| der_of(c))
+            .collect::<Result<Vec<_>, _>>()?,
+        (_, Some(cert)) => vec![der_of(&cert)?],
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "give certificate or x5c",
+            ))
+        }
+    };
+    let at = match request.date_time.as_deref() {
+        None => Timestamp::now(),
+        Some(t) => Timestamp::from_secs(
+            SchemeTime::parse(t)
+                .ok_or_else(|| {
+                    ApiError::bad_request("invalid_request", "date_time is not ISO 8601")
+                })?
+                .unix(),
+        ),
+    };
+    if chain.len() == 1 {
+        if let Some(identity) = p.shared.identities.values().next() {
+            chain.extend(identity.chain_der().iter().skip(1).cloned());
+        }
+    }
+    let validity = validate_chain(&chain, p.shared.register.trusted(), at).is_ok();
+    Ok(axum::Json(CertificateResponse {
+        date_time: SchemeTime::from_unix(at.secs()),
+        certificate_fingerprint: fingerprint(&chain[0]),
+        validity,
+    })
+    .into_response())
+}
+
+#[derive(Deserialize)]
+struct GenerateRequest {
+    client_id: String,
+    #[serde(alias = "aud")]
+    audience: String,
+}
+
+/// POST /testing/generate-jws (test only): a client assertion signed with a testbed party's key.
+async fn generate_jws(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    let request: GenerateRequest = body_json(&headers, &body)?;
+    let identity = p.shared.identities.get(&request.client_id).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("{} is not a testbed party", request.client_id),
+        )
+    })?;
+    if p.shared.register.party(&request.audience).is_none() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "the audience {} is not a party of the scheme",
+                request.audience
+            ),
+        ));
+    }
+    let assertion = identity
+        .client_assertion(&request.audience, Timestamp::now())
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
+    Ok(axum::Json(json!({ "client_assertion": assertion })).into_response())
+}
