@@ -2,7 +2,10 @@
 
 pub mod access_token;
 pub mod cli;
+pub mod config;
+pub mod gateway;
 pub mod peers;
 pub mod scheme;
+pub mod telemetry;
 pub mod testbed;
 pub mod tls;

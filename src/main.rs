@@ -2,8 +2,11 @@
 
 use clap::{Parser, Subcommand};
 use ishare_gateway::cli;
+use ishare_gateway::config::{self, model::LogFormat};
+use ishare_gateway::gateway::server;
+use ishare_gateway::telemetry;
 use ishare_gateway::testbed::{config::TestbedConfig, Testbed};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -19,23 +22,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the gateway.
+    Run {
+        #[arg(long, default_value = "conf/gateway.toml")]
+        config: PathBuf,
+        /// Take over the listeners of a running gateway (graceful upgrade; send it SIGQUIT).
+        #[arg(long)]
+        upgrade: bool,
+        /// Run in the background.
+        #[arg(long)]
+        daemon: bool,
+    },
+    /// Check configuration files (gateway or testbed) and the rules they name; print every error.
+    Check {
+        #[arg(long, required = true)]
+        config: Vec<PathBuf>,
+    },
     /// Run the testbed: a scheme owner, an authorisation registry, an entitled party, service
     /// providers and an echo backend on loopback.
     Testbed {
         #[arg(long, default_value = "conf/testbed.toml")]
         config: PathBuf,
+        /// Generate the key material (if missing) and exit.
+        #[arg(long)]
+        prepare: bool,
     },
     /// The consumer's side of the scheme: assertions, tokens, parties, evidence, service calls.
     Client(Box<cli::client::ClientArgs>),
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .init();
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -45,8 +58,79 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-async fn run_testbed(config: PathBuf) -> Result<(), String> {
+fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
+    let config =
+        config::load(&path).map_err(|e| format!("the configuration is not valid:\n{e}"))?;
+    telemetry::init_logging(config.log.format == LogFormat::Json, &config.log.level);
+    tracing::info!(
+        party = %config.identity.party_id,
+        routes = config.routes.len(),
+        listeners = ?config.listeners.iter().map(|l| l.address.to_string()).collect::<Vec<_>>(),
+        "starting"
+    );
+    let opt = pingora::server::configuration::Opt {
+        upgrade,
+        daemon,
+        ..Default::default()
+    };
+    let built = server::build(config, path, Some(opt), true)?;
+    built.server.run_forever()
+}
+
+/// A testbed config has parties; anything else is a gateway config.
+fn is_testbed_config(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .is_some_and(|t| t.contains_key("party"))
+}
+
+fn check(paths: Vec<PathBuf>) -> Result<(), String> {
+    let mut failed = false;
+    for path in paths {
+        if is_testbed_config(&path) {
+            match TestbedConfig::load(&path).and_then(|c| c.check_policies().map(|n| (c, n))) {
+                Ok((c, policies)) => println!(
+                    "{}: ok (testbed: {} parties, {policies} policies)",
+                    path.display(),
+                    c.parties.len()
+                ),
+                Err(e) => {
+                    failed = true;
+                    println!("{e}");
+                }
+            }
+            continue;
+        }
+        match config::load(&path) {
+            Ok(c) => println!(
+                "{}: ok ({} listeners, {} upstreams, {} routes from {})",
+                path.display(),
+                c.listeners.len(),
+                c.upstreams.len(),
+                c.routes.len(),
+                c.rules_dir.display()
+            ),
+            Err(errors) => {
+                failed = true;
+                println!("{errors}");
+            }
+        }
+    }
+    if failed {
+        Err("the configuration has errors".into())
+    } else {
+        Ok(())
+    }
+}
+
+async fn run_testbed(config: PathBuf, prepare: bool) -> Result<(), String> {
     let config = TestbedConfig::load(&config).map_err(|e| e.to_string())?;
+    if prepare {
+        let keys = ishare_gateway::testbed::prepare(&config).map_err(|e| e.to_string())?;
+        println!("testbed key material ready in {}", keys.data_dir.display());
+        return Ok(());
+    }
     let testbed = Testbed::start(&config).await.map_err(|e| e.to_string())?;
     println!(
         "testbed running ({} scheme):\n{}",
@@ -54,27 +138,23 @@ async fn run_testbed(config: PathBuf) -> Result<(), String> {
         testbed.summary()
     );
     println!("Ctrl-C stops it.");
-    wait_for_stop().await;
+    cli::wait_for_stop().await;
     testbed.stop().await;
     Ok(())
-}
-
-/// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Testbed { config } => {
-            init_logging();
-            runtime().block_on(run_testbed(config))
+        Command::Run {
+            config,
+            upgrade,
+            daemon,
+        } => run(config, upgrade, daemon),
+        Command::Check { config } => check(config),
+        Command::Testbed { config, prepare } => {
+            telemetry::init_logging(false, "info");
+            runtime().block_on(run_testbed(config, prepare))
         }
         Command::Client(args) => runtime().block_on(cli::client::run(*args)),
     };

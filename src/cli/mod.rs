@@ -2,3 +2,18 @@
 
 pub mod client;
 pub mod display;
+
+/// Ctrl-C or SIGTERM.
+pub async fn wait_for_stop() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,6 +1,9 @@
 //! Outbound: clients of the other participants we call — any participant's token and capabilities
 //! endpoints, the scheme owner, authorisation registries — and their caches.
 
+pub mod scheme_owner;
+pub mod tokens;
+
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TokenResponse;

@@ -408,8 +408,8 @@ impl DenyReason {
             DenyReason::AttributeNotGranted { .. } => 3,
             DenyReason::ActionNotGranted { .. } => 4,
             DenyReason::ServiceProviderNotListed => 5,
-            DenyReason::LicenceMissing { .. } => 6,
-            DenyReason::DeniedByRule => 7,
+            DenyReason::DeniedByRule => 6,
+            DenyReason::LicenceMissing { .. } => 7,
             _ => 0,
         }
     }
@@ -633,11 +633,6 @@ fn evaluate_policy(
             return Err(DenyReason::ServiceProviderNotListed);
         }
     }
-    if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
-        return Err(DenyReason::LicenceMissing {
-            licence: missing.to_string(),
-        });
-    }
     // Deny-overrides: the first rule is the default and must be Permit; any later Deny rule whose
     // target overlaps the request takes the permit away.
     let first_permits = policy
@@ -651,6 +646,11 @@ fn evaluate_policy(
         .any(|r| r.effect == Effect::Deny && rule_covers(r, request));
     if !first_permits || denied {
         return Err(DenyReason::DeniedByRule);
+    }
+    if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
+        return Err(DenyReason::LicenceMissing {
+            licence: missing.to_string(),
+        });
     }
     Ok(())
 }

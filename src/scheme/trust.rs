@@ -142,6 +142,19 @@ pub struct ValidatedChain {
     pub not_after: i64,
 }
 
+impl ValidatedChain {
+    /// Whether the leaf's subject names `party` (serialNumber or organizationIdentifier).
+    pub fn names(&self, party: &PartyId) -> bool {
+        [
+            self.subject.serial_number.as_deref(),
+            self.subject.organization_identifier.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|v| party.matches_subject_identifier(v))
+    }
+}
+
 /// Validate an x5c chain (DER, leaf first) at `now`: every certificate in its validity period, the
 /// leaf an RSA key of at least 2048 bits usable for signing, every further certificate a CA with
 /// keyCertSign that signed the one before it, and the last one on the trusted list as valid/granted.
@@ -313,14 +326,7 @@ pub fn check_party(
             Err(PartyError::CertificateNotRegistered(claimed.to_string()))
         };
     }
-    let named = [
-        chain.subject.serial_number.as_deref(),
-        chain.subject.organization_identifier.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .any(|v| claimed.matches_subject_identifier(v));
-    if named {
+    if chain.names(claimed) {
         Ok(())
     } else {
         Err(PartyError::SubjectMismatch(claimed.to_string()))

@@ -155,6 +155,20 @@ impl TestbedConfig {
         }
     }
 
+    /// Load the policies file and check every policy; the number of policies.
+    pub fn check_policies(&self) -> Result<usize, ConfigError> {
+        super::load_policies(self.policies.as_ref())
+            .map(|p| p.len())
+            .map_err(|e| ConfigError::Invalid {
+                path: self
+                    .policies
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                errors: e.to_string(),
+            })
+    }
+
     pub fn scheme_owner(&self) -> &PartyConfig {
         self.parties
             .iter()

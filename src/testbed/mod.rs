@@ -64,6 +64,7 @@ fn common_routes() -> Router<Arc<Participant>> {
         .route("/oauth2.0/token", any(participant::token))
         .route("/token", any(participant::token))
         .route("/me", any(participant::me))
+        .route("/testing/stats", axum::routing::get(participant::stats))
         .fallback(participant::not_found)
 }
 
@@ -104,7 +105,7 @@ async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, TestbedError> {
         })
 }
 
-fn load_policies(path: Option<&PathBuf>) -> Result<Vec<DelegationEvidence>, TestbedError> {
+pub fn load_policies(path: Option<&PathBuf>) -> Result<Vec<DelegationEvidence>, TestbedError> {
     let Some(path) = path else {
         return Ok(Vec::new());
     };
@@ -180,18 +181,38 @@ fn party_record(
     }
 }
 
+/// The TLS names of the testbed's server certificate.
+fn tls_names(config: &TestbedConfig) -> Vec<String> {
+    vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        config.listen.to_string(),
+    ]
+}
+
+/// Generate the key material of a testbed that is missing, and load the rest.
+pub fn prepare(config: &TestbedConfig) -> Result<TestbedKeys, TestbedError> {
+    let parties: Vec<(String, String)> = config
+        .parties
+        .iter()
+        .map(|p| (p.id.clone(), p.name.clone()))
+        .collect();
+    let names = tls_names(config);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Ok(keys::load_or_generate(&config.data_dir, &parties, &names)?)
+}
+
 impl Testbed {
     /// Generate or load the key material, bind every participant's port, and start serving.
     pub async fn start(config: &TestbedConfig) -> Result<Testbed, TestbedError> {
         crate::tls::ensure_crypto_provider();
-        let listen_ip = config.listen.to_string();
-        let tls_names = ["localhost", "127.0.0.1", "::1", listen_ip.as_str()];
+        let keys = prepare(config)?;
         let parties: Vec<(String, String)> = config
             .parties
             .iter()
             .map(|p| (p.id.clone(), p.name.clone()))
             .collect();
-        let keys = keys::load_or_generate(&config.data_dir, &parties, &tls_names)?;
         let tls = Arc::new(crate::tls::server_config(
             keys.tls.chain_pem.as_bytes(),
             keys.tls.key_pem.as_bytes(),
@@ -264,6 +285,7 @@ impl Testbed {
                 base_url: urls[&party.id].clone(),
                 jti: Default::default(),
                 shared: shared.clone(),
+                stats: Default::default(),
             });
             let router = match serve {
                 Serve::SchemeOwner => scheme_owner::router(participant),

@@ -47,6 +47,14 @@ pub struct Participant {
     pub tokens: AccessTokens,
     pub jti: MemoryJtiStore,
     pub shared: Arc<Shared>,
+    /// Requests received, for tests that count calls (GET /testing/stats).
+    pub stats: Stats,
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub token_requests: std::sync::atomic::AtomicU64,
+    pub delegation_requests: std::sync::atomic::AtomicU64,
 }
 
 /// An error answer: a status and `{error, error_description}`.
@@ -323,6 +331,9 @@ pub async fn token(
     body: bytes::Bytes,
 ) -> ApiResult {
     require(&method, Method::POST)?;
+    p.stats
+        .token_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let request = TokenRequest::from_body(header_str(&headers, header::CONTENT_TYPE), &body)
         .map_err(|e| ApiError::bad_request("invalid_request", e))?;
     let checked = request.check(p.scheme())?;
@@ -373,6 +384,16 @@ pub async fn me(
         "served_by": p.party_id.as_str(),
     }))
     .into_response())
+}
+
+/// GET /testing/stats (test only): how many token and delegation requests this participant received.
+pub async fn stats(State(p): State<Arc<Participant>>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
+    axum::Json(json!({
+        "token_requests": p.stats.token_requests.load(Relaxed),
+        "delegation_requests": p.stats.delegation_requests.load(Relaxed),
+    }))
+    .into_response()
 }
 
 /// Any path no endpoint claims.

@@ -288,6 +288,9 @@ async fn delegation(
     body: bytes::Bytes,
 ) -> ApiResult {
     require(&method, Method::POST)?;
+    p.stats
+        .delegation_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let caller = delegation_caller(&p, &headers)?;
     let body: DelegationBody = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(

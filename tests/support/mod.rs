@@ -190,3 +190,268 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, serde_json::Value) {
     let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
     (status, body)
 }
+
+/// A free loopback port (bound and released; the gateway binds it right after).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A fresh directory under the target's temporary directory.
+pub fn scratch_dir(binary: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{binary}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    dir
+}
+
+/// The testbed and a gateway (as EU.EORI.NL000000003) in front of its echo backend.
+pub struct Env {
+    pub bed: Bed,
+    pub gateway: Option<ishare_gateway::gateway::server::RunningGateway>,
+    /// https://127.0.0.1:PORT
+    pub url: String,
+    /// http://127.0.0.1:PORT
+    pub plain: String,
+    pub admin: String,
+    pub dir: PathBuf,
+}
+
+pub struct Ports {
+    pub tls: u16,
+    pub plain: u16,
+    pub admin: u16,
+}
+
+/// A gateway.toml for the testbed; `extra` is appended (more upstreams, registries, settings).
+pub fn gateway_toml(bed: &Bed, ports: &Ports, extra: &str) -> String {
+    let data = bed.keys.data_dir.display().to_string();
+    let echo = bed
+        .testbed
+        .echo_url
+        .trim_start_matches("http://")
+        .to_string();
+    format!(
+        r#"
+scheme = "iSHARE"
+public_url = "https://127.0.0.1:{tls}"
+
+[identity]
+party_id = "{SP}"
+key = "{data}/parties/{SP}.key.pem"
+certificate_chain = "{data}/parties/{SP}.chain.pem"
+
+[[listener]]
+address = "127.0.0.1:{tls}"
+[listener.tls]
+certificate = "{data}/tls/server.chain.pem"
+key = "{data}/tls/server.key.pem"
+
+[[listener]]
+address = "127.0.0.1:{plain}"
+
+[scheme_owner]
+url = "{so}"
+party_id = "{SO}"
+root_certificate = "{data}/ca.pem"
+
+[outbound]
+ca_file = "{data}/ca.pem"
+
+[[upstream]]
+name = "echo"
+addresses = ["{echo}"]
+
+[admin]
+address = "127.0.0.1:{admin}"
+
+[rules]
+directory = "policies"
+
+[server]
+threads = 1
+grace_period = "0s"
+graceful_shutdown_timeout = "1s"
+{extra}
+"#,
+        tls = ports.tls,
+        plain = ports.plain,
+        admin = ports.admin,
+        so = bed.url(SO),
+    )
+}
+
+impl Env {
+    /// Start the testbed and a gateway with these rules (policies/rules.toml) and extra config.
+    pub async fn start(binary: &str, rules: &str, extra: &str) -> Env {
+        let bed = Bed::start(binary).await;
+        let dir = scratch_dir(binary);
+        let ports = Ports {
+            tls: free_port(),
+            plain: free_port(),
+            admin: free_port(),
+        };
+        std::fs::write(dir.join("policies/rules.toml"), rules).unwrap();
+        std::fs::write(dir.join("gateway.toml"), gateway_toml(&bed, &ports, extra)).unwrap();
+        let mut env = Env {
+            url: format!("https://127.0.0.1:{}", ports.tls),
+            plain: format!("http://127.0.0.1:{}", ports.plain),
+            admin: format!("http://127.0.0.1:{}", ports.admin),
+            gateway: None,
+            bed,
+            dir,
+        };
+        env.gateway = Some(env.launch());
+        env.wait_ready().await;
+        env
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("gateway.toml")
+    }
+
+    fn launch(&self) -> ishare_gateway::gateway::server::RunningGateway {
+        let config = ishare_gateway::config::load(&self.config_path())
+            .unwrap_or_else(|e| panic!("gateway config: {e}"));
+        let built = ishare_gateway::gateway::server::build(config, self.config_path(), None, false)
+            .expect("gateway builds");
+        ishare_gateway::gateway::server::RunningGateway::start(built)
+    }
+
+    /// Wait (bounded) until the gateway accepts connections and /ready says so.
+    pub async fn wait_ready(&self) {
+        let probe = reqwest::Client::new();
+        for _ in 0..100 {
+            if let Ok(r) = probe.get(format!("{}/ready", self.admin)).send().await {
+                if r.status() == 200
+                    && probe
+                        .get(format!("{}/capabilities", self.plain))
+                        .send()
+                        .await
+                        .is_ok()
+                {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gateway did not become ready");
+    }
+
+    pub fn state(&self) -> &std::sync::Arc<ishare_gateway::gateway::state::GatewayState> {
+        &self.gateway.as_ref().unwrap().state
+    }
+
+    /// An access token of the gateway for `client`.
+    pub async fn token(&self, client: &str) -> String {
+        let resp = self.token_response(&self.bed.identity(client), None).await;
+        assert_eq!(resp.status(), 200, "token for {client} at the gateway");
+        resp.json::<serde_json::Value>().await.unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub async fn token_response(
+        &self,
+        identity: &SigningIdentity,
+        assertion: Option<String>,
+    ) -> reqwest::Response {
+        let assertion = assertion.unwrap_or_else(|| {
+            identity
+                .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+                .unwrap()
+        });
+        let form = [
+            ("grant_type", "client_credentials"),
+            ("scope", "iSHARE"),
+            ("client_id", identity.party_id().as_str()),
+            (
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            ),
+            ("client_assertion", assertion.as_str()),
+        ];
+        self.bed
+            .http
+            .post(format!("{}/connect/token", self.url))
+            .form(&form)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The metrics text of the admin listener.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(g) = self.gateway.take() {
+            tokio::task::spawn_blocking(move || g.stop()).await.unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.bed.stop().await;
+    }
+}
+
+/// The value of a counter line `name{labels} value` in metrics text (0 when absent).
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Sign any header and claims with a key, so that each defect of an assertion can be made.
+pub fn forge(header: &serde_json::Value, claims: &serde_json::Value, key_pem: &str) -> String {
+    use base64::Engine;
+    let b64 = |v: &serde_json::Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+    };
+    let input = format!("{}.{}", b64(header), b64(claims));
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(key_pem.as_bytes()).unwrap();
+    let sig =
+        jsonwebtoken::crypto::sign(input.as_bytes(), &key, jsonwebtoken::Algorithm::RS256).unwrap();
+    format!("{input}.{sig}")
+}
+
+/// The header and claims of a good client assertion of `creds` for `audience`.
+pub fn assertion_parts(
+    creds: &PartyCredentials,
+    audience: &str,
+) -> (serde_json::Value, serde_json::Value) {
+    use base64::Engine;
+    let x5c: Vec<String> = creds
+        .chain_der
+        .iter()
+        .map(|d| base64::engine::general_purpose::STANDARD.encode(d))
+        .collect();
+    let now = ishare_gateway::scheme::Timestamp::now().secs();
+    (
+        serde_json::json!({"alg": "RS256", "typ": "JWT", "x5c": x5c}),
+        serde_json::json!({
+            "iss": creds.party_id, "sub": creds.party_id, "aud": audience,
+            "jti": uuid::Uuid::new_v4().to_string(), "iat": now, "exp": now + 30
+        }),
+    )
+}

@@ -1,0 +1,223 @@
+//! The configuration as operators write it (gateway.toml and policies/*.toml): plain serde types,
+//! every field optional where a default exists. `model.rs` turns them into the validated model.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct GatewayFile {
+    pub scheme: Option<String>,
+    /// The address clients reach the gateway at, for the URLs in /capabilities.
+    pub public_url: Option<String>,
+    pub identity: Option<IdentityFile>,
+    #[serde(default, rename = "listener")]
+    pub listeners: Vec<ListenerFile>,
+    pub scheme_owner: Option<SchemeOwnerFile>,
+    #[serde(default)]
+    pub tokens: TokensFile,
+    #[serde(default)]
+    pub outbound: OutboundFile,
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<UpstreamFile>,
+    #[serde(default, rename = "registry")]
+    pub registries: Vec<RegistryFile>,
+    #[serde(default)]
+    pub delegation: DelegationFile,
+    pub admin: Option<AdminFile>,
+    #[serde(default)]
+    pub rules: RulesFile,
+    #[serde(default)]
+    pub forwarding: ForwardingFile,
+    #[serde(default)]
+    pub server: ServerFile,
+    #[serde(default)]
+    pub log: LogFile,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct IdentityFile {
+    pub party_id: String,
+    pub name: Option<String>,
+    pub key: PathBuf,
+    pub certificate_chain: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListenerFile {
+    pub address: String,
+    pub tls: Option<ListenerTlsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListenerTlsFile {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+    /// CA certificates that client certificates must chain to; enables client-certificate verification.
+    pub client_ca: Option<PathBuf>,
+    /// `optional` (default) or `required`, with client_ca.
+    pub client_auth: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SchemeOwnerFile {
+    pub url: String,
+    pub party_id: String,
+    /// SHA-256 of the root CA certificate the scheme owner signs with.
+    pub root_fingerprint: Option<String>,
+    /// That root certificate as a PEM file (its fingerprint is pinned), instead of root_fingerprint.
+    pub root_certificate: Option<PathBuf>,
+    /// A trusted list (JSON array of entries) to use instead of fetching it.
+    pub trusted_list_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    pub refresh: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub party_cache_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TokensFile {
+    #[serde(default, with = "humantime_serde")]
+    pub lifetime: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub clock_leeway: Option<Duration>,
+    pub paths: Option<Vec<String>>,
+    pub allow_rs384_rs512: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct OutboundFile {
+    pub ca_file: Option<PathBuf>,
+    pub system_roots: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct UpstreamFile {
+    pub name: String,
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub tls: bool,
+    pub sni: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    pub host_header: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub connect_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub read_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub write_timeout: Option<Duration>,
+    pub health_check: Option<HealthCheckFile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HealthCheckFile {
+    /// `tcp` (default) or `http`.
+    pub kind: Option<String>,
+    /// For `http`: the path to GET; a 2xx answer is healthy.
+    pub path: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub interval: Option<Duration>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RegistryFile {
+    pub name: String,
+    pub party_id: String,
+    pub url: String,
+    pub token_path: Option<String>,
+    pub delegation_path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DelegationFile {
+    #[serde(default, with = "humantime_serde")]
+    pub registry_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub cache_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub deny_cache_ttl: Option<Duration>,
+    pub cache_capacity: Option<u64>,
+    /// The oldest `iat` accepted for evidence in the delegation_evidence header.
+    #[serde(default, with = "humantime_serde")]
+    pub header_evidence_max_age: Option<Duration>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AdminFile {
+    pub address: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RulesFile {
+    pub directory: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ForwardingFile {
+    pub party_header: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ServerFile {
+    pub threads: Option<usize>,
+    /// Plain listeners also accept HTTP/2 with prior knowledge.
+    pub h2c: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    pub grace_period: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub graceful_shutdown_timeout: Option<Duration>,
+    pub pid_file: Option<PathBuf>,
+    pub upgrade_sock: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LogFile {
+    /// `text` (default) or `json`.
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+/// One file of policies/*.toml.
+#[derive(Debug, Default, Deserialize)]
+pub struct RulesDocument {
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteFile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RouteFile {
+    pub name: String,
+    pub description: Option<String>,
+    pub methods: Option<Vec<String>>,
+    pub path: String,
+    pub upstream: String,
+    /// `public`, `token` (default) or `delegation`.
+    pub auth: Option<String>,
+    pub upstream_path: Option<String>,
+    #[serde(default)]
+    pub advertise: bool,
+    #[serde(default)]
+    pub forward_authorization: bool,
+    pub delegation: Option<DelegationRuleFile>,
+    #[serde(default)]
+    pub response_headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DelegationRuleFile {
+    pub policy_issuer: String,
+    pub resource_type: String,
+    pub identifiers: Option<Vec<String>>,
+    pub attributes: Option<Vec<String>>,
+    pub action: Option<String>,
+    pub evidence: Option<Vec<String>>,
+    pub registry: Option<String>,
+    #[serde(default)]
+    pub licences: Vec<String>,
+    /// Intermediaries between the data owner and the consumer, for evidence chains from the registry.
+    #[serde(default)]
+    pub delegation_path: Vec<String>,
+}

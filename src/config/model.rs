@@ -1,0 +1,231 @@
+//! The validated configuration: what the gateway runs on. Built from the file types by `mod.rs`,
+//! which reports every problem at once.
+
+use crate::gateway::route::{PathPattern, Template};
+use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::models::TrustedListEntry;
+use crate::scheme::party::PartyId;
+use crate::tls::OutboundTrust;
+use http::Method;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it was read from.
+    pub source: PathBuf,
+    pub scheme: String,
+    /// The base URL clients reach the gateway at.
+    pub public_url: String,
+    pub identity: Identity,
+    pub listeners: Vec<Listener>,
+    pub scheme_owner: SchemeOwner,
+    pub tokens: Tokens,
+    pub outbound: OutboundTrust,
+    pub upstreams: BTreeMap<String, Upstream>,
+    pub registries: BTreeMap<String, Registry>,
+    pub delegation: DelegationSettings,
+    pub admin: Option<SocketAddr>,
+    pub rules_dir: PathBuf,
+    pub routes: Vec<Route>,
+    pub party_header: http::HeaderName,
+    pub server: Server,
+    pub log: Log,
+}
+
+#[derive(Clone)]
+pub struct Identity {
+    pub party_id: PartyId,
+    pub name: String,
+    pub signing: SigningIdentity,
+    /// The private key in PEM, from which the access-token key is derived. Never logged.
+    pub key_pem: String,
+    pub key_file: PathBuf,
+    pub chain_file: PathBuf,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("party_id", &self.party_id)
+            .field("key_file", &self.key_file)
+            .field("chain_file", &self.chain_file)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    pub address: SocketAddr,
+    pub tls: Option<ListenerTls>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerTls {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+    pub client_auth: Option<ClientAuth>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientAuth {
+    pub ca_file: PathBuf,
+    pub required: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemeOwner {
+    pub url: String,
+    pub party_id: PartyId,
+    pub root_fingerprint: Option<String>,
+    pub trusted_list: Option<Vec<TrustedListEntry>>,
+    pub refresh: Duration,
+    pub party_cache_ttl: Duration,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tokens {
+    pub lifetime: Duration,
+    pub leeway: Duration,
+    pub paths: Vec<String>,
+    pub allow_rs384_rs512: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    pub name: String,
+    pub addresses: Vec<String>,
+    pub tls: Option<UpstreamTls>,
+    pub host_header: Option<String>,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub health_check: Option<HealthCheck>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UpstreamTls {
+    /// The name the backend's certificate is verified against; never empty.
+    pub sni: String,
+    /// Roots to verify the backend with instead of the platform's (DER).
+    pub ca: Option<Vec<Vec<u8>>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthCheckKind {
+    Tcp,
+    Http { path: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthCheck {
+    pub kind: HealthCheckKind,
+    pub interval: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registry {
+    pub name: String,
+    pub party_id: PartyId,
+    pub url: String,
+    pub token_path: String,
+    pub delegation_path: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelegationSettings {
+    pub registry_timeout: Duration,
+    pub cache_ttl: Duration,
+    pub deny_cache_ttl: Duration,
+    pub cache_capacity: u64,
+    pub header_evidence_max_age: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub threads: usize,
+    pub h2c: bool,
+    pub grace_period: Duration,
+    pub graceful_shutdown_timeout: Duration,
+    pub pid_file: Option<PathBuf>,
+    pub upgrade_sock: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+/// How a route authenticates and authorises.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// No token needed.
+    Public,
+    /// A valid access token of ours.
+    Token,
+    /// A valid access token and delegation evidence that grants the request.
+    Delegation(Box<DelegationRule>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvidenceSources {
+    pub header: bool,
+    pub registry: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelegationRule {
+    pub policy_issuer: Template,
+    pub resource_type: Template,
+    pub identifiers: Vec<Template>,
+    pub attributes: Vec<Template>,
+    /// None: derived from the method (GET → READ, POST → CREATE, PUT/PATCH → UPDATE, DELETE → DELETE).
+    pub action: Option<String>,
+    pub evidence: EvidenceSources,
+    /// A configured registry by name; None: the data owner's registry from its party record.
+    pub registry: Option<String>,
+    pub licences: Vec<String>,
+    pub delegation_path: Vec<Template>,
+}
+
+/// How a response header is set on delegated routes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderSource {
+    Literal(String),
+    /// From the evidence that granted the request.
+    Evidence,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub name: String,
+    pub description: String,
+    /// None: every method.
+    pub methods: Option<Vec<Method>>,
+    pub pattern: PathPattern,
+    pub upstream: String,
+    pub auth: Auth,
+    pub upstream_path: Option<Template>,
+    pub advertise: bool,
+    pub forward_authorization: bool,
+    /// Header names as written (HTTP/1.1 answers keep their case).
+    pub response_headers: Vec<(String, HeaderSource)>,
+    /// The rules file it came from.
+    pub source: PathBuf,
+}
+
+impl Route {
+    pub fn allows(&self, method: &Method) -> bool {
+        self.methods.as_ref().is_none_or(|m| m.contains(method))
+    }
+}

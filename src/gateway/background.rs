@@ -1,0 +1,140 @@
+//! Work beside the requests: reloading on SIGHUP, health checks of the upstreams, and keeping the
+//! trusted list fresh.
+
+use super::state::{GatewayState, Snapshot};
+use crate::config::{self, ConfigErrors};
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Re-read the configuration and the rules, and swap them in. A configuration with any error is
+/// refused and the running one kept. Certificates of TLS listeners are rotated with it; a change
+/// of listeners needs a graceful upgrade and is reported.
+pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, ConfigErrors> {
+    let config = config::load(path)?;
+    let current = state.current.load_full();
+    let issue = |message: String| {
+        ConfigErrors(vec![config::ConfigIssue {
+            file: path.to_path_buf(),
+            key: String::new(),
+            message,
+        }])
+    };
+    if config.listeners != current.config.listeners {
+        tracing::warn!("the listeners changed: they take effect with a graceful upgrade (SIGQUIT and a new process with --upgrade); the current ones stay");
+    }
+    let mut certificates = Vec::new();
+    for (i, listener) in config.listeners.iter().enumerate() {
+        if let (Some(tls), Some(resolver)) = (&listener.tls, state.shared.certificates.get(&i)) {
+            let key = resolver
+                .prepare(&tls.certificate, &tls.key)
+                .map_err(issue)?;
+            certificates.push((resolver.clone(), key));
+        }
+    }
+    let snapshot = Snapshot::build(config, Some(&current), &state.shared).map_err(issue)?;
+    let generation = snapshot.generation;
+    for (resolver, key) in certificates {
+        resolver.install(key);
+    }
+    state.current.store(Arc::new(snapshot));
+    Ok(generation)
+}
+
+/// Reload and report the outcome in the log and the metrics.
+pub fn reload_and_report(state: &GatewayState, path: &std::path::Path) {
+    match reload(state, path) {
+        Ok(generation) => {
+            state
+                .shared
+                .metrics
+                .reloads
+                .with_label_values(&["ok"])
+                .inc();
+            tracing::info!(generation, "configuration reloaded");
+        }
+        Err(errors) => {
+            state
+                .shared
+                .metrics
+                .reloads
+                .with_label_values(&["refused"])
+                .inc();
+            for e in &errors.0 {
+                tracing::error!(file = %e.file.display(), key = %e.key, "reload refused: {}", e.message);
+            }
+        }
+    }
+}
+
+/// How soon a failed trusted-list refresh is tried again.
+const RETRY_REFRESH: Duration = Duration::from_secs(5);
+
+pub struct Maintenance {
+    state: Arc<GatewayState>,
+    config_path: PathBuf,
+    handle_sighup: bool,
+}
+
+impl Maintenance {
+    /// `handle_sighup`: reload on SIGHUP (the process's own gateway; not for gateways in tests).
+    pub fn new(state: Arc<GatewayState>, config_path: PathBuf, handle_sighup: bool) -> Self {
+        Maintenance {
+            state,
+            config_path,
+            handle_sighup,
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Maintenance {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut hangup = if self.handle_sighup {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGHUP; reload is unavailable");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // The first refresh happens right away, so that /ready turns true early; a failed one is
+        // retried soon.
+        let mut next_refresh = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    let state = self.state.clone();
+                    let path = self.config_path.clone();
+                    // Reading files and building the snapshot block; keep them off the runtime.
+                    let _ = tokio::task::spawn_blocking(move || reload_and_report(&state, &path)).await;
+                }
+                _ = tick.tick() => {
+                    let snap = self.state.current.load_full();
+                    for pool in snap.upstreams.values() {
+                        pool.check_health(&self.state.shared.metrics).await;
+                    }
+                    if tokio::time::Instant::now() >= next_refresh {
+                        let interval = snap.config.scheme_owner.refresh;
+                        next_refresh = tokio::time::Instant::now() + match snap.trust.refresh().await {
+                            Ok(_) => interval,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "trusted list refresh failed");
+                                interval.min(RETRY_REFRESH)
+                            }
+                        };
+                    }
+                    snap.trust.report_age();
+                }
+            }
+        }
+    }
+}

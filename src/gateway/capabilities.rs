@@ -1,0 +1,192 @@
+//! GET /capabilities: a signed `capabilities_token` listing the public features (capabilities and
+//! token) to everyone and the advertised routes to token holders. Signed tokens are cached per
+//! audience, so answering costs no RSA operation per request.
+
+use super::reject::{Answer, Reject};
+use super::route::RouteTable;
+use crate::access_token::AccessTokens;
+use crate::config::model::{Auth, Config};
+use crate::scheme::capabilities::{
+    CapabilitiesInfo, Feature, Role, SupportedFeatures, SupportedVersion,
+};
+use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::Timestamp;
+use crate::telemetry::Metrics;
+use http::Method;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The lifetime of a capabilities token, as the scheme's examples use.
+const TOKEN_LIFETIME: i64 = 30;
+/// How long a signed token is served from the cache: a client always gets one with at least half
+/// of its lifetime left.
+const CACHE_TTL: Duration = Duration::from_secs(15);
+
+pub struct Capabilities {
+    public: CapabilitiesInfo,
+    restricted: CapabilitiesInfo,
+    signing: SigningIdentity,
+    cache: moka::sync::Cache<Option<String>, Arc<str>>,
+}
+
+fn feature(
+    id: &str,
+    name: &str,
+    description: &str,
+    url: String,
+    token_endpoint: Option<&str>,
+) -> Feature {
+    Feature {
+        id: id.to_string(),
+        feature: name.to_string(),
+        description: description.to_string(),
+        url,
+        token_endpoint: token_endpoint.map(str::to_string),
+    }
+}
+
+/// A stable feature id for a route, derived from its name.
+fn route_feature_id(name: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let h = hex::encode_upper(&d.as_ref()[..16]);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+impl Capabilities {
+    pub fn new(config: &Config, routes: &RouteTable) -> Self {
+        let base = config.public_url.trim_end_matches('/');
+        let token_url = format!("{base}{}", crate::config::CONNECT_TOKEN_PATH);
+        let public = vec![
+            feature(
+                "A51D413F-B3CC-477D-96C4-E37A9003BFE3",
+                "capabilities",
+                "Retrieves the capabilities of this service provider",
+                format!("{base}/capabilities"),
+                Some(&token_url),
+            ),
+            feature(
+                "49F6E662-F055-4AAC-96B2-E833FA5F5414",
+                "access token",
+                "Obtains an access token with a client assertion",
+                token_url.clone(),
+                None,
+            ),
+        ];
+        let advertised: Vec<Feature> = routes
+            .routes()
+            .iter()
+            .filter(|r| r.advertise)
+            .map(|r| {
+                let description = if r.description.is_empty() {
+                    format!(
+                        "{} {}",
+                        methods_of(r.methods.as_deref()),
+                        r.pattern.as_str()
+                    )
+                } else {
+                    r.description.clone()
+                };
+                let needs_token = !matches!(r.auth, Auth::Public);
+                feature(
+                    &route_feature_id(&r.name),
+                    &r.name,
+                    &description,
+                    format!("{base}{}", r.pattern.as_str()),
+                    needs_token.then_some(token_url.as_str()),
+                )
+            })
+            .collect();
+        let info = |restricted: Option<Vec<Feature>>| CapabilitiesInfo {
+            scheme: config.scheme.clone(),
+            party_id: config.identity.party_id.to_string(),
+            roles: vec![Role {
+                role: "ServiceProvider".into(),
+            }],
+            supported_versions: vec![SupportedVersion {
+                version: "2.0".into(),
+                supported_features: vec![SupportedFeatures {
+                    public: Some(public.clone()),
+                    restricted,
+                    private: None,
+                }],
+            }],
+        };
+        Capabilities {
+            public: info(None),
+            restricted: info(Some(advertised)),
+            signing: config.identity.signing.clone(),
+            cache: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(CACHE_TTL)
+                .build(),
+        }
+    }
+
+    /// The signed token for an audience (None: anonymous), from the cache when possible.
+    fn token(&self, audience: Option<&str>, metrics: &Metrics) -> Result<Arc<str>, Reject> {
+        let key = audience.map(str::to_string);
+        let mut signed = false;
+        let result = self.cache.try_get_with(key, || {
+            signed = true;
+            let info = if audience.is_some() {
+                &self.restricted
+            } else {
+                &self.public
+            };
+            let sub = self.signing.party_id().to_string();
+            self.signing
+                .sign_token(
+                    &sub,
+                    audience,
+                    &info.token_claims(),
+                    Timestamp::now(),
+                    TOKEN_LIFETIME,
+                )
+                .map(Arc::from)
+        });
+        metrics.cache_hit("capabilities", !signed);
+        result.map_err(|e| Reject::Unavailable {
+            reason: "signing_failed",
+            detail: e.to_string(),
+        })
+    }
+}
+
+fn methods_of(methods: Option<&[Method]>) -> String {
+    match methods {
+        None => "any method".into(),
+        Some(ms) => ms.iter().map(Method::as_str).collect::<Vec<_>>().join("/"),
+    }
+}
+
+/// Answer GET /capabilities for the caller (None: anonymous); 401 for a token that is not valid,
+/// 405 for another method.
+pub fn answer(
+    request: &pingora::http::RequestHeader,
+    capabilities: &Capabilities,
+    tokens: &AccessTokens,
+    metrics: &Metrics,
+) -> Result<(Answer, Option<String>), Reject> {
+    if request.method != Method::GET && request.method != Method::HEAD {
+        return Err(Reject::MethodNotAllowed(vec![Method::GET]));
+    }
+    let caller = match request.headers.get(http::header::AUTHORIZATION) {
+        None => None,
+        Some(value) => Some(
+            tokens
+                .validate_header(Some(value.to_str().unwrap_or("")), Timestamp::now())
+                .map_err(Reject::Unauthenticated)?
+                .sub,
+        ),
+    };
+    let token = capabilities.token(caller.as_deref(), metrics)?;
+    Ok((Answer::ok(json!({ "capabilities_token": &*token })), caller))
+}

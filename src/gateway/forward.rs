@@ -1,0 +1,114 @@
+//! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
+//! the licence headers on the response.
+
+use super::authz::{evidence_header_value, Grant, BROKER_HEADER, EVIDENCE_HEADER};
+use super::reject::Reject;
+use super::route::RequestValues;
+use super::state::UpstreamPool;
+use crate::config::model::{Auth, HeaderSource, Route};
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::upstreams::peer::HttpPeer;
+
+/// The next backend of the pool (round robin over the healthy ones).
+pub fn peer(pool: &UpstreamPool) -> Result<Box<HttpPeer>, Reject> {
+    let backend = pool
+        .lb
+        .select(b"", 256)
+        .ok_or_else(|| Reject::NoHealthyBackend(pool.config.name.clone()))?;
+    Ok(Box::new(pool.peer(&backend)))
+}
+
+/// What the backend is told about the request.
+pub struct Forwarding<'a> {
+    pub route: &'a Route,
+    pub pool: &'a UpstreamPool,
+    /// The normalised path that was matched, and the captures.
+    pub path: &'a str,
+    pub values: RequestValues<'a>,
+    pub consumer: Option<&'a str>,
+    pub party_header: &'a http::HeaderName,
+    pub client_addr: Option<String>,
+    pub tls: bool,
+}
+
+/// Rewrite the request for the backend: the normalised (or rewritten) path with the original query;
+/// no Authorization unless the route forwards it; no credentials of the scheme (evidence, consumer
+/// assertions); the consumer's party id in its header, never a client-supplied one; and the usual
+/// X-Forwarded-* headers.
+pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
+    let path = match &f.route.upstream_path {
+        Some(t) => t
+            .render_path(&f.values)
+            .unwrap_or_else(|| f.path.to_string()),
+        None => f.path.to_string(),
+    };
+    let uri = match req.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let uri: http::Uri = uri.parse().map_err(|e| {
+        pingora::Error::because(pingora::ErrorType::InternalError, "rewritten path", e)
+    })?;
+    req.set_uri(uri);
+    if !f.route.forward_authorization {
+        req.remove_header(&http::header::AUTHORIZATION);
+    }
+    req.remove_header(EVIDENCE_HEADER);
+    req.remove_header(BROKER_HEADER);
+    req.remove_header(f.party_header);
+    if let Some(consumer) = f.consumer {
+        req.insert_header(f.party_header.clone(), consumer)?;
+    }
+    if let Some(host) = &f.pool.config.host_header {
+        req.insert_header(http::header::HOST, host.as_str())?;
+    }
+    if let Some(addr) = &f.client_addr {
+        let forwarded_for = match req
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(prev) => format!("{prev}, {addr}"),
+            None => addr.clone(),
+        };
+        req.insert_header("x-forwarded-for", forwarded_for)?;
+    }
+    req.insert_header("x-forwarded-proto", if f.tls { "https" } else { "http" })?;
+    Ok(())
+}
+
+/// The licence headers of a delegated route: as the rule says, or all three from the evidence.
+pub fn licence_headers(route: &Route, grant: &Grant) -> Vec<(String, String)> {
+    if !matches!(route.auth, Auth::Delegation(_)) {
+        return Vec::new();
+    }
+    let configured: Vec<(String, HeaderSource)> = if route.response_headers.is_empty() {
+        ["LicensePurpose", "LicenseSubLicense", "LicenseEndDate"]
+            .into_iter()
+            .map(|h| (h.to_string(), HeaderSource::Evidence))
+            .collect()
+    } else {
+        route.response_headers.clone()
+    };
+    configured
+        .into_iter()
+        .filter_map(|(name, source)| {
+            let value = match source {
+                HeaderSource::Literal(v) => Some(v),
+                HeaderSource::Evidence => evidence_header_value(&name, grant),
+            };
+            value.map(|v| (name, v))
+        })
+        .collect()
+}
+
+/// Set the licence headers on the response, replacing any the backend set.
+pub fn set_response_headers(
+    resp: &mut ResponseHeader,
+    headers: &[(String, String)],
+) -> pingora::Result<()> {
+    for (name, value) in headers {
+        resp.insert_header(name.clone(), value.as_str())?;
+    }
+    Ok(())
+}

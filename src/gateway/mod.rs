@@ -1,0 +1,331 @@
+//! The pingora service: each phase calls the stage that owns it — cheap refusals and the local
+//! endpoints first, then authentication and authorisation in `request_filter`, header rewriting
+//! for the backend, licence headers on the response, error answers, and the access log and metrics.
+
+pub mod admin;
+pub mod authn;
+pub mod authz;
+pub mod background;
+pub mod capabilities;
+pub mod forward;
+pub mod listener;
+pub mod reject;
+pub mod route;
+pub mod server;
+pub mod state;
+pub mod token;
+
+use crate::config::model::{Auth, Route};
+use async_trait::async_trait;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorSource, ErrorType};
+use reject::{respond, Answer, Reject};
+use route::{normalize_path, Lookup, RequestValues};
+use state::{GatewayState, Snapshot};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The policy enforcement gateway.
+pub struct Gateway {
+    state: Arc<GatewayState>,
+}
+
+impl Gateway {
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        Gateway { state }
+    }
+}
+
+/// What one request carries through the phases.
+pub struct Ctx {
+    started: Instant,
+    snap: Option<Arc<Snapshot>>,
+    route: Option<Arc<Route>>,
+    /// The route name, or what the gateway answered itself: a bounded metrics label.
+    label: String,
+    path: String,
+    captures: BTreeMap<String, String>,
+    consumer: Option<String>,
+    outcome: &'static str,
+    reason: &'static str,
+    licence_headers: Vec<(String, String)>,
+    connect_attempts: usize,
+    /// A refusal decided while choosing the backend, answered by `fail_to_proxy`.
+    reject: Option<Reject>,
+}
+
+impl Ctx {
+    fn refuse(&mut self, reject: &Reject) {
+        self.outcome = reject.outcome();
+        self.reason = reject.reason();
+    }
+}
+
+fn client_addr(session: &Session) -> Option<String> {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip().to_string())
+}
+
+fn is_tls(session: &Session) -> bool {
+    session.digest().is_some_and(|d| d.ssl_digest.is_some())
+}
+
+impl Gateway {
+    /// Decide what to do with a request: an answer of our own, or None to forward it.
+    async fn decide(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+    ) -> Result<Option<Answer>, Reject> {
+        let path = normalize_path(session.req_header().uri.path()).map_err(Reject::BadPath)?;
+        ctx.path = path.clone();
+        let shared = &self.state.shared;
+        if snap.config.tokens.paths.contains(&path) {
+            ctx.label = "token".into();
+            let (answer, client) = token::answer(session, snap, shared).await?;
+            shared.metrics.tokens.with_label_values(&["issued"]).inc();
+            ctx.consumer = Some(client);
+            ctx.outcome = "token_issued";
+            return Ok(Some(answer));
+        }
+        if path == crate::config::CAPABILITIES_PATH {
+            ctx.label = "capabilities".into();
+            let (answer, caller) = capabilities::answer(
+                session.req_header(),
+                &snap.capabilities,
+                &snap.tokens,
+                &shared.metrics,
+            )?;
+            ctx.consumer = caller;
+            ctx.outcome = "local";
+            return Ok(Some(answer));
+        }
+        let method = session.req_header().method.clone();
+        let (route, captures) = match snap.routes.lookup(&method, &path) {
+            Lookup::Found(route, captures) => (route, captures),
+            Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
+            Lookup::NotFound => return Err(Reject::NotFound),
+        };
+        ctx.label = route.name.clone();
+        ctx.route = Some(route.clone());
+        ctx.captures = captures;
+        match &route.auth {
+            Auth::Public => {}
+            Auth::Token => {
+                ctx.consumer = Some(authn::authenticate(session.req_header(), &snap.tokens)?.sub);
+            }
+            Auth::Delegation(rule) => {
+                let caller = authn::authenticate(session.req_header(), &snap.tokens)?.sub;
+                ctx.consumer = Some(caller.clone());
+                let req = session.req_header();
+                let facts = authz::RequestFacts {
+                    route: &route.name,
+                    method: &method,
+                    values: RequestValues {
+                        captures: &ctx.captures,
+                        query: req.uri.query(),
+                        headers: &req.headers,
+                    },
+                    caller: &caller,
+                };
+                let grant = snap.authz.authorize(rule, &facts, &snap.trust).await?;
+                ctx.licence_headers = forward::licence_headers(&route, &grant);
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx {
+            started: Instant::now(),
+            snap: None,
+            route: None,
+            label: "unmatched".into(),
+            path: String::new(),
+            captures: BTreeMap::new(),
+            consumer: None,
+            outcome: "forwarded",
+            reason: "",
+            licence_headers: Vec::new(),
+            connect_attempts: 0,
+            reject: None,
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> pingora::Result<bool> {
+        // Requests in flight finish under the snapshot they started with.
+        let snap = self.state.current.load_full();
+        ctx.snap = Some(snap.clone());
+        let answer = match self.decide(session, ctx, &snap).await {
+            Ok(None) => return Ok(false),
+            Ok(Some(answer)) => answer,
+            Err(reject) => {
+                ctx.refuse(&reject);
+                if ctx.label == "token" {
+                    self.state
+                        .shared
+                        .metrics
+                        .tokens
+                        .with_label_values(&[reject.reason()])
+                        .inc();
+                }
+                Answer::from(&reject)
+            }
+        };
+        respond(session, &answer).await?;
+        Ok(true)
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<Box<HttpPeer>> {
+        let (Some(snap), Some(route)) = (&ctx.snap, &ctx.route) else {
+            return Error::e_explain(ErrorType::InternalError, "no route chosen");
+        };
+        let pool = snap.upstreams.get(&route.upstream).ok_or_else(|| {
+            Error::explain(ErrorType::InternalError, "the route's upstream is gone")
+        })?;
+        match forward::peer(pool) {
+            Ok(peer) => Ok(peer),
+            Err(reject) => {
+                ctx.reject = Some(reject);
+                Error::e_explain(ErrorType::HTTPStatus(502), "no healthy backend")
+            }
+        }
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
+        let (Some(snap), Some(route)) = (&ctx.snap, &ctx.route) else {
+            return Ok(());
+        };
+        let Some(pool) = snap.upstreams.get(&route.upstream) else {
+            return Ok(());
+        };
+        let headers = session.req_header().headers.clone();
+        let forwarding = forward::Forwarding {
+            route,
+            pool,
+            path: &ctx.path,
+            values: RequestValues {
+                captures: &ctx.captures,
+                query: session.req_header().uri.query(),
+                headers: &headers,
+            },
+            consumer: ctx.consumer.as_deref(),
+            party_header: &snap.config.party_header,
+            client_addr: client_addr(session),
+            tls: is_tls(session),
+        };
+        forward::rewrite_request(upstream, &forwarding)
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
+        forward::set_response_headers(resp, &ctx.licence_headers)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        ctx.connect_attempts += 1;
+        let backends = ctx
+            .snap
+            .as_ref()
+            .zip(ctx.route.as_ref())
+            .and_then(|(s, r)| s.upstreams.get(&r.upstream))
+            .map_or(1, |p| p.backend_count());
+        // Another backend may take it; a request that never reached a backend is safe to retry.
+        if ctx.connect_attempts < backends {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        let reject = ctx.reject.take().or_else(|| match e.etype() {
+            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
+                Some(Reject::BackendTimeout)
+            }
+            _ if e.esource() == &ErrorSource::Upstream => Some(Reject::BackendUnreachable),
+            _ => None,
+        });
+        let code = match &reject {
+            Some(reject) => {
+                ctx.refuse(reject);
+                if respond(session, &Answer::from(reject)).await.is_err() {
+                    0
+                } else {
+                    reject.status()
+                }
+            }
+            None if e.esource() == &ErrorSource::Downstream => {
+                ctx.outcome = "client_error";
+                ctx.reason = "downstream";
+                0
+            }
+            None => {
+                ctx.outcome = "internal_error";
+                ctx.reason = "internal";
+                let _ = session.respond_error(500).await;
+                500
+            }
+        };
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let metrics = &self.state.shared.metrics;
+        let elapsed = ctx.started.elapsed();
+        metrics
+            .requests
+            .with_label_values(&[&ctx.label, &status.to_string(), ctx.outcome])
+            .inc();
+        metrics
+            .latency
+            .with_label_values(&[&ctx.label])
+            .observe(elapsed.as_secs_f64());
+        let req = session.req_header();
+        tracing::info!(
+            target: "access",
+            route = %ctx.label,
+            method = %req.method,
+            path = %ctx.path,
+            client = ctx.consumer.as_deref().unwrap_or("-"),
+            status,
+            outcome = ctx.outcome,
+            reason = ctx.reason,
+            duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+            error = e.map(|e| e.etype().as_str()).unwrap_or(""),
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Assembling the pingora server from a configuration: the proxy service on every listener, the
+//! admin service, and the maintenance work; running it in this process, or in a thread with a
+//! shutdown handle (tests, the demo).
+
+use super::admin::Admin;
+use super::background::Maintenance;
+use super::listener::{tls_settings, CertResolver};
+use super::state::{GatewayState, Shared, Snapshot};
+use super::Gateway;
+use crate::config::model::Config;
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::apps::HttpServerOptions;
+use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+use pingora::services::background::background_service;
+use pingora::services::listening::Service;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// A server ready to run, and the state it serves from.
+pub struct Built {
+    pub server: Server,
+    pub state: Arc<GatewayState>,
+}
+
+/// Build the server. `opt` carries pingora's process options (--upgrade, --daemon);
+/// `handle_sighup` makes SIGHUP reload the configuration from `config_path`.
+pub fn build(
+    config: Config,
+    config_path: PathBuf,
+    opt: Option<Opt>,
+    handle_sighup: bool,
+) -> Result<Built, String> {
+    crate::tls::ensure_crypto_provider();
+    let mut conf = ServerConf {
+        threads: config.server.threads,
+        grace_period_seconds: Some(config.server.grace_period.as_secs()),
+        graceful_shutdown_timeout_seconds: Some(config.server.graceful_shutdown_timeout.as_secs()),
+        ..ServerConf::default()
+    };
+    if let Some(p) = &config.server.pid_file {
+        conf.pid_file = p.display().to_string();
+    }
+    if let Some(p) = &config.server.upgrade_sock {
+        conf.upgrade_sock = p.display().to_string();
+    }
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
+    server.bootstrap();
+
+    let mut certificates = BTreeMap::new();
+    for (i, listener) in config.listeners.iter().enumerate() {
+        if let Some(tls) = &listener.tls {
+            certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
+        }
+    }
+    let shared = Shared::new(&config, certificates);
+    let snapshot = Snapshot::build(config.clone(), None, &shared)?;
+    let state = Arc::new(GatewayState {
+        current: ArcSwap::from_pointee(snapshot),
+        shared,
+    });
+
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        Gateway::new(state.clone()),
+        "gateway",
+    );
+    if config.server.h2c {
+        if let Some(app) = proxy.app_logic_mut() {
+            let mut options = HttpServerOptions::default();
+            options.h2c = true;
+            app.server_options = Some(options);
+        }
+    }
+    for (i, listener) in config.listeners.iter().enumerate() {
+        let address = listener.address.to_string();
+        match &listener.tls {
+            None => proxy.add_tcp(&address),
+            Some(_) => {
+                let resolver = state.shared.certificates[&i].clone();
+                proxy.add_tls_with_settings(&address, None, tls_settings(listener, resolver)?);
+            }
+        }
+    }
+    server.add_service(proxy);
+    if let Some(admin) = config.admin {
+        let mut service = Service::new("admin".to_string(), Admin::new(state.clone()));
+        service.add_tcp(&admin.to_string());
+        server.add_service(service);
+    }
+    server.add_service(background_service(
+        "maintenance",
+        Maintenance::new(state.clone(), config_path, handle_sighup),
+    ));
+    Ok(Built { server, state })
+}
+
+/// Shuts the server down when told through a channel.
+struct ChannelShutdown(Mutex<Option<tokio::sync::oneshot::Receiver<ShutdownSignal>>>);
+
+#[async_trait]
+impl ShutdownSignalWatch for ChannelShutdown {
+    async fn recv(&self) -> ShutdownSignal {
+        let receiver = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match receiver {
+            Some(r) => r.await.unwrap_or(ShutdownSignal::FastShutdown),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// A gateway running on a thread of this process.
+pub struct RunningGateway {
+    pub state: Arc<GatewayState>,
+    stop: Option<tokio::sync::oneshot::Sender<ShutdownSignal>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RunningGateway {
+    /// Start `built` on a thread; it serves until [`RunningGateway::stop`].
+    pub fn start(built: Built) -> RunningGateway {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let Built { server, state } = built;
+        let thread = std::thread::Builder::new()
+            .name("gateway".into())
+            .spawn(move || {
+                server.run(RunArgs {
+                    shutdown_signal: Box::new(ChannelShutdown(Mutex::new(Some(rx)))),
+                })
+            })
+            .expect("a thread for the gateway");
+        RunningGateway {
+            state,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop gracefully and wait for the server to end.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(ShutdownSignal::GracefulTerminate);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for RunningGateway {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

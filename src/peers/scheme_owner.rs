@@ -1,0 +1,440 @@
+//! The scheme owner as we use it: the trusted list (fetched, verified against the pinned root,
+//! refreshed periodically and on an unknown root, rate-limited), party records (cached), and x5c
+//! chain validations cached by chain and trusted-list generation.
+
+use super::tokens::TokenCache;
+use super::{join, PeerClient, PeerError};
+use crate::config::model::SchemeOwner;
+use crate::scheme::jwt::{self, AlgorithmPolicy};
+use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::{validate_chain, ChainError, TrustedList, ValidatedChain};
+use crate::scheme::Timestamp;
+use crate::telemetry::Metrics;
+use arc_swap::ArcSwapOption;
+use jsonwebtoken::DecodingKey;
+use moka::Expiry;
+use serde::de::DeserializeOwned;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The shortest time between two refreshes of the trusted list caused by unknown roots.
+const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+/// How long an unknown party is remembered as unknown.
+const UNKNOWN_PARTY_TTL: Duration = Duration::from_secs(60);
+/// How long a validated chain is reused at most.
+const CHAIN_TTL: Duration = Duration::from_secs(3600);
+
+/// Why the scheme owner could not tell us what we need: the caller should fail closed (503).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    #[error("the scheme owner is unavailable: {0}")]
+    Unavailable(#[from] PeerError),
+    #[error("the scheme owner's answer is not trustworthy: {0}")]
+    Untrustworthy(String),
+}
+
+impl TrustError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            TrustError::Unavailable(_) => "scheme_owner_unavailable",
+            TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
+        }
+    }
+}
+
+/// The current trusted list; a new generation invalidates cached chain validations.
+pub struct TrustedListState {
+    pub list: TrustedList,
+    pub fetched: Instant,
+    pub generation: u64,
+}
+
+/// A validated chain with the leaf's public key, as cached.
+pub struct CachedChain {
+    pub chain: ValidatedChain,
+    pub key: DecodingKey,
+    generation: u64,
+}
+
+#[derive(Clone)]
+struct CachedParty(Option<Arc<PartyInfo>>);
+
+struct PartyExpiry {
+    known: Duration,
+}
+
+impl Expiry<String, CachedParty> for PartyExpiry {
+    fn expire_after_create(&self, _k: &String, v: &CachedParty, _at: Instant) -> Option<Duration> {
+        Some(if v.0.is_some() {
+            self.known
+        } else {
+            UNKNOWN_PARTY_TTL
+        })
+    }
+}
+
+pub struct TrustStore {
+    peer: PeerClient,
+    config: SchemeOwner,
+    algorithms: AlgorithmPolicy,
+    leeway_secs: f64,
+    tokens: TokenCache,
+    trusted: ArcSwapOption<TrustedListState>,
+    refresh_lock: tokio::sync::Mutex<()>,
+    last_refresh: Mutex<Option<Instant>>,
+    /// When the scheme owner last answered, and whether that call worked.
+    last_contact: Mutex<Option<(Instant, bool)>>,
+    parties: moka::future::Cache<String, CachedParty>,
+    chains: moka::sync::Cache<[u8; 32], Arc<CachedChain>>,
+    metrics: Metrics,
+}
+
+fn chain_key(x5c: &[Vec<u8>]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for der in x5c {
+        ctx.update(&(der.len() as u64).to_be_bytes());
+        ctx.update(der);
+    }
+    let mut key = [0u8; 32];
+    key.copy_from_slice(ctx.finish().as_ref());
+    key
+}
+
+impl TrustStore {
+    pub fn new(
+        peer: PeerClient,
+        config: SchemeOwner,
+        algorithms: AlgorithmPolicy,
+        leeway: Duration,
+        metrics: Metrics,
+    ) -> Self {
+        let store = TrustStore {
+            parties: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .expire_after(PartyExpiry {
+                    known: config.party_cache_ttl,
+                })
+                .build(),
+            chains: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(CHAIN_TTL)
+                .build(),
+            peer,
+            algorithms,
+            leeway_secs: leeway.as_secs_f64(),
+            tokens: TokenCache::default(),
+            trusted: ArcSwapOption::empty(),
+            refresh_lock: tokio::sync::Mutex::new(()),
+            last_refresh: Mutex::new(None),
+            last_contact: Mutex::new(None),
+            metrics,
+            config,
+        };
+        if let Some(entries) = &store.config.trusted_list {
+            store.trusted.store(Some(Arc::new(TrustedListState {
+                list: TrustedList::new(entries.clone()),
+                fetched: Instant::now(),
+                generation: 1,
+            })));
+        }
+        store
+    }
+
+    pub fn config(&self) -> &SchemeOwner {
+        &self.config
+    }
+
+    fn contact(&self, ok: bool) {
+        *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), ok));
+    }
+
+    fn count(&self, endpoint: &str, outcome: &str) {
+        self.metrics
+            .scheme_owner_calls
+            .with_label_values(&[endpoint, outcome])
+            .inc();
+    }
+
+    async fn token(&self) -> Result<Arc<str>, PeerError> {
+        self.tokens
+            .get(
+                &self.peer,
+                &join(&self.config.url, crate::config::CONNECT_TOKEN_PATH),
+                self.config.party_id.as_str(),
+            )
+            .await
+    }
+
+    /// GET a signed answer of the scheme owner and verify it: signature, chain to the pinned root
+    /// (or the offline trusted list), issued by the scheme owner to us, unexpired.
+    async fn fetch<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        member: &str,
+    ) -> Result<T, TrustError> {
+        let result = async {
+            let token = self.token().await?;
+            let url = join(&self.config.url, path);
+            let answer = self
+                .peer
+                .get_signed(&url, query, Some(&token), member)
+                .await;
+            if let Err(PeerError::Status { status: 401, .. }) = &answer {
+                self.tokens
+                    .forget(
+                        &join(&self.config.url, crate::config::CONNECT_TOKEN_PATH),
+                        self.config.party_id.as_str(),
+                    )
+                    .await;
+            }
+            let jwt = answer?;
+            self.verify(&jwt)
+        }
+        .await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => "not_found",
+            Err(e) => e.code(),
+        };
+        self.count(endpoint, outcome);
+        self.contact(!matches!(
+            result,
+            Err(TrustError::Unavailable(
+                PeerError::Timeout { .. } | PeerError::Unreachable { .. }
+            ))
+        ));
+        result
+    }
+
+    fn verify<T: DeserializeOwned>(&self, token: &str) -> Result<T, TrustError> {
+        let bad = |e: String| TrustError::Untrustworthy(e);
+        let now = Timestamp::now();
+        let decoded = jwt::decode(token, self.algorithms).map_err(|e| bad(e.to_string()))?;
+        decoded.verify_signature().map_err(|e| bad(e.to_string()))?;
+        let anchors = match (&self.config.root_fingerprint, &self.config.trusted_list) {
+            (Some(fp), _) => TrustedList::pinned(fp),
+            (None, Some(entries)) => TrustedList::new(entries.clone()),
+            (None, None) => {
+                return Err(bad(
+                    "no trust anchor for the scheme owner is configured".into()
+                ))
+            }
+        };
+        let chain = validate_chain(&decoded.x5c, &anchors, now).map_err(|e| bad(e.to_string()))?;
+        let so = &self.config.party_id;
+        if decoded.str_claim("iss") != Some(so.as_str()) || !chain.names(so) {
+            return Err(bad(format!(
+                "the answer is not signed by the scheme owner {so}"
+            )));
+        }
+        if let Some(aud) = decoded.str_claim("aud") {
+            if aud != self.peer.identity().party_id().as_str() {
+                return Err(bad(format!("the answer is addressed to {aud}, not to us")));
+            }
+        }
+        if decoded
+            .time_claim("exp")
+            .is_some_and(|exp| now.as_f64() > exp + self.leeway_secs)
+        {
+            return Err(bad("the answer has expired".into()));
+        }
+        decoded.claims_as().map_err(|e| bad(e.to_string()))
+    }
+
+    /// The current trusted list, fetched first if there is none yet.
+    pub async fn trusted_list(&self) -> Result<Arc<TrustedListState>, TrustError> {
+        if let Some(state) = self.trusted.load_full() {
+            return Ok(state);
+        }
+        self.refresh().await
+    }
+
+    /// Fetch the trusted list now (one fetch at a time; waiters share its result).
+    pub async fn refresh(&self) -> Result<Arc<TrustedListState>, TrustError> {
+        if self.config.trusted_list.is_some() {
+            return self
+                .trusted
+                .load_full()
+                .ok_or_else(|| TrustError::Untrustworthy("no trusted list".into()));
+        }
+        let started = Instant::now();
+        let _guard = self.refresh_lock.lock().await;
+        if let Some(state) = self.trusted.load_full() {
+            if state.fetched >= started {
+                return Ok(state);
+            }
+        }
+        *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        let payload: TrustedListPayload = self
+            .fetch("trusted_list", "/trusted_list", &[], "trusted_list_token")
+            .await?;
+        let generation = self.trusted.load().as_ref().map_or(1, |s| s.generation + 1);
+        let state = Arc::new(TrustedListState {
+            list: TrustedList::new(payload.trusted_list),
+            fetched: Instant::now(),
+            generation,
+        });
+        self.trusted.store(Some(state.clone()));
+        self.metrics.trusted_list_age.set(0);
+        tracing::info!(
+            entries = state.list.len(),
+            generation,
+            "trusted list refreshed"
+        );
+        Ok(state)
+    }
+
+    /// Refresh because a root was unknown, at most once per MIN_REFRESH_INTERVAL.
+    async fn refresh_for_unknown_root(&self) -> Option<Arc<TrustedListState>> {
+        let allowed = self
+            .last_refresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none_or(|t| t.elapsed() >= MIN_REFRESH_INTERVAL);
+        if !allowed || self.config.trusted_list.is_some() {
+            return None;
+        }
+        self.refresh().await.ok()
+    }
+
+    /// The leaf key of a chain validated before under the current trusted list, if any.
+    pub fn cached_key(&self, x5c: &[Vec<u8>]) -> Option<DecodingKey> {
+        let generation = self.trusted.load().as_ref()?.generation;
+        let hit = self
+            .chains
+            .get(&chain_key(x5c))
+            .filter(|c| c.generation == generation)
+            .map(|c| c.key.clone());
+        self.metrics.cache_hit("chain", hit.is_some());
+        hit
+    }
+
+    /// Validate an x5c chain against the trusted list, using the cache; an unknown root triggers a
+    /// (rate-limited) refresh of the list and one more try.
+    pub async fn validate(
+        &self,
+        x5c: &[Vec<u8>],
+        now: Timestamp,
+    ) -> Result<Result<Arc<CachedChain>, ChainError>, TrustError> {
+        let key = chain_key(x5c);
+        let mut state = self.trusted_list().await?;
+        if let Some(cached) = self.chains.get(&key) {
+            if cached.generation == state.generation && now.secs() <= cached.chain.not_after {
+                return Ok(Ok(cached));
+            }
+        }
+        let mut result = validate_chain(x5c, &state.list, now);
+        if matches!(result, Err(ChainError::UntrustedRoot { .. })) {
+            if let Some(fresh) = self.refresh_for_unknown_root().await {
+                state = fresh;
+                result = validate_chain(x5c, &state.list, now);
+            }
+        }
+        Ok(match result {
+            Ok(chain) => match jwt::rsa_key_of(&chain.leaf_der) {
+                Ok(leaf_key) => {
+                    let cached = Arc::new(CachedChain {
+                        chain,
+                        key: leaf_key,
+                        generation: state.generation,
+                    });
+                    self.chains.insert(key, cached.clone());
+                    Ok(cached)
+                }
+                Err(_) => Err(ChainError::NotRsa),
+            },
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The party record of `id` (None when the scheme owner does not know it), cached.
+    pub async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
+        let mut hit = true;
+        let result = self
+            .parties
+            .try_get_with(id.to_string(), async {
+                hit = false;
+                self.fetch_party(id)
+                    .await
+                    .map(|p| CachedParty(p.map(Arc::new)))
+            })
+            .await
+            .map(|c| c.0)
+            .map_err(|e| (*e).clone());
+        self.metrics.cache_hit("party", hit);
+        result
+    }
+
+    async fn fetch_party(&self, id: &PartyId) -> Result<Option<PartyInfo>, TrustError> {
+        match self
+            .fetch::<PartyPayload>("party", &format!("/parties/{id}"), &[], "party_token")
+            .await
+        {
+            Ok(PartyPayload(p)) if p.party_id.eq_ignore_ascii_case(id.as_str()) => {
+                return Ok(Some(p))
+            }
+            Ok(_) => {
+                return Err(TrustError::Untrustworthy(format!(
+                    "asked for {id}, got another party"
+                )))
+            }
+            // No such party, or no such endpoint at this satellite: ask the search.
+            Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => {}
+            Err(e) => return Err(e),
+        }
+        let PartiesPayload(found) = self
+            .fetch(
+                "parties",
+                "/parties",
+                &[("eori", id.as_str())],
+                "parties_token",
+            )
+            .await?;
+        Ok(found
+            .data
+            .into_iter()
+            .find(|p| p.party_id.eq_ignore_ascii_case(id.as_str())))
+    }
+
+    /// Whether we can serve: a trusted list not older than three refresh intervals, and the scheme
+    /// owner answering. The reasons when not.
+    pub fn readiness(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        match self.trusted.load().as_ref() {
+            None => problems.push("no trusted list yet".to_string()),
+            Some(s)
+                if self.config.trusted_list.is_none()
+                    && s.fetched.elapsed() > self.config.refresh * 3 =>
+            {
+                problems.push(format!(
+                    "the trusted list is {} s old",
+                    s.fetched.elapsed().as_secs()
+                ))
+            }
+            Some(_) => {}
+        }
+        if let Some((_, false)) = *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()) {
+            problems.push(format!(
+                "the scheme owner at {} did not answer the last call",
+                self.config.url
+            ));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Update the age gauge; called periodically.
+    pub fn report_age(&self) {
+        if let Some(s) = self.trusted.load().as_ref() {
+            self.metrics
+                .trusted_list_age
+                .set(s.fetched.elapsed().as_secs() as i64);
+        }
+    }
+}

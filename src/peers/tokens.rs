@@ -1,0 +1,73 @@
+//! Our own access tokens at other participants, cached for 90% of their `expires_in`; concurrent
+//! misses for one participant make one token request, and failures are not cached.
+
+use super::{PeerClient, PeerError};
+use moka::future::Cache;
+use moka::Expiry;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone)]
+struct Cached {
+    token: Arc<str>,
+    ttl: Duration,
+}
+
+struct ByLifetime;
+
+impl Expiry<String, Cached> for ByLifetime {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Cached,
+        _created_at: Instant,
+    ) -> Option<Duration> {
+        Some(value.ttl)
+    }
+}
+
+#[derive(Clone)]
+pub struct TokenCache {
+    cache: Cache<String, Cached>,
+}
+
+impl Default for TokenCache {
+    fn default() -> Self {
+        TokenCache {
+            cache: Cache::builder()
+                .max_capacity(1024)
+                .expire_after(ByLifetime)
+                .build(),
+        }
+    }
+}
+
+impl TokenCache {
+    /// A token for calling `audience` whose token endpoint is `token_url`.
+    pub async fn get(
+        &self,
+        peer: &PeerClient,
+        token_url: &str,
+        audience: &str,
+    ) -> Result<Arc<str>, PeerError> {
+        let key = format!("{audience} {token_url}");
+        self.cache
+            .try_get_with(key, async {
+                let t = peer.token(token_url, audience).await?;
+                Ok::<_, PeerError>(Cached {
+                    token: Arc::from(t.access_token.as_str()),
+                    ttl: Duration::from_secs(t.expires_in.saturating_mul(9) / 10),
+                })
+            })
+            .await
+            .map(|c| c.token)
+            .map_err(|e| (*e).clone())
+    }
+
+    /// Forget the token for `audience` (after the participant refused it).
+    pub async fn forget(&self, token_url: &str, audience: &str) {
+        self.cache
+            .invalidate(&format!("{audience} {token_url}"))
+            .await;
+    }
+}

@@ -1,0 +1,153 @@
+//! The gateway's Prometheus metrics, in a registry of its own (one per gateway, so several can run
+//! in one process); /metrics serves it together with the process-wide default registry.
+
+use prometheus::{
+    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by route name, status and outcome.
+    pub requests: IntCounterVec,
+    /// Request latency by route name.
+    pub latency: HistogramVec,
+    /// Token requests by outcome (`issued` or the refusal reason).
+    pub tokens: IntCounterVec,
+    /// Calls to the scheme owner by endpoint and outcome.
+    pub scheme_owner_calls: IntCounterVec,
+    /// Cache lookups by cache and result (hit, miss).
+    pub cache: IntCounterVec,
+    /// Delegation decisions by route, decision and reason.
+    pub decisions: IntCounterVec,
+    /// Calls to authorisation registries by registry and outcome.
+    pub registry_calls: IntCounterVec,
+    /// Latency of calls to authorisation registries.
+    pub registry_latency: HistogramVec,
+    /// Configuration reloads by outcome.
+    pub reloads: IntCounterVec,
+    /// Age of the trusted list in seconds.
+    pub trusted_list_age: IntGauge,
+    /// Backends by upstream and health (1 healthy, 0 not).
+    pub backend_health: IntGaugeVec,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("registered once per registry");
+    c
+}
+
+fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+    let buckets = exponential_buckets(0.0005, 2.0, 16).expect("valid buckets");
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    registry
+        .register(Box::new(h.clone()))
+        .expect("registered once per registry");
+    h
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry =
+            Registry::new_custom(Some("ishare_gateway".into()), None).expect("valid prefix");
+        let trusted_list_age =
+            IntGauge::new("trusted_list_age_seconds", "Age of the trusted list").expect("valid");
+        registry
+            .register(Box::new(trusted_list_age.clone()))
+            .expect("registered once");
+        let backend_health = IntGaugeVec::new(
+            Opts::new("backend_healthy", "Backend health by upstream (1 healthy)"),
+            &["upstream", "backend"],
+        )
+        .expect("valid");
+        registry
+            .register(Box::new(backend_health.clone()))
+            .expect("registered once");
+        Metrics {
+            requests: counter(
+                &registry,
+                "requests_total",
+                "Requests by route, status and outcome",
+                &["route", "status", "outcome"],
+            ),
+            latency: histogram(
+                &registry,
+                "request_duration_seconds",
+                "Request latency by route",
+                &["route"],
+            ),
+            tokens: counter(
+                &registry,
+                "tokens_total",
+                "Token requests by outcome",
+                &["outcome"],
+            ),
+            scheme_owner_calls: counter(
+                &registry,
+                "scheme_owner_calls_total",
+                "Calls to the scheme owner",
+                &["endpoint", "outcome"],
+            ),
+            cache: counter(
+                &registry,
+                "cache_lookups_total",
+                "Cache lookups by cache and result",
+                &["cache", "result"],
+            ),
+            decisions: counter(
+                &registry,
+                "delegation_decisions_total",
+                "Delegation decisions",
+                &["route", "decision", "reason"],
+            ),
+            registry_calls: counter(
+                &registry,
+                "registry_calls_total",
+                "Calls to authorisation registries",
+                &["registry", "outcome"],
+            ),
+            registry_latency: histogram(
+                &registry,
+                "registry_call_duration_seconds",
+                "Latency of registry calls",
+                &["registry"],
+            ),
+            reloads: counter(
+                &registry,
+                "config_reloads_total",
+                "Configuration reloads by outcome",
+                &["outcome"],
+            ),
+            trusted_list_age,
+            backend_health,
+            registry,
+        }
+    }
+
+    pub fn cache_hit(&self, cache: &str, hit: bool) {
+        self.cache
+            .with_label_values(&[cache, if hit { "hit" } else { "miss" }])
+            .inc();
+    }
+
+    /// The text exposition of our metrics and the process-wide ones.
+    pub fn render(&self) -> Vec<u8> {
+        let mut families = self.registry.gather();
+        families.extend(prometheus::gather());
+        let mut out = Vec::new();
+        // Encoding plain metric families into a Vec cannot fail.
+        let _ = TextEncoder::new().encode(&families, &mut out);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
