@@ -44,7 +44,7 @@ upstream = "echo"
 "#;
 
 async fn env() -> Env {
-    Env::start(BIN, RULES, "").await
+    Env::start(BIN, RULES, |_| String::new()).await
 }
 
 async fn send(req: reqwest::RequestBuilder) -> (u16, reqwest::header::HeaderMap, Value) {
@@ -683,7 +683,7 @@ addresses = ["{slow}"]
 read_timeout = "300ms"
 "#
     );
-    let env = Env::start(BIN, rules, &extra).await;
+    let env = Env::start(BIN, rules, |_| extra).await;
     let mut seen = Vec::new();
     for _ in 0..4 {
         let (status, _, body) = send(env.bed.http.get(format!("{}/pair", env.url))).await;
@@ -803,7 +803,7 @@ sni = "backend.example"
 ca_file = "{ca}"
 "#
     );
-    let env = Env::start(BIN, rules, &extra).await;
+    let env = Env::start(BIN, rules, |_| extra).await;
     let (status, _, echo) = send(env.bed.http.get(format!("{}/verified", env.url))).await;
     assert_eq!((status, echo["path"].as_str()), (200, Some("/verified")));
     let (status, _, _) = send(env.bed.http.get(format!("{}/unverifiable", env.url))).await;

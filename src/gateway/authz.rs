@@ -301,9 +301,9 @@ impl Authorizer {
     }
 
     /// Verify one delegation_token from the header: a scheme JWT that verifies and chains to the
-    /// trusted list, signed by its `iss`, which is the data owner of that evidence or one of the
-    /// owner's authorisation registries (active at the scheme owner, with that role), addressed to
-    /// the consumer, and not older than the configured maximum age.
+    /// trusted list, signed by its `iss`, which is the data owner of that evidence or an
+    /// authorisation registry (active at the scheme owner, with that role) of that owner or of the
+    /// route's data owner, addressed to the consumer, and not older than the configured maximum age.
     async fn verify_header_evidence(
         &self,
         token: &str,
@@ -357,10 +357,14 @@ impl Authorizer {
                     format!("{iss} is neither the data owner nor an authorisation registry"),
                 ));
             }
-            if !self
+            // In a chain, a later step may be registered with the route's data owner's registry.
+            let registers = self
                 .registry_of_owner(rule, &evidence.policy_issuer, iss, trust)
                 .await?
-            {
+                || self
+                    .registry_of_owner(rule, &request.policy_issuer, iss, trust)
+                    .await?;
+            if !registers {
                 return Err(bad_evidence(
                     "evidence_issuer_not_the_owners_registry",
                     format!(
@@ -534,8 +538,8 @@ impl Authorizer {
             .map_err(|e| (*e).clone())
     }
 
-    /// Fetch the evidence of every step from the data owner through the path to the consumer,
-    /// and evaluate the chain.
+    /// Fetch the evidence of every step from the data owner through the path to the consumer from
+    /// the data owner's registry (which holds the linked policies), and evaluate the chain.
     async fn fetch_chain(
         &self,
         rule: &DelegationRule,
@@ -546,6 +550,9 @@ impl Authorizer {
         let mut parties = vec![request.policy_issuer.clone()];
         parties.extend(path.iter().cloned());
         parties.push(request.access_subject.clone());
+        let registry = self
+            .registry_for(rule, &request.policy_issuer, trust)
+            .await?;
         let mut chain = Vec::new();
         for pair in parties.windows(2) {
             let step = AccessRequest {
@@ -553,7 +560,6 @@ impl Authorizer {
                 access_subject: pair[1].clone(),
                 ..request.clone()
             };
-            let registry = self.registry_for(rule, &pair[0], trust).await?;
             match self.fetch_evidence(&registry, &step, trust).await? {
                 Some(ev) => chain.push(ev),
                 None => return Ok(Decision::Deny(DenyReason::NoPolicy)),

@@ -291,9 +291,11 @@ graceful_shutdown_timeout = "1s"
 }
 
 impl Env {
-    /// Start the testbed and a gateway with these rules (policies/rules.toml) and extra config.
-    pub async fn start(binary: &str, rules: &str, extra: &str) -> Env {
+    /// Start the testbed and a gateway with these rules (policies/rules.toml) and extra config
+    /// (made knowing where the testbed runs).
+    pub async fn start(binary: &str, rules: &str, extra: impl FnOnce(&Bed) -> String) -> Env {
         let bed = Bed::start(binary).await;
+        let extra = extra(&bed);
         let dir = scratch_dir(binary);
         let ports = Ports {
             tls: free_port(),
@@ -301,7 +303,7 @@ impl Env {
             admin: free_port(),
         };
         std::fs::write(dir.join("policies/rules.toml"), rules).unwrap();
-        std::fs::write(dir.join("gateway.toml"), gateway_toml(&bed, &ports, extra)).unwrap();
+        std::fs::write(dir.join("gateway.toml"), gateway_toml(&bed, &ports, &extra)).unwrap();
         let mut env = Env {
             url: format!("https://127.0.0.1:{}", ports.tls),
             plain: format!("http://127.0.0.1:{}", ports.plain),

@@ -1,0 +1,965 @@
+//! Delegation enforcement against the testbed registry: Permit, each Deny reason, 404, each
+//! registry fault, the decision cache and single-flight counted at the registry, evidence in the
+//! header, and each way of forging or replaying it for someone else; licences, the broker pattern
+//! and evidence chains.
+
+mod support;
+
+use ishare_gateway::peers::PeerClient;
+use ishare_gateway::scheme::evidence::{AccessRequest, DelegationBody};
+use ishare_gateway::scheme::Timestamp;
+use serde_json::{json, Value};
+use support::*;
+
+const BIN: &str = "delegation";
+const BROKER: &str = "EU.EORI.NL000000100";
+const NOBODY: &str = "EU.EORI.NL000000101";
+const SHALLOW: &str = "EU.EORI.NL000000102";
+
+fn rules() -> String {
+    let route = |name: &str, methods: &str, path: &str, delegation: &str| {
+        format!("[[route]]\nname = \"{name}\"\nmethods = [{methods}]\npath = \"{path}\"\nupstream = \"echo\"\n[route.delegation]\nresource_type = \"CONTAINER\"\nidentifiers = [\"{{path.id}}\"]\n{delegation}\n\n")
+    };
+    let owner = format!("policy_issuer = \"{OWNER}\"");
+    [
+        route(
+            "read",
+            "\"GET\"",
+            "/api/containers/{id}",
+            &format!("{owner}\nlicences = [\"ISHARE.0001\"]"),
+        ),
+        route(
+            "update",
+            "\"PUT\"",
+            "/api/containers/{id}",
+            &format!("{owner}\nregistry = \"ar\""),
+        ),
+        route(
+            "special",
+            "\"GET\"",
+            "/api/special/{id}",
+            &format!("{owner}\nlicences = [\"ISHARE.0002\"]"),
+        ),
+        route(
+            "header-only",
+            "\"GET\"",
+            "/api/header-only/{id}",
+            &format!("{owner}\nevidence = [\"header\"]"),
+        ),
+        route(
+            "by-owner",
+            "\"GET\"",
+            "/api/owned/{id}",
+            "policy_issuer = \"{header.X-Data-Owner}\"",
+        ),
+        route(
+            "chain",
+            "\"GET\"",
+            "/api/chain/{id}",
+            &format!("{owner}\ndelegation_path = [\"{BROKER}\"]"),
+        ),
+        route(
+            "shallow-chain",
+            "\"GET\"",
+            "/api/shallow-chain/{id}",
+            &format!("{owner}\ndelegation_path = [\"{SHALLOW}\"]"),
+        ),
+        route(
+            "down",
+            "\"GET\"",
+            "/api/down/{id}",
+            &format!("{owner}\nregistry = \"down\""),
+        ),
+        route(
+            "slow",
+            "\"GET\"",
+            "/api/slow/{id}",
+            &format!("{owner}\nregistry = \"slow\""),
+        ),
+        route(
+            "garbage",
+            "\"GET\"",
+            "/api/garbage/{id}",
+            &format!("{owner}\nregistry = \"garbage\""),
+        ),
+        route(
+            "failing",
+            "\"GET\"",
+            "/api/failing/{id}",
+            &format!("{owner}\nregistry = \"failing\""),
+        ),
+    ]
+    .concat()
+}
+
+/// Fake registries for the fault cases, over TLS with the testbed's certificate.
+struct Fakes {
+    dead: String,
+    slow: String,
+    garbage: String,
+    failing: String,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn fakes() -> Fakes {
+    use axum::routing::post;
+    let keys = prepare_keys(&testbed_config(BIN));
+    let tls = std::sync::Arc::new(
+        ishare_gateway::tls::server_config(
+            keys.tls.chain_pem.as_bytes(),
+            keys.tls.key_pem.as_bytes(),
+        )
+        .unwrap(),
+    );
+    let (stop, watch) = tokio::sync::watch::channel(false);
+    let token = || async {
+        axum::Json(json!({"access_token": "t", "token_type": "Bearer", "expires_in": 3600}))
+    };
+    let garbage = axum::Router::new()
+        .route("/connect/token", post(token))
+        .route(
+            "/delegation",
+            post(|| async { axum::Json(json!({"delegation_token": "not.a.jwt"})) }),
+        );
+    let failing = axum::Router::new()
+        .route("/connect/token", post(token))
+        .route(
+            "/delegation",
+            post(|| async { (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "boom") }),
+        );
+    let mut tasks = Vec::new();
+    let mut serve = |router: axum::Router, listener: tokio::net::TcpListener| {
+        tasks.push(tokio::spawn(ishare_gateway::testbed::server::serve(
+            listener,
+            Some(tls.clone()),
+            router,
+            watch.clone(),
+        )));
+    };
+    let bind = || async { tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap() };
+    let (g, f) = (bind().await, bind().await);
+    let urls = (g.local_addr().unwrap(), f.local_addr().unwrap());
+    serve(garbage, g);
+    serve(failing, f);
+    let silent = bind().await;
+    let slow = silent.local_addr().unwrap();
+    tasks.push(tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    }));
+    Fakes {
+        dead: format!("https://127.0.0.1:{}", free_port()),
+        slow: format!("https://{slow}"),
+        garbage: format!("https://{}", urls.0),
+        failing: format!("https://{}", urls.1),
+        stop,
+        tasks,
+    }
+}
+
+impl Fakes {
+    fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn env() -> (Env, Fakes) {
+    let fakes = fakes().await;
+    let (dead, slow, garbage, failing) = (
+        fakes.dead.clone(),
+        fakes.slow.clone(),
+        fakes.garbage.clone(),
+        fakes.failing.clone(),
+    );
+    let env = Env::start(BIN, &rules(), move |bed| {
+        format!(
+            r#"
+[[registry]]
+name = "ar"
+party_id = "{AR}"
+url = "{ar}"
+
+[[registry]]
+name = "down"
+party_id = "{AR}"
+url = "{dead}"
+
+[[registry]]
+name = "slow"
+party_id = "{AR}"
+url = "{slow}"
+
+[[registry]]
+name = "garbage"
+party_id = "{AR}"
+url = "{garbage}"
+
+[[registry]]
+name = "failing"
+party_id = "{AR}"
+url = "{failing}"
+
+[delegation]
+registry_timeout = "700ms"
+"#,
+            ar = bed.url(AR),
+        )
+    })
+    .await;
+    (env, fakes)
+}
+
+async fn get(
+    env: &Env,
+    path: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut req = env
+        .bed
+        .http
+        .get(format!("{}{path}", env.url))
+        .bearer_auth(token);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let h = resp.headers().clone();
+    let (status, body) = status_json(resp).await;
+    (status, h, body)
+}
+
+/// Evidence fetched from the registry by `requester` (as the consumer does).
+async fn evidence(env: &Env, requester: &str, request: AccessRequest) -> String {
+    let peer = PeerClient::new(env.bed.http.clone(), env.bed.identity(requester), "iSHARE");
+    let ar = env.bed.url(AR);
+    let token = peer
+        .token(&format!("{ar}/connect/token"), AR)
+        .await
+        .unwrap()
+        .access_token;
+    peer.delegation(
+        &format!("{ar}/delegation"),
+        &token,
+        &DelegationBody::new(request.to_mask()),
+    )
+    .await
+    .unwrap()
+    .expect("the registry has a policy")
+}
+
+fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
+    AccessRequest {
+        policy_issuer: OWNER.into(),
+        access_subject: subject.into(),
+        service_providers: sps.iter().map(|s| s.to_string()).collect(),
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        required_licences: vec![],
+    }
+}
+
+async fn registry_stats(env: &Env) -> u64 {
+    let stats: Value = env
+        .bed
+        .http
+        .get(format!("{}/testing/stats", env.bed.url(AR)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["delegation_requests"].as_u64().unwrap()
+}
+
+/// Evidence signed with a testbed party's real key: for the cases a registry would never sign.
+fn signed_evidence(
+    env: &Env,
+    signer: &str,
+    iss: &str,
+    aud: &str,
+    iat: i64,
+    evidence: Value,
+) -> String {
+    env.bed
+        .identity(signer)
+        .sign_raw(&json!({
+            "iss": iss, "sub": evidence["target"]["accessSubject"], "aud": aud, "jti": "j",
+            "iat": iat, "exp": iat + 30, "delegationEvidence": evidence
+        }))
+        .unwrap()
+}
+
+fn evidence_body(subject: &str, not_before: i64, not_on_or_after: i64) -> Value {
+    json!({
+        "notBefore": not_before, "notOnOrAfter": not_on_or_after,
+        "policyIssuer": OWNER, "target": {"accessSubject": subject},
+        "policySets": [{"policies": [{
+            "target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"], "environment": {"serviceProviders": [SP]}},
+            "rules": [{"effect": "Permit"}]
+        }]}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_evidence_permits_and_sets_licence_headers() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, headers, echo) = get(
+        &env,
+        "/api/containers/C1",
+        &token,
+        &[("LicensePurpose", "research")],
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert_eq!(headers["licensepurpose"], "ISHARE.0001");
+    assert_eq!(headers["licensesublicense"], "1");
+    assert_eq!(headers["licenseenddate"], "2100-01-01T00:00:00Z");
+    assert_eq!(
+        echo["headers"]["licensepurpose"], "research",
+        "the client's LicensePurpose reaches the backend"
+    );
+    assert_eq!(echo["headers"]["x-consumer-party-id"], CONSUMER);
+    let m = env.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_delegation_decisions_total",
+            &[("route", "read"), ("decision", "permit")]
+        ),
+        1.0
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_denials_name_their_reason() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    // The registry answers Deny: the policy grants READ only, and SECRET-1 has a Deny rule.
+    let resp = env
+        .bed
+        .http
+        .put(format!("{}/api/containers/C1", env.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    let (status, _, body) = get(&env, "/api/containers/SECRET-1", &token, &[]).await;
+    assert_eq!(
+        (status, body["error"].as_str(), body["reason"].as_str()),
+        (403, Some("access_denied"), Some("denied_by_rule"))
+    );
+    // No policy at all for this consumer: the registry's 404 is a Deny.
+    let nobody = env.token(NOBODY).await;
+    let (status, _, body) = get(&env, "/api/containers/C1", &nobody, &[]).await;
+    assert_eq!((status, body["reason"].as_str()), (403, Some("no_policy")));
+    // Evidence is never in the header of a header-only route: no evidence.
+    let (status, _, body) = get(&env, "/api/header-only/C1", &token, &[]).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("no_evidence"))
+    );
+    // A rule value the request lacks.
+    let (status, _, body) = get(&env, "/api/owned/C1", &token, &[]).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("missing_request_value"))
+    );
+    let m = env.metrics().await;
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_delegation_decisions_total",
+            &[("decision", "deny"), ("reason", "no_policy")]
+        ) >= 1.0
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_faults_fail_closed_with_503() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    for (path, reason) in [
+        ("/api/down/C1", "registry_unreachable"),
+        ("/api/slow/C1", "registry_timeout"),
+        ("/api/garbage/C1", "registry_garbled"),
+        ("/api/failing/C1", "registry_error"),
+    ] {
+        let started = std::time::Instant::now();
+        let (status, _, body) = get(&env, path, &token, &[]).await;
+        assert_eq!(
+            (status, body["error"].as_str(), body["reason"].as_str()),
+            (503, Some("temporarily_unavailable"), Some(reason)),
+            "{path}: {body}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{path} took {:?}",
+            started.elapsed()
+        );
+    }
+    // Errors are not cached: the same fault is met again.
+    let (status, _, _) = get(&env, "/api/down/C1", &token, &[]).await;
+    assert_eq!(status, 503);
+    let m = env.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_requests_total",
+            &[("route", "down"), ("status", "503")]
+        ),
+        2.0
+    );
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_registry_calls_total",
+            &[("registry", "slow")]
+        ) >= 0.0
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_cached_and_concurrent_misses_make_one_registry_call() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let before = registry_stats(&env).await;
+    let calls = (0..20).map(|_| get(&env, "/api/containers/SF1", &token, &[]));
+    let results = futures::future::join_all(calls).await;
+    assert!(results.iter().all(|(s, _, _)| *s == 200));
+    assert_eq!(
+        registry_stats(&env).await - before,
+        1,
+        "twenty concurrent misses, one registry call"
+    );
+    for _ in 0..5 {
+        assert_eq!(get(&env, "/api/containers/SF1", &token, &[]).await.0, 200);
+    }
+    assert_eq!(
+        registry_stats(&env).await - before,
+        1,
+        "hits from the cache"
+    );
+    assert_eq!(get(&env, "/api/containers/SF2", &token, &[]).await.0, 200);
+    assert_eq!(
+        registry_stats(&env).await - before,
+        2,
+        "another identifier is another decision"
+    );
+    // Denials are cached too (briefly).
+    assert_eq!(
+        get(&env, "/api/containers/SECRET-1", &token, &[]).await.0,
+        403
+    );
+    assert_eq!(
+        get(&env, "/api/containers/SECRET-1", &token, &[]).await.0,
+        403
+    );
+    assert_eq!(registry_stats(&env).await - before, 3);
+    let m = env.metrics().await;
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_cache_lookups_total",
+            &[("cache", "decision"), ("result", "hit")]
+        ) >= 20.0
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_registry_calls_total",
+            &[("registry", AR), ("outcome", "evidence")]
+        ),
+        3.0
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_evidence_is_accepted_without_asking_the_registry() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let ev = evidence(&env, CONSUMER, read_request(CONSUMER, "H1", &[SP])).await;
+    let before = registry_stats(&env).await;
+    let (status, headers, echo) = get(
+        &env,
+        "/api/header-only/H1",
+        &token,
+        &[("delegation_evidence", &ev)],
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert!(
+        echo["headers"].get("delegation_evidence").is_none(),
+        "evidence is not passed to the backend"
+    );
+    assert_eq!(headers["licenseenddate"], "2100-01-01T00:00:00Z");
+    assert_eq!(registry_stats(&env).await, before);
+    // The evidence grants READ on H1 only: not another identifier, not another action.
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/H2",
+        &token,
+        &[("delegation_evidence", &ev)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("identifier_not_granted"))
+    );
+    let resp = env
+        .bed
+        .http
+        .put(format!("{}/api/containers/H1", env.url))
+        .bearer_auth(&token)
+        .header("delegation_evidence", &ev)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("action_not_granted"))
+    );
+    // A route that needs a licence the evidence lacks.
+    let (status, _, body) = get(
+        &env,
+        "/api/special/H1",
+        &token,
+        &[("delegation_evidence", &ev)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("licence_missing"))
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_evidence_cannot_be_passed_off_for_someone_else() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let now = Timestamp::now().secs();
+    let refused = |body: &Value| body["reason"].as_str().unwrap_or_default().to_string();
+    // Issued to another subject (fetched by SP2 about itself).
+    let others = evidence(&env, SP2, read_request(SP2, "X1", &[SP])).await;
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &others)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_not_for_caller")
+    );
+    // Addressed to the caller but about another subject.
+    let about_consumer = evidence(&env, SP2, read_request(CONSUMER, "X1", &[SP2, SP])).await;
+    let sp2 = env.token(SP2).await;
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &sp2,
+        &[("delegation_evidence", &about_consumer)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "wrong_access_subject")
+    );
+    // For another service provider only.
+    let for_sp2 = evidence(&env, CONSUMER, read_request(CONSUMER, "X1", &[SP2])).await;
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &for_sp2)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "service_provider_not_listed")
+    );
+    // From another data owner than the route's.
+    let mine = evidence(&env, CONSUMER, read_request(CONSUMER, "X1", &[SP])).await;
+    let (status, _, body) = get(
+        &env,
+        "/api/owned/X1",
+        &token,
+        &[("delegation_evidence", &mine), ("X-Data-Owner", SP2)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "wrong_policy_issuer")
+    );
+    // Tampered with.
+    let (head, rest) = mine.split_once('.').unwrap();
+    let (_, sig) = rest.split_once('.').unwrap();
+    let mut claims = claims(&mine);
+    claims["delegationEvidence"]["policySets"][0]["policies"][0]["target"]["resource"]
+        ["identifiers"] = json!(["*"]);
+    use base64::Engine;
+    let forged_payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&claims).unwrap());
+    let tampered = format!("{head}.{forged_payload}.{sig}");
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X9",
+        &token,
+        &[("delegation_evidence", &tampered)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_signature_invalid")
+    );
+    // Signed by the consumer itself: neither the data owner nor a registry.
+    let own = signed_evidence(
+        &env,
+        CONSUMER,
+        CONSUMER,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now - 10, now + 600),
+    );
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &own)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_issuer_not_a_registry")
+    );
+    // Claiming to be the registry with another party's certificate.
+    let posing = signed_evidence(
+        &env,
+        SP2,
+        AR,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now - 10, now + 600),
+    );
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &posing)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_issuer_unknown")
+    );
+    // A chain that is not trusted.
+    let foreign = ishare_gateway::scheme::pki::TestPki::shared()
+        .party(AR)
+        .signing_identity();
+    let untrusted = foreign
+        .sign_raw(&json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": now, "exp": now + 30, "delegationEvidence": evidence_body(CONSUMER, now - 10, now + 600)}))
+        .unwrap();
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &untrusted)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_untrusted")
+    );
+    // Genuine registry evidence, but expired, not yet valid, or an old token.
+    let expired = signed_evidence(
+        &env,
+        AR,
+        AR,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now - 600, now - 1),
+    );
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &expired)],
+    )
+    .await;
+    assert_eq!((status, refused(&body).as_str()), (403, "evidence_expired"));
+    let early = signed_evidence(
+        &env,
+        AR,
+        AR,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now + 600, now + 1200),
+    );
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &early)],
+    )
+    .await;
+    assert_eq!(
+        (status, refused(&body).as_str()),
+        (403, "evidence_not_yet_valid")
+    );
+    let old = signed_evidence(
+        &env,
+        AR,
+        AR,
+        CONSUMER,
+        now - 7200,
+        evidence_body(CONSUMER, now - 7200, now + 600),
+    );
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &old)],
+    )
+    .await;
+    assert_eq!((status, refused(&body).as_str()), (403, "evidence_too_old"));
+    // And the genuine one passes.
+    let good = signed_evidence(
+        &env,
+        AR,
+        AR,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now - 10, now + 600),
+    );
+    assert_eq!(
+        get(
+            &env,
+            "/api/header-only/X1",
+            &token,
+            &[("delegation_evidence", &good)]
+        )
+        .await
+        .0,
+        200
+    );
+    // The data owner may sign its own evidence.
+    let by_owner = signed_evidence(
+        &env,
+        OWNER,
+        OWNER,
+        CONSUMER,
+        now,
+        evidence_body(CONSUMER, now - 10, now + 600),
+    );
+    assert_eq!(
+        get(
+            &env,
+            "/api/header-only/X1",
+            &token,
+            &[("delegation_evidence", &by_owner)]
+        )
+        .await
+        .0,
+        200
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_acts_for_a_consumer_with_its_assertion() {
+    let (env, fakes) = env().await;
+    let broker_token = env.token(SP2).await;
+    let assertion = env
+        .bed
+        .identity(CONSUMER)
+        .client_assertion(SP2, Timestamp::now())
+        .unwrap();
+    // The evidence (from the registry) is about the original consumer, not the broker.
+    let (status, _, echo) = get(
+        &env,
+        "/api/containers/B1",
+        &broker_token,
+        &[("service_consumer_assertion", &assertion)],
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert!(echo["headers"].get("service_consumer_assertion").is_none());
+    // Header evidence the consumer fetched, presented by the broker.
+    let ev = evidence(&env, CONSUMER, read_request(CONSUMER, "B2", &[SP])).await;
+    let fresh = env
+        .bed
+        .identity(CONSUMER)
+        .client_assertion(SP2, Timestamp::now())
+        .unwrap();
+    let (status, _, _) = get(
+        &env,
+        "/api/header-only/B2",
+        &broker_token,
+        &[
+            ("service_consumer_assertion", &fresh),
+            ("delegation_evidence", &ev),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Without the assertion the broker is on its own, and the consumer's evidence is not its own.
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/B2",
+        &broker_token,
+        &[("delegation_evidence", &ev)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("evidence_not_for_caller"))
+    );
+    // An assertion addressed to someone else, or not the consumer's, proves nothing.
+    let elsewhere = env
+        .bed
+        .identity(CONSUMER)
+        .client_assertion(AR, Timestamp::now())
+        .unwrap();
+    let (status, _, body) = get(
+        &env,
+        "/api/containers/B1",
+        &broker_token,
+        &[("service_consumer_assertion", &elsewhere)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("invalid_consumer_assertion"))
+    );
+    let foreign = ishare_gateway::scheme::pki::TestPki::shared()
+        .party(CONSUMER)
+        .signing_identity()
+        .client_assertion(SP2, Timestamp::now())
+        .unwrap();
+    let (status, _, body) = get(
+        &env,
+        "/api/containers/B1",
+        &broker_token,
+        &[("service_consumer_assertion", &foreign)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("invalid_consumer_assertion"))
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+async fn add_policy(env: &Env, issuer: &str, subject: &str, depth: u32) {
+    let token = env.bed.token(AR, issuer).await;
+    let policy = json!({
+        "notBefore": 0, "notOnOrAfter": 4102444800i64,
+        "policyIssuer": issuer, "target": {"accessSubject": subject},
+        "policySets": [{"maxDelegationDepth": depth, "policies": [{
+            "target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"], "environment": {"serviceProviders": [SP]}},
+            "rules": [{"effect": "Permit"}]
+        }]}]
+    });
+    let resp = env
+        .bed
+        .http
+        .post(format!("{}/policy", env.bed.url(AR)))
+        .bearer_auth(token)
+        .json(&policy)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_chains_run_through_the_delegation_path_with_depth_enforced() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    // Owner → broker (one further step allowed) → consumer.
+    add_policy(&env, OWNER, BROKER, 1).await;
+    add_policy(&env, BROKER, CONSUMER, 0).await;
+    let (status, _, body) = get(&env, "/api/chain/C1", &token, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    // Owner → shallow (no further step allowed) → consumer.
+    add_policy(&env, OWNER, SHALLOW, 0).await;
+    add_policy(&env, SHALLOW, CONSUMER, 0).await;
+    let (status, _, body) = get(&env, "/api/shallow-chain/C1", &token, &[]).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("delegation_depth_exceeded"))
+    );
+    // A missing step is no policy.
+    let nobody = env.token(NOBODY).await;
+    let (status, _, body) = get(&env, "/api/chain/C1", &nobody, &[]).await;
+    assert_eq!((status, body["reason"].as_str()), (403, Some("no_policy")));
+    // A chain in the header: the owner's evidence to the broker, and the broker's to the consumer.
+    let now = Timestamp::now().secs();
+    let mut first = evidence_body(BROKER, now - 10, now + 600);
+    first["policySets"][0]["maxDelegationDepth"] = json!(1);
+    let mut second = evidence_body(CONSUMER, now - 10, now + 600);
+    second["policyIssuer"] = json!(BROKER);
+    let hop1 = signed_evidence(&env, AR, AR, BROKER, now, first);
+    let hop2 = signed_evidence(&env, AR, AR, CONSUMER, now, second);
+    // Each token of the chain must be addressed to someone in this request: hop1 was issued to
+    // the broker, so the chain is only accepted through the broker.
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/C1",
+        &token,
+        &[("delegation_evidence", &format!("{hop1},{hop2}"))],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("evidence_not_for_caller"))
+    );
+    let hop1_for_consumer = {
+        let mut first = evidence_body(BROKER, now - 10, now + 600);
+        first["policySets"][0]["maxDelegationDepth"] = json!(1);
+        signed_evidence(&env, AR, AR, CONSUMER, now, first)
+    };
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/C1",
+        &token,
+        &[(
+            "delegation_evidence",
+            &format!("{hop1_for_consumer},{hop2}"),
+        )],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    env.stop().await;
+    fakes.stop();
+}
