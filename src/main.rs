@@ -47,6 +47,13 @@ enum Command {
         #[arg(long)]
         prepare: bool,
     },
+    /// The testbed and the gateway in one process, and a walk through the scheme.
+    Demo {
+        #[arg(long, default_value = "conf/testbed.toml")]
+        testbed_config: PathBuf,
+        #[arg(long, default_value = "conf/gateway.toml")]
+        config: PathBuf,
+    },
     /// The consumer's side of the scheme: assertions, tokens, parties, evidence, service calls.
     Client(Box<cli::client::ClientArgs>),
 }
@@ -143,8 +150,20 @@ async fn run_testbed(config: PathBuf, prepare: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Commands that print for a pipeline end quietly when the reader goes away (`… | head`), as
+/// command-line tools do, instead of failing on the write.
+fn end_quietly_on_broken_pipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Client(_) | Command::Check { .. }) {
+        end_quietly_on_broken_pipe();
+    }
     let result = match cli.command {
         Command::Run {
             config,
@@ -152,6 +171,10 @@ fn main() -> ExitCode {
             daemon,
         } => run(config, upgrade, daemon),
         Command::Check { config } => check(config),
+        Command::Demo {
+            testbed_config,
+            config,
+        } => cli::demo::run(testbed_config, config),
         Command::Testbed { config, prepare } => {
             telemetry::init_logging(false, "info");
             runtime().block_on(run_testbed(config, prepare))

@@ -1,6 +1,7 @@
 //! The subcommands that are more than wiring: the consumer's side on the command line, and the demo.
 
 pub mod client;
+pub mod demo;
 pub mod display;
 
 /// Ctrl-C or SIGTERM.

@@ -1,0 +1,295 @@
+//! `ishare-gateway demo`: the testbed, its echo backend and the gateway in one process, and a walk
+//! through the scheme in the terminal — a token, a call without evidence, with evidence from the
+//! header, with evidence from the registry, a denied action — then ready-to-paste commands.
+
+use crate::config;
+use crate::gateway::server::{self, RunningGateway};
+use crate::peers::{join, PeerClient};
+use crate::scheme::evidence::{AccessRequest, DelegationBody};
+use crate::testbed::config::{Serve, TestbedConfig};
+use crate::testbed::Testbed;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const CONSUMER: &str = "EU.EORI.NL000000001";
+const OWNER: &str = "EU.EORI.NL000000005";
+
+/// A heading, bold on a terminal.
+fn heading(text: &str) {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        println!("\n\x1b[1m{text}\x1b[0m");
+    } else {
+        println!("\n{text}");
+    }
+}
+
+fn step(n: usize, title: &str) {
+    heading(&format!("{n}. {title}"));
+}
+
+/// A path as short as it can be said from the current directory.
+fn shown(path: &Path) -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    match absolute.strip_prefix(&cwd) {
+        Ok(relative) => format!("./{}", relative.display()),
+        Err(_) => absolute.display().to_string(),
+    }
+}
+
+/// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
+/// the body (the backend's view of the request, or the gateway's reason).
+async fn show(resp: reqwest::Response, method: &str, url: &str) -> Result<Value, String> {
+    let status = resp.status();
+    let licences: Vec<String> = resp
+        .headers()
+        .iter()
+        .filter(|(n, _)| n.as_str().starts_with("license"))
+        .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+        .collect();
+    let body: Value = resp.json().await.map_err(|e| format!("{url}: {e}"))?;
+    println!("   → {method} {url}");
+    println!("   ← {status}");
+    for l in licences {
+        println!("     {l}");
+    }
+    if let Some(reason) = body.get("reason") {
+        println!(
+            "     reason: {} — {}",
+            reason.as_str().unwrap_or("?"),
+            body["error_description"].as_str().unwrap_or("")
+        );
+    } else if body.get("path").is_some() {
+        println!(
+            "     the backend got {} {} with X-Consumer-Party-Id: {}",
+            body["method"].as_str().unwrap_or("?"),
+            body["path"].as_str().unwrap_or("?"),
+            body["headers"]["x-consumer-party-id"]
+                .as_str()
+                .unwrap_or("-")
+        );
+    }
+    Ok(body)
+}
+
+async fn walk_through(
+    gateway_url: &str,
+    sp: &str,
+    registry_url: &str,
+    data_dir: &Path,
+    scheme: &str,
+) -> Result<(), String> {
+    let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
+    let http = crate::tls::outbound_client(
+        &crate::tls::OutboundTrust {
+            ca_pem: Some(ca),
+            system_roots: false,
+        },
+        Duration::from_secs(10),
+    )
+    .map_err(|e| e.to_string())?;
+    let read = |f: &str| {
+        std::fs::read_to_string(data_dir.join("parties").join(f)).map_err(|e| e.to_string())
+    };
+    let identity = crate::scheme::jwt::SigningIdentity::from_pem(
+        crate::scheme::party::PartyId::parse(CONSUMER).map_err(|e| e.to_string())?,
+        &read(&format!("{CONSUMER}.key.pem"))?,
+        &read(&format!("{CONSUMER}.chain.pem"))?,
+    )
+    .map_err(|e| e.to_string())?;
+    let consumer = PeerClient::new(http.clone(), identity, scheme);
+
+    step(1, &format!("ABC Trucking ({CONSUMER}) gets an access token from the gateway with a signed client assertion"));
+    let token = consumer
+        .token(&join(gateway_url, "/connect/token"), sp)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("   → POST {gateway_url}/connect/token (client_assertion: a 30-second RS256 JWT with its x5c chain)");
+    println!("   ← 200 OK: a Bearer token for {} s", token.expires_in);
+    let token = token.access_token;
+
+    let documents = format!("{gateway_url}/api/containers/C1/documents");
+    step(2, "It asks for the documents of container C1 without delegation evidence: Happy Pets owns them");
+    let resp = http
+        .get(&documents)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &documents).await?;
+
+    step(3, "It gets delegation evidence from the authorisation registry and presents it in the delegation_evidence header");
+    let request = AccessRequest {
+        policy_issuer: OWNER.into(),
+        access_subject: CONSUMER.into(),
+        service_providers: vec![sp.to_string()],
+        resource_type: "CONTAINER".into(),
+        identifiers: vec!["C1".into()],
+        attributes: vec!["DOCUMENTS".into()],
+        actions: vec![format!("{scheme}.READ")],
+        required_licences: vec![],
+    };
+    let registry_token = consumer
+        .token(&join(registry_url, "/connect/token"), "EU.EORI.NL000000004")
+        .await
+        .map_err(|e| e.to_string())?
+        .access_token;
+    let evidence = consumer
+        .delegation(
+            &join(registry_url, "/delegation"),
+            &registry_token,
+            &DelegationBody::new(request.to_mask()),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the registry holds no policy for ABC Trucking")?;
+    println!("   → POST {registry_url}/delegation (mask: {OWNER} lets {CONSUMER} {scheme}.READ CONTAINER C1 at {sp})");
+    println!("   ← 200 OK: a delegation_token signed by the registry, Permit");
+    let resp = http
+        .get(&documents)
+        .bearer_auth(&token)
+        .header("delegation_evidence", &evidence)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &documents).await?;
+
+    let container = format!("{gateway_url}/api/containers/C1");
+    step(4, "It reads container C1 without evidence: the gateway asks the owner's registry itself (and caches the answer)");
+    let resp = http
+        .get(&container)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &container).await?;
+
+    step(
+        5,
+        "It tries to update container C1: Happy Pets granted reading only",
+    );
+    let resp = http
+        .put(&container)
+        .bearer_auth(&token)
+        .body("{\"status\": \"opened\"}")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "PUT", &container).await?;
+    Ok(())
+}
+
+fn try_more(
+    gateway_url: &str,
+    sp: &str,
+    registry_url: &str,
+    data_dir: &Path,
+    admin: Option<std::net::SocketAddr>,
+) {
+    let program = std::env::current_exe()
+        .map(|p| shown(&p))
+        .unwrap_or_else(|_| "ishare-gateway".into());
+    let c = format!(
+        "{program} client --testbed {} --as {CONSUMER}",
+        shown(data_dir)
+    );
+    heading("Try more, from another terminal:");
+    println!("  {c} capabilities --url {gateway_url} --authenticated");
+    println!("  {c} call {gateway_url}/api/containers/C7");
+    println!("  {c} call -X PUT -d '{{}}' {gateway_url}/api/containers/C7");
+    println!("  {c} call {gateway_url}/api/containers/SECRET-1");
+    println!(
+        "  {c} evidence --registry {registry_url} --issuer {OWNER} --type CONTAINER --id C7 --attribute DOCUMENTS --action iSHARE.READ --service-provider {sp} --raw > /tmp/evidence.jwt"
+    );
+    println!("  {c} call -H \"delegation_evidence: $(cat /tmp/evidence.jwt)\" {gateway_url}/api/containers/C7/documents");
+    if let Some(admin) = admin {
+        println!("  curl -s http://{admin}/metrics | grep ishare_gateway_requests_total");
+    }
+    println!(
+        "\nThe gateway, the testbed and the echo backend keep serving. Ctrl-C stops everything."
+    );
+}
+
+/// Run the demo with the testbed and gateway configurations given.
+pub fn run(testbed_config: PathBuf, gateway_config: PathBuf) -> Result<(), String> {
+    // Quiet, so the walk-through reads well (RUST_LOG overrides). pingora reports a benign race when
+    // it cannot reuse a pooled upstream connection (it opens a new one) at error level.
+    crate::telemetry::init_logging(false, "warn,pingora_core::connectors=off");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut testbed_conf = TestbedConfig::load(&testbed_config).map_err(|e| e.to_string())?;
+    // The gateway's files are the testbed's: make them before reading the gateway's config.
+    crate::testbed::prepare(&testbed_conf).map_err(|e| e.to_string())?;
+    let config =
+        config::load(&gateway_config).map_err(|e| format!("{}:\n{e}", gateway_config.display()))?;
+    let gateway_party = config.identity.party_id.to_string();
+    // The gateway plays this service provider; the testbed does not run a dummy for it.
+    for p in testbed_conf
+        .parties
+        .iter_mut()
+        .filter(|p| p.id == gateway_party)
+    {
+        p.serve = None;
+    }
+    println!("Generating the test PKI (first run only) and starting the testbed...");
+    let testbed = runtime
+        .block_on(Testbed::start(&testbed_conf))
+        .map_err(|e| e.to_string())?;
+    print!("{}", testbed.summary());
+    let registry_url = testbed
+        .serving(Serve::AuthorisationRegistry)
+        .map(|p| p.url.clone())
+        .ok_or("the testbed runs no authorisation registry")?;
+
+    let gateway_url = config.public_url.clone();
+    let admin = config.admin;
+    println!(
+        "Starting the gateway as {gateway_party} at {gateway_url} in front of the echo backend..."
+    );
+    let built = server::build(config, gateway_config, None, true)?;
+    let gateway = RunningGateway::start(built);
+    let state = gateway.state.clone();
+    let ready = runtime.block_on(async {
+        for _ in 0..100 {
+            if state.current.load().trust.readiness().is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    });
+    if !ready {
+        gateway.stop();
+        runtime.block_on(testbed.stop());
+        return Err("the gateway did not become ready within 10 s".into());
+    }
+    let data_dir = testbed.keys.data_dir.clone();
+    let walked = runtime.block_on(walk_through(
+        &gateway_url,
+        &gateway_party,
+        &registry_url,
+        &data_dir,
+        &testbed.scheme,
+    ));
+    match &walked {
+        Ok(()) => try_more(
+            &gateway_url,
+            &gateway_party,
+            &registry_url,
+            &data_dir,
+            admin,
+        ),
+        Err(e) => eprintln!("the walk-through failed: {e}"),
+    }
+    if walked.is_ok() {
+        runtime.block_on(super::wait_for_stop());
+    }
+    println!("\nStopping...");
+    gateway.stop();
+    runtime.block_on(testbed.stop());
+    walked
+}
