@@ -464,6 +464,7 @@ async fn routes_authenticate_normalise_and_rewrite() {
             .get(format!("{}/api//mine/./a/../b?q=1&r=2", env.url))
             .bearer_auth(&token)
             .header("x-consumer-party-id", "EU.EORI.NL000000666")
+            .header("X_Consumer_Party_Id", "EU.EORI.NL000000666")
             .header("delegation_evidence", "should-not-reach-the-backend"),
     )
     .await;
@@ -473,6 +474,10 @@ async fn routes_authenticate_normalise_and_rewrite() {
         (Some("/api/mine/b"), Some("q=1&r=2"))
     );
     assert_eq!(echo["headers"]["x-consumer-party-id"], CONSUMER);
+    assert!(
+        echo["headers"].get("x_consumer_party_id").is_none(),
+        "no look-alike of the party header"
+    );
     assert!(echo["headers"].get("authorization").is_none());
     assert!(echo["headers"].get("delegation_evidence").is_none());
     assert_eq!(echo["headers"]["x-forwarded-proto"], "https");
@@ -944,6 +949,74 @@ async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
         .unwrap();
     let _ = std::fs::remove_dir_all(dir);
     bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_fails_closed_when_the_trusted_list_is_too_old() {
+    let bed = Bed::start(BIN).await;
+    let dir = scratch_dir(BIN);
+    std::fs::write(dir.join("policies/rules.toml"), RULES).unwrap();
+    let ports = Ports {
+        tls: free_port(),
+        plain: free_port(),
+        admin: free_port(),
+    };
+    let toml = gateway_toml(&bed, &ports, "")
+        .replace("[scheme_owner]", "[scheme_owner]\nrefresh = \"1s\"");
+    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
+    let config = ishare_gateway::config::load(&dir.join("gateway.toml")).unwrap();
+    let built =
+        ishare_gateway::gateway::server::build(config, dir.join("gateway.toml"), None, false)
+            .unwrap();
+    let gateway = ishare_gateway::gateway::server::RunningGateway::start(built);
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let identity = bed.identity(CONSUMER);
+    let request = || {
+        let assertion = identity
+            .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+            .unwrap();
+        let form = vec![
+            ("grant_type".to_string(), "client_credentials".to_string()),
+            ("client_id".into(), CONSUMER.into()),
+            (
+                "client_assertion_type".into(),
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
+            ),
+            ("client_assertion".into(), assertion),
+        ];
+        reqwest::Client::new()
+            .post(format!("{plain}/connect/token"))
+            .form(&form)
+            .send()
+    };
+    let mut status = 0;
+    for _ in 0..100 {
+        if let Ok(r) = request().await {
+            status = r.status().as_u16();
+            if status == 200 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200);
+    // The scheme owner goes away; once the list is older than three refresh intervals, trust fails.
+    bed.stop().await;
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let (status, body) = status_json(request().await.unwrap()).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (503, Some("temporarily_unavailable")),
+        "{body}"
+    );
+    assert!(
+        !body.to_string().contains("127.0.0.1"),
+        "no internal address in the answer: {body}"
+    );
+    tokio::task::spawn_blocking(move || gateway.stop())
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

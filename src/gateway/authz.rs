@@ -236,8 +236,8 @@ impl Authorizer {
     }
 
     /// The broker pattern: the caller acts for the consumer whose client assertion it forwards.
-    /// The assertion must verify and chain to the trusted list, be addressed to the caller or to
-    /// us, and come from an active party; the evidence must then be issued to that consumer.
+    /// The assertion must verify and chain to the trusted list, be addressed to the caller, and
+    /// come from an active party; the evidence must then be issued to that consumer.
     async fn original_consumer(
         &self,
         assertion: &str,
@@ -256,13 +256,8 @@ impl Authorizer {
                 format!("{BROKER_HEADER}: {e}"),
             )
         };
-        let checked = match check_assertion(assertion, None, &rules(caller), now) {
-            Err(AssertionError::InvalidAud { .. }) => {
-                check_assertion(assertion, None, &rules(self.0.our_id.as_str()), now)
-            }
-            other => other,
-        }
-        .map_err(bad)?;
+        // A forwarded assertion counts only when addressed to the party forwarding it (§1.4).
+        let checked = check_assertion(assertion, None, &rules(caller), now).map_err(bad)?;
         let chain = trust
             .validate(&checked.jwt.x5c, now)
             .await?
@@ -374,14 +369,13 @@ impl Authorizer {
                 ));
             }
         }
-        let aud = decoded.str_claim("aud");
-        if aud.is_some_and(|a| a != request.access_subject && a != caller) {
+        let for_caller = [request.access_subject.as_str(), caller]
+            .iter()
+            .any(|p| decoded.audience_includes(p) != Some(false));
+        if !for_caller {
             return Err(bad_evidence(
                 "evidence_not_for_caller",
-                format!(
-                    "the evidence token is addressed to {}, not to the caller",
-                    aud.unwrap_or_default()
-                ),
+                "the evidence token is addressed to another party than the caller",
             ));
         }
         if decoded
@@ -436,11 +430,14 @@ impl Authorizer {
         }))
     }
 
-    /// The registry to ask about `issuer`'s delegations: the route's, or the issuer's own.
+    /// The registry to ask about `owner`'s delegations: the route's, or the one in the owner's
+    /// party record, whose address must be the registry's own (its record's capabilities address),
+    /// over https: otherwise our client assertion, addressed to the registry, would go to whoever
+    /// the owner's record names.
     async fn registry_for(
         &self,
         rule: &DelegationRule,
-        issuer: &str,
+        owner: &str,
         trust: &TrustStore,
     ) -> Result<Registry, Reject> {
         if let Some(name) = &rule.registry {
@@ -451,27 +448,52 @@ impl Authorizer {
                 .cloned()
                 .ok_or_else(|| bad_evidence("no_registry", format!("no registry {name}")));
         }
-        let id = PartyId::parse(issuer)
+        let id = PartyId::parse(owner)
             .map_err(|e| Reject::MissingRequestValue(format!("a valid data owner: {e}")))?;
         let record = trust.party(&id).await?.ok_or_else(|| {
             bad_evidence(
                 "data_owner_unknown",
-                format!("the data owner {issuer} is unknown at the scheme owner"),
+                format!("the data owner {owner} is unknown at the scheme owner"),
             )
         })?;
-        let ar = record
+        let listed = record
             .registries()
             .find(|r| !r.url.is_empty() && PartyId::parse(&r.id).is_ok())
             .ok_or_else(|| {
                 bad_evidence(
                     "no_registry",
-                    format!("the data owner {issuer} names no authorisation registry"),
+                    format!("the data owner {owner} names no authorisation registry"),
                 )
             })?;
+        let ar_id = PartyId::parse(&listed.id).expect("checked above");
+        let now = Timestamp::now().secs();
+        let ar_record = trust
+            .party(&ar_id)
+            .await?
+            .filter(|r| r.adherence.is_active_at(now) && r.has_role("AuthorisationRegistry", now))
+            .ok_or_else(|| {
+                bad_evidence(
+                    "no_registry",
+                    format!("{ar_id} is not an active authorisation registry"),
+                )
+            })?;
+        let https_origin = |u: &str| {
+            url::Url::parse(u)
+                .ok()
+                .filter(|u| u.scheme() == "https")
+                .map(|u| u.origin())
+        };
+        let own_origin = ar_record.capability_url.as_deref().and_then(https_origin);
+        if own_origin.is_none() || https_origin(&listed.url) != own_origin {
+            return Err(bad_evidence(
+                "no_registry",
+                format!("the address of {ar_id} in the record of {owner} is not the registry's own https address"),
+            ));
+        }
         Ok(Registry {
-            name: ar.id.clone(),
-            party_id: PartyId::parse(&ar.id).expect("checked above"),
-            url: ar.url.trim_end_matches('/').to_string(),
+            name: ar_id.to_string(),
+            party_id: ar_id,
+            url: listed.url.trim_end_matches('/').to_string(),
             token_path: crate::config::CONNECT_TOKEN_PATH.into(),
             delegation_path: "/delegation".into(),
         })
@@ -672,10 +694,7 @@ impl Authorizer {
         if decoded.str_claim("iss") != Some(registry.party_id.as_str()) {
             return Err(garbled("iss is not the registry".into()));
         }
-        if decoded
-            .str_claim("aud")
-            .is_some_and(|a| a != self.0.our_id.as_str())
-        {
+        if decoded.audience_includes(self.0.our_id.as_str()) == Some(false) {
             return Err(garbled("the answer is addressed to another party".into()));
         }
         if decoded

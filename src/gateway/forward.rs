@@ -56,6 +56,18 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     req.remove_header(EVIDENCE_HEADER);
     req.remove_header(BROKER_HEADER);
     req.remove_header(f.party_header);
+    // Backends that fold `_` into `-` (CGI, WSGI, Rack) would read a look-alike of a header the
+    // gateway vouches for or decided on as that header: no such look-alike reaches them.
+    let guarded = guarded_headers(f.route, f.party_header);
+    let look_alikes: Vec<http::HeaderName> = req
+        .headers
+        .keys()
+        .filter(|k| k.as_str().contains('_') && guarded.contains(&fold(k.as_str())))
+        .cloned()
+        .collect();
+    for name in look_alikes {
+        req.remove_header(&name);
+    }
     if let Some(consumer) = f.consumer {
         req.insert_header(f.party_header.clone(), consumer)?;
     }
@@ -75,6 +87,35 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     }
     req.insert_header("x-forwarded-proto", if f.tls { "https" } else { "http" })?;
     Ok(())
+}
+
+/// A header name as underscore-folding backends read it.
+fn fold(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
+}
+
+/// The headers whose look-alikes are removed: the party header, the scheme's credentials, and
+/// every header the route's rule reads.
+fn guarded_headers(route: &Route, party_header: &http::HeaderName) -> Vec<String> {
+    let mut names = vec![
+        fold(party_header.as_str()),
+        fold(http::header::AUTHORIZATION.as_str()),
+        fold(EVIDENCE_HEADER),
+        fold(BROKER_HEADER),
+    ];
+    let mut templates: Vec<&crate::gateway::route::Template> = route.upstream_path.iter().collect();
+    if let Auth::Delegation(rule) = &route.auth {
+        templates.push(&rule.policy_issuer);
+        templates.push(&rule.resource_type);
+        templates.extend(
+            rule.identifiers
+                .iter()
+                .chain(&rule.attributes)
+                .chain(&rule.delegation_path),
+        );
+    }
+    names.extend(templates.iter().flat_map(|t| t.header_names()).map(fold));
+    names
 }
 
 /// The licence headers of a delegated route: as the rule says, or all three from the evidence.

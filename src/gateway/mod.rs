@@ -172,6 +172,9 @@ impl ProxyHttp for Gateway {
             Ok(Some(answer)) => answer,
             Err(reject) => {
                 ctx.refuse(&reject);
+                if let Some(detail) = reject.log_detail() {
+                    tracing::warn!(route = %ctx.label, reason = reject.reason(), "{detail}");
+                }
                 if ctx.label == "token" {
                     self.state
                         .shared

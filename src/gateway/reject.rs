@@ -123,7 +123,17 @@ impl Reject {
             Reject::MissingRequestValue(what) => {
                 format!("the request lacks {what}, which the route's rule needs")
             }
-            Reject::Unavailable { detail, .. } => detail.clone(),
+            // What failed upstream is logged, not told: it names internal addresses and answers.
+            Reject::Unavailable { reason, .. } => match *reason {
+                r if r.starts_with("registry") => {
+                    "the authorisation registry gave no usable answer in time; try again later"
+                        .into()
+                }
+                r if r.starts_with("scheme_owner") => {
+                    "the scheme owner gave no usable answer; try again later".into()
+                }
+                _ => "a service the gateway depends on failed; try again later".into(),
+            },
             Reject::NoHealthyBackend(u) => format!("no healthy backend in upstream {u}"),
             Reject::BackendUnreachable => "the backend could not be reached".into(),
             Reject::BackendTimeout => "the backend did not answer in time".into(),
@@ -145,6 +155,14 @@ impl Reject {
             Reject::Unavailable { .. } => "temporarily_unavailable",
             Reject::NoHealthyBackend(_) | Reject::BackendUnreachable => "bad_gateway",
             Reject::BackendTimeout => "gateway_timeout",
+        }
+    }
+
+    /// What the log should say beyond the answer, for failures of dependencies.
+    pub fn log_detail(&self) -> Option<&str> {
+        match self {
+            Reject::Unavailable { detail, .. } => Some(detail),
+            _ => None,
         }
     }
 

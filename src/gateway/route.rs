@@ -19,6 +19,8 @@ pub enum PathError {
     AboveRoot,
     #[error("the path contains control characters")]
     ControlCharacter,
+    #[error("the path has an empty, . or .. segment with parameters (;), which backends read differently")]
+    DotSegmentWithParameters,
 }
 
 fn is_unreserved(b: u8) -> bool {
@@ -59,6 +61,18 @@ pub fn normalize_path(raw: &str) -> Result<String, PathError> {
         } else {
             decoded.push(b as char);
             i += 1;
+        }
+    }
+    // `..;x` is `..` to servlet containers but a plain name to us: refuse the ambiguity.
+    for seg in decoded.split('/') {
+        let params_at = [seg.find(';'), seg.to_ascii_uppercase().find("%3B")]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(at) = params_at {
+            if matches!(&seg[..at], "" | "." | "..") {
+                return Err(PathError::DotSegmentWithParameters);
+            }
         }
     }
     let ends_with_slash = decoded.len() > 1 && decoded.ends_with('/');
@@ -300,6 +314,14 @@ impl Template {
         &self.text
     }
 
+    /// The request headers the template reads.
+    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Header(n) => Some(n.as_str()),
+            _ => None,
+        })
+    }
+
     /// The path captures the template uses, to check them against the route's pattern.
     pub fn path_names(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
@@ -435,6 +457,20 @@ mod tests {
         );
         assert_eq!(normalize_path("a/b"), Err(PathError::NotAbsolute));
         assert_eq!(normalize_path("/a\tb"), Err(PathError::ControlCharacter));
+        for bad in [
+            "/a/..;/b",
+            "/a/.;x/b",
+            "/a/..%3b/b",
+            "/a/;x/b",
+            "/a/%2e%2e;/b",
+        ] {
+            assert_eq!(
+                normalize_path(bad),
+                Err(PathError::DotSegmentWithParameters),
+                "{bad}"
+            );
+        }
+        assert_eq!(normalize_path("/a;v=1/b").unwrap(), "/a;v=1/b");
     }
 
     #[test]

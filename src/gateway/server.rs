@@ -55,7 +55,7 @@ pub fn build(
             certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
         }
     }
-    let shared = Shared::new(&config, certificates);
+    let shared = Shared::new(certificates);
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),

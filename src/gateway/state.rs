@@ -11,7 +11,7 @@ use crate::config::model::{Config, HealthCheckKind, Upstream};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::assertion::JtiStore;
-use crate::scheme::jwt::{AlgorithmPolicy, ASSERTION_LIFETIME};
+use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
@@ -147,30 +147,42 @@ impl UpstreamPool {
     }
 }
 
-/// The jti replay store of the token endpoint: every accepted assertion's jti, kept past the
-/// longest time an assertion can be accepted.
+/// The jti replay store of the token endpoint: every accepted assertion's jti, each kept until
+/// the time the assertion rules give it (past the longest time it can be accepted).
 pub struct ReplayStore {
-    seen: moka::sync::Cache<(String, String), ()>,
+    seen: moka::sync::Cache<(String, String), Duration>,
 }
 
-impl ReplayStore {
-    pub fn new(leeway: Duration) -> Self {
-        let keep =
-            Duration::from_secs(ASSERTION_LIFETIME as u64) + leeway * 2 + Duration::from_secs(1);
+struct KeepFor;
+
+impl moka::Expiry<(String, String), Duration> for KeepFor {
+    fn expire_after_create(
+        &self,
+        _k: &(String, String),
+        keep: &Duration,
+        _at: Instant,
+    ) -> Option<Duration> {
+        Some(*keep)
+    }
+}
+
+impl Default for ReplayStore {
+    fn default() -> Self {
         ReplayStore {
             seen: moka::sync::Cache::builder()
                 .max_capacity(10_000_000)
-                .time_to_live(keep)
+                .expire_after(KeepFor)
                 .build(),
         }
     }
 }
 
 impl JtiStore for ReplayStore {
-    fn remember(&self, issuer: &str, jti: &str, _until: f64, _now: Timestamp) -> bool {
+    fn remember(&self, issuer: &str, jti: &str, until: f64, now: Timestamp) -> bool {
+        let keep = Duration::from_secs_f64((until - now.as_f64()).max(1.0));
         self.seen
             .entry((issuer.to_string(), jti.to_string()))
-            .or_insert(())
+            .or_insert(keep)
             .is_fresh()
     }
 }
@@ -185,10 +197,10 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: &Config, certificates: BTreeMap<usize, Arc<CertResolver>>) -> Self {
+    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>) -> Self {
         Shared {
             metrics: Metrics::new(),
-            replay: ReplayStore::new(config.tokens.leeway),
+            replay: ReplayStore::default(),
             certificates,
             generation: AtomicU64::new(0),
         }
@@ -271,7 +283,8 @@ impl Snapshot {
             Some(p)
                 if same_peers
                     && p.config.registries == config.registries
-                    && p.config.delegation == config.delegation =>
+                    && p.config.delegation == config.delegation
+                    && p.config.tokens == config.tokens =>
             {
                 p.authz.clone()
             }

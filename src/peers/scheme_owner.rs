@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// The shortest time between two refreshes of the trusted list caused by unknown roots.
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+/// How soon a request may try again to fetch a trusted list that is missing or too old.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// How long an unknown party is remembered as unknown.
 const UNKNOWN_PARTY_TTL: Duration = Duration::from_secs(60);
 /// How long a validated chain is reused at most.
@@ -230,10 +232,8 @@ impl TrustStore {
                 "the answer is not signed by the scheme owner {so}"
             )));
         }
-        if let Some(aud) = decoded.str_claim("aud") {
-            if aud != self.peer.identity().party_id().as_str() {
-                return Err(bad(format!("the answer is addressed to {aud}, not to us")));
-            }
+        if decoded.audience_includes(self.peer.identity().party_id().as_str()) == Some(false) {
+            return Err(bad("the answer is addressed to another party".into()));
         }
         if decoded
             .time_claim("exp")
@@ -245,11 +245,35 @@ impl TrustStore {
     }
 
     /// The current trusted list, fetched first if there is none yet.
+    /// A list older than three refresh intervals is no longer used: trust fails closed while
+    /// the scheme owner cannot be reached, rather than trusting a CA it may have withdrawn. Requests
+    /// try a refresh at most every RETRY_AFTER_FAILURE.
     pub async fn trusted_list(&self) -> Result<Arc<TrustedListState>, TrustError> {
-        if let Some(state) = self.trusted.load_full() {
-            return Ok(state);
+        let current = self.trusted.load_full();
+        if let Some(state) = &current {
+            if self.config.trusted_list.is_some() || state.fetched.elapsed() <= self.max_age() {
+                return Ok(state.clone());
+            }
+        }
+        let recently_tried = self
+            .last_refresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE);
+        if recently_tried {
+            return Err(TrustError::Untrustworthy(match current {
+                Some(s) => format!(
+                    "the trusted list is {} s old and could not be refreshed",
+                    s.fetched.elapsed().as_secs()
+                ),
+                None => "the trusted list could not be fetched yet".into(),
+            }));
         }
         self.refresh().await
+    }
+
+    fn max_age(&self) -> Duration {
+        self.config.refresh * 3
     }
 
     /// Fetch the trusted list now (one fetch at a time; waiters share its result).
@@ -406,8 +430,7 @@ impl TrustStore {
         match self.trusted.load().as_ref() {
             None => problems.push("no trusted list yet".to_string()),
             Some(s)
-                if self.config.trusted_list.is_none()
-                    && s.fetched.elapsed() > self.config.refresh * 3 =>
+                if self.config.trusted_list.is_none() && s.fetched.elapsed() > self.max_age() =>
             {
                 problems.push(format!(
                     "the trusted list is {} s old",

@@ -213,6 +213,16 @@ impl DecodedJwt {
         self.claims.get(name).and_then(Value::as_str)
     }
 
+    /// Whether `aud` names `party`: None when there is no `aud`; an array counts when it holds
+    /// `party`; anything else is Some(false).
+    pub fn audience_includes(&self, party: &str) -> Option<bool> {
+        match self.claims.get("aud")? {
+            Value::String(a) => Some(a == party),
+            Value::Array(items) => Some(items.iter().any(|i| i.as_str() == Some(party))),
+            _ => Some(false),
+        }
+    }
+
     /// A NumericDate claim; fractional values are accepted as RFC 7519 allows.
     pub fn time_claim(&self, name: &str) -> Option<f64> {
         self.claims.get(name).and_then(Value::as_f64)

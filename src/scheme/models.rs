@@ -219,9 +219,13 @@ impl PartyInfo {
             .and_then(Value::as_array)
             .is_some_and(|roles| {
                 roles.iter().any(|r| {
+                    let date =
+                        |k: &str| r.get(k).and_then(Value::as_str).and_then(SchemeTime::parse);
                     r.get("role")
                         .and_then(Value::as_str)
                         .is_some_and(|s| normalise_role(s) == want)
+                        && date("start_date").is_none_or(|d| d.unix() <= now)
+                        && date("end_date").is_none_or(|d| now < d.unix())
                 })
             });
         in_certifications || in_roles
@@ -445,6 +449,14 @@ mod tests {
         assert!(p.adherence.is_active_at(1_700_000_000));
         assert!(!p.adherence.is_active_at(1_900_000_000));
         assert!(p.has_role("Authorisation Registry", 1_700_000_000));
+        let mut v2 = p.clone();
+        v2.certifications.clear();
+        v2.extra.insert("roles".into(), json!([{"role": "AuthorisationRegistry", "start_date": "2020-01-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"}]));
+        assert!(v2.has_role("AuthorisationRegistry", 1_650_000_000));
+        assert!(
+            !v2.has_role("AuthorisationRegistry", 1_750_000_000),
+            "an ended role does not count"
+        );
         assert_eq!(serde_json::to_value(&p).unwrap(), v);
     }
 
