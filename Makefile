@@ -3,7 +3,7 @@
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test bench load-bench check
+.PHONY: setup demo test check bench load-bench
 
 setup:
 	@command -v cmake >/dev/null 2>&1 || { \
@@ -17,7 +17,11 @@ test: setup
 	cargo test
 
 check: setup
-	for f in conf/*.toml; do cargo run -q -- check --config "$$f" || exit 1; done
+	cargo run -q -- testbed --config conf/testbed.toml --prepare
+	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml
 
 bench: setup
 	cargo bench --bench scheme
+
+load-bench: setup
+	benches/load.sh
