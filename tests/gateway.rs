@@ -919,26 +919,12 @@ async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
         "{body}"
     );
     // A token request fails closed with 503.
-    let identity = bed.identity(CONSUMER);
-    let assertion = identity
-        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-        .unwrap();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", CONSUMER),
-        (
-            "client_assertion_type",
-            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-        ),
-        ("client_assertion", assertion.as_str()),
-    ];
-    let resp = bed
-        .http
-        .post(format!("https://127.0.0.1:{}/connect/token", ports.tls))
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
+    let resp = request_token(
+        &bed.http,
+        &format!("https://127.0.0.1:{}", ports.tls),
+        token_form(&bed.identity(CONSUMER), SP, None),
+    )
+    .await;
     let (status, body) = status_json(resp).await;
     assert_eq!(
         (status, body["error"].as_str()),
@@ -971,22 +957,10 @@ async fn trust_fails_closed_when_the_trusted_list_is_too_old() {
     let gateway = ishare_gateway::gateway::server::RunningGateway::start(built);
     let plain = format!("http://127.0.0.1:{}", ports.plain);
     let identity = bed.identity(CONSUMER);
+    let http = reqwest::Client::new();
     let request = || {
-        let assertion = identity
-            .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-            .unwrap();
-        let form = vec![
-            ("grant_type".to_string(), "client_credentials".to_string()),
-            ("client_id".into(), CONSUMER.into()),
-            (
-                "client_assertion_type".into(),
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
-            ),
-            ("client_assertion".into(), assertion),
-        ];
-        reqwest::Client::new()
-            .post(format!("{plain}/connect/token"))
-            .form(&form)
+        http.post(format!("{plain}/connect/token"))
+            .form(&token_form(&identity, SP, None))
             .send()
     };
     let mut status = 0;
@@ -1167,25 +1141,15 @@ async fn the_binary_checks_configs_and_logs_one_line_per_request_without_secrets
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(up, "the gateway process became ready");
-    let identity = env.bed.identity(CONSUMER);
-    let assertion = identity
-        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-        .unwrap();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", CONSUMER),
-        (
-            "client_assertion_type",
-            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-        ),
-        ("client_assertion", assertion.as_str()),
-    ];
-    let token: Value = reqwest::Client::new()
-        .post(format!("{plain}/connect/token"))
-        .form(&form)
-        .send()
-        .await
+    let form = token_form(&env.bed.identity(CONSUMER), SP, None);
+    let assertion = form
+        .iter()
+        .find(|(k, _)| k == "client_assertion")
         .unwrap()
+        .1
+        .clone();
+    let token: Value = request_token(&reqwest::Client::new(), &plain, form)
+        .await
         .json()
         .await
         .unwrap();

@@ -119,29 +119,7 @@ async fn setup(extra: &str) -> (Bed, std::path::PathBuf, Ports) {
 }
 
 async fn token(bed: &Bed, plain: &str) -> String {
-    let identity = bed.identity(CONSUMER);
-    let assertion = identity
-        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-        .unwrap();
-    let form = [
-        ("grant_type", "client_credentials"),
-        ("client_id", CONSUMER),
-        (
-            "client_assertion_type",
-            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-        ),
-        ("client_assertion", assertion.as_str()),
-    ];
-    let body: Value = reqwest::Client::new()
-        .post(format!("{plain}/connect/token"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    body["access_token"].as_str().unwrap().to_string()
+    access_token(&reqwest::Client::new(), plain, &bed.identity(CONSUMER)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,22 +153,26 @@ fn json_segment<T: DeserializeOwned>(segment: &str, what: &str) -> Result<T, Jwt
         .map_err(|_| JwtError::Malformed(format!("the {what} is not a JSON object")))
 }
 
-/// One x5c element: base64 (not base64url) DER; white space and PEM armour are tolerated.
-fn certificate_der(index: usize, item: &Value) -> Result<Vec<u8>, JwtError> {
-    let Value::String(text) = item else {
-        return Err(JwtError::InvalidX5c(format!(
-            "element {index} is not a string"
-        )));
-    };
+/// A certificate written as base64 (not base64url) DER; white space and PEM armour are tolerated.
+pub fn certificate_from_base64(text: &str) -> Option<Vec<u8>> {
     let body: String = text
         .lines()
         .filter(|l| !l.starts_with("-----"))
         .flat_map(|l| l.chars())
         .filter(|c| !c.is_whitespace())
         .collect();
-    let der = STANDARD
-        .decode(body.as_bytes())
-        .map_err(|_| JwtError::InvalidX5c(format!("element {index} is not base64")))?;
+    STANDARD.decode(body.as_bytes()).ok()
+}
+
+/// One x5c element: a base64 X.509 certificate.
+fn certificate_der(index: usize, item: &Value) -> Result<Vec<u8>, JwtError> {
+    let Value::String(text) = item else {
+        return Err(JwtError::InvalidX5c(format!(
+            "element {index} is not a string"
+        )));
+    };
+    let der = certificate_from_base64(text)
+        .ok_or_else(|| JwtError::InvalidX5c(format!("element {index} is not base64")))?;
     match X509Certificate::from_der(&der) {
         Ok((&[], _)) => Ok(der),
         _ => Err(JwtError::InvalidX5c(format!(

@@ -13,8 +13,6 @@ use axum::http::{header, HeaderMap, Method};
 use axum::response::IntoResponse;
 use axum::routing::any;
 use axum::Router;
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -137,15 +135,8 @@ fn body_json<T: for<'de> Deserialize<'de>>(
 }
 
 fn der_of(text: &str) -> Result<Vec<u8>, ApiError> {
-    let body: String = text
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .flat_map(|l| l.chars())
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    STANDARD
-        .decode(body)
-        .map_err(|_| ApiError::bad_request("invalid_request", "the certificate is not base64"))
+    crate::scheme::jwt::certificate_from_base64(text)
+        .ok_or_else(|| ApiError::bad_request("invalid_request", "the certificate is not base64"))
 }
 
 /// POST /certificate_validation: whether a certificate chains to a trusted root and is valid at

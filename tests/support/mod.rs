@@ -137,28 +137,67 @@ impl Bed {
         identity: &SigningIdentity,
         assertion: Option<String>,
     ) -> reqwest::Response {
-        let assertion = assertion.unwrap_or_else(|| {
-            identity
-                .client_assertion(server, ishare_gateway::scheme::Timestamp::now())
-                .unwrap()
-        });
-        let form = [
-            ("grant_type", "client_credentials"),
-            ("scope", "iSHARE"),
-            ("client_id", identity.party_id().as_str()),
-            (
-                "client_assertion_type",
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-            ),
-            ("client_assertion", assertion.as_str()),
-        ];
-        self.http
-            .post(format!("{}/connect/token", self.url(server)))
-            .form(&form)
-            .send()
-            .await
-            .unwrap()
+        request_token(
+            &self.http,
+            &self.url(server),
+            token_form(identity, server, assertion),
+        )
+        .await
     }
+}
+
+/// The form of a token request: the given client assertion, or a fresh one of `identity` for
+/// `audience`.
+pub fn token_form(
+    identity: &SigningIdentity,
+    audience: &str,
+    assertion: Option<String>,
+) -> Vec<(String, String)> {
+    let assertion = assertion.unwrap_or_else(|| {
+        identity
+            .client_assertion(audience, ishare_gateway::scheme::Timestamp::now())
+            .unwrap()
+    });
+    [
+        ("grant_type", "client_credentials"),
+        ("scope", "iSHARE"),
+        ("client_id", identity.party_id().as_str()),
+        (
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        ),
+        ("client_assertion", assertion.as_str()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// POST a token request form to `{base}/connect/token`.
+pub async fn request_token(
+    http: &reqwest::Client,
+    base: &str,
+    form: Vec<(String, String)>,
+) -> reqwest::Response {
+    http.post(format!("{base}/connect/token"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An access token of the gateway (audience EU.EORI.NL000000003) at `base` for `identity`.
+pub async fn access_token(
+    http: &reqwest::Client,
+    base: &str,
+    identity: &SigningIdentity,
+) -> String {
+    let resp = request_token(http, base, token_form(identity, SP, None)).await;
+    assert_eq!(resp.status(), 200, "a token at {base}");
+    resp.json::<serde_json::Value>().await.unwrap()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 pub fn client_trusting(ca_file: &Path) -> reqwest::Client {
@@ -368,28 +407,12 @@ impl Env {
         identity: &SigningIdentity,
         assertion: Option<String>,
     ) -> reqwest::Response {
-        let assertion = assertion.unwrap_or_else(|| {
-            identity
-                .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-                .unwrap()
-        });
-        let form = [
-            ("grant_type", "client_credentials"),
-            ("scope", "iSHARE"),
-            ("client_id", identity.party_id().as_str()),
-            (
-                "client_assertion_type",
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-            ),
-            ("client_assertion", assertion.as_str()),
-        ];
-        self.bed
-            .http
-            .post(format!("{}/connect/token", self.url))
-            .form(&form)
-            .send()
-            .await
-            .unwrap()
+        request_token(
+            &self.bed.http,
+            &self.url,
+            token_form(identity, SP, assertion),
+        )
+        .await
     }
 
     /// The metrics text of the admin listener.
