@@ -68,7 +68,11 @@ fn runtime() -> tokio::runtime::Runtime {
 fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
     let config =
         config::load(&path).map_err(|e| format!("the configuration is not valid:\n{e}"))?;
-    telemetry::init_logging(config.log.format == LogFormat::Json, &config.log.level);
+    let _log = telemetry::init_logging(
+        config.log.format == LogFormat::Json,
+        &config.log.level,
+        !daemon,
+    );
     tracing::info!(
         party = %config.identity.party_id,
         routes = config.routes.len(),
@@ -81,7 +85,9 @@ fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
         ..Default::default()
     };
     let built = server::build(config, path, Some(opt), true)?;
-    built.server.run_forever()
+    // Returns after a graceful shutdown; the log guard then writes out what is buffered.
+    built.server.run(pingora::server::RunArgs::default());
+    Ok(())
 }
 
 /// A testbed config has parties; anything else is a gateway config.
@@ -176,7 +182,7 @@ fn main() -> ExitCode {
             config,
         } => cli::demo::run(testbed_config, config),
         Command::Testbed { config, prepare } => {
-            telemetry::init_logging(false, "info");
+            let _log = telemetry::init_logging(false, "info", true);
             runtime().block_on(run_testbed(config, prepare))
         }
         Command::Client(args) => runtime().block_on(cli::client::run(*args)),

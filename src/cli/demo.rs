@@ -216,7 +216,7 @@ fn try_more(
 pub fn run(testbed_config: PathBuf, gateway_config: PathBuf) -> Result<(), String> {
     // Quiet, so the walk-through reads well (RUST_LOG overrides). pingora reports a benign race when
     // it cannot reuse a pooled upstream connection (it opens a new one) at error level.
-    crate::telemetry::init_logging(false, "warn,pingora_core::connectors=off");
+    let _log = crate::telemetry::init_logging(false, "warn,pingora_core::connectors=off", true);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

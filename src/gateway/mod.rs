@@ -222,15 +222,15 @@ impl ProxyHttp for Gateway {
         let Some(pool) = snap.upstreams.get(&route.upstream) else {
             return Ok(());
         };
-        let headers = session.req_header().headers.clone();
+        let req = session.req_header();
         let forwarding = forward::Forwarding {
             route,
             pool,
             path: &ctx.path,
             values: RequestValues {
                 captures: &ctx.captures,
-                query: session.req_header().uri.query(),
-                headers: &headers,
+                query: req.uri.query(),
+                headers: &req.headers,
             },
             consumer: ctx.consumer.as_deref(),
             party_header: &snap.config.party_header,

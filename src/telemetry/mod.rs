@@ -4,14 +4,40 @@ pub mod metrics;
 
 pub use metrics::Metrics;
 
+use std::io::IsTerminal;
+
+/// Keeps the log writer's thread flushing; dropping it writes out what is buffered.
+#[must_use = "logs buffered in the background are lost when the guard is dropped early"]
+pub struct LogGuard {
+    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
+
 /// Set up logging: `text` for terminals, `json` for log collectors. `RUST_LOG` overrides the level.
-pub fn init_logging(json: bool, level: &str) {
+/// With `background_writer`, lines are written by a thread of their own so that request threads
+/// do not wait on the output (not for a process that forks to daemonize afterwards: the thread
+/// would not survive the fork). Keep the guard until the end of the process.
+pub fn init_logging(json: bool, level: &str, background_writer: bool) -> LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    use std::io::IsTerminal;
+    let (writer, guard) = if background_writer {
+        let (w, g) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+            // Back-pressure rather than lost lines when the output cannot keep up.
+            .lossy(false)
+            .finish(std::io::stdout());
+        (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(w),
+            Some(g),
+        )
+    } else {
+        (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout),
+            None,
+        )
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(true)
+        .with_writer(writer)
         .with_ansi(std::io::stdout().is_terminal());
     // A second initialisation (tests, the demo) keeps the first one.
     let _ = if json {
@@ -19,4 +45,5 @@ pub fn init_logging(json: bool, level: &str) {
     } else {
         builder.try_init()
     };
+    LogGuard { _writer: guard }
 }
