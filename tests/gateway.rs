@@ -888,21 +888,11 @@ async fn admin_listener_serves_metrics_liveness_and_readiness() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
     let bed = Bed::start(BIN).await;
-    let dir = scratch_dir(BIN);
-    std::fs::write(dir.join("policies/rules.toml"), RULES).unwrap();
-    let ports = Ports {
-        tls: free_port(),
-        plain: free_port(),
-        admin: free_port(),
-    };
-    let toml = gateway_toml(&bed, &ports, "")
-        .replace(&bed.url(SO), &format!("https://127.0.0.1:{}", free_port()));
-    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
-    let config = ishare_gateway::config::load(&dir.join("gateway.toml")).unwrap();
-    let built =
-        ishare_gateway::gateway::server::build(config, dir.join("gateway.toml"), None, false)
-            .unwrap();
-    let gateway = ishare_gateway::gateway::server::RunningGateway::start(built);
+    let unreachable = format!("https://127.0.0.1:{}", free_port());
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, "", |t| {
+        t.replace(&bed.url(SO), &unreachable)
+    });
+    let gateway = launch(&dir);
     let admin = format!("http://127.0.0.1:{}", ports.admin);
     let mut ready = None;
     for _ in 0..100 {
@@ -940,21 +930,10 @@ async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trust_fails_closed_when_the_trusted_list_is_too_old() {
     let bed = Bed::start(BIN).await;
-    let dir = scratch_dir(BIN);
-    std::fs::write(dir.join("policies/rules.toml"), RULES).unwrap();
-    let ports = Ports {
-        tls: free_port(),
-        plain: free_port(),
-        admin: free_port(),
-    };
-    let toml = gateway_toml(&bed, &ports, "")
-        .replace("[scheme_owner]", "[scheme_owner]\nrefresh = \"1s\"");
-    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
-    let config = ishare_gateway::config::load(&dir.join("gateway.toml")).unwrap();
-    let built =
-        ishare_gateway::gateway::server::build(config, dir.join("gateway.toml"), None, false)
-            .unwrap();
-    let gateway = ishare_gateway::gateway::server::RunningGateway::start(built);
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, "", |t| {
+        t.replace("[scheme_owner]", "[scheme_owner]\nrefresh = \"1s\"")
+    });
+    let gateway = launch(&dir);
     let plain = format!("http://127.0.0.1:{}", ports.plain);
     let identity = bed.identity(CONSUMER);
     let http = reqwest::Client::new();
@@ -996,25 +975,17 @@ async fn trust_fails_closed_when_the_trusted_list_is_too_old() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_are_verified_when_configured() {
     let bed = Bed::start(BIN).await;
-    let dir = scratch_dir(BIN);
-    std::fs::write(dir.join("policies/rules.toml"), RULES).unwrap();
-    let ports = Ports {
-        tls: free_port(),
-        plain: free_port(),
-        admin: free_port(),
-    };
     let data = bed.keys.data_dir.display().to_string();
-    let toml = gateway_toml(&bed, &ports, "").replace(
-        &format!("key = \"{data}/tls/server.key.pem\""),
-        &format!("key = \"{data}/tls/server.key.pem\"\nclient_ca = \"{data}/ca.pem\"\nclient_auth = \"required\""),
-    );
-    assert!(toml.contains("client_auth = \"required\""));
-    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
-    let config = ishare_gateway::config::load(&dir.join("gateway.toml")).unwrap();
-    let built =
-        ishare_gateway::gateway::server::build(config, dir.join("gateway.toml"), None, false)
-            .unwrap();
-    let gateway = ishare_gateway::gateway::server::RunningGateway::start(built);
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, "", |t| {
+        t.replace(
+            &format!("key = \"{data}/tls/server.key.pem\""),
+            &format!("key = \"{data}/tls/server.key.pem\"\nclient_ca = \"{data}/ca.pem\"\nclient_auth = \"required\""),
+        )
+    });
+    assert!(std::fs::read_to_string(dir.join("gateway.toml"))
+        .unwrap()
+        .contains("client_auth = \"required\""));
+    let gateway = launch(&dir);
     let url = format!("https://127.0.0.1:{}/status", ports.tls);
     let mut without = None;
     for _ in 0..100 {
@@ -1105,19 +1076,7 @@ async fn the_binary_checks_configs_and_logs_one_line_per_request_without_secrets
     );
 
     // The real binary, JSON logs: one line per request, no token in it.
-    let dir = scratch_dir(BIN);
-    std::fs::copy(
-        env.dir.join("policies/rules.toml"),
-        dir.join("policies/rules.toml"),
-    )
-    .unwrap();
-    let ports = Ports {
-        tls: free_port(),
-        plain: free_port(),
-        admin: free_port(),
-    };
-    let toml = gateway_toml(&env.bed, &ports, "[log]\nformat = \"json\"\n");
-    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
+    let (dir, ports) = gateway_dir(&env.bed, BIN, RULES, "[log]\nformat = \"json\"\n", |t| t);
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
         .args([
             "run",

@@ -107,14 +107,7 @@ fn signal(pid: u32, sig: &str) {
 /// The testbed in-process and a gateway configuration for the binary in a scratch directory.
 async fn setup(extra: &str) -> (Bed, std::path::PathBuf, Ports) {
     let bed = Bed::start(BIN).await;
-    let dir = scratch_dir(BIN);
-    std::fs::write(dir.join("policies/rules.toml"), RULES).unwrap();
-    let ports = Ports {
-        tls: free_port(),
-        plain: free_port(),
-        admin: free_port(),
-    };
-    std::fs::write(dir.join("gateway.toml"), gateway_toml(&bed, &ports, extra)).unwrap();
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, extra, |t| t);
     (bed, dir, ports)
 }
 

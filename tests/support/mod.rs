@@ -271,6 +271,46 @@ pub struct Ports {
     pub admin: u16,
 }
 
+impl Ports {
+    pub fn free() -> Ports {
+        Ports {
+            tls: free_port(),
+            plain: free_port(),
+            admin: free_port(),
+        }
+    }
+}
+
+/// A scratch directory with `rules` as policies/rules.toml and a gateway.toml for `bed` on free
+/// ports (`extra` appended, then changed by `edit`).
+pub fn gateway_dir(
+    bed: &Bed,
+    binary: &str,
+    rules: &str,
+    extra: &str,
+    edit: impl FnOnce(String) -> String,
+) -> (PathBuf, Ports) {
+    let dir = scratch_dir(binary);
+    let ports = Ports::free();
+    std::fs::write(dir.join("policies/rules.toml"), rules).unwrap();
+    std::fs::write(
+        dir.join("gateway.toml"),
+        edit(gateway_toml(bed, &ports, extra)),
+    )
+    .unwrap();
+    (dir, ports)
+}
+
+/// Build the gateway of `dir` and start it in this process (without waiting for it to be ready).
+pub fn launch(dir: &Path) -> ishare_gateway::gateway::server::RunningGateway {
+    let path = dir.join("gateway.toml");
+    let config =
+        ishare_gateway::config::load(&path).unwrap_or_else(|e| panic!("gateway config: {e}"));
+    let built =
+        ishare_gateway::gateway::server::build(config, path, None, false).expect("gateway builds");
+    ishare_gateway::gateway::server::RunningGateway::start(built)
+}
+
 /// A gateway.toml for the testbed; `extra` is appended (more upstreams, registries, settings).
 pub fn gateway_toml(bed: &Bed, ports: &Ports, extra: &str) -> String {
     let data = bed.keys.data_dir.display().to_string();
@@ -334,38 +374,21 @@ impl Env {
     /// (made knowing where the testbed runs).
     pub async fn start(binary: &str, rules: &str, extra: impl FnOnce(&Bed) -> String) -> Env {
         let bed = Bed::start(binary).await;
-        let extra = extra(&bed);
-        let dir = scratch_dir(binary);
-        let ports = Ports {
-            tls: free_port(),
-            plain: free_port(),
-            admin: free_port(),
-        };
-        std::fs::write(dir.join("policies/rules.toml"), rules).unwrap();
-        std::fs::write(dir.join("gateway.toml"), gateway_toml(&bed, &ports, &extra)).unwrap();
-        let mut env = Env {
+        let (dir, ports) = gateway_dir(&bed, binary, rules, &extra(&bed), |t| t);
+        let env = Env {
             url: format!("https://127.0.0.1:{}", ports.tls),
             plain: format!("http://127.0.0.1:{}", ports.plain),
             admin: format!("http://127.0.0.1:{}", ports.admin),
-            gateway: None,
+            gateway: Some(launch(&dir)),
             bed,
             dir,
         };
-        env.gateway = Some(env.launch());
         env.wait_ready().await;
         env
     }
 
     pub fn config_path(&self) -> PathBuf {
         self.dir.join("gateway.toml")
-    }
-
-    fn launch(&self) -> ishare_gateway::gateway::server::RunningGateway {
-        let config = ishare_gateway::config::load(&self.config_path())
-            .unwrap_or_else(|e| panic!("gateway config: {e}"));
-        let built = ishare_gateway::gateway::server::build(config, self.config_path(), None, false)
-            .expect("gateway builds");
-        ishare_gateway::gateway::server::RunningGateway::start(built)
     }
 
     /// Wait (bounded) until the gateway accepts connections and /ready says so.
