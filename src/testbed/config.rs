@@ -79,6 +79,28 @@ fn loopback() -> IpAddr {
     IpAddr::from([127, 0, 0, 1])
 }
 
+/// `conf/../data` as `data`: a path as short as its components allow, without touching the disk.
+fn tidy(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: {detail}")]
@@ -99,9 +121,9 @@ impl TestbedConfig {
             detail: e.to_string(),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        config.policies = config.policies.map(|p| base.join(p));
+        config.policies = config.policies.map(|p| tidy(&base.join(p)));
         if config.data_dir.is_relative() {
-            config.data_dir = base.join(&config.data_dir);
+            config.data_dir = tidy(&base.join(&config.data_dir));
         }
         config.validate().map_err(|errors| ConfigError::Invalid {
             path: path.display().to_string(),
