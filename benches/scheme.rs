@@ -7,9 +7,9 @@ use ishare_gateway::scheme::evidence::{evaluate, AccessRequest, DelegationEviden
 use ishare_gateway::scheme::jwt::rsa_key_of;
 use ishare_gateway::scheme::models::PartyInfo;
 use ishare_gateway::scheme::party::PartyId;
-use ishare_gateway::scheme::pki::TestPki;
 use ishare_gateway::scheme::trust::TrustedList;
 use ishare_gateway::scheme::Timestamp;
+use ishare_gateway::testbed::pki::TestPki;
 use serde_json::json;
 use std::hint::black_box;
 

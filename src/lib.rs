@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod gateway;
 pub mod peers;
+pub mod request;
 pub mod scheme;
 pub mod telemetry;
 pub mod testbed;

@@ -647,7 +647,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
         (403, "evidence_issuer_unknown".to_string())
     );
     // A chain that is not trusted.
-    let foreign = ishare_gateway::scheme::pki::TestPki::shared()
+    let foreign = ishare_gateway::testbed::pki::TestPki::shared()
         .party(AR)
         .signing_identity();
     let untrusted = foreign
@@ -804,7 +804,7 @@ async fn a_broker_acts_for_a_consumer_with_its_assertion() {
         (status, body["reason"].as_str()),
         (403, Some("invalid_consumer_assertion"))
     );
-    let foreign = ishare_gateway::scheme::pki::TestPki::shared()
+    let foreign = ishare_gateway::testbed::pki::TestPki::shared()
         .party(CONSUMER)
         .signing_identity()
         .client_assertion(SP2, Timestamp::now())

@@ -248,7 +248,7 @@ async fn the_token_endpoint_refuses_every_assertion_defect() {
         (400, Some("invalid_signature"))
     );
     // A chain from a root that is not on the trusted list.
-    let foreign = ishare_gateway::scheme::pki::TestPki::shared().party(CONSUMER);
+    let foreign = ishare_gateway::testbed::pki::TestPki::shared().party(CONSUMER);
     let foreign_assertion = foreign
         .signing_identity()
         .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())

@@ -344,7 +344,7 @@ async fn one_party_trusted_list_and_certificate_validation() {
         (200, Some(true)),
         "{body}"
     );
-    let foreign = ishare_gateway::scheme::pki::TestPki::shared().party(CONSUMER);
+    let foreign = ishare_gateway::testbed::pki::TestPki::shared().party(CONSUMER);
     let resp = bed
         .http
         .post(format!("{}/certificate_validation", bed.url(SO)))

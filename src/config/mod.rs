@@ -5,7 +5,8 @@
 pub mod file;
 pub mod model;
 
-use crate::gateway::route::{PathPattern, Template};
+use crate::request::pattern::PathPattern;
+use crate::request::template::Template;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
@@ -298,7 +299,7 @@ fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<C
     });
     for (i, p) in paths.iter().enumerate() {
         if !p.starts_with('/')
-            || crate::gateway::route::normalize_path(p).ok().as_deref() != Some(p.as_str())
+            || crate::request::path::normalize_path(p).ok().as_deref() != Some(p.as_str())
         {
             issues.add(
                 format!("tokens.paths[{i}]"),

@@ -1,7 +1,8 @@
 //! The validated configuration: what the gateway runs on. Built from the file types by `mod.rs`,
 //! which reports every problem at once.
 
-use crate::gateway::route::{PathPattern, Template};
+use crate::request::pattern::PathPattern;
+use crate::request::template::Template;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;

@@ -1,7 +1,7 @@
 //! The admin listener: /metrics (Prometheus), /live, and /ready (the trusted list is fresh and the
 //! scheme owner answers).
 
-use super::state::GatewayState;
+use super::snapshot::GatewayState;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;

@@ -4,11 +4,11 @@
 //! chains, and the grant whose licences become response headers.
 
 use super::reject::Reject;
-use super::route::RequestValues;
 use crate::config::model::{Config, DelegationRule, DelegationSettings, Registry};
 use crate::peers::scheme_owner::TrustStore;
-use crate::peers::tokens::TokenCache;
+use crate::peers::token_cache::TokenCache;
 use crate::peers::{join, PeerClient, PeerError};
+use crate::request::template::RequestValues;
 use crate::scheme::assertion::{check_assertion, AssertionError, AssertionRules};
 use crate::scheme::evidence::{
     evaluate_chain, AccessRequest, Decision, DelegationBody, DelegationEvidence, DenyReason,
@@ -149,7 +149,7 @@ impl Authorizer {
         facts: &RequestFacts,
         subject: &str,
     ) -> Result<AccessRequest, Reject> {
-        let render = |t: &crate::gateway::route::Template, what: &str| {
+        let render = |t: &crate::request::template::Template, what: &str| {
             t.render(&facts.values)
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| Reject::MissingRequestValue(format!("{what} ({})", t.as_str())))

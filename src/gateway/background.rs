@@ -1,7 +1,7 @@
 //! Work beside the requests: reloading on SIGHUP, health checks of the upstreams, and keeping the
 //! trusted list fresh.
 
-use super::state::{GatewayState, Snapshot};
+use super::snapshot::{GatewayState, Snapshot};
 use crate::config::{self, ConfigErrors};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;

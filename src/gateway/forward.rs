@@ -3,9 +3,9 @@
 
 use super::authz::{evidence_header_value, Grant, BROKER_HEADER, EVIDENCE_HEADER};
 use super::reject::Reject;
-use super::route::RequestValues;
-use super::state::UpstreamPool;
+use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, HeaderSource, Route};
+use crate::request::template::RequestValues;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
 
@@ -103,7 +103,8 @@ fn guarded_headers(route: &Route, party_header: &http::HeaderName) -> Vec<String
         fold(EVIDENCE_HEADER),
         fold(BROKER_HEADER),
     ];
-    let mut templates: Vec<&crate::gateway::route::Template> = route.upstream_path.iter().collect();
+    let mut templates: Vec<&crate::request::template::Template> =
+        route.upstream_path.iter().collect();
     if let Auth::Delegation(rule) = &route.auth {
         templates.push(&rule.policy_issuer);
         templates.push(&rule.resource_type);

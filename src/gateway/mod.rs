@@ -10,20 +10,24 @@ pub mod capabilities;
 pub mod forward;
 pub mod listener;
 pub mod reject;
+pub mod replay;
 pub mod route;
 pub mod server;
-pub mod state;
-pub mod token;
+pub mod snapshot;
+pub mod token_endpoint;
+pub mod upstream;
 
 use crate::config::model::{Auth, Route};
+use crate::request::path::normalize_path;
+use crate::request::template::RequestValues;
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, Reject};
-use route::{normalize_path, Lookup, RequestValues};
-use state::{GatewayState, Snapshot};
+use route::Lookup;
+use snapshot::{GatewayState, Snapshot};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,7 +92,7 @@ impl Gateway {
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
             ctx.label = "token".into();
-            let (answer, client) = token::answer(session, snap, shared).await?;
+            let (answer, client) = token_endpoint::answer(session, snap, shared).await?;
             shared.metrics.tokens.with_label_values(&["issued"]).inc();
             ctx.consumer = Some(client);
             ctx.outcome = "token_issued";

@@ -2,8 +2,8 @@
 //! the headers that go with it.
 
 use crate::access_token::AccessTokenError;
-use crate::gateway::route::PathError;
 use crate::peers::scheme_owner::TrustError;
+use crate::request::path::PathError;
 use crate::scheme::assertion::AssertionError;
 use crate::scheme::evidence::DenyReason;
 use bytes::Bytes;

@@ -5,7 +5,7 @@
 use super::admin::Admin;
 use super::background::Maintenance;
 use super::listener::{tls_settings, CertResolver};
-use super::state::{GatewayState, Shared, Snapshot};
+use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
 use crate::config::model::Config;
 use arc_swap::ArcSwap;

@@ -2,7 +2,7 @@
 //! endpoints, the scheme owner, authorisation registries — and their caches.
 
 pub mod scheme_owner;
-pub mod tokens;
+pub mod token_cache;
 
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;

@@ -2,7 +2,7 @@
 //! refreshed periodically and on an unknown root, rate-limited), party records (cached), and x5c
 //! chain validations cached by chain and trusted-list generation.
 
-use super::tokens::TokenCache;
+use super::token_cache::TokenCache;
 use super::{join, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::scheme::jwt::{self, AlgorithmPolicy};

@@ -1,6 +1,6 @@
 use super::*;
 use crate::scheme::models::{Adherence, SchemeTime};
-use crate::scheme::pki::{PartyCredentials, TestPki};
+use crate::testbed::pki::{PartyCredentials, TestPki};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey};

@@ -361,7 +361,7 @@ impl SigningIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheme::pki::TestPki;
+    use crate::testbed::pki::TestPki;
     use serde_json::json;
 
     fn b64(v: &Value) -> String {

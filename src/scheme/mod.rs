@@ -7,7 +7,6 @@ pub mod jwt;
 pub mod licence;
 pub mod models;
 pub mod party;
-pub mod pki;
 pub mod trust;
 
 use std::time::{SystemTime, UNIX_EPOCH};

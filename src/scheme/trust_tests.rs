@@ -1,6 +1,6 @@
 use super::*;
 use crate::scheme::models::{Adherence, PartyCertificate, SchemeTime};
-use crate::scheme::pki::{LeafSpec, TestPki};
+use crate::testbed::pki::{LeafSpec, TestPki};
 use rcgen::KeyUsagePurpose;
 use serde_json::Map;
 use std::sync::OnceLock;

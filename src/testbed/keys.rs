@@ -1,7 +1,7 @@
 //! The testbed's key material in its data directory: the test PKI, a certificate and key per party,
 //! and a TLS server certificate for loopback. Generated on first start, reused afterwards.
 
-use crate::scheme::pki::{Credentials, PartyCredentials, PkiPem, TestPki};
+use crate::testbed::pki::{Credentials, PartyCredentials, PkiPem, TestPki};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ pub enum KeysError {
     #[error("{path}: {detail}")]
     Io { path: String, detail: String },
     #[error("test PKI: {0}")]
-    Pki(#[from] crate::scheme::pki::PkiError),
+    Pki(#[from] crate::testbed::pki::PkiError),
 }
 
 pub struct TestbedKeys {

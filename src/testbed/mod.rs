@@ -6,7 +6,9 @@ pub mod config;
 pub mod echo;
 pub mod keys;
 pub mod participant;
-pub mod register;
+pub mod party_register;
+pub mod pki;
+pub mod policy_store;
 pub mod registry;
 pub mod scheme_owner;
 pub mod server;
@@ -19,8 +21,8 @@ use crate::scheme::models::{
     Adherence, AuthRegistryRef, Certification, PartyCertificate, PartyInfo, SchemeTime,
 };
 use crate::scheme::party::PartyId;
-use crate::scheme::pki::PartyCredentials;
 use crate::scheme::trust::fingerprint;
+use crate::testbed::pki::PartyCredentials;
 use axum::routing::any;
 use axum::Router;
 use base64::engine::general_purpose::STANDARD;
@@ -28,7 +30,7 @@ use base64::Engine;
 use config::{PartyConfig, Serve, TestbedConfig};
 use keys::TestbedKeys;
 use participant::{Participant, Shared};
-use registry::PolicyStore;
+use policy_store::PolicyStore;
 use serde_json::Map;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -158,7 +160,7 @@ fn party_record(
             .collect(),
         capability_url: urls.get(&party.id).map(|u| format!("{u}/capabilities")),
         certificates: vec![PartyCertificate {
-            subject_name: Some(register::subject_name(leaf)),
+            subject_name: Some(party_register::subject_name(leaf)),
             certificate_type: Some("eSEAL".into()),
             enabled_from: start.clone(),
             x5c: Some(STANDARD.encode(leaf)),
@@ -256,7 +258,7 @@ impl Testbed {
             .collect::<Result<BTreeMap<String, SigningIdentity>, _>>()?;
         let shared = Arc::new(Shared {
             scheme: config.scheme.clone(),
-            register: register::Register::new(records, trusted),
+            register: party_register::Register::new(records, trusted),
             identities,
             policies: PolicyStore::new(load_policies(config.policies.as_ref())?),
             leeway_secs: 5.0,

@@ -2,8 +2,8 @@
 //! all roles share (capabilities, token, me), with the JSON error answers.
 
 use super::config::Serve;
-use super::register::Register;
-use super::registry::PolicyStore;
+use super::party_register::Register;
+use super::policy_store::PolicyStore;
 use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
 use crate::scheme::assertion::{
     validate_assertion, AssertionError, AssertionRules, MemoryJtiStore, TokenRequest,

@@ -21,50 +21,13 @@ use axum::response::IntoResponse;
 use axum::routing::any;
 use axum::Router;
 use serde_json::{json, Value};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
     super::common_routes()
         .route("/delegation", any(delegation))
         .route("/policy", any(add_policy))
         .with_state(p)
-}
-
-/// The policies (delegation evidence) a registry holds.
-#[derive(Default)]
-pub struct PolicyStore {
-    policies: RwLock<Vec<DelegationEvidence>>,
-}
-
-impl PolicyStore {
-    pub fn new(policies: Vec<DelegationEvidence>) -> Self {
-        PolicyStore {
-            policies: RwLock::new(policies),
-        }
-    }
-
-    /// The policies from `issuer` to `subject` valid at `now`.
-    pub fn matching(&self, issuer: &str, subject: &str, now: i64) -> Vec<DelegationEvidence> {
-        self.policies
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|e| {
-                e.policy_issuer == issuer
-                    && e.target.access_subject == subject
-                    && e.not_before <= now
-                    && now < e.not_on_or_after
-            })
-            .cloned()
-            .collect()
-    }
-
-    pub fn add(&self, evidence: DelegationEvidence) {
-        self.policies
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(evidence);
-    }
 }
 
 /// The problems of a mask or a policy that make it unusable, all at once.

@@ -2,7 +2,7 @@
 //! test-only assertion generator.
 
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
-use super::register::{party_has_subject, PartiesQuery};
+use super::party_register::{party_has_subject, PartiesQuery};
 use crate::scheme::models::{
     CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload,
 };

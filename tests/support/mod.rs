@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use ishare_gateway::scheme::jwt::SigningIdentity;
-use ishare_gateway::scheme::pki::PartyCredentials;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
+use ishare_gateway::testbed::pki::PartyCredentials;
 use ishare_gateway::testbed::Testbed;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -411,7 +411,7 @@ impl Env {
         panic!("the gateway did not become ready");
     }
 
-    pub fn state(&self) -> &std::sync::Arc<ishare_gateway::gateway::state::GatewayState> {
+    pub fn state(&self) -> &std::sync::Arc<ishare_gateway::gateway::snapshot::GatewayState> {
         &self.gateway.as_ref().unwrap().state
     }
 

@@ -2,10 +2,10 @@
 //! the party identifier, plus TLS server certificates for loopback. For the tests, the testbed and
 //! the demo; never for production.
 
-use super::jwt::SigningIdentity;
-use super::models::TrustedListEntry;
-use super::party::PartyId;
-use super::trust::fingerprint;
+use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::models::TrustedListEntry;
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::fingerprint;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, PKCS_RSA_SHA256,

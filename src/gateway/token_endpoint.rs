@@ -3,7 +3,7 @@
 //! the party checked at the scheme owner, and jti replays refused.
 
 use super::reject::{Answer, Reject};
-use super::state::{Shared, Snapshot};
+use super::snapshot::{Shared, Snapshot};
 use crate::scheme::assertion::{
     check_assertion_with, jti_retention, AssertionError, AssertionRules, JtiStore, TokenRequest,
 };

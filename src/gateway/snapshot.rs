@@ -1,0 +1,152 @@
+//! What the gateway runs on. A `Snapshot` is built from one validated configuration and is
+//! immutable; a reload builds a new one and swaps it in, so requests in flight finish under the one
+//! they started with. `Shared` lives across reloads: metrics, the jti replay store, certificates.
+
+use super::authz::Authorizer;
+use super::capabilities::Capabilities;
+use super::listener::CertResolver;
+use super::replay::ReplayStore;
+use super::route::RouteTable;
+use super::upstream::UpstreamPool;
+use crate::access_token::AccessTokens;
+use crate::config::model::Config;
+use crate::peers::scheme_owner::TrustStore;
+use crate::peers::PeerClient;
+use crate::scheme::jwt::AlgorithmPolicy;
+use crate::telemetry::Metrics;
+use arc_swap::ArcSwap;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What lives across reloads.
+pub struct Shared {
+    pub metrics: Metrics,
+    pub replay: ReplayStore,
+    /// The certificates of the TLS listeners, by listener index; swapped on reload.
+    pub certificates: BTreeMap<usize, Arc<CertResolver>>,
+    generation: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>) -> Self {
+        Shared {
+            metrics: Metrics::new(),
+            replay: ReplayStore::default(),
+            certificates,
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One configuration, ready to serve.
+pub struct Snapshot {
+    pub config: Arc<Config>,
+    pub generation: u64,
+    pub routes: RouteTable,
+    pub upstreams: BTreeMap<String, Arc<UpstreamPool>>,
+    pub tokens: AccessTokens,
+    pub algorithms: AlgorithmPolicy,
+    pub capabilities: Capabilities,
+    pub trust: Arc<TrustStore>,
+    pub peer: PeerClient,
+    pub authz: Authorizer,
+}
+
+impl Snapshot {
+    /// Build a snapshot; parts whose configuration did not change are taken over from `previous`
+    /// (upstream health, the scheme owner's caches, our tokens at other participants).
+    pub fn build(
+        config: Config,
+        previous: Option<&Snapshot>,
+        shared: &Shared,
+    ) -> Result<Snapshot, String> {
+        let config = Arc::new(config);
+        let algorithms = AlgorithmPolicy {
+            allow_rs384_rs512: config.tokens.allow_rs384_rs512,
+        };
+        let mut upstreams = BTreeMap::new();
+        for (name, up) in &config.upstreams {
+            let pool = match previous.and_then(|p| p.upstreams.get(name)) {
+                Some(old) if old.config == *up => old.clone(),
+                _ => Arc::new(UpstreamPool::new(up.clone())?),
+            };
+            upstreams.insert(name.clone(), pool);
+        }
+        let same_peers = previous.is_some_and(|p| {
+            p.config.identity.party_id == config.identity.party_id
+                && p.config.identity.chain_file == config.identity.chain_file
+                && p.config.identity.key_pem == config.identity.key_pem
+                && p.config.outbound.ca_pem == config.outbound.ca_pem
+                && p.config.outbound.system_roots == config.outbound.system_roots
+                && p.config.scheme == config.scheme
+        });
+        let peer = match previous {
+            Some(p) if same_peers => p.peer.clone(),
+            _ => {
+                let http = crate::tls::outbound_client(
+                    &config.outbound,
+                    config
+                        .scheme_owner
+                        .timeout
+                        .max(config.delegation.registry_timeout),
+                )
+                .map_err(|e| format!("outbound TLS: {e}"))?;
+                PeerClient::new(http, config.identity.signing.clone(), config.scheme.clone())
+            }
+        };
+        let trust = match previous {
+            Some(p)
+                if same_peers
+                    && p.config.scheme_owner == config.scheme_owner
+                    && p.config.tokens == config.tokens =>
+            {
+                p.trust.clone()
+            }
+            _ => Arc::new(TrustStore::new(
+                peer.clone(),
+                config.scheme_owner.clone(),
+                algorithms,
+                config.tokens.leeway,
+                shared.metrics.clone(),
+            )),
+        };
+        let authz = match previous {
+            Some(p)
+                if same_peers
+                    && p.config.registries == config.registries
+                    && p.config.delegation == config.delegation
+                    && p.config.tokens == config.tokens =>
+            {
+                p.authz.clone()
+            }
+            _ => Authorizer::new(&config, peer.clone(), shared.metrics.clone()),
+        };
+        let tokens = AccessTokens::new(
+            &config.identity.party_id,
+            config.identity.key_pem.as_bytes(),
+            config.tokens.lifetime.as_secs(),
+            config.tokens.leeway.as_secs(),
+        );
+        let routes = RouteTable::new(config.routes.clone());
+        let capabilities = Capabilities::new(&config, &routes);
+        Ok(Snapshot {
+            generation: shared.generation.fetch_add(1, Ordering::Relaxed) + 1,
+            routes,
+            upstreams,
+            tokens,
+            algorithms,
+            capabilities,
+            trust,
+            peer,
+            authz,
+            config,
+        })
+    }
+}
+
+/// The current snapshot and what outlives it.
+pub struct GatewayState {
+    pub current: ArcSwap<Snapshot>,
+    pub shared: Shared,
+}
