@@ -8,6 +8,9 @@ use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::TrustedList;
+use crate::scheme::vocabulary::{
+    member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH,
+};
 use crate::scheme::Timestamp;
 use crate::tls::{outbound_client, OutboundTrust};
 use clap::{Args, Subcommand};
@@ -224,8 +227,8 @@ impl Context {
 
     /// The party id of the participant at `base_url`, from its capabilities.
     async fn audience_of(&self, base_url: &str) -> Result<String, String> {
-        let url = join(base_url, "/capabilities");
-        let token = crate::peers::get_signed(&self.http, &url, &[], None, "capabilities_token")
+        let url = join(base_url, CAPABILITIES_PATH);
+        let token = crate::peers::get_signed(&self.http, &url, &[], None, member::CAPABILITIES)
             .await
             .map_err(|e| {
                 format!("cannot learn the party id of {base_url} (give --audience): {e}")
@@ -251,7 +254,7 @@ impl Context {
     async fn access_token(&self, base_url: &str) -> Result<String, String> {
         let audience = self.audience_of(base_url).await?;
         self.peer()?
-            .token(&join(base_url, "/connect/token"), &audience)
+            .token(&join(base_url, TOKEN_PATH), &audience)
             .await
             .map(|t| t.access_token)
             .map_err(|e| e.to_string())
@@ -309,14 +312,14 @@ pub async fn run(args: ClientArgs) -> CliResult {
             };
             let capabilities = crate::peers::get_signed(
                 &ctx.http,
-                &join(&url, "/capabilities"),
+                &join(&url, CAPABILITIES_PATH),
                 &[],
                 token.as_deref(),
-                "capabilities_token",
+                member::CAPABILITIES,
             )
             .await
             .map_err(peer_err)?;
-            ctx.show("capabilities_token", &capabilities);
+            ctx.show(member::CAPABILITIES, &capabilities);
         }
         ClientCommand::Parties { url, query } => {
             let token = ctx.access_token(&url).await?;
@@ -330,11 +333,11 @@ pub async fn run(args: ClientArgs) -> CliResult {
                     &join(&url, "/parties"),
                     &pairs,
                     Some(&token),
-                    "parties_token",
+                    member::PARTIES,
                 )
                 .await
                 .map_err(peer_err)?;
-            ctx.show("parties_token", &answer);
+            ctx.show(member::PARTIES, &answer);
         }
         ClientCommand::Party { url, id } => {
             let token = ctx.access_token(&url).await?;
@@ -344,11 +347,11 @@ pub async fn run(args: ClientArgs) -> CliResult {
                     &join(&url, &format!("/parties/{id}")),
                     &[],
                     Some(&token),
-                    "party_token",
+                    member::PARTY,
                 )
                 .await
                 .map_err(peer_err)?;
-            ctx.show("party_token", &answer);
+            ctx.show(member::PARTY, &answer);
         }
         ClientCommand::TrustedList { url } => {
             let token = ctx.access_token(&url).await?;
@@ -358,11 +361,11 @@ pub async fn run(args: ClientArgs) -> CliResult {
                     &join(&url, "/trusted_list"),
                     &[],
                     Some(&token),
-                    "trusted_list_token",
+                    member::TRUSTED_LIST,
                 )
                 .await
                 .map_err(peer_err)?;
-            ctx.show("trusted_list_token", &answer);
+            ctx.show(member::TRUSTED_LIST, &answer);
         }
         ClientCommand::Evidence {
             registry,
@@ -416,11 +419,11 @@ pub async fn run(args: ClientArgs) -> CliResult {
             };
             let token = ctx.access_token(&registry).await?;
             match peer
-                .delegation(&join(&registry, "/delegation"), &token, &body)
+                .delegation(&join(&registry, DELEGATION_PATH), &token, &body)
                 .await
                 .map_err(peer_err)?
             {
-                Some(evidence) => ctx.show("delegation_token", &evidence),
+                Some(evidence) => ctx.show(member::DELEGATION, &evidence),
                 None => {
                     return Err(
                         "the registry holds no policy for this issuer and subject (404)".into(),
@@ -444,7 +447,7 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .map_err(|_| format!("{method} is not an HTTP method"))?;
             let mut req = ctx.http.request(method.clone(), &url).bearer_auth(&token);
             if let Some(ev) = &evidence {
-                req = req.header("delegation_evidence", ev);
+                req = req.header(EVIDENCE_HEADER, ev);
             }
             for h in &headers {
                 let (name, value) = h

@@ -6,6 +6,7 @@ use crate::config;
 use crate::gateway::server::{self, RunningGateway};
 use crate::peers::{join, PeerClient};
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
+use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
 use crate::testbed::Testbed;
 use serde_json::Value;
@@ -103,7 +104,7 @@ async fn walk_through(
 
     step(1, &format!("ABC Trucking ({CONSUMER}) gets an access token from the gateway with a signed client assertion"));
     let token = consumer
-        .token(&join(gateway_url, "/connect/token"), sp)
+        .token(&join(gateway_url, TOKEN_PATH), sp)
         .await
         .map_err(|e| e.to_string())?;
     println!("   → POST {gateway_url}/connect/token (client_assertion: a 30-second RS256 JWT with its x5c chain)");
@@ -132,13 +133,13 @@ async fn walk_through(
         required_licences: vec![],
     };
     let registry_token = consumer
-        .token(&join(registry_url, "/connect/token"), "EU.EORI.NL000000004")
+        .token(&join(registry_url, TOKEN_PATH), "EU.EORI.NL000000004")
         .await
         .map_err(|e| e.to_string())?
         .access_token;
     let evidence = consumer
         .delegation(
-            &join(registry_url, "/delegation"),
+            &join(registry_url, DELEGATION_PATH),
             &registry_token,
             &DelegationBody::new(request.to_mask()),
         )
@@ -150,7 +151,7 @@ async fn walk_through(
     let resp = http
         .get(&documents)
         .bearer_auth(&token)
-        .header("delegation_evidence", &evidence)
+        .header(EVIDENCE_HEADER, &evidence)
         .send()
         .await
         .map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ use crate::request::template::Template;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
+use crate::scheme::vocabulary::{Action, CAPABILITIES_PATH, DELEGATION_PATH, TOKEN_PATH};
 use crate::tls::OutboundTrust;
 use file::*;
 use model::*;
@@ -193,11 +194,6 @@ fn nonzero(d: Duration, what: &str) -> Result<Duration, String> {
     }
 }
 
-/// Paths that the gateway serves itself and no route may take.
-pub const CAPABILITIES_PATH: &str = "/capabilities";
-/// The token path real clients use whatever else is configured.
-pub const CONNECT_TOKEN_PATH: &str = "/connect/token";
-
 /// Load and validate `gateway.toml` and the rules it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let mut all = Vec::new();
@@ -290,13 +286,9 @@ fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<C
     };
 
     let t = file.tokens;
-    let mut paths = t.paths.unwrap_or_else(|| {
-        vec![
-            CONNECT_TOKEN_PATH.into(),
-            "/oauth2.0/token".into(),
-            "/token".into(),
-        ]
-    });
+    let mut paths = t
+        .paths
+        .unwrap_or_else(|| vec![TOKEN_PATH.into(), "/oauth2.0/token".into(), "/token".into()]);
     for (i, p) in paths.iter().enumerate() {
         if !p.starts_with('/')
             || crate::request::path::normalize_path(p).ok().as_deref() != Some(p.as_str())
@@ -307,8 +299,8 @@ fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<C
             );
         }
     }
-    if !paths.iter().any(|p| p == CONNECT_TOKEN_PATH) {
-        paths.push(CONNECT_TOKEN_PATH.into());
+    if !paths.iter().any(|p| p == TOKEN_PATH) {
+        paths.push(TOKEN_PATH.into());
     }
     let tokens = Tokens {
         lifetime: issues
@@ -372,8 +364,8 @@ fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<C
                     name: r.name,
                     party_id,
                     url,
-                    token_path: r.token_path.unwrap_or_else(|| CONNECT_TOKEN_PATH.into()),
-                    delegation_path: r.delegation_path.unwrap_or_else(|| "/delegation".into()),
+                    token_path: r.token_path.unwrap_or_else(|| TOKEN_PATH.into()),
+                    delegation_path: r.delegation_path.unwrap_or_else(|| DELEGATION_PATH.into()),
                 },
             );
         }
@@ -408,7 +400,7 @@ fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<C
     for reserved in [
         "authorization",
         "host",
-        "delegation_evidence",
+        crate::scheme::vocabulary::EVIDENCE_HEADER,
         "content-length",
     ] {
         if party_header.as_str() == reserved {
@@ -735,21 +727,6 @@ fn load_rules(
     routes
 }
 
-fn action_for(method: &http::Method) -> Option<&'static str> {
-    match *method {
-        http::Method::GET | http::Method::HEAD => Some("READ"),
-        http::Method::POST => Some("CREATE"),
-        http::Method::PUT | http::Method::PATCH => Some("UPDATE"),
-        http::Method::DELETE => Some("DELETE"),
-        _ => None,
-    }
-}
-
-/// The action a request needs by default: `<scheme>.<READ|CREATE|UPDATE|DELETE>` by its method.
-pub fn default_action(scheme: &str, method: &http::Method) -> Option<String> {
-    action_for(method).map(|a| format!("{scheme}.{a}"))
-}
-
 /// A value template whose path captures must exist in the route's pattern.
 fn template(
     key: &str,
@@ -873,7 +850,7 @@ fn route(
                 let unmapped: Vec<String> = methods
                     .iter()
                     .flatten()
-                    .filter(|m| action_for(m).is_none())
+                    .filter(|m| Action::for_method(m).is_none())
                     .map(|m| m.to_string())
                     .collect();
                 if methods.is_none() || !unmapped.is_empty() {

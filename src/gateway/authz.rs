@@ -17,15 +17,13 @@ use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::licence::Licence;
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::check_party;
+use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use moka::Expiry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub const EVIDENCE_HEADER: &str = "delegation_evidence";
-pub const BROKER_HEADER: &str = "service_consumer_assertion";
 
 /// Where the evidence that decided came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +157,8 @@ impl Authorizer {
             .map_err(|e| Reject::MissingRequestValue(format!("a valid data owner: {e}")))?;
         let action = match &rule.action {
             Some(a) => a.clone(),
-            None => crate::config::default_action(&self.0.scheme, facts.method)
+            None => crate::scheme::vocabulary::Action::for_method(facts.method)
+                .map(|a| a.qualified(&self.0.scheme))
                 .ok_or_else(|| Reject::MethodNotAllowed(vec![]))?,
         };
         Ok(AccessRequest {
@@ -321,7 +320,7 @@ impl Authorizer {
             .map_err(|e| bad_evidence("evidence_untrusted", e.to_string()))?;
         let evidence: DelegationEvidence = decoded
             .claims
-            .get("delegationEvidence")
+            .get(crate::scheme::vocabulary::DELEGATION_EVIDENCE_CLAIM)
             .cloned()
             .ok_or_else(|| {
                 bad_evidence(
@@ -346,7 +345,10 @@ impl Authorizer {
             .map_err(|e| bad_evidence("evidence_issuer_unknown", e.to_string()))?;
         let is_owner = iss == evidence.policy_issuer;
         if !is_owner {
-            if !record.has_role("AuthorisationRegistry", now.secs()) {
+            if !record.has_role(
+                crate::scheme::vocabulary::Role::AuthorisationRegistry.as_str(),
+                now.secs(),
+            ) {
                 return Err(bad_evidence(
                     "evidence_issuer_not_a_registry",
                     format!("{iss} is neither the data owner nor an authorisation registry"),
@@ -470,7 +472,13 @@ impl Authorizer {
         let ar_record = trust
             .party(&ar_id)
             .await?
-            .filter(|r| r.adherence.is_active_at(now) && r.has_role("AuthorisationRegistry", now))
+            .filter(|r| {
+                r.adherence.is_active_at(now)
+                    && r.has_role(
+                        crate::scheme::vocabulary::Role::AuthorisationRegistry.as_str(),
+                        now,
+                    )
+            })
             .ok_or_else(|| {
                 bad_evidence(
                     "no_registry",
@@ -494,8 +502,8 @@ impl Authorizer {
             name: ar_id.to_string(),
             party_id: ar_id,
             url: listed.url.trim_end_matches('/').to_string(),
-            token_path: crate::config::CONNECT_TOKEN_PATH.into(),
-            delegation_path: "/delegation".into(),
+            token_path: crate::scheme::vocabulary::TOKEN_PATH.into(),
+            delegation_path: crate::scheme::vocabulary::DELEGATION_PATH.into(),
         })
     }
 
@@ -705,7 +713,7 @@ impl Authorizer {
         }
         decoded
             .claims
-            .get("delegationEvidence")
+            .get(crate::scheme::vocabulary::DELEGATION_EVIDENCE_CLAIM)
             .cloned()
             .ok_or_else(|| garbled("no delegationEvidence".into()))
             .and_then(|v| serde_json::from_value(v).map_err(|e| garbled(e.to_string())))

@@ -6,10 +6,9 @@ use super::reject::{Answer, Reject};
 use super::route::RouteTable;
 use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config};
-use crate::scheme::capabilities::{
-    CapabilitiesInfo, Feature, Role, SupportedFeatures, SupportedVersion,
-};
+use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
 use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::vocabulary::{member, Role};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use http::Method;
@@ -30,22 +29,6 @@ pub struct Capabilities {
     cache: moka::sync::Cache<Option<String>, Arc<str>>,
 }
 
-fn feature(
-    id: &str,
-    name: &str,
-    description: &str,
-    url: String,
-    token_endpoint: Option<&str>,
-) -> Feature {
-    Feature {
-        id: id.to_string(),
-        feature: name.to_string(),
-        description: description.to_string(),
-        url,
-        token_endpoint: token_endpoint.map(str::to_string),
-    }
-}
-
 /// A stable feature id for a route, derived from its name.
 fn route_feature_id(name: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
@@ -63,23 +46,6 @@ fn route_feature_id(name: &str) -> String {
 impl Capabilities {
     pub fn new(config: &Config, routes: &RouteTable) -> Self {
         let base = config.public_url.trim_end_matches('/');
-        let token_url = format!("{base}{}", crate::config::CONNECT_TOKEN_PATH);
-        let public = vec![
-            feature(
-                "A51D413F-B3CC-477D-96C4-E37A9003BFE3",
-                "capabilities",
-                "Retrieves the capabilities of this service provider",
-                format!("{base}/capabilities"),
-                Some(&token_url),
-            ),
-            feature(
-                "49F6E662-F055-4AAC-96B2-E833FA5F5414",
-                "access token",
-                "Obtains an access token with a client assertion",
-                token_url.clone(),
-                None,
-            ),
-        ];
         let advertised: Vec<Feature> = routes
             .routes()
             .iter()
@@ -95,29 +61,24 @@ impl Capabilities {
                     r.description.clone()
                 };
                 let needs_token = !matches!(r.auth, Auth::Public);
-                feature(
+                Feature::at(
                     &route_feature_id(&r.name),
                     &r.name,
                     &description,
-                    format!("{base}{}", r.pattern.as_str()),
-                    needs_token.then_some(token_url.as_str()),
+                    base,
+                    r.pattern.as_str(),
+                    needs_token,
                 )
             })
             .collect();
-        let info = |restricted: Option<Vec<Feature>>| CapabilitiesInfo {
-            scheme: config.scheme.clone(),
-            party_id: config.identity.party_id.to_string(),
-            roles: vec![Role {
-                role: "ServiceProvider".into(),
-            }],
-            supported_versions: vec![SupportedVersion {
-                version: "2.0".into(),
-                supported_features: vec![SupportedFeatures {
-                    public: Some(public.clone()),
-                    restricted,
-                    private: None,
-                }],
-            }],
+        let info = |restricted: Option<Vec<Feature>>| {
+            CapabilitiesInfo::of_party(
+                &config.scheme,
+                config.identity.party_id.as_str(),
+                Role::ServiceProvider,
+                base,
+                restricted,
+            )
         };
         Capabilities {
             public: info(None),
@@ -188,5 +149,5 @@ pub fn answer(
         ),
     };
     let token = capabilities.token(caller.as_deref(), metrics)?;
-    Ok((Answer::ok(json!({ "capabilities_token": &*token })), caller))
+    Ok((Answer::ok(json!({ member::CAPABILITIES: &*token })), caller))
 }

@@ -1,11 +1,12 @@
 //! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
 //! the licence headers on the response.
 
-use super::authz::{evidence_header_value, Grant, BROKER_HEADER, EVIDENCE_HEADER};
+use super::authz::{evidence_header_value, Grant};
 use super::reject::Reject;
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, HeaderSource, Route};
 use crate::request::template::RequestValues;
+use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER, LICENCE_HEADERS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
 
@@ -125,7 +126,7 @@ pub fn licence_headers(route: &Route, grant: &Grant) -> Vec<(String, String)> {
         return Vec::new();
     }
     let configured: Vec<(String, HeaderSource)> = if route.response_headers.is_empty() {
-        ["LicensePurpose", "LicenseSubLicense", "LicenseEndDate"]
+        LICENCE_HEADERS
             .into_iter()
             .map(|h| (h.to_string(), HeaderSource::Evidence))
             .collect()

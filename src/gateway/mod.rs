@@ -98,7 +98,7 @@ impl Gateway {
             ctx.outcome = "token_issued";
             return Ok(Some(answer));
         }
-        if path == crate::config::CAPABILITIES_PATH {
+        if path == crate::scheme::vocabulary::CAPABILITIES_PATH {
             ctx.label = "capabilities".into();
             let (answer, caller) = capabilities::answer(
                 session.req_header(),

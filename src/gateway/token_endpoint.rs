@@ -7,11 +7,11 @@ use super::snapshot::{Shared, Snapshot};
 use crate::scheme::assertion::{
     check_assertion_with, jti_retention, AssertionError, AssertionRules, JtiStore, TokenRequest,
 };
+use crate::scheme::models::TokenResponse;
 use crate::scheme::trust::check_party;
 use crate::scheme::Timestamp;
 use http::Method;
 use pingora::proxy::Session;
-use serde_json::json;
 
 /// The largest token request body read.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -96,11 +96,11 @@ pub async fn answer(
         .issue(&assertion.client_id, &checked.scopes, now);
     let answer = Answer {
         status: 200,
-        body: json!({
-            "access_token": access_token,
-            "token_type": "Bearer",
-            "expires_in": snap.tokens.lifetime_secs(),
-        }),
+        body: serde_json::to_value(TokenResponse::bearer(
+            access_token,
+            snap.tokens.lifetime_secs(),
+        ))
+        .unwrap_or_default(),
         headers: vec![
             ("cache-control", "no-store".into()),
             ("pragma", "no-cache".into()),

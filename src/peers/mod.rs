@@ -164,7 +164,7 @@ impl PeerClient {
             return Ok(None);
         }
         let body: serde_json::Value = read(url, resp).await?;
-        member_of(url, &body, "delegation_token").map(Some)
+        member_of(url, &body, crate::scheme::vocabulary::member::DELEGATION).map(Some)
     }
 }
 

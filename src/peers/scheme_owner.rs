@@ -162,7 +162,7 @@ impl TrustStore {
         self.tokens
             .get(
                 &self.peer,
-                &join(&self.config.url, crate::config::CONNECT_TOKEN_PATH),
+                &join(&self.config.url, crate::scheme::vocabulary::TOKEN_PATH),
                 self.config.party_id.as_str(),
             )
             .await
@@ -187,7 +187,7 @@ impl TrustStore {
             if let Err(PeerError::Status { status: 401, .. }) = &answer {
                 self.tokens
                     .forget(
-                        &join(&self.config.url, crate::config::CONNECT_TOKEN_PATH),
+                        &join(&self.config.url, crate::scheme::vocabulary::TOKEN_PATH),
                         self.config.party_id.as_str(),
                     )
                     .await;
@@ -293,7 +293,12 @@ impl TrustStore {
         }
         *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let payload: TrustedListPayload = self
-            .fetch("trusted_list", "/trusted_list", &[], "trusted_list_token")
+            .fetch(
+                "trusted_list",
+                "/trusted_list",
+                &[],
+                crate::scheme::vocabulary::member::TRUSTED_LIST,
+            )
             .await?;
         let generation = self.trusted.load().as_ref().map_or(1, |s| s.generation + 1);
         let state = Arc::new(TrustedListState {
@@ -394,7 +399,12 @@ impl TrustStore {
 
     async fn fetch_party(&self, id: &PartyId) -> Result<Option<PartyInfo>, TrustError> {
         match self
-            .fetch::<PartyPayload>("party", &format!("/parties/{id}"), &[], "party_token")
+            .fetch::<PartyPayload>(
+                "party",
+                &format!("/parties/{id}"),
+                &[],
+                crate::scheme::vocabulary::member::PARTY,
+            )
             .await
         {
             Ok(PartyPayload(p)) if p.party_id.eq_ignore_ascii_case(id.as_str()) => {
@@ -414,7 +424,7 @@ impl TrustStore {
                 "parties",
                 "/parties",
                 &[("eori", id.as_str())],
-                "parties_token",
+                crate::scheme::vocabulary::member::PARTIES,
             )
             .await?;
         Ok(found

@@ -1,5 +1,6 @@
 //! The capabilities payload: who a party is, its roles, and the features it offers per version.
 
+use super::vocabulary::{self, feature};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -13,6 +14,48 @@ pub struct Feature {
     /// Given for features that need a token; omitted for the token endpoint itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint: Option<String>,
+}
+
+impl Feature {
+    /// A feature at `base` + `path`; a feature that needs a token names the token endpoint.
+    pub fn at(
+        id: &str,
+        name: &str,
+        description: &str,
+        base: &str,
+        path: &str,
+        needs_token: bool,
+    ) -> Self {
+        Feature {
+            id: id.to_string(),
+            feature: name.to_string(),
+            description: description.to_string(),
+            url: format!("{base}{path}"),
+            token_endpoint: needs_token.then(|| format!("{base}{}", vocabulary::TOKEN_PATH)),
+        }
+    }
+
+    /// The features every participant offers publicly: its capabilities and its token endpoint.
+    pub fn common(base: &str) -> Vec<Feature> {
+        vec![
+            Feature::at(
+                feature::CAPABILITIES,
+                "capabilities",
+                "Retrieves the capabilities of this party",
+                base,
+                vocabulary::CAPABILITIES_PATH,
+                true,
+            ),
+            Feature::at(
+                feature::ACCESS_TOKEN,
+                "access token",
+                "Obtains an access token with a client assertion",
+                base,
+                vocabulary::TOKEN_PATH,
+                false,
+            ),
+        ]
+    }
 }
 
 /// Features by access level.
@@ -48,6 +91,32 @@ pub struct CapabilitiesInfo {
 }
 
 impl CapabilitiesInfo {
+    /// The capabilities of a party in one role at `base`: the common public features, and the
+    /// restricted ones (for token holders; None for anonymous callers), in the version we support.
+    pub fn of_party(
+        scheme: &str,
+        party_id: &str,
+        role: vocabulary::Role,
+        base: &str,
+        restricted: Option<Vec<Feature>>,
+    ) -> Self {
+        CapabilitiesInfo {
+            scheme: scheme.to_string(),
+            party_id: party_id.to_string(),
+            roles: vec![Role {
+                role: role.as_str().to_string(),
+            }],
+            supported_versions: vec![SupportedVersion {
+                version: vocabulary::SPEC_VERSION.to_string(),
+                supported_features: vec![SupportedFeatures {
+                    public: Some(Feature::common(base)),
+                    restricted,
+                    private: None,
+                }],
+            }],
+        }
+    }
+
     fn roles_member(&self) -> String {
         format!("{}_roles", self.scheme.to_lowercase())
     }

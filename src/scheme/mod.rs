@@ -8,6 +8,7 @@ pub mod licence;
 pub mod models;
 pub mod party;
 pub mod trust;
+pub mod vocabulary;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -385,6 +385,18 @@ pub struct TokenResponse {
     pub extra: Map<String, Value>,
 }
 
+impl TokenResponse {
+    /// A bearer token that expires in `expires_in` seconds.
+    pub fn bearer(access_token: String, expires_in: u64) -> Self {
+        TokenResponse {
+            access_token,
+            token_type: "Bearer".into(),
+            expires_in,
+            extra: Map::new(),
+        }
+    }
+}
+
 /// An integer number of seconds that some producers write as a float.
 fn de_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let v = f64::deserialize(d)?;

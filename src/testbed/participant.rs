@@ -8,11 +8,11 @@ use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
 use crate::scheme::assertion::{
     validate_assertion, AssertionError, AssertionRules, MemoryJtiStore, TokenRequest,
 };
-use crate::scheme::capabilities::{
-    CapabilitiesInfo, Feature, Role, SupportedFeatures, SupportedVersion,
-};
+use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
 use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
+use crate::scheme::models::TokenResponse;
 use crate::scheme::party::PartyId;
+use crate::scheme::vocabulary::{feature, member, Role, DELEGATION_PATH};
 use crate::scheme::Timestamp;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -179,56 +179,26 @@ impl Participant {
             })
     }
 
-    fn role_name(&self) -> &'static str {
+    fn role(&self) -> Role {
         match self.serve {
-            Serve::SchemeOwner => "SchemeOwner",
-            Serve::AuthorisationRegistry => "AuthorisationRegistry",
-            Serve::EntitledParty => "EntitledParty",
-            Serve::ServiceProvider => "ServiceProvider",
+            Serve::SchemeOwner => Role::SchemeOwner,
+            Serve::AuthorisationRegistry => Role::AuthorisationRegistry,
+            Serve::EntitledParty => Role::EntitledParty,
+            Serve::ServiceProvider => Role::ServiceProvider,
         }
     }
 
-    fn feature(
-        &self,
-        id: &str,
-        name: &str,
-        description: &str,
-        path: &str,
-        needs_token: bool,
-    ) -> Feature {
-        Feature {
-            id: id.to_string(),
-            feature: name.to_string(),
-            description: description.to_string(),
-            url: format!("{}{}", self.base_url, path),
-            token_endpoint: needs_token.then(|| format!("{}/connect/token", self.base_url)),
-        }
+    fn feature(&self, id: &str, name: &str, description: &str, path: &str) -> Feature {
+        Feature::at(id, name, description, &self.base_url, path, true)
     }
 
     /// The capabilities of this participant: public features always, restricted ones to token holders.
     pub fn capabilities(&self, with_restricted: bool) -> CapabilitiesInfo {
-        let public = vec![
-            self.feature(
-                "A51D413F-B3CC-477D-96C4-E37A9003BFE3",
-                "capabilities",
-                "Retrieves the capabilities of this party",
-                "/capabilities",
-                true,
-            ),
-            self.feature(
-                "49F6E662-F055-4AAC-96B2-E833FA5F5414",
-                "access token",
-                "Obtains an access token with a client assertion",
-                "/connect/token",
-                false,
-            ),
-        ];
         let mut restricted = vec![self.feature(
-            "105D19C7-BB2A-4B5A-A1B3-5AB1D2E5A6F1",
+            feature::ME,
             "me",
             "Returns the client information of the caller",
             "/me",
-            true,
         )];
         match self.serve {
             Serve::SchemeOwner => restricted.extend([
@@ -237,28 +207,24 @@ impl Participant {
                     "parties",
                     "Searches the parties of the scheme",
                     "/parties",
-                    true,
                 ),
                 self.feature(
                     "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A02",
                     "party",
                     "Retrieves one party",
                     "/parties/{party_id}",
-                    true,
                 ),
                 self.feature(
                     "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A03",
                     "trusted list",
                     "Retrieves the trusted certificate authorities",
                     "/trusted_list",
-                    true,
                 ),
                 self.feature(
                     "2C3D8E5A-0F6B-4D7E-9A1C-3B5D7F9E1A04",
                     "certificate validation",
                     "Validates a certificate",
                     "/certificate_validation",
-                    true,
                 ),
             ]),
             Serve::AuthorisationRegistry | Serve::EntitledParty => restricted.extend([
@@ -266,15 +232,13 @@ impl Participant {
                     "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B01",
                     "delegation",
                     "Answers a delegation mask with delegation evidence",
-                    "/delegation",
-                    true,
+                    DELEGATION_PATH,
                 ),
                 self.feature(
                     "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B02",
                     "policy",
                     "Adds a policy issued by the caller",
                     "/policy",
-                    true,
                 ),
             ]),
             Serve::ServiceProvider => restricted.push(self.feature(
@@ -282,24 +246,15 @@ impl Participant {
                 "boom access",
                 "A test service that answers true",
                 "/boom_access",
-                true,
             )),
         }
-        CapabilitiesInfo {
-            scheme: self.scheme().to_string(),
-            party_id: self.party_id.to_string(),
-            roles: vec![Role {
-                role: self.role_name().to_string(),
-            }],
-            supported_versions: vec![SupportedVersion {
-                version: "1.10".into(),
-                supported_features: vec![SupportedFeatures {
-                    public: Some(public),
-                    restricted: with_restricted.then_some(restricted),
-                    private: None,
-                }],
-            }],
-        }
+        CapabilitiesInfo::of_party(
+            self.scheme(),
+            self.party_id.as_str(),
+            self.role(),
+            &self.base_url,
+            with_restricted.then_some(restricted),
+        )
     }
 }
 
@@ -320,7 +275,7 @@ pub async fn capabilities(
         caller.as_ref().map(|c| c.sub.as_str()),
         &info.token_claims(),
     )?;
-    Ok(token_answer("capabilities_token", token))
+    Ok(token_answer(member::CAPABILITIES, token))
 }
 
 /// POST token: the full client-assertion validation, then an access token.
@@ -354,11 +309,10 @@ pub async fn token(
         now,
     )?;
     let access_token = p.tokens.issue(&valid.client_id, &checked.scopes, now);
-    let mut resp = axum::Json(json!({
-        "access_token": access_token,
-        "token_type": "Bearer",
-        "expires_in": p.tokens.lifetime_secs(),
-    }))
+    let mut resp = axum::Json(TokenResponse::bearer(
+        access_token,
+        p.tokens.lifetime_secs(),
+    ))
     .into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

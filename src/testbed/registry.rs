@@ -14,6 +14,7 @@ use crate::scheme::jwt::{self, JwtError};
 use crate::scheme::licence::Licence;
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::{check_party, validate_chain};
+use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM};
 use crate::scheme::Timestamp;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -175,7 +176,7 @@ fn check_previous_step(
     };
     let decoded =
         jwt::decode(step, p.shared.algorithms).map_err(|e| invalid(e.code(), e.to_string()))?;
-    if let Some(evidence) = decoded.claims.get("delegationEvidence") {
+    if let Some(evidence) = decoded.claims.get(DELEGATION_EVIDENCE_CLAIM) {
         decoded
             .verify_signature()
             .map_err(|e| invalid(e.code(), e.to_string()))?;
@@ -347,7 +348,7 @@ async fn delegation(
         .sign_token(
             &mask.target.access_subject,
             Some(&caller),
-            &json!({ "delegationEvidence": evidence }),
+            &json!({ DELEGATION_EVIDENCE_CLAIM: evidence }),
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
@@ -358,7 +359,7 @@ async fn delegation(
                 e.to_string(),
             )
         })?;
-    Ok(token_answer("delegation_token", token))
+    Ok(token_answer(member::DELEGATION, token))
 }
 
 /// POST /policy: store a policy the caller issues (an entitled party stores only its own).
@@ -373,7 +374,7 @@ async fn add_policy(
     let mut value: Value = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request("invalid_request", format!("the body is not JSON: {e}"))
     })?;
-    if let Some(inner) = value.get_mut("delegationEvidence") {
+    if let Some(inner) = value.get_mut(DELEGATION_EVIDENCE_CLAIM) {
         value = inner.take();
     }
     let evidence: DelegationEvidence = serde_json::from_value(value).map_err(|e| {
@@ -413,7 +414,7 @@ async fn add_policy(
     p.shared.policies.add(evidence.clone());
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({ "delegationEvidence": evidence })),
+        axum::Json(json!({ DELEGATION_EVIDENCE_CLAIM: evidence })),
     )
         .into_response())
 }

@@ -7,6 +7,7 @@ use crate::scheme::models::{
     CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload,
 };
 use crate::scheme::trust::{fingerprint, validate_chain};
+use crate::scheme::vocabulary::member;
 use crate::scheme::Timestamp;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
@@ -46,7 +47,7 @@ async fn parties(
         .map_err(|e| ApiError::bad_request("invalid_request", e))?;
     let page = p.shared.register.search(&query, Timestamp::now().secs());
     let token = p.sign(Some(&caller.sub), &PartiesPayload(page))?;
-    Ok(token_answer("parties_token", token))
+    Ok(token_answer(member::PARTIES, token))
 }
 
 /// GET /parties/{party_id}: 404 for an unknown party, or when certificate_subject_name is given
@@ -82,7 +83,7 @@ async fn party(
         }
     }
     let token = p.sign(Some(&caller.sub), &PartyPayload(record.clone()))?;
-    Ok(token_answer("party_token", token))
+    Ok(token_answer(member::PARTY, token))
 }
 
 /// GET /trusted_list.
@@ -97,7 +98,7 @@ async fn trusted_list(
         trusted_list: p.shared.register.trusted_entries().to_vec(),
     };
     let token = p.sign(Some(&caller.sub), &payload)?;
-    Ok(token_answer("trusted_list_token", token))
+    Ok(token_answer(member::TRUSTED_LIST, token))
 }
 
 #[derive(Deserialize)]
