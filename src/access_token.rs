@@ -3,6 +3,7 @@
 //! shared state and without an RSA operation per request.
 
 use crate::scheme::party::PartyId;
+use crate::scheme::reason_codes;
 use crate::scheme::Timestamp;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -34,14 +35,12 @@ pub enum AccessTokenError {
     Invalid,
 }
 
-impl AccessTokenError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            AccessTokenError::Missing => "missing_token",
-            AccessTokenError::NotBearer => "not_bearer",
-            AccessTokenError::Expired => "token_expired",
-            AccessTokenError::Invalid => "invalid_token",
-        }
+reason_codes! {
+    AccessTokenError {
+        AccessTokenError::Missing => "missing_token",
+        AccessTokenError::NotBearer => "not_bearer",
+        AccessTokenError::Expired => "token_expired",
+        AccessTokenError::Invalid => "invalid_token",
     }
 }
 

@@ -1,6 +1,7 @@
 //! The admin listener: /metrics (Prometheus), /live, and /ready (the trusted list is fresh and the
 //! scheme owner answers).
 
+use super::reject::{Answer, Reject};
 use super::snapshot::GatewayState;
 use async_trait::async_trait;
 use http::Response;
@@ -37,12 +38,19 @@ fn json(status: u16, value: serde_json::Value) -> Response<Vec<u8>> {
     )
 }
 
+fn refusal(reject: Reject) -> Response<Vec<u8>> {
+    Answer::from(&reject).into_response()
+}
+
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let req = session.req_header();
         if req.method != http::Method::GET && req.method != http::Method::HEAD {
-            return json(405, json!({"error": "method_not_allowed"}));
+            return refusal(Reject::MethodNotAllowed(vec![
+                http::Method::GET,
+                http::Method::HEAD,
+            ]));
         }
         match req.uri.path() {
             "/metrics" => {
@@ -67,10 +75,7 @@ impl ServeHttp for Admin {
                     }
                 }
             }
-            _ => json(
-                404,
-                json!({"error": "not_found", "error_description": "use /metrics, /live or /ready"}),
-            ),
+            _ => refusal(Reject::NotFound),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! token) to everyone and the advertised routes to token holders. Signed tokens are cached per
 //! audience, so answering costs no RSA operation per request.
 
-use super::reject::{Answer, Reject};
+use super::reject::{Answer, Reject, Unavailable};
 use super::route::RouteTable;
 use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config};
@@ -114,10 +114,7 @@ impl Capabilities {
                 .map(Arc::from)
         });
         metrics.cache_hit("capabilities", !signed);
-        result.map_err(|e| Reject::Unavailable {
-            reason: "signing_failed",
-            detail: e.to_string(),
-        })
+        result.map_err(|e| Reject::Unavailable(Unavailable::Signing((*e).clone())))
     }
 }
 

@@ -1,12 +1,17 @@
 //! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
 //! the licence headers on the response.
 
-use super::authz::{evidence_header_value, Grant};
+use super::authz::Grant;
 use super::reject::Reject;
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, HeaderSource, Route};
 use crate::request::template::RequestValues;
-use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER, LICENCE_HEADERS};
+use crate::scheme::licence::Licence;
+use crate::scheme::models::SchemeTime;
+use crate::scheme::vocabulary::{
+    BROKER_HEADER, EVIDENCE_HEADER, LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE,
+    LICENSE_SUB_LICENSE,
+};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
 
@@ -143,6 +148,29 @@ pub fn licence_headers(route: &Route, grant: &Grant) -> Vec<(String, String)> {
             value.map(|v| (name, v))
         })
         .collect()
+}
+
+/// The value of a licence header from a grant: the licence ids, the allowed further delegation
+/// steps, and the end of the evidence's validity.
+fn evidence_header_value(name: &str, grant: &Grant) -> Option<String> {
+    if name.eq_ignore_ascii_case(LICENSE_PURPOSE) {
+        let ids: Vec<&str> = grant
+            .licences
+            .iter()
+            .flat_map(Licence::identifiers)
+            .collect();
+        (!ids.is_empty()).then(|| ids.join(", "))
+    } else if name.eq_ignore_ascii_case(LICENSE_SUB_LICENSE) {
+        Some(grant.max_delegation_depth.unwrap_or(0).to_string())
+    } else if name.eq_ignore_ascii_case(LICENSE_END_DATE) {
+        Some(
+            SchemeTime::from_unix(grant.not_on_or_after)
+                .as_str()
+                .to_string(),
+        )
+    } else {
+        None
+    }
 }
 
 /// Set the licence headers on the response, replacing any the backend set.

@@ -6,8 +6,11 @@ pub mod admin;
 pub mod authn;
 pub mod authz;
 pub mod background;
+pub mod broker;
 pub mod capabilities;
+pub mod decision_cache;
 pub mod forward;
+pub mod header_evidence;
 pub mod listener;
 pub mod reject;
 pub mod replay;
@@ -62,9 +65,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    fn refuse(&mut self, reject: &Reject) {
-        self.outcome = reject.outcome();
-        self.reason = reject.reason();
+    /// Record a refusal for the access log and metrics; the answer to write.
+    fn refuse(&mut self, reject: &Reject) -> Answer {
+        let row = reject.row();
+        self.outcome = row.outcome;
+        self.reason = row.reason;
+        Answer::refusal(reject, row)
     }
 }
 
@@ -175,19 +181,19 @@ impl ProxyHttp for Gateway {
             Ok(None) => return Ok(false),
             Ok(Some(answer)) => answer,
             Err(reject) => {
-                ctx.refuse(&reject);
+                let answer = ctx.refuse(&reject);
                 if let Some(detail) = reject.log_detail() {
-                    tracing::warn!(route = %ctx.label, reason = reject.reason(), "{detail}");
+                    tracing::warn!(route = %ctx.label, reason = ctx.reason, "{detail}");
                 }
                 if ctx.label == "token" {
                     self.state
                         .shared
                         .metrics
                         .tokens
-                        .with_label_values(&[reject.reason()])
+                        .with_label_values(&[ctx.reason])
                         .inc();
                 }
-                Answer::from(&reject)
+                answer
             }
         };
         respond(session, &answer).await?;
@@ -282,26 +288,22 @@ impl ProxyHttp for Gateway {
             _ if e.esource() == &ErrorSource::Upstream => Some(Reject::BackendUnreachable),
             _ => None,
         });
-        let code = match &reject {
-            Some(reject) => {
-                ctx.refuse(reject);
-                if respond(session, &Answer::from(reject)).await.is_err() {
-                    0
-                } else {
-                    reject.status()
-                }
-            }
+        let reject = match reject {
+            Some(reject) => reject,
             None if e.esource() == &ErrorSource::Downstream => {
                 ctx.outcome = "client_error";
                 ctx.reason = "downstream";
-                0
+                return FailToProxy {
+                    error_code: 0,
+                    can_reuse_downstream: false,
+                };
             }
-            None => {
-                ctx.outcome = "internal_error";
-                ctx.reason = "internal";
-                let _ = session.respond_error(500).await;
-                500
-            }
+            None => Reject::Internal,
+        };
+        let answer = ctx.refuse(&reject);
+        let code = match respond(session, &answer).await {
+            Ok(()) => answer.status,
+            Err(_) => 0,
         };
         FailToProxy {
             error_code: code,

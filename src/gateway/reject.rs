@@ -1,16 +1,25 @@
-//! The one place where a refusal becomes an HTTP answer: status, JSON body naming the reason, and
-//! the headers that go with it.
+//! The one place where a refusal becomes an HTTP answer. Every reason is a variant of a typed error;
+//! `Reject::row` is the table that maps each to its status, `error` code, reason code, metrics
+//! outcome and description; every answer the gateway writes itself goes through it.
 
 use crate::access_token::AccessTokenError;
+use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::scheme_owner::TrustError;
 use crate::request::path::PathError;
-use crate::scheme::assertion::AssertionError;
+use crate::scheme::assertion::{AssertionError, TokenBodyError};
 use crate::scheme::evidence::DenyReason;
+use crate::scheme::evidence_token::EvidenceTokenError;
+use crate::scheme::jwt::JwtError;
+use crate::scheme::party::{PartyId, PartyIdError};
+use crate::scheme::reason_codes;
+use crate::scheme::trust::SignerError;
 use bytes::Bytes;
 use http::Method;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use serde_json::{json, Value};
+use std::fmt;
+use std::time::Duration;
 
 /// Why a request is answered by the gateway instead of the backend.
 #[derive(Debug, Clone)]
@@ -19,159 +28,232 @@ pub enum Reject {
     NotFound,
     MethodNotAllowed(Vec<Method>),
     BodyTooLarge,
+    UnreadableBody(BodyError),
     Unauthenticated(AccessTokenError),
     /// A token request that fails; 400 with an OAuth 2.0 error.
     TokenRequest(AssertionError),
-    TokenRequestBody(String),
     /// Delegation evidence does not grant the request.
     Denied(DenyReason),
-    /// The delegation evidence in the header is unusable (bad signature, untrusted, not for us...).
-    BadEvidence {
-        reason: &'static str,
-        detail: String,
-    },
-    /// A value the rule needs is missing from the request (a header or query parameter).
-    MissingRequestValue(String),
-    /// A dependency (scheme owner, registry) failed: fail closed.
-    Unavailable {
-        reason: &'static str,
-        detail: String,
-    },
+    /// The presented evidence or broker assertion is not acceptable, or no registry can be asked.
+    Evidence(EvidenceRefusal),
+    /// A value the rule needs is missing from the request or unusable.
+    MissingRequestValue(MissingValue),
+    /// A dependency failed: fail closed.
+    Unavailable(Unavailable),
     NoHealthyBackend(String),
     BackendUnreachable,
     BackendTimeout,
+    /// A fault of the gateway itself.
+    Internal,
+}
+
+/// Why a request body could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    #[error("the body could not be read: {0}")]
+    Unreadable(&'static str),
+    #[error(transparent)]
+    TokenRequest(#[from] TokenBodyError),
+}
+
+/// What is wrong with a credential header of the scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderProblem {
+    NotText,
+    Repeated,
+    Empty,
+}
+
+/// Why presented evidence (or a broker's consumer assertion) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvidenceRefusal {
+    #[error("the {header} header {}", match .problem {
+        HeaderProblem::NotText => "is not text",
+        HeaderProblem::Repeated => "is given more than once",
+        HeaderProblem::Empty => "is empty",
+    })]
+    Header {
+        header: &'static str,
+        problem: HeaderProblem,
+    },
+    #[error(transparent)]
+    Token(#[from] EvidenceTokenError),
+    #[error("evidence {0}")]
+    Signer(SignerError),
+    #[error("{0} is neither the data owner nor an authorisation registry")]
+    IssuerNotARegistry(PartyId),
+    #[error("{issuer} is not a registry of the data owner {owner}")]
+    IssuerNotTheOwnersRegistry { issuer: PartyId, owner: String },
+    #[error("the consumer assertion: {0}")]
+    ConsumerAssertion(AssertionError),
+    #[error(transparent)]
+    NoRegistry(#[from] NoRegistry),
+}
+
+reason_codes! {
+    EvidenceRefusal {
+        EvidenceRefusal::Header { problem: HeaderProblem::Empty, .. } => "malformed_evidence",
+        EvidenceRefusal::Header { .. } => "malformed_header",
+        EvidenceRefusal::Signer(SignerError::Signature(_)) => "evidence_signature_invalid",
+        EvidenceRefusal::Signer(SignerError::Chain(_)) => "evidence_untrusted",
+        EvidenceRefusal::Signer(SignerError::Party(_)) => "evidence_issuer_unknown",
+        EvidenceRefusal::IssuerNotARegistry(_) => "evidence_issuer_not_a_registry",
+        EvidenceRefusal::IssuerNotTheOwnersRegistry { .. } => "evidence_issuer_not_the_owners_registry",
+        EvidenceRefusal::ConsumerAssertion(_) => "invalid_consumer_assertion",
+    } nested {
+        EvidenceRefusal::Token(e) => e: EvidenceTokenError,
+        EvidenceRefusal::NoRegistry(e) => e: NoRegistry,
+    }
+}
+
+/// A value of a rule, named for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleValue {
+    DataOwner,
+    ResourceType,
+    Identifier,
+    Attribute,
+    DelegationPathParty,
+}
+
+impl fmt::Display for RuleValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RuleValue::DataOwner => "the data owner",
+            RuleValue::ResourceType => "the resource type",
+            RuleValue::Identifier => "an identifier",
+            RuleValue::Attribute => "an attribute",
+            RuleValue::DelegationPathParty => "a delegation path party",
+        })
+    }
+}
+
+/// A value the rule needs that the request lacks (or gives twice), or gives unusably.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MissingValue {
+    #[error("the request lacks {value} ({template}), which the route's rule needs")]
+    Absent { value: RuleValue, template: String },
+    #[error("the data owner the request names is not a party identifier: {0}")]
+    InvalidDataOwner(PartyIdError),
+    #[error("the method has no default action; the route's rule must name one")]
+    NoAction,
+}
+
+/// A dependency that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    #[error(transparent)]
+    SchemeOwner(#[from] TrustError),
+    #[error(transparent)]
+    Registry(#[from] RegistryFailure),
+    #[error("the registry did not answer within {0:?}")]
+    RegistryTimeout(Duration),
+    #[error("signing failed: {0}")]
+    Signing(JwtError),
+}
+
+impl Unavailable {
+    /// What the client is told: what failed upstream is logged, not told (it names internal
+    /// addresses and answers).
+    fn description(&self) -> &'static str {
+        match self {
+            Unavailable::SchemeOwner(_) => {
+                "the scheme owner gave no usable answer; try again later"
+            }
+            Unavailable::Registry(_) | Unavailable::RegistryTimeout(_) => {
+                "the authorisation registry gave no usable answer in time; try again later"
+            }
+            Unavailable::Signing(_) => "the gateway could not sign its answer; try again later",
+        }
+    }
+}
+
+reason_codes! {
+    Unavailable {
+        Unavailable::RegistryTimeout(_) => "registry_timeout",
+        Unavailable::Signing(_) => "signing_failed",
+    } nested {
+        Unavailable::SchemeOwner(e) => e: TrustError,
+        Unavailable::Registry(e) => e: RegistryFailure,
+    }
 }
 
 impl From<TrustError> for Reject {
     fn from(e: TrustError) -> Self {
-        Reject::Unavailable {
-            reason: e.code(),
-            detail: e.to_string(),
+        Reject::Unavailable(e.into())
+    }
+}
+
+impl From<RegistryError> for Reject {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::NoRegistry(e) => EvidenceRefusal::NoRegistry(e).into(),
+            RegistryError::Failed(e) => Reject::Unavailable(e.into()),
+            RegistryError::SchemeOwner(e) => e.into(),
         }
     }
 }
 
-impl Reject {
-    pub fn status(&self) -> u16 {
-        match self {
-            Reject::BadPath(_) | Reject::TokenRequest(_) | Reject::TokenRequestBody(_) => 400,
-            Reject::MissingRequestValue(_) => 400,
-            Reject::NotFound => 404,
-            Reject::MethodNotAllowed(_) => 405,
-            Reject::BodyTooLarge => 413,
-            Reject::Unauthenticated(_) => 401,
-            Reject::Denied(_) | Reject::BadEvidence { .. } => 403,
-            Reject::Unavailable { .. } => 503,
-            Reject::NoHealthyBackend(_) | Reject::BackendUnreachable => 502,
-            Reject::BackendTimeout => 504,
-        }
+impl From<EvidenceRefusal> for Reject {
+    fn from(e: EvidenceRefusal) -> Self {
+        Reject::Evidence(e)
     }
+}
 
-    /// The bounded outcome label for metrics and the access log.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            Reject::BadPath(_)
-            | Reject::TokenRequestBody(_)
-            | Reject::BodyTooLarge
-            | Reject::MissingRequestValue(_) => "bad_request",
-            Reject::NotFound => "not_found",
-            Reject::MethodNotAllowed(_) => "method_not_allowed",
-            Reject::Unauthenticated(_) => "unauthenticated",
-            Reject::TokenRequest(_) => "token_refused",
-            Reject::Denied(_) | Reject::BadEvidence { .. } => "denied",
-            Reject::Unavailable { .. } => "unavailable",
-            Reject::NoHealthyBackend(_) | Reject::BackendUnreachable | Reject::BackendTimeout => {
-                "upstream_error"
-            }
-        }
+impl From<MissingValue> for Reject {
+    fn from(e: MissingValue) -> Self {
+        Reject::MissingRequestValue(e)
     }
+}
 
-    /// The bounded reason label.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Reject::BadPath(_) => "invalid_path",
-            Reject::NotFound => "no_route",
-            Reject::MethodNotAllowed(_) => "method_not_allowed",
-            Reject::BodyTooLarge => "body_too_large",
-            Reject::Unauthenticated(e) => e.code(),
-            Reject::TokenRequest(e) => e.code(),
-            Reject::TokenRequestBody(_) => "unreadable_body",
-            Reject::Denied(r) => r.code(),
-            Reject::BadEvidence { reason, .. } => reason,
-            Reject::MissingRequestValue(_) => "missing_request_value",
-            Reject::Unavailable { reason, .. } => reason,
-            Reject::NoHealthyBackend(_) => "no_healthy_backend",
-            Reject::BackendUnreachable => "backend_unreachable",
-            Reject::BackendTimeout => "backend_timeout",
-        }
-    }
-
-    fn description(&self) -> String {
-        match self {
-            Reject::BadPath(e) => e.to_string(),
-            Reject::NotFound => "no route for this path".into(),
-            Reject::MethodNotAllowed(m) => format!(
-                "this path answers {}",
-                m.iter().map(Method::as_str).collect::<Vec<_>>().join(", ")
-            ),
-            Reject::BodyTooLarge => "the request body is too large".into(),
-            Reject::Unauthenticated(e) => e.to_string(),
-            Reject::TokenRequest(e) => e.to_string(),
-            Reject::TokenRequestBody(e) => e.clone(),
-            Reject::Denied(r) => r.to_string(),
-            Reject::BadEvidence { detail, .. } => detail.clone(),
-            Reject::MissingRequestValue(what) => {
-                format!("the request lacks {what}, which the route's rule needs")
-            }
-            // What failed upstream is logged, not told: it names internal addresses and answers.
-            Reject::Unavailable { reason, .. } => match *reason {
-                r if r.starts_with("registry") => {
-                    "the authorisation registry gave no usable answer in time; try again later"
-                        .into()
-                }
-                r if r.starts_with("scheme_owner") => {
-                    "the scheme owner gave no usable answer; try again later".into()
-                }
-                _ => "a service the gateway depends on failed; try again later".into(),
-            },
-            Reject::NoHealthyBackend(u) => format!("no healthy backend in upstream {u}"),
-            Reject::BackendUnreachable => "the backend could not be reached".into(),
-            Reject::BackendTimeout => "the backend did not answer in time".into(),
-        }
-    }
-
+/// How a refusal is answered and counted.
+pub struct Row {
+    pub status: u16,
     /// The `error` member: OAuth 2.0 / RFC 6750 codes where they exist.
-    fn error(&self) -> &'static str {
+    pub error: &'static str,
+    /// The `reason` member, and the reason label of metrics and the access log.
+    pub reason: &'static str,
+    /// The outcome label of metrics and the access log.
+    pub outcome: &'static str,
+    pub description: String,
+}
+
+impl Reject {
+    /// The table: every refusal's status, codes, outcome and description.
+    #[rustfmt::skip]
+    pub fn row(&self) -> Row {
+        let row = |status, error, reason, outcome, description: String| Row {
+            status,
+            error,
+            reason,
+            outcome,
+            description,
+        };
         match self {
-            Reject::TokenRequest(e) => e.oauth_error(),
-            Reject::TokenRequestBody(_) | Reject::BadPath(_) | Reject::MissingRequestValue(_) => {
-                "invalid_request"
-            }
-            Reject::Unauthenticated(_) => "invalid_token",
-            Reject::Denied(_) | Reject::BadEvidence { .. } => "access_denied",
-            Reject::NotFound => "not_found",
-            Reject::MethodNotAllowed(_) => "method_not_allowed",
-            Reject::BodyTooLarge => "request_too_large",
-            Reject::Unavailable { .. } => "temporarily_unavailable",
-            Reject::NoHealthyBackend(_) | Reject::BackendUnreachable => "bad_gateway",
-            Reject::BackendTimeout => "gateway_timeout",
+            Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", "bad_request", e.to_string()),
+            Reject::NotFound => row(404, "not_found", "no_route", "not_found", "no route for this path".into()),
+            Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", "method_not_allowed", format!("this path answers {}", methods(m))),
+            Reject::BodyTooLarge => row(413, "request_too_large", "body_too_large", "bad_request", "the request body is too large".into()),
+            Reject::UnreadableBody(e) => row(400, "invalid_request", "unreadable_body", "bad_request", e.to_string()),
+            Reject::Unauthenticated(e) => row(401, "invalid_token", e.code(), "unauthenticated", e.to_string()),
+            Reject::TokenRequest(e) => row(400, e.oauth_error(), e.code(), "token_refused", e.to_string()),
+            Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
+            Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
+            Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
+            Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
+            Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
+            Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", "upstream_error", "the backend could not be reached".into()),
+            Reject::BackendTimeout => row(504, "gateway_timeout", "backend_timeout", "upstream_error", "the backend did not answer in time".into()),
+            Reject::Internal => row(500, "server_error", "internal_error", "internal_error", "the gateway failed to handle the request".into()),
         }
     }
 
     /// What the log should say beyond the answer, for failures of dependencies.
-    pub fn log_detail(&self) -> Option<&str> {
+    pub fn log_detail(&self) -> Option<String> {
         match self {
-            Reject::Unavailable { detail, .. } => Some(detail),
+            Reject::Unavailable(e) => Some(e.to_string()),
             _ => None,
         }
-    }
-
-    pub fn body(&self) -> Value {
-        json!({
-            "error": self.error(),
-            "error_description": self.description(),
-            "reason": self.reason(),
-        })
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {
@@ -179,19 +261,18 @@ impl Reject {
             Reject::Unauthenticated(_) => {
                 vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())]
             }
-            Reject::MethodNotAllowed(m) => vec![(
-                "allow",
-                m.iter().map(Method::as_str).collect::<Vec<_>>().join(", "),
-            )],
-            Reject::TokenRequest(_) | Reject::TokenRequestBody(_) => {
-                vec![
-                    ("cache-control", "no-store".into()),
-                    ("pragma", "no-cache".into()),
-                ]
-            }
+            Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
+            Reject::TokenRequest(_) | Reject::UnreadableBody(_) => vec![
+                ("cache-control", "no-store".into()),
+                ("pragma", "no-cache".into()),
+            ],
             _ => Vec::new(),
         }
     }
+}
+
+fn methods(m: &[Method]) -> String {
+    m.iter().map(Method::as_str).collect::<Vec<_>>().join(", ")
 }
 
 /// A complete answer the gateway gives itself.
@@ -209,20 +290,52 @@ impl Answer {
             headers: Vec::new(),
         }
     }
+
+    /// The answer to a refusal whose row was taken already.
+    pub fn refusal(reject: &Reject, row: Row) -> Self {
+        Answer {
+            status: row.status,
+            body: json!({
+                "error": row.error,
+                "error_description": row.description,
+                "reason": row.reason,
+            }),
+            headers: reject.headers(),
+        }
+    }
+
+    fn body_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(&self.body).unwrap_or_default())
+    }
+
+    /// The answer as an `http::Response`, for services outside the proxy (the admin listener).
+    pub fn into_response(self) -> http::Response<Vec<u8>> {
+        let body = self.body_bytes().to_vec();
+        let mut builder = http::Response::builder()
+            .status(self.status)
+            .header("content-type", "application/json")
+            .header("content-length", body.len())
+            .header("cache-control", "no-store");
+        for (name, value) in &self.headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        builder.body(body).unwrap_or_default()
+    }
 }
 
-/// Write a complete JSON answer.
-pub async fn respond_json(
-    session: &mut Session,
-    status: u16,
-    body: &Value,
-    headers: &[(&'static str, String)],
-) -> pingora::Result<()> {
-    let body = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
-    let mut resp = ResponseHeader::build(status, Some(4 + headers.len()))?;
+impl From<&Reject> for Answer {
+    fn from(r: &Reject) -> Self {
+        Answer::refusal(r, r.row())
+    }
+}
+
+/// Write an answer.
+pub async fn respond(session: &mut Session, answer: &Answer) -> pingora::Result<()> {
+    let body = answer.body_bytes();
+    let mut resp = ResponseHeader::build(answer.status, Some(4 + answer.headers.len()))?;
     resp.insert_header("content-type", "application/json")?;
     resp.insert_header("content-length", body.len().to_string())?;
-    for (name, value) in headers {
+    for (name, value) in &answer.headers {
         resp.insert_header(*name, value.as_str())?;
     }
     let head_only = session.req_header().method == Method::HEAD;
@@ -233,19 +346,4 @@ pub async fn respond_json(
         session.write_response_body(Some(body), true).await?;
     }
     Ok(())
-}
-
-impl From<&Reject> for Answer {
-    fn from(r: &Reject) -> Self {
-        Answer {
-            status: r.status(),
-            body: r.body(),
-            headers: r.headers(),
-        }
-    }
-}
-
-/// Write an answer.
-pub async fn respond(session: &mut Session, answer: &Answer) -> pingora::Result<()> {
-    respond_json(session, answer.status, &answer.body, &answer.headers).await
 }

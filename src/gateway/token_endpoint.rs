@@ -2,13 +2,13 @@
 //! token out. Every check of the scheme in its order, trust from the scheme owner's trusted list,
 //! the party checked at the scheme owner, and jti replays refused.
 
-use super::reject::{Answer, Reject};
+use super::reject::{Answer, BodyError, Reject};
 use super::snapshot::{Shared, Snapshot};
+use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
-    check_assertion_with, jti_retention, AssertionError, AssertionRules, JtiStore, TokenRequest,
+    check_assertion, jti_retention, AssertionError, AssertionRules, JtiStore, TokenRequest,
 };
 use crate::scheme::models::TokenResponse;
-use crate::scheme::trust::check_party;
 use crate::scheme::Timestamp;
 use http::Method;
 use pingora::proxy::Session;
@@ -29,9 +29,8 @@ pub async fn read_body(session: &mut Session, limit: usize) -> Result<Vec<u8>, R
             }
             Ok(None) => return Ok(body),
             Err(e) => {
-                return Err(Reject::TokenRequestBody(format!(
-                    "the body could not be read: {}",
-                    e.etype().as_str()
+                return Err(Reject::UnreadableBody(BodyError::Unreadable(
+                    e.etype().as_str(),
                 )))
             }
         }
@@ -55,7 +54,7 @@ pub async fn answer(
         .map(str::to_string);
     let body = read_body(session, MAX_BODY).await?;
     let request = TokenRequest::from_body(content_type.as_deref(), &body)
-        .map_err(Reject::TokenRequestBody)?;
+        .map_err(|e| Reject::UnreadableBody(e.into()))?;
     let checked = request
         .check(&snap.config.scheme)
         .map_err(Reject::TokenRequest)?;
@@ -65,25 +64,15 @@ pub async fn answer(
         algorithms: snap.algorithms,
     };
     let now = Timestamp::now();
-    let assertion = check_assertion_with(
-        &checked.assertion,
-        Some(&checked.client_id),
-        &rules,
-        now,
-        |jwt| match snap.trust.cached_key(&jwt.x5c) {
-            Some(key) => jwt.verify_signature_with(&key),
-            None => jwt.verify_signature(),
-        },
-    )
-    .map_err(Reject::TokenRequest)?;
-    let chain = snap
-        .trust
-        .validate(&assertion.jwt.x5c, now)
-        .await?
-        .map_err(|e| Reject::TokenRequest(AssertionError::Chain(e)))?;
-    let record = snap.trust.party(&assertion.client_id).await?;
-    check_party(&chain.chain, &assertion.client_id, record.as_deref(), now)
-        .map_err(|e| Reject::TokenRequest(AssertionError::Party(e)))?;
+    let assertion = check_assertion(&checked.assertion, Some(&checked.client_id), &rules, now)
+        .map_err(Reject::TokenRequest)?;
+    snap.trust
+        .verify_signer(&assertion.jwt, &assertion.client_id, now)
+        .await
+        .map_err(|e| match e {
+            VerifyError::Refused(e) => Reject::TokenRequest(e.into()),
+            VerifyError::SchemeOwner(e) => e.into(),
+        })?;
     let until = jti_retention(&assertion, &rules, now);
     if !shared
         .replay

@@ -1,12 +1,15 @@
 //! Outbound: clients of the other participants we call — any participant's token and capabilities
 //! endpoints, the scheme owner, authorisation registries — and their caches.
 
+pub mod registry;
 pub mod scheme_owner;
 pub mod token_cache;
+pub mod trust;
 
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TokenResponse;
+use crate::scheme::reason_codes;
 use crate::scheme::Timestamp;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -29,15 +32,6 @@ pub enum PeerError {
 }
 
 impl PeerError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            PeerError::Timeout { .. } => "timeout",
-            PeerError::Unreachable { .. } => "unreachable",
-            PeerError::Status { .. } => "error_status",
-            PeerError::Garbled { .. } => "garbled",
-        }
-    }
-
     fn from_reqwest(url: &str, e: reqwest::Error) -> Self {
         if e.is_timeout() {
             PeerError::Timeout {
@@ -61,6 +55,15 @@ impl PeerError {
                 detail,
             }
         }
+    }
+}
+
+reason_codes! {
+    PeerError {
+        PeerError::Timeout { .. } => "timeout",
+        PeerError::Unreachable { .. } => "unreachable",
+        PeerError::Status { .. } => "error_status",
+        PeerError::Garbled { .. } => "garbled",
     }
 }
 

@@ -3,16 +3,18 @@
 //! chain validations cached by chain and trusted-list generation.
 
 use super::token_cache::TokenCache;
+use super::trust::{Trust, TrustedChain};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
 use crate::scheme::party::PartyId;
-use crate::scheme::trust::{validate_chain, ChainError, TrustedList, ValidatedChain};
+use crate::scheme::reason_codes;
+use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwapOption;
-use jsonwebtoken::DecodingKey;
+use async_trait::async_trait;
 use moka::Expiry;
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex};
@@ -36,12 +38,10 @@ pub enum TrustError {
     Untrustworthy(String),
 }
 
-impl TrustError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            TrustError::Unavailable(_) => "scheme_owner_unavailable",
-            TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
-        }
+reason_codes! {
+    TrustError {
+        TrustError::Unavailable(_) => "scheme_owner_unavailable",
+        TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
     }
 }
 
@@ -52,10 +52,9 @@ pub struct TrustedListState {
     pub generation: u64,
 }
 
-/// A validated chain with the leaf's public key, as cached.
-pub struct CachedChain {
-    pub chain: ValidatedChain,
-    pub key: DecodingKey,
+/// A validated chain, as cached: valid under one generation of the trusted list.
+struct CachedChain {
+    trusted: Arc<TrustedChain>,
     generation: u64,
 }
 
@@ -329,74 +328,6 @@ impl TrustStore {
         self.refresh().await.ok()
     }
 
-    /// The leaf key of a chain validated before under the current trusted list, if any.
-    pub fn cached_key(&self, x5c: &[Vec<u8>]) -> Option<DecodingKey> {
-        let generation = self.trusted.load().as_ref()?.generation;
-        let hit = self
-            .chains
-            .get(&chain_key(x5c))
-            .filter(|c| c.generation == generation)
-            .map(|c| c.key.clone());
-        self.metrics.cache_hit("chain", hit.is_some());
-        hit
-    }
-
-    /// Validate an x5c chain against the trusted list, using the cache; an unknown root triggers a
-    /// (rate-limited) refresh of the list and one more try.
-    pub async fn validate(
-        &self,
-        x5c: &[Vec<u8>],
-        now: Timestamp,
-    ) -> Result<Result<Arc<CachedChain>, ChainError>, TrustError> {
-        let key = chain_key(x5c);
-        let mut state = self.trusted_list().await?;
-        if let Some(cached) = self.chains.get(&key) {
-            if cached.generation == state.generation && now.secs() <= cached.chain.not_after {
-                return Ok(Ok(cached));
-            }
-        }
-        let mut result = validate_chain(x5c, &state.list, now);
-        if matches!(result, Err(ChainError::UntrustedRoot { .. })) {
-            if let Some(fresh) = self.refresh_for_unknown_root().await {
-                state = fresh;
-                result = validate_chain(x5c, &state.list, now);
-            }
-        }
-        Ok(match result {
-            Ok(chain) => match jwt::rsa_key_of(&chain.leaf_der) {
-                Ok(leaf_key) => {
-                    let cached = Arc::new(CachedChain {
-                        chain,
-                        key: leaf_key,
-                        generation: state.generation,
-                    });
-                    self.chains.insert(key, cached.clone());
-                    Ok(cached)
-                }
-                Err(_) => Err(ChainError::NotRsa),
-            },
-            Err(e) => Err(e),
-        })
-    }
-
-    /// The party record of `id` (None when the scheme owner does not know it), cached.
-    pub async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
-        let mut hit = true;
-        let result = self
-            .parties
-            .try_get_with(id.to_string(), async {
-                hit = false;
-                self.fetch_party(id)
-                    .await
-                    .map(|p| CachedParty(p.map(Arc::new)))
-            })
-            .await
-            .map(|c| c.0)
-            .map_err(|e| (*e).clone());
-        self.metrics.cache_hit("party", hit);
-        result
-    }
-
     async fn fetch_party(&self, id: &PartyId) -> Result<Option<PartyInfo>, TrustError> {
         match self
             .fetch::<PartyPayload>(
@@ -469,5 +400,63 @@ impl TrustStore {
                 .trusted_list_age
                 .set(s.fetched.elapsed().as_secs() as i64);
         }
+    }
+}
+
+#[async_trait]
+impl Trust for TrustStore {
+    /// Validate an x5c chain against the trusted list, using the cache; an unknown root triggers a
+    /// (rate-limited) refresh of the list and one more try.
+    async fn chain(
+        &self,
+        x5c: &[Vec<u8>],
+        now: Timestamp,
+    ) -> Result<Result<Arc<TrustedChain>, ChainError>, TrustError> {
+        let key = chain_key(x5c);
+        let mut state = self.trusted_list().await?;
+        if let Some(cached) = self.chains.get(&key) {
+            if cached.generation == state.generation && now.secs() <= cached.trusted.chain.not_after
+            {
+                self.metrics.cache_hit("chain", true);
+                return Ok(Ok(cached.trusted.clone()));
+            }
+        }
+        self.metrics.cache_hit("chain", false);
+        let mut result = validate_chain(x5c, &state.list, now);
+        if matches!(result, Err(ChainError::UntrustedRoot { .. })) {
+            if let Some(fresh) = self.refresh_for_unknown_root().await {
+                state = fresh;
+                result = validate_chain(x5c, &state.list, now);
+            }
+        }
+        Ok(result.and_then(TrustedChain::new).map(|trusted| {
+            let trusted = Arc::new(trusted);
+            self.chains.insert(
+                key,
+                Arc::new(CachedChain {
+                    trusted: trusted.clone(),
+                    generation: state.generation,
+                }),
+            );
+            trusted
+        }))
+    }
+
+    /// The party record of `id` (None when the scheme owner does not know it), cached.
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
+        let mut hit = true;
+        let result = self
+            .parties
+            .try_get_with(id.to_string(), async {
+                hit = false;
+                self.fetch_party(id)
+                    .await
+                    .map(|p| CachedParty(p.map(Arc::new)))
+            })
+            .await
+            .map(|c| c.0)
+            .map_err(|e| (*e).clone());
+        self.metrics.cache_hit("party", hit);
+        result
     }
 }

@@ -2,9 +2,8 @@
 //! error variant per conformance defect and a replay store for `jti`s.
 
 use super::jwt::{self, AlgorithmPolicy, DecodedJwt, JwtError, ASSERTION_LIFETIME};
-use super::models::PartyInfo;
 use super::party::PartyId;
-use super::trust::{self, ChainError, PartyError, TrustedList, ValidatedChain};
+use super::trust::{ChainError, PartyError, SignerError};
 use super::Timestamp;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -87,37 +86,17 @@ pub enum AssertionError {
     Replayed,
 }
 
-impl AssertionError {
-    /// A stable, bounded label for error bodies, logs and metrics.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AssertionError::MissingGrantType => "missing_grant_type",
-            AssertionError::UnsupportedGrantType => "unsupported_grant_type",
-            AssertionError::InvalidScope(_) => "invalid_scope",
-            AssertionError::MissingClientId => "missing_client_id",
-            AssertionError::InvalidClientId(_) => "invalid_client_id",
-            AssertionError::InvalidAssertionType => "invalid_client_assertion_type",
-            AssertionError::MissingAssertion => "missing_client_assertion",
-            AssertionError::Jwt(e) => e.code(),
-            AssertionError::MissingIss => "missing_iss",
-            AssertionError::InvalidIss { .. } => "invalid_iss",
-            AssertionError::MissingSub => "missing_sub",
-            AssertionError::InvalidSub => "invalid_sub",
-            AssertionError::MissingAud => "missing_aud",
-            AssertionError::InvalidAud { .. } => "invalid_aud",
-            AssertionError::MissingIat => "missing_iat",
-            AssertionError::MissingExp => "missing_exp",
-            AssertionError::InvalidExp => "invalid_exp",
-            AssertionError::MissingJti => "missing_jti",
-            AssertionError::IssuedInFuture => "iat_in_future",
-            AssertionError::NotYetValid => "nbf_in_future",
-            AssertionError::Expired => "assertion_expired",
-            AssertionError::Chain(e) => e.code(),
-            AssertionError::Party(e) => e.code(),
-            AssertionError::Replayed => "replayed_jti",
+impl From<SignerError> for AssertionError {
+    fn from(e: SignerError) -> Self {
+        match e {
+            SignerError::Signature(e) => AssertionError::Jwt(e),
+            SignerError::Chain(e) => AssertionError::Chain(e),
+            SignerError::Party(e) => AssertionError::Party(e),
         }
     }
+}
 
+impl AssertionError {
     /// The OAuth 2.0 error code (RFC 6749 §5.2) for a token endpoint answer.
     pub fn oauth_error(&self) -> &'static str {
         match self {
@@ -133,14 +112,53 @@ impl AssertionError {
     }
 }
 
+reason_codes! {
+    AssertionError {
+        AssertionError::MissingGrantType => "missing_grant_type",
+        AssertionError::UnsupportedGrantType => "unsupported_grant_type",
+        AssertionError::InvalidScope(_) => "invalid_scope",
+        AssertionError::MissingClientId => "missing_client_id",
+        AssertionError::InvalidClientId(_) => "invalid_client_id",
+        AssertionError::InvalidAssertionType => "invalid_client_assertion_type",
+        AssertionError::MissingAssertion => "missing_client_assertion",
+        AssertionError::MissingIss => "missing_iss",
+        AssertionError::InvalidIss { .. } => "invalid_iss",
+        AssertionError::MissingSub => "missing_sub",
+        AssertionError::InvalidSub => "invalid_sub",
+        AssertionError::MissingAud => "missing_aud",
+        AssertionError::InvalidAud { .. } => "invalid_aud",
+        AssertionError::MissingIat => "missing_iat",
+        AssertionError::MissingExp => "missing_exp",
+        AssertionError::InvalidExp => "invalid_exp",
+        AssertionError::MissingJti => "missing_jti",
+        AssertionError::IssuedInFuture => "iat_in_future",
+        AssertionError::NotYetValid => "nbf_in_future",
+        AssertionError::Expired => "assertion_expired",
+        AssertionError::Replayed => "replayed_jti",
+    } nested {
+        AssertionError::Jwt(e) => e: JwtError,
+        AssertionError::Chain(e) => e: ChainError,
+        AssertionError::Party(e) => e: PartyError,
+    }
+}
+
+/// Why a token request body cannot be read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenBodyError {
+    #[error("the JSON body is not a token request: {0}")]
+    NotATokenRequest(String),
+    #[error("the parameter {0} is given twice")]
+    Repeated(String),
+}
+
 impl TokenRequest {
     /// Read a token request from a body: JSON when the content type says so, else
     /// `application/x-www-form-urlencoded` (the scheme accepts both).
-    pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Self, String> {
+    pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Self, TokenBodyError> {
         let is_json = content_type.is_some_and(|ct| ct.to_ascii_lowercase().contains("json"));
         if is_json {
             return serde_json::from_slice(body)
-                .map_err(|e| format!("the JSON body is not a token request: {e}"));
+                .map_err(|e| TokenBodyError::NotATokenRequest(e.to_string()));
         }
         let mut request = TokenRequest::default();
         for (key, value) in url::form_urlencoded::parse(body) {
@@ -153,7 +171,7 @@ impl TokenRequest {
                 _ => continue,
             };
             if slot.is_some() {
-                return Err(format!("the parameter {key} is given twice"));
+                return Err(TokenBodyError::Repeated(key.into_owned()));
             }
             *slot = Some(value.into_owned());
         }
@@ -226,25 +244,15 @@ pub struct ClientAssertion {
     pub exp: f64,
 }
 
-/// Steps 6–14: decode; alg, typ, x5c and no other header parameter; iss and sub equal to the
-/// client id (when one was given, else iss = sub); aud exactly ours; exp = iat + 30; a jti; the
-/// signature by the first x5c certificate; and now within [iat, exp] (with leeway).
+/// Steps 6–12 and 14: decode; alg, typ, x5c and no other header parameter; iss and sub equal to the
+/// client id (when one was given, else iss = sub); aud exactly ours; exp = iat + 30; a jti; and now
+/// within [iat, exp] (with leeway). The signature (step 13) is checked with the chain, by whoever
+/// holds the trusted list (`check_signer`).
 pub fn check_assertion(
     token: &str,
     client_id: Option<&PartyId>,
     rules: &AssertionRules,
     now: Timestamp,
-) -> Result<ClientAssertion, AssertionError> {
-    check_assertion_with(token, client_id, rules, now, |jwt| jwt.verify_signature())
-}
-
-/// [`check_assertion`] with the signature check supplied, so a caller can use a cached leaf key.
-pub fn check_assertion_with(
-    token: &str,
-    client_id: Option<&PartyId>,
-    rules: &AssertionRules,
-    now: Timestamp,
-    verify: impl FnOnce(&DecodedJwt) -> Result<(), JwtError>,
 ) -> Result<ClientAssertion, AssertionError> {
     let jwt = jwt::decode(token, rules.algorithms)?;
     let iss = match jwt.str_claim("iss") {
@@ -284,7 +292,6 @@ pub fn check_assertion_with(
         None | Some("") => return Err(AssertionError::MissingJti),
         Some(jti) => jti.to_string(),
     };
-    verify(&jwt)?;
     let now_f = now.as_f64();
     if iat > now_f + rules.leeway_secs {
         return Err(AssertionError::IssuedInFuture);
@@ -354,42 +361,6 @@ impl JtiStore for MemoryJtiStore {
             }
         }
     }
-}
-
-/// A fully validated client assertion.
-#[derive(Clone, Debug)]
-pub struct ValidAssertion {
-    pub client_id: PartyId,
-    pub chain: ValidatedChain,
-}
-
-/// The whole validation of a client assertion in the scheme's order, for callers that hold the
-/// trusted list and the party record already: the checks of [`check_assertion`], then the
-/// certificate chain against the trusted list, the party binding, and (when a store is given) the
-/// replay check.
-pub fn validate_assertion(
-    token: &str,
-    client_id: Option<&PartyId>,
-    rules: &AssertionRules,
-    trusted: &TrustedList,
-    party_record: impl FnOnce(&PartyId) -> Option<PartyInfo>,
-    replay: Option<&dyn JtiStore>,
-    now: Timestamp,
-) -> Result<ValidAssertion, AssertionError> {
-    let assertion = check_assertion(token, client_id, rules, now)?;
-    let chain = trust::validate_chain(&assertion.jwt.x5c, trusted, now)?;
-    let record = party_record(&assertion.client_id);
-    trust::check_party(&chain, &assertion.client_id, record.as_ref(), now)?;
-    if let Some(store) = replay {
-        let until = jti_retention(&assertion, rules, now);
-        if !store.remember(assertion.client_id.as_str(), &assertion.jti, until, now) {
-            return Err(AssertionError::Replayed);
-        }
-    }
-    Ok(ValidAssertion {
-        client_id: assertion.client_id,
-        chain,
-    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 use super::*;
-use crate::scheme::models::{Adherence, SchemeTime};
+use crate::scheme::jwt::rsa_key_of;
+use crate::scheme::models::{Adherence, PartyInfo, SchemeTime};
+use crate::scheme::trust::{check_signer, validate_chain, TrustedList};
 use crate::testbed::pki::{PartyCredentials, TestPki};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -61,11 +63,43 @@ fn active_record() -> PartyInfo {
     .unwrap()
 }
 
+/// The whole validation of a client assertion as the trust store runs it, on the pure parts: the
+/// claims, the chain against the trusted list, the signer, and (with a store) the replay check.
+fn validate_assertion(
+    token: &str,
+    client_id: Option<&PartyId>,
+    rules: &AssertionRules,
+    trusted: &TrustedList,
+    party_record: impl FnOnce(&PartyId) -> Option<PartyInfo>,
+    replay: Option<&dyn JtiStore>,
+    now: Timestamp,
+) -> Result<ClientAssertion, AssertionError> {
+    let assertion = check_assertion(token, client_id, rules, now)?;
+    let chain = validate_chain(&assertion.jwt.x5c, trusted, now)?;
+    let key = rsa_key_of(&chain.leaf_der)?;
+    let record = party_record(&assertion.client_id);
+    check_signer(
+        &assertion.jwt,
+        &chain,
+        &key,
+        &assertion.client_id,
+        record.as_ref(),
+        now,
+    )?;
+    if let Some(store) = replay {
+        let until = jti_retention(&assertion, rules, now);
+        if !store.remember(assertion.client_id.as_str(), &assertion.jti, until, now) {
+            return Err(AssertionError::Replayed);
+        }
+    }
+    Ok(assertion)
+}
+
 fn validate_at(
     token: &str,
     now: f64,
     store: Option<&dyn JtiStore>,
-) -> Result<ValidAssertion, AssertionError> {
+) -> Result<ClientAssertion, AssertionError> {
     let trusted = TrustedList::new([TestPki::shared().trusted_list_entry()]);
     validate_assertion(
         token,
@@ -402,5 +436,6 @@ fn token_requests_come_as_form_or_json() {
     assert!(TokenRequest::from_body(Some("application/json"), b"{").is_err());
     assert!(TokenRequest::from_body(None, b"scope=a&scope=b")
         .unwrap_err()
+        .to_string()
         .contains("twice"));
 }

@@ -379,26 +379,6 @@ pub enum DenyReason {
 }
 
 impl DenyReason {
-    pub fn code(&self) -> &'static str {
-        match self {
-            DenyReason::NotYetValid { .. } => "evidence_not_yet_valid",
-            DenyReason::Expired { .. } => "evidence_expired",
-            DenyReason::WrongIssuer { .. } => "wrong_policy_issuer",
-            DenyReason::WrongSubject { .. } => "wrong_access_subject",
-            DenyReason::NoPolicy => "no_policy",
-            DenyReason::ResourceTypeNotGranted { .. } => "resource_type_not_granted",
-            DenyReason::IdentifierNotGranted { .. } => "identifier_not_granted",
-            DenyReason::AttributeNotGranted { .. } => "attribute_not_granted",
-            DenyReason::ActionNotGranted { .. } => "action_not_granted",
-            DenyReason::ServiceProviderNotListed => "service_provider_not_listed",
-            DenyReason::LicenceMissing { .. } => "licence_missing",
-            DenyReason::DeniedByRule => "denied_by_rule",
-            DenyReason::ChainBroken { .. } => "delegation_chain_broken",
-            DenyReason::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
-            DenyReason::EmptyChain => "no_evidence",
-        }
-    }
-
     /// How far a policy got before it failed: with permit-overrides, the reason reported is the one
     /// of the policy that came closest to granting.
     fn depth(&self) -> u8 {
@@ -412,6 +392,26 @@ impl DenyReason {
             DenyReason::LicenceMissing { .. } => 7,
             _ => 0,
         }
+    }
+}
+
+reason_codes! {
+    DenyReason {
+        DenyReason::NotYetValid { .. } => "evidence_not_yet_valid",
+        DenyReason::Expired { .. } => "evidence_expired",
+        DenyReason::WrongIssuer { .. } => "wrong_policy_issuer",
+        DenyReason::WrongSubject { .. } => "wrong_access_subject",
+        DenyReason::NoPolicy => "no_policy",
+        DenyReason::ResourceTypeNotGranted { .. } => "resource_type_not_granted",
+        DenyReason::IdentifierNotGranted { .. } => "identifier_not_granted",
+        DenyReason::AttributeNotGranted { .. } => "attribute_not_granted",
+        DenyReason::ActionNotGranted { .. } => "action_not_granted",
+        DenyReason::ServiceProviderNotListed => "service_provider_not_listed",
+        DenyReason::LicenceMissing { .. } => "licence_missing",
+        DenyReason::DeniedByRule => "denied_by_rule",
+        DenyReason::ChainBroken { .. } => "delegation_chain_broken",
+        DenyReason::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
+        DenyReason::EmptyChain => "no_evidence",
     }
 }
 

@@ -60,22 +60,19 @@ pub enum JwtError {
     Signing(String),
 }
 
-impl JwtError {
-    /// A stable, bounded label for error bodies, logs and metrics.
-    pub fn code(&self) -> &'static str {
-        match self {
-            JwtError::Malformed(_) => "malformed_jwt",
-            JwtError::MissingAlg => "missing_alg",
-            JwtError::InvalidAlg(_) => "invalid_alg",
-            JwtError::MissingTyp => "missing_typ",
-            JwtError::InvalidTyp(_) => "invalid_typ",
-            JwtError::MissingX5c => "missing_x5c",
-            JwtError::InvalidX5c(_) => "invalid_x5c",
-            JwtError::ExtraHeaderParameter(_) => "extra_header_parameter",
-            JwtError::MissingSignature => "missing_signature",
-            JwtError::InvalidSignature => "invalid_signature",
-            JwtError::Signing(_) => "signing_failed",
-        }
+reason_codes! {
+    JwtError {
+        JwtError::Malformed(_) => "malformed_jwt",
+        JwtError::MissingAlg => "missing_alg",
+        JwtError::InvalidAlg(_) => "invalid_alg",
+        JwtError::MissingTyp => "missing_typ",
+        JwtError::InvalidTyp(_) => "invalid_typ",
+        JwtError::MissingX5c => "missing_x5c",
+        JwtError::InvalidX5c(_) => "invalid_x5c",
+        JwtError::ExtraHeaderParameter(_) => "extra_header_parameter",
+        JwtError::MissingSignature => "missing_signature",
+        JwtError::InvalidSignature => "invalid_signature",
+        JwtError::Signing(_) => "signing_failed",
     }
 }
 

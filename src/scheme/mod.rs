@@ -1,8 +1,36 @@
 //! The scheme's formats and rules as pure code: no I/O, and the current time is always a parameter.
 
+/// Defines `code()` for an error type from one table of arms — a reason code, or (under `nested`) a
+/// variant whose inner error gives the code — and `codes()`, every code `code()` can give. A code is
+/// a stable, bounded label for answers, logs and metrics; `codes()` lets tests hold the
+/// documentation to all of them.
+macro_rules! reason_codes {
+    ($ty:ident { $($pat:pat => $code:literal,)* } $(nested { $($npat:pat => $inner:ident: $ity:ty,)* })?) => {
+        impl $ty {
+            /// A stable, bounded label for answers, logs and metrics.
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $($pat => $code,)*
+                    $($($npat => $inner.code(),)*)?
+                }
+            }
+
+            /// Every code [`Self::code`] can give.
+            pub fn codes() -> Vec<&'static str> {
+                #[allow(unused_mut)]
+                let mut all = vec![$($code),*];
+                $($(all.extend(<$ity>::codes());)*)?
+                all
+            }
+        }
+    };
+}
+pub(crate) use reason_codes;
+
 pub mod assertion;
 pub mod capabilities;
 pub mod evidence;
+pub mod evidence_token;
 pub mod jwt;
 pub mod licence;
 pub mod models;

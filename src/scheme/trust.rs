@@ -1,11 +1,13 @@
 //! Certificate trust: SHA-256 fingerprints, the scheme owner's trusted list, x5c chain validation,
 //! and binding a certificate to the party it claims to be.
 
+use super::jwt::{DecodedJwt, JwtError};
 use super::models::{PartyInfo, TrustedListEntry};
 use super::party::PartyId;
 use super::Timestamp;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use jsonwebtoken::DecodingKey;
 use std::collections::HashMap;
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
@@ -104,21 +106,19 @@ pub enum ChainError {
     },
 }
 
-impl ChainError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            ChainError::TooShort => "incomplete_chain",
-            ChainError::Unparseable { .. } => "invalid_x5c",
-            ChainError::NotRsa => "certificate_key_not_rsa",
-            ChainError::WeakKey { .. } => "certificate_key_too_small",
-            ChainError::NotYetValid { .. } => "certificate_not_yet_valid",
-            ChainError::Expired { .. } => "certificate_expired",
-            ChainError::NotForSigning => "certificate_not_for_signing",
-            ChainError::NotACa { .. } => "certificate_issuer_not_a_ca",
-            ChainError::BrokenChain { .. } => "certificate_chain_broken",
-            ChainError::UntrustedRoot { .. } => "untrusted_root",
-            ChainError::RootNotGranted { .. } => "root_not_granted",
-        }
+reason_codes! {
+    ChainError {
+        ChainError::TooShort => "incomplete_chain",
+        ChainError::Unparseable { .. } => "invalid_x5c",
+        ChainError::NotRsa => "certificate_key_not_rsa",
+        ChainError::WeakKey { .. } => "certificate_key_too_small",
+        ChainError::NotYetValid { .. } => "certificate_not_yet_valid",
+        ChainError::Expired { .. } => "certificate_expired",
+        ChainError::NotForSigning => "certificate_not_for_signing",
+        ChainError::NotACa { .. } => "certificate_issuer_not_a_ca",
+        ChainError::BrokenChain { .. } => "certificate_chain_broken",
+        ChainError::UntrustedRoot { .. } => "untrusted_root",
+        ChainError::RootNotGranted { .. } => "root_not_granted",
     }
 }
 
@@ -262,6 +262,41 @@ fn subject_ids(cert: &X509Certificate) -> SubjectIds {
     ids
 }
 
+/// Why a token's signer is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignerError {
+    #[error("{0}")]
+    Signature(JwtError),
+    #[error("certificate: {0}")]
+    Chain(ChainError),
+    #[error("party: {0}")]
+    Party(PartyError),
+}
+
+reason_codes! {
+    SignerError {
+    } nested {
+        SignerError::Signature(e) => e: JwtError,
+        SignerError::Chain(e) => e: ChainError,
+        SignerError::Party(e) => e: PartyError,
+    }
+}
+
+/// The checks of a token's signer once its chain has validated against the trusted list: the
+/// token's signature with the leaf's key, then the leaf bound to `signer`, an active party.
+pub fn check_signer(
+    jwt: &DecodedJwt,
+    chain: &ValidatedChain,
+    key: &DecodingKey,
+    signer: &PartyId,
+    record: Option<&PartyInfo>,
+    now: Timestamp,
+) -> Result<(), SignerError> {
+    jwt.verify_signature_with(key)
+        .map_err(SignerError::Signature)?;
+    check_party(chain, signer, record, now).map_err(SignerError::Party)
+}
+
 /// Why a certificate does not prove the claimed party, or the party may not act.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PartyError {
@@ -275,14 +310,12 @@ pub enum PartyError {
     SubjectMismatch(String),
 }
 
-impl PartyError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            PartyError::UnknownParty(_) => "unknown_party",
-            PartyError::NotActive(_) => "party_not_active",
-            PartyError::CertificateNotRegistered(_) => "certificate_not_registered",
-            PartyError::SubjectMismatch(_) => "certificate_subject_mismatch",
-        }
+reason_codes! {
+    PartyError {
+        PartyError::UnknownParty(_) => "unknown_party",
+        PartyError::NotActive(_) => "party_not_active",
+        PartyError::CertificateNotRegistered(_) => "certificate_not_registered",
+        PartyError::SubjectMismatch(_) => "certificate_subject_mismatch",
     }
 }
 

@@ -5,8 +5,10 @@ use super::config::Serve;
 use super::party_register::Register;
 use super::policy_store::PolicyStore;
 use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
+use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
-    validate_assertion, AssertionError, AssertionRules, MemoryJtiStore, TokenRequest,
+    check_assertion, jti_retention, AssertionError, AssertionRules, JtiStore, MemoryJtiStore,
+    TokenRequest,
 };
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
 use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
@@ -290,7 +292,7 @@ pub async fn token(
         .token_requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let request = TokenRequest::from_body(header_str(&headers, header::CONTENT_TYPE), &body)
-        .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let checked = request.check(p.scheme())?;
     let now = Timestamp::now();
     let rules = AssertionRules {
@@ -298,17 +300,27 @@ pub async fn token(
         leeway_secs: p.shared.leeway_secs,
         algorithms: p.shared.algorithms,
     };
-    let register = &p.shared.register;
-    let valid = validate_assertion(
-        &checked.assertion,
-        Some(&checked.client_id),
-        &rules,
-        register.trusted(),
-        |id| register.party(id.as_str()).cloned(),
-        Some(&p.jti),
-        now,
-    )?;
-    let access_token = p.tokens.issue(&valid.client_id, &checked.scopes, now);
+    let assertion = check_assertion(&checked.assertion, Some(&checked.client_id), &rules, now)?;
+    p.shared
+        .register
+        .verify_signer(&assertion.jwt, &assertion.client_id, now)
+        .await
+        .map_err(|e| match e {
+            VerifyError::Refused(e) => ApiError::from(AssertionError::from(e)),
+            VerifyError::SchemeOwner(e) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                e.to_string(),
+            ),
+        })?;
+    let until = jti_retention(&assertion, &rules, now);
+    if !p
+        .jti
+        .remember(assertion.client_id.as_str(), &assertion.jti, until, now)
+    {
+        return Err(AssertionError::Replayed.into());
+    }
+    let access_token = p.tokens.issue(&assertion.client_id, &checked.scopes, now);
     let mut resp = axum::Json(TokenResponse::bearer(
         access_token,
         p.tokens.lifetime_secs(),

@@ -1,9 +1,15 @@
 //! The scheme owner's register of the testbed: party records, the trusted list, and the parties
 //! search with its filters and paging.
 
+use crate::peers::scheme_owner::TrustError;
+use crate::peers::trust::{Trust, TrustedChain};
 use crate::scheme::models::{PartiesInfo, PartyInfo, SchemeTime, TrustedListEntry};
-use crate::scheme::trust::TrustedList;
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
+use crate::scheme::Timestamp;
+use async_trait::async_trait;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 /// Parties per page of a search.
@@ -57,6 +63,24 @@ impl Register {
                 .cloned()
                 .collect(),
         }
+    }
+}
+
+/// The testbed verifies signers as the gateway does, against its own register.
+#[async_trait]
+impl Trust for Register {
+    async fn chain(
+        &self,
+        x5c: &[Vec<u8>],
+        now: Timestamp,
+    ) -> Result<Result<Arc<TrustedChain>, ChainError>, TrustError> {
+        Ok(validate_chain(x5c, &self.trusted, now)
+            .and_then(TrustedChain::new)
+            .map(Arc::new))
+    }
+
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
+        Ok(Register::party(self, id.as_str()).cloned().map(Arc::new))
     }
 }
 

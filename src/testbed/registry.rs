@@ -5,6 +5,7 @@
 use super::config::Serve;
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
 use crate::access_token::{bearer_token, AccessTokenError};
+use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
 use crate::scheme::evidence::{
     evaluate_policy_sets, AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest,
@@ -13,7 +14,6 @@ use crate::scheme::evidence::{
 use crate::scheme::jwt::{self, JwtError};
 use crate::scheme::licence::Licence;
 use crate::scheme::party::PartyId;
-use crate::scheme::trust::{check_party, validate_chain};
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM};
 use crate::scheme::Timestamp;
 use axum::extract::State;
@@ -163,7 +163,7 @@ fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, Api
 
 /// Check one previous step: a client assertion of a party named as issuer or subject of the mask,
 /// addressed to the caller; or delegation evidence issued by a registered party to the caller.
-fn check_previous_step(
+async fn check_previous_step(
     p: &Participant,
     caller: &str,
     mask: &DelegationRequest,
@@ -174,18 +174,19 @@ fn check_previous_step(
     let invalid = |code: &'static str, msg: String| {
         ApiError::bad_request("invalid_request", format!("previous_steps: {msg} ({code})"))
     };
+    let untrusted = |e: VerifyError| match e {
+        VerifyError::Refused(e) => invalid(e.code(), e.to_string()),
+        VerifyError::SchemeOwner(e) => invalid("scheme_owner_unavailable", e.to_string()),
+    };
     let decoded =
         jwt::decode(step, p.shared.algorithms).map_err(|e| invalid(e.code(), e.to_string()))?;
     if let Some(evidence) = decoded.claims.get(DELEGATION_EVIDENCE_CLAIM) {
-        decoded
-            .verify_signature()
-            .map_err(|e| invalid(e.code(), e.to_string()))?;
-        let chain = validate_chain(&decoded.x5c, register.trusted(), now)
-            .map_err(|e| invalid(e.code(), e.to_string()))?;
         let iss = decoded.str_claim("iss").unwrap_or_default();
         let issuer = PartyId::parse(iss).map_err(|e| invalid("invalid_iss", e.to_string()))?;
-        check_party(&chain, &issuer, register.party(iss), now)
-            .map_err(|e| invalid(e.code(), e.to_string()))?;
+        register
+            .verify_signer(&decoded, &issuer, now)
+            .await
+            .map_err(untrusted)?;
         let ev: DelegationEvidence = serde_json::from_value(evidence.clone())
             .map_err(|e| invalid("invalid_evidence", e.to_string()))?;
         let links = ev.target.access_subject == caller
@@ -209,11 +210,11 @@ fn check_previous_step(
     };
     let assertion =
         check_assertion(step, None, &rules, now).map_err(|e| invalid(e.code(), e.to_string()))?;
-    let chain = validate_chain(&assertion.jwt.x5c, register.trusted(), now)
-        .map_err(|e| invalid(e.code(), e.to_string()))?;
+    register
+        .verify_signer(&assertion.jwt, &assertion.client_id, now)
+        .await
+        .map_err(untrusted)?;
     let iss = assertion.client_id.as_str();
-    check_party(&chain, &assertion.client_id, register.party(iss), now)
-        .map_err(|e| invalid(e.code(), e.to_string()))?;
     if iss != mask.target.access_subject && iss != mask.policy_issuer {
         return Err(invalid(
             "invalid_delegation_assertion_pair",
@@ -324,7 +325,7 @@ async fn delegation(
         }
     }
     for step in &body.previous_steps {
-        check_previous_step(&p, &caller, mask, step)?;
+        check_previous_step(&p, &caller, mask, step).await?;
     }
     if body.previous_steps.is_empty() && !caller_is_named(&caller, mask) {
         return Err(ApiError::bad_request(

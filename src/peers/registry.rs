@@ -1,0 +1,307 @@
+//! Authorisation registries as the gateway asks them: which registry holds a data owner's
+//! delegations (a configured one, or the one the owner's party record names, confirmed by the
+//! registry's own record), our token there (cached), `POST /delegation` with a mask, and the answer
+//! verified: signed by that registry, addressed to us, unexpired. A 404 is "no policy", a Deny.
+
+use super::scheme_owner::{TrustError, TrustStore};
+use super::token_cache::TokenCache;
+use super::trust::{Trust, VerifyError};
+use super::{join, PeerClient, PeerError};
+use crate::config::model::Registry;
+use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
+use crate::scheme::evidence_token::read_evidence_token;
+use crate::scheme::jwt::{self, AlgorithmPolicy};
+use crate::scheme::party::PartyId;
+use crate::scheme::reason_codes;
+use crate::scheme::vocabulary::{Role, DELEGATION_PATH, TOKEN_PATH};
+use crate::scheme::Timestamp;
+use crate::telemetry::Metrics;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Why no registry can be asked about a data owner's delegations: the request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoRegistry {
+    #[error("the data owner {0} is unknown at the scheme owner")]
+    DataOwnerUnknown(String),
+    #[error("the data owner {0} names no authorisation registry")]
+    NoneNamed(String),
+    #[error("{0} is not an active authorisation registry")]
+    NotAnActiveRegistry(String),
+    #[error("the address of {registry} in the record of {owner} is not the registry's own https address")]
+    NotItsOwnAddress { registry: String, owner: String },
+}
+
+reason_codes! {
+    NoRegistry {
+        NoRegistry::DataOwnerUnknown(_) => "data_owner_unknown",
+        _ => "no_registry",
+    }
+}
+
+/// Why a registry gave no usable answer: the gateway fails closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryFailure {
+    #[error(transparent)]
+    Call(PeerError),
+    #[error("the answer of {registry} is not usable evidence: {problem}")]
+    Answer { registry: String, problem: String },
+}
+
+reason_codes! {
+    RegistryFailure {
+        RegistryFailure::Call(PeerError::Timeout { .. }) => "registry_timeout",
+        RegistryFailure::Call(PeerError::Unreachable { .. }) => "registry_unreachable",
+        RegistryFailure::Call(PeerError::Status { .. }) => "registry_error",
+        RegistryFailure::Call(PeerError::Garbled { .. }) | RegistryFailure::Answer { .. } => "registry_garbled",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    NoRegistry(#[from] NoRegistry),
+    #[error(transparent)]
+    Failed(#[from] RegistryFailure),
+    #[error(transparent)]
+    SchemeOwner(#[from] TrustError),
+}
+
+/// Asks registries for evidence as our identity.
+pub struct RegistryClient {
+    peer: PeerClient,
+    our_id: PartyId,
+    algorithms: AlgorithmPolicy,
+    leeway_secs: f64,
+    configured: BTreeMap<String, Registry>,
+    tokens: TokenCache,
+    metrics: Metrics,
+}
+
+impl RegistryClient {
+    pub fn new(
+        peer: PeerClient,
+        algorithms: AlgorithmPolicy,
+        leeway_secs: f64,
+        configured: BTreeMap<String, Registry>,
+        metrics: Metrics,
+    ) -> Self {
+        RegistryClient {
+            our_id: peer.identity().party_id().clone(),
+            peer,
+            algorithms,
+            leeway_secs,
+            configured,
+            tokens: TokenCache::default(),
+            metrics,
+        }
+    }
+
+    /// Whether `registry` holds the delegations of `owner`: it is the configured registry (when a
+    /// rule names one), or one of the registries in the owner's party record.
+    pub async fn holds_delegations_of(
+        &self,
+        configured: Option<&str>,
+        owner: &str,
+        registry: &PartyId,
+        trust: &TrustStore,
+    ) -> Result<bool, TrustError> {
+        if let Some(name) = configured {
+            return Ok(self
+                .configured
+                .get(name)
+                .is_some_and(|r| r.party_id == *registry));
+        }
+        let Ok(owner) = PartyId::parse(owner) else {
+            return Ok(false);
+        };
+        Ok(trust.party(&owner).await?.is_some_and(|r| {
+            r.registries()
+                .any(|ar| ar.id.eq_ignore_ascii_case(registry.as_str()))
+        }))
+    }
+
+    /// The registry to ask about `owner`'s delegations: the configured one, or the one in the
+    /// owner's party record, whose address must be the registry's own (its record's capabilities
+    /// address) over https: otherwise our client assertion, addressed to the registry, would go to
+    /// whoever the owner's record names.
+    pub async fn registry_for(
+        &self,
+        configured: Option<&str>,
+        owner: &PartyId,
+        trust: &TrustStore,
+        now: Timestamp,
+    ) -> Result<Registry, RegistryError> {
+        if let Some(registry) = configured.and_then(|name| self.configured.get(name)) {
+            return Ok(registry.clone());
+        }
+        let record = trust
+            .party(owner)
+            .await?
+            .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
+        let (listed, ar_id) = record
+            .registries()
+            .find_map(|r| {
+                let id = PartyId::parse(&r.id).ok()?;
+                (!r.url.is_empty()).then_some((r, id))
+            })
+            .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
+        let ar_record = trust
+            .party(&ar_id)
+            .await?
+            .filter(|r| {
+                r.adherence.is_active_at(now.secs())
+                    && r.has_role(Role::AuthorisationRegistry.as_str(), now.secs())
+            })
+            .ok_or_else(|| NoRegistry::NotAnActiveRegistry(ar_id.to_string()))?;
+        let https_origin = |u: &str| {
+            url::Url::parse(u)
+                .ok()
+                .filter(|u| u.scheme() == "https")
+                .map(|u| u.origin())
+        };
+        let own_origin = ar_record.capability_url.as_deref().and_then(https_origin);
+        if own_origin.is_none() || https_origin(&listed.url) != own_origin {
+            return Err(NoRegistry::NotItsOwnAddress {
+                registry: ar_id.to_string(),
+                owner: owner.to_string(),
+            }
+            .into());
+        }
+        Ok(Registry {
+            name: ar_id.to_string(),
+            url: listed.url.trim_end_matches('/').to_string(),
+            party_id: ar_id,
+            token_path: TOKEN_PATH.into(),
+            delegation_path: DELEGATION_PATH.into(),
+        })
+    }
+
+    /// The evidence of every step from the data owner through `path` to the consumer, from the
+    /// data owner's registry (which holds the linked policies). None: a step has no policy.
+    pub async fn chain(
+        &self,
+        configured: Option<&str>,
+        owner: &PartyId,
+        path: &[String],
+        request: &AccessRequest,
+        trust: &TrustStore,
+    ) -> Result<Option<Vec<DelegationEvidence>>, RegistryError> {
+        let registry = self
+            .registry_for(configured, owner, trust, Timestamp::now())
+            .await?;
+        let mut parties = vec![request.policy_issuer.clone()];
+        parties.extend(path.iter().cloned());
+        parties.push(request.access_subject.clone());
+        let mut chain = Vec::new();
+        for pair in parties.windows(2) {
+            let step = AccessRequest {
+                policy_issuer: pair[0].clone(),
+                access_subject: pair[1].clone(),
+                ..request.clone()
+            };
+            match self.evidence(&registry, &step, trust).await? {
+                Some(ev) => chain.push(ev),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(chain))
+    }
+
+    /// Ask `registry` for the evidence of `step`. None: the registry holds no policy (404).
+    pub async fn evidence(
+        &self,
+        registry: &Registry,
+        step: &AccessRequest,
+        trust: &TrustStore,
+    ) -> Result<Option<DelegationEvidence>, RegistryError> {
+        let started = Instant::now();
+        let result = self.call(registry, step, trust).await;
+        let outcome = match &result {
+            Ok(Some(_)) => "evidence",
+            Ok(None) => "no_policy",
+            Err(RegistryError::Failed(f)) => f.code(),
+            Err(_) => "refused",
+        };
+        self.metrics
+            .registry_calls
+            .with_label_values(&[&registry.name, outcome])
+            .inc();
+        self.metrics
+            .registry_latency
+            .with_label_values(&[&registry.name])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn call(
+        &self,
+        registry: &Registry,
+        step: &AccessRequest,
+        trust: &TrustStore,
+    ) -> Result<Option<DelegationEvidence>, RegistryError> {
+        let failed = |e: PeerError| RegistryFailure::Call(e);
+        let token_url = join(&registry.url, &registry.token_path);
+        let token = self
+            .tokens
+            .get(&self.peer, &token_url, registry.party_id.as_str())
+            .await
+            .map_err(failed)?;
+        let body = DelegationBody::new(step.to_mask());
+        let answer = self
+            .peer
+            .delegation(
+                &join(&registry.url, &registry.delegation_path),
+                &token,
+                &body,
+            )
+            .await;
+        if let Err(PeerError::Status { status: 401, .. }) = &answer {
+            self.tokens
+                .forget(&token_url, registry.party_id.as_str())
+                .await;
+        }
+        let Some(token) = answer.map_err(failed)? else {
+            return Ok(None);
+        };
+        self.verify_answer(&token, registry, trust).await.map(Some)
+    }
+
+    /// The registry's answer must verify and chain to the trusted list, come from that registry (its
+    /// certificate bound to it at the scheme owner) and be addressed to us, unexpired.
+    async fn verify_answer(
+        &self,
+        token: &str,
+        registry: &Registry,
+        trust: &TrustStore,
+    ) -> Result<DelegationEvidence, RegistryError> {
+        let garbled = |problem: String| RegistryFailure::Answer {
+            registry: registry.party_id.to_string(),
+            problem,
+        };
+        let now = Timestamp::now();
+        let decoded = jwt::decode(token, self.algorithms).map_err(|e| garbled(e.to_string()))?;
+        trust
+            .verify_signer(&decoded, &registry.party_id, now)
+            .await
+            .map_err(|e| match e {
+                VerifyError::Refused(e) => RegistryError::from(garbled(e.to_string())),
+                VerifyError::SchemeOwner(e) => e.into(),
+            })?;
+        if decoded.str_claim("iss") != Some(registry.party_id.as_str()) {
+            return Err(garbled("iss is not the registry".into()).into());
+        }
+        if decoded.audience_includes(self.our_id.as_str()) == Some(false) {
+            return Err(garbled("the answer is addressed to another party".into()).into());
+        }
+        if decoded
+            .time_claim("exp")
+            .is_some_and(|exp| now.as_f64() > exp + self.leeway_secs)
+        {
+            return Err(garbled("the answer has expired".into()).into());
+        }
+        read_evidence_token(&decoded)
+            .map(|t| t.evidence)
+            .map_err(|e| garbled(e.to_string()).into())
+    }
+}

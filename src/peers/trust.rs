@@ -1,0 +1,85 @@
+//! Verifying who signed a scheme token, in one sequence for every caller in the gateway and the
+//! testbed: the x5c chain against the trusted list, the signature with the leaf's key, the signer's
+//! party record, and the binding of the certificate to that party. What the token says is each
+//! caller's business (the pure checks in `scheme`); who signed it is decided here.
+
+use super::scheme_owner::TrustError;
+use crate::scheme::jwt::{rsa_key_of, DecodedJwt};
+use crate::scheme::models::PartyInfo;
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::{check_signer, ChainError, PartyError, SignerError, ValidatedChain};
+use crate::scheme::Timestamp;
+use async_trait::async_trait;
+use jsonwebtoken::DecodingKey;
+use std::sync::Arc;
+
+/// A chain that validated against the trusted list, with its leaf's public key.
+pub struct TrustedChain {
+    pub chain: ValidatedChain,
+    pub key: DecodingKey,
+}
+
+impl TrustedChain {
+    pub fn new(chain: ValidatedChain) -> Result<Self, ChainError> {
+        let key = rsa_key_of(&chain.leaf_der).map_err(|_| ChainError::NotRsa)?;
+        Ok(TrustedChain { chain, key })
+    }
+}
+
+/// Why a token could not be verified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// The signer is not trusted: the caller refuses the token.
+    #[error(transparent)]
+    Refused(#[from] SignerError),
+    /// The scheme owner could not tell whom to trust: the caller fails closed.
+    #[error(transparent)]
+    SchemeOwner(#[from] TrustError),
+}
+
+/// The trusted signer of a token: its validated chain and its party record.
+pub struct Signer {
+    pub chain: Arc<TrustedChain>,
+    pub record: Arc<PartyInfo>,
+}
+
+/// What the scheme owner makes known: the trusted list (as chain validations) and party records.
+#[async_trait]
+pub trait Trust: Send + Sync {
+    /// Validate an x5c chain (DER, leaf first) against the trusted list at `now`.
+    async fn chain(
+        &self,
+        x5c: &[Vec<u8>],
+        now: Timestamp,
+    ) -> Result<Result<Arc<TrustedChain>, ChainError>, TrustError>;
+
+    /// The party record of `id`; None when the scheme owner does not know it.
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError>;
+
+    /// Verify that `jwt` was signed by `signer`: its chain reaches a root on the trusted list (the
+    /// cheap root lookup comes before any signature), the token's signature verifies with the leaf
+    /// key, and the leaf is bound to `signer`, an active party.
+    async fn verify_signer(
+        &self,
+        jwt: &DecodedJwt,
+        signer: &PartyId,
+        now: Timestamp,
+    ) -> Result<Signer, VerifyError> {
+        let chain = self
+            .chain(&jwt.x5c, now)
+            .await?
+            .map_err(SignerError::Chain)?;
+        let record = self.party(signer).await?;
+        check_signer(
+            jwt,
+            &chain.chain,
+            &chain.key,
+            signer,
+            record.as_deref(),
+            now,
+        )?;
+        let record = record
+            .ok_or_else(|| SignerError::Party(PartyError::UnknownParty(signer.to_string())))?;
+        Ok(Signer { chain, record })
+    }
+}

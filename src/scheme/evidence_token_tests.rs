@@ -1,0 +1,122 @@
+use super::*;
+use crate::scheme::jwt::{decode, AlgorithmPolicy};
+use crate::testbed::pki::TestPki;
+use serde_json::{json, Value};
+
+const AR: &str = "EU.EORI.NL000000004";
+const CONSUMER: &str = "EU.EORI.NL000000001";
+const CALLER: &str = "EU.EORI.NL000000002";
+const NOW: i64 = 1_800_000_000;
+
+fn evidence() -> Value {
+    json!({
+        "notBefore": NOW - 10, "notOnOrAfter": NOW + 600,
+        "policyIssuer": "EU.EORI.NL000000005",
+        "target": {"accessSubject": CONSUMER},
+        "policySets": [{"policies": [{
+            "target": {"resource": {"type": "CONTAINER", "identifiers": ["C1"], "attributes": ["*"]}, "actions": ["iSHARE.READ"]},
+            "rules": [{"effect": "Permit"}]
+        }]}]
+    })
+}
+
+fn claims() -> Value {
+    json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": NOW, "exp": NOW + 30, "delegationEvidence": evidence()})
+}
+
+fn token(edit: impl FnOnce(&mut Value)) -> DecodedJwt {
+    let mut c = claims();
+    edit(&mut c);
+    let signed = TestPki::shared()
+        .party(AR)
+        .signing_identity()
+        .sign_raw(&c)
+        .unwrap();
+    decode(&signed, AlgorithmPolicy::default()).unwrap()
+}
+
+const RULES: HeaderEvidenceRules = HeaderEvidenceRules {
+    leeway_secs: 5.0,
+    max_age_secs: 3600.0,
+};
+
+fn check_at(jwt: &DecodedJwt, now: i64) -> Result<(), EvidenceTokenError> {
+    let read = read_evidence_token(jwt)?;
+    check_header_evidence(
+        jwt,
+        &read.evidence,
+        &[CONSUMER, CALLER],
+        &RULES,
+        Timestamp::from_secs(now),
+    )
+}
+
+#[test]
+fn a_token_reads_as_its_issuer_and_evidence() {
+    let read = read_evidence_token(&token(|_| {})).unwrap();
+    assert_eq!(read.issuer.as_str(), AR);
+    assert_eq!(read.evidence.target.access_subject, CONSUMER);
+    assert_eq!(check_at(&token(|_| {}), NOW + 1), Ok(()));
+}
+
+#[test]
+fn unreadable_evidence_and_issuers_are_refused() {
+    let code = |edit: fn(&mut Value)| read_evidence_token(&token(edit)).unwrap_err().code();
+    assert_eq!(
+        code(|c| {
+            c.as_object_mut().unwrap().remove("delegationEvidence");
+        }),
+        "malformed_evidence"
+    );
+    assert_eq!(
+        code(|c| c["delegationEvidence"]["policySets"] = json!("none")),
+        "malformed_evidence"
+    );
+    assert_eq!(code(|c| c["sub"] = json!(CALLER)), "malformed_evidence");
+    assert_eq!(
+        code(|c| c["iss"] = json!("nobody")),
+        "evidence_issuer_unknown"
+    );
+}
+
+#[test]
+fn the_token_must_be_addressed_to_the_consumer_or_the_caller() {
+    assert_eq!(check_at(&token(|c| c["aud"] = json!(CALLER)), NOW), Ok(()));
+    assert_eq!(
+        check_at(&token(|c| c["aud"] = json!(json!([CONSUMER]))), NOW),
+        Ok(())
+    );
+    assert_eq!(
+        check_at(
+            &token(|c| {
+                c.as_object_mut().unwrap().remove("aud");
+            }),
+            NOW
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        check_at(&token(|c| c["aud"] = json!(AR)), NOW),
+        Err(EvidenceTokenError::NotForCaller)
+    );
+}
+
+#[test]
+fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
+    let t = token(|_| {});
+    assert_eq!(check_at(&t, NOW - 5), Ok(()));
+    assert_eq!(
+        check_at(&t, NOW - 6),
+        Err(EvidenceTokenError::IssuedInFuture)
+    );
+    assert_eq!(check_at(&t, NOW + 3600), Ok(()));
+    assert_eq!(check_at(&t, NOW + 3601), Err(EvidenceTokenError::TooOld));
+    // Without iat the evidence's notBefore counts.
+    let no_iat = token(|c| {
+        c.as_object_mut().unwrap().remove("iat");
+    });
+    assert_eq!(
+        check_at(&no_iat, NOW - 10 + 3601),
+        Err(EvidenceTokenError::TooOld)
+    );
+}
