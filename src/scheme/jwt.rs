@@ -56,8 +56,21 @@ pub enum JwtError {
     MissingSignature,
     #[error("the JWT signature does not verify with the key of the first x5c certificate")]
     InvalidSignature,
+}
+
+/// Why a party's key and chain cannot sign, or signing failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SigningError {
+    #[error("the private key is not an RSA PEM key: {0}")]
+    Key(String),
+    #[error("the certificate chain is not PEM: {0}")]
+    Chain(String),
+    #[error("the certificate chain holds no certificate")]
+    EmptyChain,
+    #[error("the private key does not belong to the first certificate of the chain")]
+    KeyNotOfLeaf,
     #[error("signing failed: {0}")]
-    Signing(String),
+    Failed(String),
 }
 
 reason_codes! {
@@ -72,7 +85,6 @@ reason_codes! {
         JwtError::ExtraHeaderParameter(_) => "extra_header_parameter",
         JwtError::MissingSignature => "missing_signature",
         JwtError::InvalidSignature => "invalid_signature",
-        JwtError::Signing(_) => "signing_failed",
     }
 }
 
@@ -274,16 +286,19 @@ pub const ASSERTION_LIFETIME: i64 = 30;
 impl SigningIdentity {
     /// From a PEM private key (PKCS#1 or PKCS#8) and a PEM chain, leaf first. Checks that the key
     /// belongs to the leaf certificate by signing and verifying once.
-    pub fn from_pem(party_id: PartyId, key_pem: &str, chain_pem: &str) -> Result<Self, JwtError> {
-        let key = EncodingKey::from_rsa_pem(key_pem.as_bytes()).map_err(|e| {
-            JwtError::Signing(format!("the private key is not an RSA PEM key: {e}"))
-        })?;
+    pub fn from_pem(
+        party_id: PartyId,
+        key_pem: &str,
+        chain_pem: &str,
+    ) -> Result<Self, SigningError> {
+        let key = EncodingKey::from_rsa_pem(key_pem.as_bytes())
+            .map_err(|e| SigningError::Key(e.to_string()))?;
         let chain_der: Vec<Vec<u8>> = rustls_pemfile::certs(&mut chain_pem.as_bytes())
             .map(|c| c.map(|c| c.to_vec()))
             .collect::<Result<_, _>>()
-            .map_err(|e| JwtError::InvalidX5c(format!("the certificate chain is not PEM: {e}")))?;
+            .map_err(|e| SigningError::Chain(e.to_string()))?;
         if chain_der.is_empty() {
-            return Err(JwtError::MissingX5c);
+            return Err(SigningError::EmptyChain);
         }
         let identity = SigningIdentity {
             party_id,
@@ -292,13 +307,9 @@ impl SigningIdentity {
             chain_der,
         };
         let probe = identity.sign_raw(&serde_json::json!({"probe": true}))?;
-        decode(&probe, AlgorithmPolicy::default())?
-            .verify_signature()
-            .map_err(|_| {
-                JwtError::Signing(
-                    "the private key does not belong to the first certificate of the chain".into(),
-                )
-            })?;
+        decode(&probe, AlgorithmPolicy::default())
+            .and_then(|jwt| jwt.verify_signature())
+            .map_err(|_| SigningError::KeyNotOfLeaf)?;
         Ok(identity)
     }
 
@@ -311,12 +322,12 @@ impl SigningIdentity {
     }
 
     /// Sign any claims with header `{alg: RS256, typ: JWT, x5c}`.
-    pub fn sign_raw<T: Serialize>(&self, claims: &T) -> Result<String, JwtError> {
+    pub fn sign_raw<T: Serialize>(&self, claims: &T) -> Result<String, SigningError> {
         let mut header = Header::new(Algorithm::RS256);
         header.typ = Some("JWT".into());
         header.x5c = Some(self.x5c.clone());
         jsonwebtoken::encode(&header, claims, &self.key)
-            .map_err(|e| JwtError::Signing(e.to_string()))
+            .map_err(|e| SigningError::Failed(e.to_string()))
     }
 
     /// Sign a response token: `iss` = us, the given `sub` and `aud`, a fresh `jti`, `iat` = `nbf` = now,
@@ -328,7 +339,7 @@ impl SigningIdentity {
         payload: &T,
         now: Timestamp,
         lifetime_secs: i64,
-    ) -> Result<String, JwtError> {
+    ) -> Result<String, SigningError> {
         let iat = now.secs();
         let claims = super::models::Claims {
             iss: self.party_id.to_string(),
@@ -344,7 +355,7 @@ impl SigningIdentity {
     }
 
     /// A client assertion for `audience`: iss = sub = us, exp = iat + 30.
-    pub fn client_assertion(&self, audience: &str, now: Timestamp) -> Result<String, JwtError> {
+    pub fn client_assertion(&self, audience: &str, now: Timestamp) -> Result<String, SigningError> {
         self.sign_token(
             self.party_id.as_str(),
             Some(audience),
