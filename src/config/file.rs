@@ -1,10 +1,60 @@
 //! The configuration as operators write it (gateway.toml and policies/*.toml): plain serde types,
-//! every field optional where a default exists. `model.rs` turns them into the validated model.
+//! every field optional where a default exists, closed sets of words as enums. The loader (`mod.rs`)
+//! turns them into the validated model (`model.rs`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// A word from a closed set, as written. An unknown word is kept with serde's message, so that it is
+/// reported with its key beside every other problem instead of ending the parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice<T> {
+    Known(T),
+    Unknown(String),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choice<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(d)?;
+        let de = serde::de::value::StringDeserializer::<serde::de::value::Error>::new(word);
+        Ok(T::deserialize(de).map_or_else(|e| Choice::Unknown(e.to_string()), Choice::Known))
+    }
+}
+
+/// `tls.client_auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuthMode {
+    Optional,
+    Required,
+}
+
+/// `health_check.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckKindFile {
+    Tcp,
+    Http,
+}
+
+/// `route.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthFile {
+    Public,
+    Token,
+    Delegation,
+}
+
+/// An element of `route.delegation.evidence`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EvidenceSourceFile {
+    Header,
+    Registry,
+}
 
 #[derive(Debug, Default, Deserialize)]
 pub struct GatewayFile {
@@ -57,7 +107,7 @@ pub struct ListenerTlsFile {
     /// CA certificates that client certificates must chain to; enables client-certificate verification.
     pub client_ca: Option<PathBuf>,
     /// `optional` (default) or `required`, with client_ca.
-    pub client_auth: Option<String>,
+    pub client_auth: Option<Choice<ClientAuthMode>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,7 +165,7 @@ pub struct UpstreamFile {
 #[derive(Debug, Deserialize)]
 pub struct HealthCheckFile {
     /// `tcp` (default) or `http`.
-    pub kind: Option<String>,
+    pub kind: Option<Choice<HealthCheckKindFile>>,
     /// For `http`: the path to GET; a 2xx answer is healthy.
     pub path: Option<String>,
     #[serde(default, with = "humantime_serde")]
@@ -176,7 +226,7 @@ pub struct ServerFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct LogFile {
     /// `text` (default) or `json`.
-    pub format: Option<String>,
+    pub format: Option<Choice<super::model::LogFormat>>,
     pub level: Option<String>,
 }
 
@@ -195,7 +245,7 @@ pub struct RouteFile {
     pub path: String,
     pub upstream: String,
     /// `public`, `token` (default) or `delegation`.
-    pub auth: Option<String>,
+    pub auth: Option<Choice<AuthFile>>,
     pub upstream_path: Option<String>,
     #[serde(default)]
     pub advertise: bool,
@@ -213,7 +263,7 @@ pub struct DelegationRuleFile {
     pub identifiers: Option<Vec<String>>,
     pub attributes: Option<Vec<String>>,
     pub action: Option<String>,
-    pub evidence: Option<Vec<String>>,
+    pub evidence: Option<Vec<Choice<EvidenceSourceFile>>>,
     pub registry: Option<String>,
     #[serde(default)]
     pub licences: Vec<String>,

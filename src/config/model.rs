@@ -1,5 +1,5 @@
-//! The validated configuration: what the gateway runs on. Built from the file types by `mod.rs`,
-//! which reports every problem at once.
+//! The validated configuration: what the gateway runs on. Built from the file types (`file.rs`) by
+//! the loader (`mod.rs`, with a function per section), which reports every problem at once.
 
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
@@ -155,7 +155,8 @@ pub struct Server {
     pub upgrade_sock: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,

@@ -1,0 +1,85 @@
+//! Every default of `gateway.toml` and the rules, in one place. The README's configuration table is
+//! held to these by a test (`documented`).
+
+use std::time::Duration;
+
+pub const SCHEME: &str = "iSHARE";
+
+pub const SCHEME_OWNER_REFRESH: Duration = Duration::from_secs(300);
+pub const PARTY_CACHE_TTL: Duration = Duration::from_secs(600);
+pub const SCHEME_OWNER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+pub const CLOCK_LEEWAY: Duration = Duration::from_secs(5);
+/// The most clock leeway allowed: more defeats the 30 s lifetime of client assertions.
+pub const MAX_CLOCK_LEEWAY: Duration = Duration::from_secs(30);
+pub const TOKEN_PATHS: [&str; 3] = ["/connect/token", "/oauth2.0/token", "/token"];
+pub const ALLOW_RS384_RS512: bool = false;
+
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+pub const REGISTRY_TIMEOUT: Duration = Duration::from_secs(3);
+pub const DECISION_CACHE_TTL: Duration = Duration::from_secs(300);
+pub const DENY_CACHE_TTL: Duration = Duration::from_secs(10);
+pub const DECISION_CACHE_CAPACITY: u64 = 100_000;
+pub const HEADER_EVIDENCE_MAX_AGE: Duration = Duration::from_secs(3600);
+
+pub const RULES_DIRECTORY: &str = "policies";
+pub const PARTY_HEADER: &str = "X-Consumer-Party-Id";
+
+pub const THREADS: usize = 2;
+pub const H2C: bool = false;
+pub const GRACE_PERIOD: Duration = Duration::from_secs(5);
+pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub const LOG_LEVEL: &str = "info";
+
+/// Every default as the README's configuration table writes it: (key, value).
+pub fn documented() -> Vec<(&'static str, String)> {
+    let text = |v: &str| format!("\"{v}\"");
+    let time = |d: Duration| format!("\"{}\"", humantime::format_duration(d));
+    vec![
+        ("scheme", text(SCHEME)),
+        ("scheme_owner.refresh", time(SCHEME_OWNER_REFRESH)),
+        ("scheme_owner.party_cache_ttl", time(PARTY_CACHE_TTL)),
+        ("scheme_owner.timeout", time(SCHEME_OWNER_TIMEOUT)),
+        ("tokens.lifetime", time(TOKEN_LIFETIME)),
+        ("tokens.clock_leeway", time(CLOCK_LEEWAY)),
+        (
+            "tokens.paths",
+            format!("[{}]", TOKEN_PATHS.map(text).join(", ")),
+        ),
+        ("tokens.allow_rs384_rs512", ALLOW_RS384_RS512.to_string()),
+        ("upstream.connect_timeout", time(CONNECT_TIMEOUT)),
+        ("upstream.read_timeout", time(READ_TIMEOUT)),
+        ("upstream.write_timeout", time(WRITE_TIMEOUT)),
+        (
+            "upstream.health_check.interval",
+            time(HEALTH_CHECK_INTERVAL),
+        ),
+        ("delegation.registry_timeout", time(REGISTRY_TIMEOUT)),
+        ("delegation.cache_ttl", time(DECISION_CACHE_TTL)),
+        ("delegation.deny_cache_ttl", time(DENY_CACHE_TTL)),
+        (
+            "delegation.cache_capacity",
+            DECISION_CACHE_CAPACITY.to_string(),
+        ),
+        (
+            "delegation.header_evidence_max_age",
+            time(HEADER_EVIDENCE_MAX_AGE),
+        ),
+        ("rules.directory", text(RULES_DIRECTORY)),
+        ("forwarding.party_header", text(PARTY_HEADER)),
+        ("server.threads", THREADS.to_string()),
+        ("server.h2c", H2C.to_string()),
+        ("server.grace_period", time(GRACE_PERIOD)),
+        (
+            "server.graceful_shutdown_timeout",
+            time(GRACEFUL_SHUTDOWN_TIMEOUT),
+        ),
+        ("log.level", text(LOG_LEVEL)),
+    ]
+}

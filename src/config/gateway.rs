@@ -1,0 +1,508 @@
+//! `gateway.toml` from its file types to the validated model: one function per section, each
+//! recording its problems with their keys and carrying on, so that every problem is reported at once.
+
+use super::defaults as default;
+use super::file::*;
+use super::model::*;
+use super::rules::{load_rules, Known};
+use super::{header_name, nonzero, party, resolve, socket_addr, url_of, ConfigIssue, Issues};
+use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::models::TrustedListEntry;
+use crate::scheme::vocabulary::{CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
+use crate::tls::OutboundTrust;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) -> Option<Config> {
+    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut issues = Issues {
+        file: path.to_path_buf(),
+        all,
+    };
+    let issues = &mut issues;
+    let scheme = scheme(file.scheme, issues);
+    let identity = match file.identity {
+        Some(id) => identity(&base, id, issues),
+        None => {
+            issues.add(
+                "identity",
+                "missing: the gateway's party_id, key and certificate_chain",
+            );
+            None
+        }
+    };
+    let listeners = listeners(&base, file.listeners, issues);
+    let scheme_owner = match file.scheme_owner {
+        Some(so) => scheme_owner(&base, so, issues),
+        None => {
+            issues.add(
+                "scheme_owner",
+                "missing: url, party_id and root_fingerprint (or trusted_list_file)",
+            );
+            None
+        }
+    };
+    let tokens = tokens(file.tokens, issues);
+    let outbound = outbound(&base, file.outbound, issues);
+    let upstreams = upstreams(&base, file.upstreams, issues);
+    let registries = registries(file.registries, issues);
+    let delegation = delegation(file.delegation);
+    let admin = file
+        .admin
+        .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
+    let party_header = party_header(file.forwarding, issues);
+    let server = server(&base, file.server);
+    let log = log(file.log, issues);
+    let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
+    let rules_dir = resolve(
+        &base,
+        &file
+            .rules
+            .directory
+            .unwrap_or_else(|| PathBuf::from(default::RULES_DIRECTORY)),
+    );
+    let reserved: Vec<String> = std::iter::once(CAPABILITIES_PATH.to_string())
+        .chain(tokens.paths.iter().cloned())
+        .collect();
+    let known = Known {
+        upstreams: &upstreams,
+        registries: &registries,
+        reserved: &reserved,
+    };
+    let routes = load_rules(&rules_dir, &known, issues.all);
+    Some(Config {
+        source: path.to_path_buf(),
+        scheme,
+        public_url,
+        identity: identity?,
+        listeners,
+        scheme_owner: scheme_owner?,
+        tokens,
+        outbound,
+        upstreams,
+        registries,
+        delegation,
+        admin,
+        rules_dir,
+        routes,
+        party_header,
+        server,
+        log,
+    })
+}
+
+fn scheme(scheme: Option<String>, issues: &mut Issues) -> String {
+    let scheme = scheme.unwrap_or_else(|| default::SCHEME.into());
+    if scheme.is_empty() || scheme.chars().any(|c| c.is_whitespace()) {
+        issues.add("scheme", "must be a single word, e.g. iSHARE");
+    }
+    scheme
+}
+
+pub(super) fn check_pem_certs(path: &Path, key: &str, issues: &mut Issues) -> Option<Vec<Vec<u8>>> {
+    let bytes = issues.check(
+        key,
+        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())),
+    )?;
+    let certs = issues.check(
+        key,
+        crate::tls::certs_from_pem(&bytes, &path.display().to_string()).map_err(|e| e.to_string()),
+    )?;
+    Some(certs.into_iter().map(|c| c.to_vec()).collect())
+}
+
+fn check_pem_key(path: &Path, key: &str, issues: &mut Issues) {
+    if let Some(bytes) = issues.check(
+        key,
+        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())),
+    ) {
+        issues.check(
+            key,
+            crate::tls::key_from_pem(&bytes, &path.display().to_string())
+                .map_err(|e| e.to_string()),
+        );
+    }
+}
+
+fn identity(base: &Path, id: IdentityFile, issues: &mut Issues) -> Option<Identity> {
+    let party_id = issues.check("identity.party_id", party(&id.party_id));
+    let key_file = resolve(base, &id.key);
+    let chain_file = resolve(base, &id.certificate_chain);
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let key_pem = issues.check("identity.key", read(&key_file));
+    let chain_pem = issues.check("identity.certificate_chain", read(&chain_file));
+    let (party_id, key_pem, chain_pem) = (party_id?, key_pem?, chain_pem?);
+    let signing = issues.check(
+        "identity",
+        SigningIdentity::from_pem(party_id.clone(), &key_pem, &chain_pem)
+            .map_err(|e| e.to_string()),
+    )?;
+    Some(Identity {
+        name: id.name.unwrap_or_else(|| party_id.to_string()),
+        party_id,
+        signing,
+        key_pem,
+        key_file,
+        chain_file,
+    })
+}
+
+fn listeners(base: &Path, files: Vec<ListenerFile>, issues: &mut Issues) -> Vec<Listener> {
+    if files.is_empty() {
+        issues.add("listener", "at least one [[listener]] is needed");
+    }
+    let mut listeners = Vec::new();
+    for (i, l) in files.into_iter().enumerate() {
+        let key = format!("listener[{i}]");
+        let address = issues.check(&format!("{key}.address"), socket_addr(&l.address));
+        let tls = l.tls.map(|t| listener_tls(base, &key, t, issues));
+        if let Some(address) = address {
+            listeners.push(Listener { address, tls });
+        }
+    }
+    listeners
+}
+
+fn listener_tls(base: &Path, key: &str, t: ListenerTlsFile, issues: &mut Issues) -> ListenerTls {
+    let mode = t
+        .client_auth
+        .and_then(|c| issues.choice(&format!("{key}.tls.client_auth"), c));
+    let client_auth = match (t.client_ca, mode) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            issues.add(format!("{key}.tls.client_auth"), "needs tls.client_ca");
+            None
+        }
+        (Some(ca), mode) => {
+            let ca_file = resolve(base, &ca);
+            check_pem_certs(&ca_file, &format!("{key}.tls.client_ca"), issues);
+            Some(ClientAuth {
+                ca_file,
+                required: mode == Some(ClientAuthMode::Required),
+            })
+        }
+    };
+    let certificate = resolve(base, &t.certificate);
+    let key_file = resolve(base, &t.key);
+    check_pem_certs(&certificate, &format!("{key}.tls.certificate"), issues);
+    check_pem_key(&key_file, &format!("{key}.tls.key"), issues);
+    ListenerTls {
+        certificate,
+        key: key_file,
+        client_auth,
+    }
+}
+
+/// The root the scheme owner signs under, pinned by fingerprint or by a certificate file.
+fn pinned_root(base: &Path, so: &SchemeOwnerFile, issues: &mut Issues) -> Option<String> {
+    let from_file = so.root_certificate.as_ref().and_then(|p| {
+        let certs = check_pem_certs(&resolve(base, p), "scheme_owner.root_certificate", issues)?;
+        if certs.len() != 1 {
+            issues.add(
+                "scheme_owner.root_certificate",
+                "must hold exactly one certificate",
+            );
+            return None;
+        }
+        Some(crate::scheme::trust::fingerprint(&certs[0]))
+    });
+    match (&so.root_fingerprint, from_file) {
+        (Some(_), Some(_)) => {
+            issues.add(
+                "scheme_owner",
+                "give root_fingerprint or root_certificate, not both",
+            );
+            None
+        }
+        (None, file) => file,
+        (Some(fp), None) => {
+            let hex: String = fp.chars().filter(|c| *c != ':').collect();
+            if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                Some(hex.to_ascii_uppercase())
+            } else {
+                issues.add(
+                    "scheme_owner.root_fingerprint",
+                    "must be the SHA-256 of a certificate: 64 hex digits",
+                );
+                None
+            }
+        }
+    }
+}
+
+fn scheme_owner(base: &Path, so: SchemeOwnerFile, issues: &mut Issues) -> Option<SchemeOwner> {
+    let url = issues.check("scheme_owner.url", url_of(&so.url));
+    let party_id = issues.check("scheme_owner.party_id", party(&so.party_id));
+    let root_fingerprint = pinned_root(base, &so, issues);
+    let trusted_list = so.trusted_list_file.as_ref().and_then(|p| {
+        let p = resolve(base, p);
+        let key = "scheme_owner.trusted_list_file";
+        let text = issues.check(
+            key,
+            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display())),
+        )?;
+        issues.check(
+            key,
+            serde_json::from_str::<Vec<TrustedListEntry>>(&text).map_err(|e| {
+                format!(
+                    "{}: not a JSON array of trusted-list entries: {e}",
+                    p.display()
+                )
+            }),
+        )
+    });
+    if root_fingerprint.is_none() && trusted_list.is_none() {
+        issues.add(
+            "scheme_owner",
+            "give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file",
+        );
+    }
+    let mut positive = |name: &str, value: Option<Duration>, default: Duration| {
+        issues
+            .check(
+                &format!("scheme_owner.{name}"),
+                nonzero(value.unwrap_or(default), name),
+            )
+            .unwrap_or(default)
+    };
+    let refresh = positive("refresh", so.refresh, default::SCHEME_OWNER_REFRESH);
+    let timeout = positive("timeout", so.timeout, default::SCHEME_OWNER_TIMEOUT);
+    Some(SchemeOwner {
+        url: url?,
+        party_id: party_id?,
+        root_fingerprint,
+        trusted_list,
+        refresh,
+        party_cache_ttl: so.party_cache_ttl.unwrap_or(default::PARTY_CACHE_TTL),
+        timeout,
+    })
+}
+
+fn tokens(t: TokensFile, issues: &mut Issues) -> Tokens {
+    let mut paths = t
+        .paths
+        .unwrap_or_else(|| default::TOKEN_PATHS.map(String::from).to_vec());
+    for (i, p) in paths.iter().enumerate() {
+        if crate::request::path::normalize_path(p).ok().as_deref() != Some(p.as_str()) {
+            issues.add(
+                format!("tokens.paths[{i}]"),
+                format!("{p:?} must be a normal absolute path"),
+            );
+        }
+    }
+    if !paths.iter().any(|p| p == TOKEN_PATH) {
+        paths.push(TOKEN_PATH.into());
+    }
+    let leeway = t.clock_leeway.unwrap_or(default::CLOCK_LEEWAY);
+    if leeway > default::MAX_CLOCK_LEEWAY {
+        issues.add(
+            "tokens.clock_leeway",
+            "more than 30 s defeats the 30 s lifetime of client assertions",
+        );
+    }
+    Tokens {
+        lifetime: issues
+            .check(
+                "tokens.lifetime",
+                nonzero(t.lifetime.unwrap_or(default::TOKEN_LIFETIME), "lifetime"),
+            )
+            .unwrap_or_default(),
+        leeway,
+        paths,
+        allow_rs384_rs512: t.allow_rs384_rs512.unwrap_or(default::ALLOW_RS384_RS512),
+    }
+}
+
+fn outbound(base: &Path, o: OutboundFile, issues: &mut Issues) -> OutboundTrust {
+    OutboundTrust {
+        ca_pem: o.ca_file.as_ref().and_then(|p| {
+            let p = resolve(base, p);
+            check_pem_certs(&p, "outbound.ca_file", issues)?;
+            std::fs::read(&p).ok()
+        }),
+        system_roots: o.system_roots.unwrap_or(o.ca_file.is_none()),
+    }
+}
+
+fn upstreams(
+    base: &Path,
+    files: Vec<UpstreamFile>,
+    issues: &mut Issues,
+) -> BTreeMap<String, Upstream> {
+    let mut upstreams = BTreeMap::new();
+    for (i, u) in files.into_iter().enumerate() {
+        let key = format!("upstream[{i}]");
+        if upstreams.contains_key(&u.name) {
+            issues.add(
+                format!("{key}.name"),
+                format!("{:?} is defined twice", u.name),
+            );
+        }
+        let up = upstream(base, &key, u, issues);
+        upstreams.insert(up.name.clone(), up);
+    }
+    upstreams
+}
+
+fn upstream(base: &Path, key: &str, u: UpstreamFile, issues: &mut Issues) -> Upstream {
+    if u.addresses.is_empty() {
+        issues.add(format!("{key}.addresses"), "at least one address is needed");
+    }
+    for (i, a) in u.addresses.iter().enumerate() {
+        issues.check(&format!("{key}.addresses[{i}]"), socket_addr(a));
+    }
+    if !u.tls && (u.sni.is_some() || u.ca_file.is_some()) {
+        issues.add(format!("{key}.tls"), "sni and ca_file need tls = true");
+    }
+    let tls = u.tls.then(|| {
+        let host = u.addresses.first().map(|a| {
+            a.rsplit_once(':')
+                .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']').to_string())
+                .unwrap_or_else(|| a.clone())
+        });
+        let sni = u.sni.clone().or(host).unwrap_or_default();
+        if sni.is_empty() {
+            issues.add(
+                format!("{key}.sni"),
+                "the name to verify the backend's certificate against is needed",
+            );
+        }
+        let ca = u
+            .ca_file
+            .as_ref()
+            .and_then(|p| check_pem_certs(&resolve(base, p), &format!("{key}.ca_file"), issues));
+        UpstreamTls { sni, ca }
+    });
+    let health_check = u.health_check.map(|h| health_check(key, h, issues));
+    Upstream {
+        name: u.name,
+        addresses: u.addresses,
+        tls,
+        host_header: u.host_header,
+        connect_timeout: u.connect_timeout.unwrap_or(default::CONNECT_TIMEOUT),
+        read_timeout: u.read_timeout.unwrap_or(default::READ_TIMEOUT),
+        write_timeout: u.write_timeout.unwrap_or(default::WRITE_TIMEOUT),
+        health_check,
+    }
+}
+
+fn health_check(key: &str, h: HealthCheckFile, issues: &mut Issues) -> HealthCheck {
+    let kind = h
+        .kind
+        .and_then(|k| issues.choice(&format!("{key}.health_check.kind"), k));
+    let kind = match (kind, h.path) {
+        (None | Some(HealthCheckKindFile::Tcp), None) => HealthCheckKind::Tcp,
+        (None | Some(HealthCheckKindFile::Http), Some(path)) => HealthCheckKind::Http { path },
+        (Some(HealthCheckKindFile::Http), None) => {
+            issues.add(
+                format!("{key}.health_check.path"),
+                "an http health check needs a path",
+            );
+            HealthCheckKind::Tcp
+        }
+        (Some(HealthCheckKindFile::Tcp), Some(_)) => {
+            issues.add(
+                format!("{key}.health_check.path"),
+                "a tcp health check has no path",
+            );
+            HealthCheckKind::Tcp
+        }
+    };
+    HealthCheck {
+        kind,
+        interval: h.interval.unwrap_or(default::HEALTH_CHECK_INTERVAL),
+    }
+}
+
+fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String, Registry> {
+    let mut registries = BTreeMap::new();
+    let mut names = BTreeSet::new();
+    for (i, r) in files.into_iter().enumerate() {
+        let key = format!("registry[{i}]");
+        let party_id = issues.check(&format!("{key}.party_id"), party(&r.party_id));
+        let url = issues.check(&format!("{key}.url"), url_of(&r.url));
+        if !names.insert(r.name.clone()) {
+            issues.add(
+                format!("{key}.name"),
+                format!("{:?} is defined twice", r.name),
+            );
+        }
+        if let (Some(party_id), Some(url)) = (party_id, url) {
+            registries.insert(
+                r.name.clone(),
+                Registry {
+                    name: r.name,
+                    party_id,
+                    url,
+                    token_path: r.token_path.unwrap_or_else(|| TOKEN_PATH.into()),
+                    delegation_path: r.delegation_path.unwrap_or_else(|| DELEGATION_PATH.into()),
+                },
+            );
+        }
+    }
+    registries
+}
+
+fn delegation(d: DelegationFile) -> DelegationSettings {
+    DelegationSettings {
+        registry_timeout: d.registry_timeout.unwrap_or(default::REGISTRY_TIMEOUT),
+        cache_ttl: d.cache_ttl.unwrap_or(default::DECISION_CACHE_TTL),
+        deny_cache_ttl: d.deny_cache_ttl.unwrap_or(default::DENY_CACHE_TTL),
+        cache_capacity: d.cache_capacity.unwrap_or(default::DECISION_CACHE_CAPACITY),
+        header_evidence_max_age: d
+            .header_evidence_max_age
+            .unwrap_or(default::HEADER_EVIDENCE_MAX_AGE),
+    }
+}
+
+fn party_header(f: ForwardingFile, issues: &mut Issues) -> http::HeaderName {
+    let key = "forwarding.party_header";
+    let name = issues
+        .check(
+            key,
+            header_name(f.party_header.as_deref().unwrap_or(default::PARTY_HEADER)),
+        )
+        .unwrap_or(http::HeaderName::from_static("x-consumer-party-id"));
+    for reserved in ["authorization", "host", EVIDENCE_HEADER, "content-length"] {
+        if name.as_str() == reserved {
+            issues.add(key, format!("{reserved} cannot carry the party id"));
+        }
+    }
+    name
+}
+
+fn server(base: &Path, s: ServerFile) -> Server {
+    Server {
+        threads: s.threads.unwrap_or(default::THREADS).max(1),
+        h2c: s.h2c.unwrap_or(default::H2C),
+        grace_period: s.grace_period.unwrap_or(default::GRACE_PERIOD),
+        graceful_shutdown_timeout: s
+            .graceful_shutdown_timeout
+            .unwrap_or(default::GRACEFUL_SHUTDOWN_TIMEOUT),
+        pid_file: s.pid_file.map(|p| resolve(base, &p)),
+        upgrade_sock: s.upgrade_sock.map(|p| resolve(base, &p)),
+    }
+}
+
+fn log(l: LogFile, issues: &mut Issues) -> Log {
+    Log {
+        format: l
+            .format
+            .and_then(|f| issues.choice("log.format", f))
+            .unwrap_or(LogFormat::Text),
+        level: l.level.unwrap_or_else(|| default::LOG_LEVEL.into()),
+    }
+}
+
+/// Where clients reach the gateway: as configured, or the first listener.
+fn public_url(configured: Option<&str>, listeners: &[Listener], issues: &mut Issues) -> String {
+    match configured {
+        Some(u) => issues.check("public_url", url_of(u)),
+        None => listeners.first().map(|l| {
+            let scheme = if l.tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{}", l.address)
+        }),
+    }
+    .unwrap_or_default()
+}

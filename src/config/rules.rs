@@ -1,0 +1,308 @@
+//! The route rules of `policies/*.toml`: every file of the rules directory in name order, each
+//! route checked against the upstreams and registries of `gateway.toml`.
+
+use super::file::*;
+use super::model::*;
+use super::{header_name, parse_toml, read, ConfigIssue, Issues};
+use crate::request::pattern::PathPattern;
+use crate::request::template::Template;
+use crate::scheme::vocabulary::Action;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What a route may refer to.
+pub(super) struct Known<'a> {
+    pub upstreams: &'a BTreeMap<String, Upstream>,
+    pub registries: &'a BTreeMap<String, Registry>,
+    /// Paths the gateway serves itself.
+    pub reserved: &'a [String],
+}
+
+/// Every `*.toml` of the rules directory, in name order.
+pub(super) fn load_rules(dir: &Path, known: &Known, all: &mut Vec<ConfigIssue>) -> Vec<Route> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            all.push(ConfigIssue {
+                file: dir.to_path_buf(),
+                key: String::new(),
+                message: format!("cannot read the rules directory: {e}"),
+            });
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    let mut routes = Vec::new();
+    let mut names = BTreeSet::new();
+    for path in files {
+        let Some(doc) = read(&path, all).and_then(|t| parse_toml::<RulesDocument>(&path, &t, all))
+        else {
+            continue;
+        };
+        let mut issues = Issues {
+            file: path.clone(),
+            all,
+        };
+        for (i, r) in doc.routes.into_iter().enumerate() {
+            if !names.insert(r.name.clone()) {
+                issues.add(
+                    format!("route[{i}].name"),
+                    format!("{:?} is used by another route", r.name),
+                );
+            }
+            let key = format!("route[{i}] ({})", r.name);
+            if let Some(route) = route(&path, &key, r, known, &mut issues) {
+                routes.push(route);
+            }
+        }
+    }
+    routes
+}
+
+/// The value templates of one route: their path captures must exist in its pattern.
+struct Templates<'a> {
+    captures: Vec<String>,
+    path: &'a str,
+}
+
+impl Templates<'_> {
+    fn parse(&self, key: &str, text: &str, issues: &mut Issues) -> Option<Template> {
+        let t = issues.check(key, Template::parse(text))?;
+        for name in t.path_names() {
+            if !self.captures.iter().any(|c| c == name) {
+                issues.add(
+                    key,
+                    format!(
+                        "{{path.{name}}}: the path {} has no capture {name}",
+                        self.path
+                    ),
+                );
+            }
+        }
+        Some(t)
+    }
+
+    fn parse_all(&self, key: &str, texts: &[String], issues: &mut Issues) -> Vec<Template> {
+        texts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| self.parse(&format!("{key}[{i}]"), s, issues))
+            .collect()
+    }
+}
+
+fn route(
+    path: &Path,
+    key: &str,
+    r: RouteFile,
+    known: &Known,
+    issues: &mut Issues,
+) -> Option<Route> {
+    let valid_name = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    if !valid_name(&r.name) {
+        issues.add(
+            format!("{key}.name"),
+            "use letters, digits, '-', '_' and '.' (it is a metrics label)",
+        );
+    }
+    let pattern = issues.check(&format!("{key}.path"), PathPattern::parse(&r.path));
+    if known.reserved.contains(&r.path) {
+        issues.add(
+            format!("{key}.path"),
+            format!("{} is served by the gateway itself", r.path),
+        );
+    }
+    if !known.upstreams.contains_key(&r.upstream) {
+        issues.add(
+            format!("{key}.upstream"),
+            format!("no [[upstream]] named {:?}", r.upstream),
+        );
+    }
+    let methods = r.methods.as_ref().map(|ms| {
+        ms.iter()
+            .filter_map(|m| {
+                issues.check(
+                    &format!("{key}.methods"),
+                    http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                        .map_err(|_| format!("{m:?} is not a method")),
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    let templates = Templates {
+        captures: pattern
+            .as_ref()
+            .map(|p| p.captures().map(str::to_string).collect())
+            .unwrap_or_default(),
+        path: &r.path,
+    };
+    let upstream_path = r.upstream_path.as_deref().and_then(|t| {
+        if !t.starts_with('/') {
+            issues.add(format!("{key}.upstream_path"), "must start with /");
+        }
+        templates.parse(&format!("{key}.upstream_path"), t, issues)
+    });
+    let auth_kind = r
+        .auth
+        .and_then(|a| issues.choice(&format!("{key}.auth"), a));
+    let auth = match (auth_kind, r.delegation) {
+        (Some(AuthFile::Public), None) => Auth::Public,
+        (None | Some(AuthFile::Token), None) => Auth::Token,
+        (None | Some(AuthFile::Delegation), Some(d)) => {
+            let rule = delegation_rule(key, d, methods.as_deref(), &templates, known, issues)?;
+            Auth::Delegation(Box::new(rule))
+        }
+        (Some(AuthFile::Delegation), None) => {
+            issues.add(
+                format!("{key}.delegation"),
+                "auth = \"delegation\" needs [route.delegation]",
+            );
+            return None;
+        }
+        (Some(AuthFile::Public | AuthFile::Token), Some(_)) => {
+            issues.add(
+                format!("{key}.auth"),
+                "a route with [route.delegation] is auth = \"delegation\"",
+            );
+            return None;
+        }
+    };
+    let response_headers = response_headers(key, r.response_headers, &auth, issues);
+    Some(Route {
+        name: r.name,
+        description: r.description.unwrap_or_default(),
+        methods,
+        pattern: pattern?,
+        upstream: r.upstream,
+        auth,
+        upstream_path,
+        advertise: r.advertise,
+        forward_authorization: r.forward_authorization,
+        response_headers,
+        source: path.to_path_buf(),
+    })
+}
+
+fn delegation_rule(
+    key: &str,
+    d: DelegationRuleFile,
+    methods: Option<&[http::Method]>,
+    templates: &Templates,
+    known: &Known,
+    issues: &mut Issues,
+) -> Option<DelegationRule> {
+    let key = format!("{key}.delegation");
+    let evidence = match d.evidence {
+        None => EvidenceSources {
+            header: true,
+            registry: true,
+        },
+        Some(list) => {
+            let mut e = EvidenceSources {
+                header: false,
+                registry: false,
+            };
+            for source in list {
+                match issues.choice(&format!("{key}.evidence"), source) {
+                    Some(EvidenceSourceFile::Header) => e.header = true,
+                    Some(EvidenceSourceFile::Registry) => e.registry = true,
+                    None => {}
+                }
+            }
+            if !e.header && !e.registry {
+                issues.add(
+                    format!("{key}.evidence"),
+                    "name at least one source: header, registry",
+                );
+            }
+            e
+        }
+    };
+    if let Some(reg) = &d.registry {
+        if !known.registries.contains_key(reg) {
+            issues.add(
+                format!("{key}.registry"),
+                format!("no [[registry]] named {reg:?}"),
+            );
+        }
+    }
+    if d.action.is_none() {
+        let unmapped = methods.is_none_or(|ms| ms.iter().any(|m| Action::for_method(m).is_none()));
+        if unmapped {
+            issues.add(
+                format!("{key}.action"),
+                "give an action, or list only methods that map to one (GET, HEAD, POST, PUT, PATCH, DELETE)",
+            );
+        }
+    }
+    // Absent identifiers or attributes ask for all of them, which only "*" in the evidence grants.
+    let all = || vec!["*".to_string()];
+    let identifiers = templates.parse_all(
+        &format!("{key}.identifiers"),
+        &d.identifiers.unwrap_or_else(all),
+        issues,
+    );
+    let attributes = templates.parse_all(
+        &format!("{key}.attributes"),
+        &d.attributes.unwrap_or_else(all),
+        issues,
+    );
+    let delegation_path = templates.parse_all(
+        &format!("{key}.delegation_path"),
+        &d.delegation_path,
+        issues,
+    );
+    let policy_issuer = templates.parse(&format!("{key}.policy_issuer"), &d.policy_issuer, issues);
+    let resource_type = templates.parse(&format!("{key}.resource_type"), &d.resource_type, issues);
+    Some(DelegationRule {
+        policy_issuer: policy_issuer?,
+        resource_type: resource_type?,
+        identifiers,
+        attributes,
+        action: d.action,
+        evidence,
+        registry: d.registry,
+        licences: d.licences,
+        delegation_path,
+    })
+}
+
+fn response_headers(
+    key: &str,
+    headers: BTreeMap<String, String>,
+    auth: &Auth,
+    issues: &mut Issues,
+) -> Vec<(String, HeaderSource)> {
+    let mut out = Vec::new();
+    for (name, value) in headers {
+        let hkey = format!("{key}.response_headers.{name}");
+        if issues
+            .check(&format!("{key}.response_headers"), header_name(&name))
+            .is_none()
+        {
+            continue;
+        }
+        let source = if value == "evidence" {
+            if !matches!(auth, Auth::Delegation(_)) {
+                issues.add(hkey, "\"evidence\" needs a delegation route");
+            }
+            HeaderSource::Evidence
+        } else {
+            if http::HeaderValue::from_str(&value).is_err() {
+                issues.add(hkey, "not a valid header value");
+            }
+            HeaderSource::Literal(value)
+        };
+        out.push((name, source));
+    }
+    out
+}

@@ -1,0 +1,250 @@
+//! Table-style tests of the loader: a configuration in, the exact `file: key: message` lines out.
+
+use super::*;
+use crate::testbed::pki::TestPki;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const BASE: &str = r#"
+[identity]
+party_id = "EU.EORI.NL000000003"
+key = "id.key.pem"
+certificate_chain = "id.chain.pem"
+
+[[listener]]
+address = "127.0.0.1:8443"
+[listener.tls]
+certificate = "tls.pem"
+key = "tls.key.pem"
+
+[scheme_owner]
+url = "https://127.0.0.1:9100"
+party_id = "EU.EORI.NL000000000"
+root_certificate = "root.pem"
+
+[[upstream]]
+name = "legacy"
+addresses = ["127.0.0.1:9180"]
+
+[[registry]]
+name = "ar"
+party_id = "EU.EORI.NL000000004"
+url = "https://127.0.0.1:9104"
+"#;
+
+const ROUTE: &str = r#"
+[[route]]
+name = "r"
+path = "/api/{id}"
+upstream = "legacy"
+"#;
+
+/// A directory with the key material BASE names, `gateway.toml` and `policies/rules.toml`.
+fn write(gateway: &str, rules: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ishare-gateway-config-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    let pki = TestPki::shared();
+    let party = pki.party("EU.EORI.NL000000003");
+    let tls = pki.issue_tls_server(&["localhost"]).unwrap();
+    let other = pki.party("EU.EORI.NL000000002");
+    for (name, text) in [
+        ("id.key.pem", party.key_pem.as_str()),
+        ("id.chain.pem", party.chain_pem.as_str()),
+        ("other.key.pem", other.key_pem.as_str()),
+        ("tls.pem", tls.chain_pem.as_str()),
+        ("tls.key.pem", tls.key_pem.as_str()),
+        ("root.pem", pki.root_pem()),
+        ("gateway.toml", gateway),
+        ("policies/rules.toml", rules),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
+}
+
+/// The problems reported for a configuration, with the directory left out of file names.
+fn issues(gateway: &str, rules: &str) -> Vec<String> {
+    let dir = write(gateway, rules);
+    let result = load(&dir.join("gateway.toml"));
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .to_string()
+            .replace(&format!("{}/", dir.display()), "")
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// BASE with `find` replaced by `replace` (which must be found), and `extra` added: tables at the
+/// end, top-level keys at the start.
+fn gateway(find: &str, replace: &str, extra: &str) -> String {
+    assert!(BASE.contains(find), "{find:?} is not in the base config");
+    let base = BASE.replacen(find, replace, 1);
+    if extra.starts_with('[') {
+        format!("{base}{extra}")
+    } else {
+        format!("{extra}{base}")
+    }
+}
+
+#[test]
+fn the_base_configuration_loads() {
+    assert_eq!(issues(BASE, ROUTE), Vec::<String>::new());
+    let dir = write(BASE, ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(config.scheme, defaults::SCHEME);
+    assert_eq!(config.scheme_owner.refresh, defaults::SCHEME_OWNER_REFRESH);
+    assert_eq!(config.tokens.paths, defaults::TOKEN_PATHS.map(String::from));
+    assert_eq!(
+        config.delegation.cache_capacity,
+        defaults::DECISION_CACHE_CAPACITY
+    );
+    assert_eq!(config.party_header.as_str(), "x-consumer-party-id");
+    assert_eq!(config.public_url, "https://127.0.0.1:8443");
+    assert_eq!(config.routes.len(), 1);
+}
+
+#[test]
+fn gateway_toml_errors_name_their_key() {
+    let cases: Vec<(String, &str)> = vec![
+        (format!("colour = 1\n{BASE}[admin]\naddress = \"x\"\nsize = 2\n"), "gateway.toml: admin.size: unknown key|gateway.toml: colour: unknown key|gateway.toml: admin.address: \"x\" is not an address: invalid socket address"),
+        (gateway("", "", "scheme = \"i SHARE\"\n"), "gateway.toml: scheme: must be a single word, e.g. iSHARE"),
+        (gateway("party_id = \"EU.EORI.NL000000003\"", "party_id = \"nobody\"", ""), "gateway.toml: identity.party_id: party identifier \"nobody\" is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor did:ishare:<id>"),
+        (gateway("key = \"id.key.pem\"", "key = \"missing.pem\"", ""), "gateway.toml: identity.key: missing.pem: No such file or directory (os error 2)"),
+        (gateway("key = \"id.key.pem\"", "key = \"other.key.pem\"", ""), "gateway.toml: identity: the private key does not belong to the first certificate of the chain"),
+        (gateway("address = \"127.0.0.1:8443\"", "address = \"nowhere\"", ""), "gateway.toml: listener[0].address: \"nowhere\" is not an address: invalid socket address"),
+        (gateway("key = \"tls.key.pem\"", "key = \"tls.key.pem\"\nclient_auth = \"sometimes\"", ""), "gateway.toml: listener[0].tls.client_auth: unknown variant `sometimes`, expected `optional` or `required`"),
+        (gateway("key = \"tls.key.pem\"", "key = \"tls.key.pem\"\nclient_auth = \"required\"", ""), "gateway.toml: listener[0].tls.client_auth: needs tls.client_ca"),
+        (gateway("key = \"tls.key.pem\"", "key = \"root.pem\"", ""), "gateway.toml: listener[0].tls.key: root.pem: no private key found"),
+        (gateway("url = \"https://127.0.0.1:9100\"", "url = \"ftp://127.0.0.1:9100\"", ""), "gateway.toml: scheme_owner.url: \"ftp://127.0.0.1:9100\": the scheme must be https (or http), not ftp"),
+        (gateway("root_certificate = \"root.pem\"", "root_certificate = \"id.chain.pem\"", ""), "gateway.toml: scheme_owner.root_certificate: must hold exactly one certificate|gateway.toml: scheme_owner: give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file"),
+        (gateway("root_certificate = \"root.pem\"", "root_certificate = \"root.pem\"\nroot_fingerprint = \"AB\"", ""), "gateway.toml: scheme_owner: give root_fingerprint or root_certificate, not both|gateway.toml: scheme_owner: give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file"),
+        (gateway("root_certificate = \"root.pem\"", "root_fingerprint = \"AB\"", ""), "gateway.toml: scheme_owner.root_fingerprint: must be the SHA-256 of a certificate: 64 hex digits|gateway.toml: scheme_owner: give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file"),
+        (gateway("root_certificate = \"root.pem\"", "trusted_list_file = \"root.pem\"", ""), "gateway.toml: scheme_owner.trusted_list_file: root.pem: not a JSON array of trusted-list entries: invalid number at line 1 column 2|gateway.toml: scheme_owner: give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file"),
+        (gateway("root_certificate = \"root.pem\"", "root_certificate = \"root.pem\"\nrefresh = \"0s\"", ""), "gateway.toml: scheme_owner.refresh: refresh must be more than zero"),
+        (gateway("", "", "[tokens]\npaths = [\"/a/../token\"]\nclock_leeway = \"31s\"\nlifetime = \"0s\"\n"), "gateway.toml: tokens.paths[0]: \"/a/../token\" must be a normal absolute path|gateway.toml: tokens.clock_leeway: more than 30 s defeats the 30 s lifetime of client assertions|gateway.toml: tokens.lifetime: lifetime must be more than zero"),
+        (gateway("", "", "[outbound]\nca_file = \"none.pem\"\n"), "gateway.toml: outbound.ca_file: none.pem: No such file or directory (os error 2)"),
+        (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = []\nsni = \"x\"", "[[upstream]]\nname = \"legacy\"\naddresses = [\"nowhere\"]\n"), "gateway.toml: upstream[0].addresses: at least one address is needed|gateway.toml: upstream[0].tls: sni and ca_file need tls = true|gateway.toml: upstream[1].name: \"legacy\" is defined twice|gateway.toml: upstream[1].addresses[0]: \"nowhere\" is not an address: invalid socket address"),
+        (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\ntls = true\nsni = \"\"", ""), "gateway.toml: upstream[0].sni: the name to verify the backend's certificate against is needed"),
+        (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"ping\"", ""), "gateway.toml: upstream[0].health_check.kind: unknown variant `ping`, expected `tcp` or `http`"),
+        (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"http\"", ""), "gateway.toml: upstream[0].health_check.path: an http health check needs a path"),
+        (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"tcp\"\npath = \"/h\"", ""), "gateway.toml: upstream[0].health_check.path: a tcp health check has no path"),
+        (gateway("party_id = \"EU.EORI.NL000000004\"\nurl = \"https://127.0.0.1:9104\"", "party_id = \"EU.EORI.NL000000004\"\nurl = \"nowhere\"", "[[registry]]\nname = \"ar\"\nparty_id = \"AR\"\nurl = \"https://ar\"\n"), "gateway.toml: registry[0].url: \"nowhere\" is not a URL: relative URL without a base|gateway.toml: registry[1].party_id: party identifier \"AR\" is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor did:ishare:<id>|gateway.toml: registry[1].name: \"ar\" is defined twice"),
+        (gateway("", "", "[forwarding]\nparty_header = \"Authorization\"\n"), "gateway.toml: forwarding.party_header: authorization cannot carry the party id"),
+        (gateway("", "", "[forwarding]\nparty_header = \"X Party\"\n"), "gateway.toml: forwarding.party_header: \"X Party\" is not a header name"),
+        (gateway("", "", "[log]\nformat = \"xml\"\n"), "gateway.toml: log.format: unknown variant `xml`, expected `text` or `json`"),
+        (gateway("", "", "public_url = \"gateway\"\n"), "gateway.toml: public_url: \"gateway\" is not a URL: relative URL without a base"),
+        (gateway("", "", "[rules]\ndirectory = \"none\"\n"), "none: cannot read the rules directory: No such file or directory (os error 2)"),
+    ];
+    let mut wrong = Vec::new();
+    for (toml, expected) in cases {
+        let expected: Vec<&str> = expected.split('|').collect();
+        let got = issues(&toml, ROUTE);
+        if got != expected {
+            wrong.push(format!(
+                "{toml}\n  got:      {got:?}\n  expected: {expected:?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!(
+        issues("[[listener]]\naddress =", ROUTE),
+        ["gateway.toml: line 2, column 10: string values must be quoted, expected literal string"]
+    );
+    assert_eq!(
+        issues(&format!("{BASE}[server]\nthreads = \"many\"\n"), ROUTE),
+        ["gateway.toml: line 27, column 11: invalid type: string \"many\", expected usize"]
+    );
+    assert_eq!(
+        issues("", ROUTE),
+        [
+            "gateway.toml: identity: missing: the gateway's party_id, key and certificate_chain",
+            "gateway.toml: listener: at least one [[listener]] is needed",
+            "gateway.toml: scheme_owner: missing: url, party_id and root_fingerprint (or trusted_list_file)",
+            "policies/rules.toml: route[0] (r).upstream: no [[upstream]] named \"legacy\"",
+        ]
+    );
+}
+
+#[test]
+fn rule_errors_name_their_file_route_and_key() {
+    let route = |extra: &str| format!("{ROUTE}{extra}");
+    let r = "policies/rules.toml: route[0] (r)";
+    let cases: Vec<(String, String)> = vec![
+        (route("[[route]]\nname = \"r\"\npath = \"/b\"\nupstream = \"legacy\"\n"), "policies/rules.toml: route[1].name: \"r\" is used by another route".into()),
+        (ROUTE.replace("name = \"r\"", "name = \"r s\""), "policies/rules.toml: route[0] (r s).name: use letters, digits, '-', '_' and '.' (it is a metrics label)".into()),
+        (ROUTE.replace("/api/{id}", "/api//{id}"), format!("{r}.path: the path is not in normal form; write /api/{{id}}")),
+        (ROUTE.replace("/api/{id}", "/api/x{id}"), format!("{r}.path: segment x{{id}} mixes text and a capture; a capture is a whole segment")),
+        (ROUTE.replace("/api/{id}", "/connect/token"), format!("{r}.path: /connect/token is served by the gateway itself")),
+        (ROUTE.replace("upstream = \"legacy\"", "upstream = \"nothing\""), format!("{r}.upstream: no [[upstream]] named \"nothing\"")),
+        (route("methods = [\"GET\", \"G T\"]\n"), format!("{r}.methods: \"G T\" is not a method")),
+        (route("upstream_path = \"v2/{id}\"\n"), format!("{r}.upstream_path: must start with /")),
+        (route("upstream_path = \"/v2/{rest}\"\n"), format!("{r}.upstream_path: {{path.rest}}: the path /api/{{id}} has no capture rest")),
+        (route("upstream_path = \"/v2/{cookie.x}\"\n"), format!("{r}.upstream_path: \"/v2/{{cookie.x}}\": {{cookie.x}} must be {{path.NAME}}, {{query.NAME}} or {{header.NAME}}, not cookie")),
+        (route("auth = \"nobody\"\n"), format!("{r}.auth: unknown variant `nobody`, expected one of `public`, `token`, `delegation`")),
+        (route("auth = \"delegation\"\n"), format!("{r}.delegation: auth = \"delegation\" needs [route.delegation]")),
+        (route("auth = \"public\"\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\naction = \"iSHARE.READ\"\n"), format!("{r}.auth: a route with [route.delegation] is auth = \"delegation\"")),
+        (route("methods = [\"GET\"]\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\nevidence = [\"mail\"]\n"), format!("{r}.delegation.evidence: unknown variant `mail`, expected `header` or `registry`|{r}.delegation.evidence: name at least one source: header, registry")),
+        (route("methods = [\"GET\"]\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\nregistry = \"other\"\n"), format!("{r}.delegation.registry: no [[registry]] named \"other\"")),
+        (route("methods = [\"GET\", \"OPTIONS\"]\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\n"), format!("{r}.delegation.action: give an action, or list only methods that map to one (GET, HEAD, POST, PUT, PATCH, DELETE)")),
+        (route("[route.delegation]\npolicy_issuer = \"{header.Owner\"\nresource_type = \"{path.kind}\"\nidentifiers = [\"{query.}\"]\naction = \"iSHARE.READ\"\n"), format!("{r}.delegation.identifiers[0]: \"{{query.}}\": empty name in {{query.}}|{r}.delegation.policy_issuer: \"{{header.Owner\": {{ without }}|{r}.delegation.resource_type: {{path.kind}}: the path /api/{{id}} has no capture kind")),
+        (route("[route.response_headers]\n\"Bad Name\" = \"x\"\nLicensePurpose = \"evidence\"\nX-Ok = \"a\\u0001b\"\n"), format!("{r}.response_headers: \"Bad Name\" is not a header name|{r}.response_headers.LicensePurpose: \"evidence\" needs a delegation route|{r}.response_headers.X-Ok: not a valid header value")),
+    ];
+    let mut wrong = Vec::new();
+    for (rules, expected) in cases {
+        let expected: Vec<&str> = expected.split('|').collect();
+        let got = issues(BASE, &rules);
+        if got != expected {
+            wrong.push(format!(
+                "{rules}\n  got:      {got:?}\n  expected: {expected:?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_readme_configuration_table_shows_every_default() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let table = readme
+        .split("## Configuration reference")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a configuration table in the README");
+    let mut section = String::new();
+    let mut rows = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (mut keys, default) = (cells[1], cells[2]);
+        // A section starts with its name in bold: `**[name]**` or `**[[name]]**`.
+        if let Some((bold, rest)) = keys.strip_prefix("**").and_then(|k| k.split_once("**")) {
+            section = bold.trim_matches(|c| "`[]".contains(c)).to_string();
+            keys = rest;
+        }
+        for key in keys.split('`').skip(1).step_by(2) {
+            let full = if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            };
+            rows.push((full, default.to_string()));
+        }
+    }
+    for (key, value) in defaults::documented() {
+        let row = rows.iter().find(|(k, _)| *k == key);
+        assert!(
+            row.is_some_and(|(_, d)| d.contains(&format!("`{value}`"))),
+            "README: {key} should default to `{value}`, found {row:?}"
+        );
+    }
+}
