@@ -4,7 +4,7 @@
 
 use crate::access_token::AccessTokenError;
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
-use crate::peers::scheme_owner::TrustError;
+use crate::peers::trust::TrustError;
 use crate::request::path::PathError;
 use crate::scheme::assertion::{AssertionError, TokenBodyError};
 use crate::scheme::evidence::DenyReason;

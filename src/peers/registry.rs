@@ -3,9 +3,9 @@
 //! registry's own record), our token there (cached), `POST /delegation` with a mask, and the answer
 //! verified: signed by that registry, addressed to us, unexpired. A 404 is "no policy", a Deny.
 
-use super::scheme_owner::{TrustError, TrustStore};
+use super::scheme_owner::TrustStore;
 use super::token_cache::TokenCache;
-use super::trust::{Trust, VerifyError};
+use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::Registry;
 use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};

@@ -3,13 +3,12 @@
 //! chain validations cached by chain and trusted-list generation.
 
 use super::token_cache::TokenCache;
-use super::trust::{Trust, TrustedChain};
+use super::trust::{Trust, TrustError, TrustedChain};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
 use crate::scheme::party::PartyId;
-use crate::scheme::reason_codes;
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
@@ -28,22 +27,6 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 const UNKNOWN_PARTY_TTL: Duration = Duration::from_secs(60);
 /// How long a validated chain is reused at most.
 const CHAIN_TTL: Duration = Duration::from_secs(3600);
-
-/// Why the scheme owner could not tell us what we need: the caller should fail closed (503).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TrustError {
-    #[error("the scheme owner is unavailable: {0}")]
-    Unavailable(#[from] PeerError),
-    #[error("the scheme owner's answer is not trustworthy: {0}")]
-    Untrustworthy(String),
-}
-
-reason_codes! {
-    TrustError {
-        TrustError::Unavailable(_) => "scheme_owner_unavailable",
-        TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
-    }
-}
 
 /// The current trusted list; a new generation invalidates cached chain validations.
 pub struct TrustedListState {

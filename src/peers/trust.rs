@@ -3,15 +3,32 @@
 //! party record, and the binding of the certificate to that party. What the token says is each
 //! caller's business (the pure checks in `scheme`); who signed it is decided here.
 
-use super::scheme_owner::TrustError;
+use super::PeerError;
 use crate::scheme::jwt::{rsa_key_of, DecodedJwt};
 use crate::scheme::models::PartyInfo;
 use crate::scheme::party::PartyId;
+use crate::scheme::reason_codes;
 use crate::scheme::trust::{check_signer, ChainError, PartyError, SignerError, ValidatedChain};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use jsonwebtoken::DecodingKey;
 use std::sync::Arc;
+
+/// Why the scheme owner could not tell us what we need: the caller should fail closed (503).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    #[error("the scheme owner is unavailable: {0}")]
+    Unavailable(#[from] PeerError),
+    #[error("the scheme owner's answer is not trustworthy: {0}")]
+    Untrustworthy(String),
+}
+
+reason_codes! {
+    TrustError {
+        TrustError::Unavailable(_) => "scheme_owner_unavailable",
+        TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
+    }
+}
 
 /// A chain that validated against the trusted list, with its leaf's public key.
 pub struct TrustedChain {

@@ -1,8 +1,7 @@
 //! The scheme owner's register of the testbed: party records, the trusted list, and the parties
 //! search with its filters and paging.
 
-use crate::peers::scheme_owner::TrustError;
-use crate::peers::trust::{Trust, TrustedChain};
+use crate::peers::trust::{Trust, TrustError, TrustedChain};
 use crate::scheme::models::{PartiesInfo, PartyInfo, SchemeTime, TrustedListEntry};
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
