@@ -598,14 +598,9 @@ async fn every_method_and_body_streams_through_over_http1_and_http2() {
 
 /// A GET with the path exactly as given, over plain HTTP/1.1; the whole answer as text.
 async fn raw_get(base: &str, path: &str, token: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
-    String::from_utf8_lossy(&answer).to_string()
+    raw_request(base, request.as_bytes()).await
 }
 
 /// A backend that answers with its own name.

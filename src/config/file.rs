@@ -251,6 +251,9 @@ pub struct RouteFile {
     pub advertise: bool,
     #[serde(default)]
     pub forward_authorization: bool,
+    /// Forms backends read differently that the route lets through.
+    #[serde(default)]
+    pub accept: Vec<Choice<crate::request::Ambiguity>>,
     pub delegation: Option<DelegationRuleFile>,
     #[serde(default)]
     pub response_headers: BTreeMap<String, String>,

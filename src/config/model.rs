@@ -3,6 +3,7 @@
 
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
+use crate::request::Ambiguities;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
@@ -220,6 +221,8 @@ pub struct Route {
     pub upstream_path: Option<Template>,
     pub advertise: bool,
     pub forward_authorization: bool,
+    /// Forms backends read differently that this route lets through (refused otherwise).
+    pub accept: Ambiguities,
     /// Header names as written (HTTP/1.1 answers keep their case).
     pub response_headers: Vec<(String, HeaderSource)>,
     /// The rules file it came from.

@@ -177,6 +177,11 @@ fn route(
         }
     };
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
+    let accept = r
+        .accept
+        .into_iter()
+        .filter_map(|a| issues.choice(&format!("{key}.accept"), a))
+        .collect();
     Some(Route {
         name: r.name,
         description: r.description.unwrap_or_default(),
@@ -187,6 +192,7 @@ fn route(
         upstream_path,
         advertise: r.advertise,
         forward_authorization: r.forward_authorization,
+        accept,
         response_headers,
         source: path.to_path_buf(),
     })

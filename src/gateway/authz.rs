@@ -12,6 +12,7 @@ use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::request::template::{RequestValues, Template};
+use crate::request::{value_ambiguities, Ambiguities};
 use crate::scheme::assertion::AssertionRules;
 use crate::scheme::evidence::{evaluate_chain, AccessRequest, Decision, DenyReason};
 use crate::scheme::evidence_token::HeaderEvidenceRules;
@@ -23,6 +24,10 @@ use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
+/// cached by these values, so their size is bounded.
+pub const MAX_VALUE_LEN: usize = 256;
 
 /// A permitted request: what the response headers are made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +57,8 @@ pub struct RequestFacts<'a> {
     pub route: &'a str,
     pub method: &'a http::Method,
     pub values: RequestValues<'a>,
+    /// The ambiguous forms the route accepts in the values its rule reads.
+    pub accepted: Ambiguities,
     /// The authenticated caller (from the access token).
     pub caller: &'a str,
 }
@@ -116,14 +123,20 @@ impl Authorizer {
         subject: &str,
     ) -> Result<AccessRequest, Reject> {
         let render = |t: &Template, value: RuleValue| {
-            t.render(&facts.values)
+            let rendered = t
+                .render(&facts.values)
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    Reject::from(MissingValue::Absent {
-                        value,
-                        template: t.as_str().to_string(),
-                    })
-                })
+                .ok_or_else(|| MissingValue::Absent {
+                    value,
+                    template: t.as_str().to_string(),
+                })?;
+            if rendered.len() > MAX_VALUE_LEN {
+                return Err(Reject::ValueTooLong(value));
+            }
+            match value_ambiguities(&rendered).first_not_in(facts.accepted) {
+                Some(a) => Err(Reject::Ambiguous(a)),
+                None => Ok(rendered),
+            }
         };
         let renders = |ts: &[Template], value| -> Result<Vec<String>, Reject> {
             ts.iter().map(|t| render(t, value)).collect()

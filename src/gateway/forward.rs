@@ -2,9 +2,10 @@
 //! the licence headers on the response.
 
 use super::authz::Grant;
-use super::reject::Reject;
+use super::reject::{MissingValue, Reject};
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, HeaderSource, Route};
+use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use crate::scheme::licence::Licence;
 use crate::scheme::models::SchemeTime;
@@ -24,38 +25,46 @@ pub fn peer(pool: &UpstreamPool) -> Result<Box<HttpPeer>, Reject> {
     Ok(Box::new(pool.peer(&backend)))
 }
 
+/// The path and query the backend receives, built once when the request is decided: the canonical
+/// path (or the route's `upstream_path` with the request's values) and the canonical query.
+pub fn upstream_uri(
+    route: &Route,
+    path: &str,
+    query: &Query,
+    values: &RequestValues,
+) -> Result<http::Uri, Reject> {
+    let mut uri = match &route.upstream_path {
+        Some(t) => t
+            .render_path(values)
+            .map_err(|e| Reject::MissingRequestValue(MissingValue::UpstreamPath(e)))?,
+        None => path.to_string(),
+    };
+    if !query.is_empty() {
+        uri.push('?');
+        uri.push_str(&query.canonical());
+    }
+    // Canonical paths and queries are plain ASCII of URI characters; a failure is our fault.
+    uri.parse().map_err(|_| Reject::Internal)
+}
+
 /// What the backend is told about the request.
 pub struct Forwarding<'a> {
     pub route: &'a Route,
     pub pool: &'a UpstreamPool,
-    /// The normalised path that was matched, and the captures.
-    pub path: &'a str,
-    pub values: RequestValues<'a>,
+    /// The path and query decided on.
+    pub uri: &'a http::Uri,
     pub consumer: Option<&'a str>,
     pub party_header: &'a http::HeaderName,
     pub client_addr: Option<String>,
     pub tls: bool,
 }
 
-/// Rewrite the request for the backend: the normalised (or rewritten) path with the original query;
+/// Rewrite the request for the backend: the path and query decided on;
 /// no Authorization unless the route forwards it; no credentials of the scheme (evidence, consumer
 /// assertions); the consumer's party id in its header, never a client-supplied one; and the usual
 /// X-Forwarded-* headers.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
-    let path = match &f.route.upstream_path {
-        Some(t) => t
-            .render_path(&f.values)
-            .unwrap_or_else(|| f.path.to_string()),
-        None => f.path.to_string(),
-    };
-    let uri = match req.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path,
-    };
-    let uri: http::Uri = uri.parse().map_err(|e| {
-        pingora::Error::because(pingora::ErrorType::InternalError, "rewritten path", e)
-    })?;
-    req.set_uri(uri);
+    req.set_uri(f.uri.clone());
     if !f.route.forward_authorization {
         req.remove_header(&http::header::AUTHORIZATION);
     }

@@ -21,7 +21,8 @@ pub mod token_endpoint;
 pub mod upstream;
 
 use crate::config::model::{Auth, Route};
-use crate::request::path::normalize_path;
+use crate::request::path::canonical_path;
+use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -31,7 +32,6 @@ use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,8 +53,10 @@ pub struct Ctx {
     route: Option<Arc<Route>>,
     /// The route name, or what the gateway answered itself: a bounded metrics label.
     label: String,
+    /// The request's canonical path (what was matched), for the log.
     path: String,
-    captures: BTreeMap<String, String>,
+    /// The path and query the backend receives: what the decision was made on.
+    upstream_uri: Option<http::Uri>,
     consumer: Option<String>,
     outcome: &'static str,
     reason: &'static str,
@@ -93,7 +95,9 @@ impl Gateway {
         ctx: &mut Ctx,
         snap: &Snapshot,
     ) -> Result<Option<Answer>, Reject> {
-        let path = normalize_path(session.req_header().uri.path()).map_err(Reject::BadPath)?;
+        let uri = &session.req_header().uri;
+        let canonical = canonical_path(uri.path()).map_err(Reject::BadPath)?;
+        let path = canonical.path;
         ctx.path = path.clone();
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
@@ -116,6 +120,7 @@ impl Gateway {
             ctx.outcome = "local";
             return Ok(Some(answer));
         }
+        let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;
         let method = session.req_header().method.clone();
         let (route, captures) = match snap.routes.lookup(&method, &path) {
             Lookup::Found(route, captures) => (route, captures),
@@ -124,24 +129,30 @@ impl Gateway {
         };
         ctx.label = route.name.clone();
         ctx.route = Some(route.clone());
-        ctx.captures = captures;
+        let ambiguities = canonical.ambiguities.union(query.ambiguities);
+        if let Some(a) = ambiguities.first_not_in(route.accept) {
+            return Err(Reject::Ambiguous(a));
+        }
+        let req = session.req_header();
+        let values = RequestValues {
+            captures: &captures,
+            query: &query,
+            headers: &req.headers,
+        };
+        ctx.upstream_uri = Some(forward::upstream_uri(&route, &path, &query, &values)?);
         match &route.auth {
             Auth::Public => {}
             Auth::Token => {
-                ctx.consumer = Some(authn::authenticate(session.req_header(), &snap.tokens)?.sub);
+                ctx.consumer = Some(authn::authenticate(req, &snap.tokens)?.sub);
             }
             Auth::Delegation(rule) => {
-                let caller = authn::authenticate(session.req_header(), &snap.tokens)?.sub;
+                let caller = authn::authenticate(req, &snap.tokens)?.sub;
                 ctx.consumer = Some(caller.clone());
-                let req = session.req_header();
                 let facts = authz::RequestFacts {
                     route: &route.name,
                     method: &method,
-                    values: RequestValues {
-                        captures: &ctx.captures,
-                        query: req.uri.query(),
-                        headers: &req.headers,
-                    },
+                    values,
+                    accepted: route.accept,
                     caller: &caller,
                 };
                 let grant = snap.authz.authorize(rule, &facts, &snap.trust).await?;
@@ -163,7 +174,7 @@ impl ProxyHttp for Gateway {
             route: None,
             label: "unmatched".into(),
             path: String::new(),
-            captures: BTreeMap::new(),
+            upstream_uri: None,
             consumer: None,
             outcome: "forwarded",
             reason: "",
@@ -232,16 +243,13 @@ impl ProxyHttp for Gateway {
         let Some(pool) = snap.upstreams.get(&route.upstream) else {
             return Ok(());
         };
-        let req = session.req_header();
+        let Some(uri) = &ctx.upstream_uri else {
+            return Ok(());
+        };
         let forwarding = forward::Forwarding {
             route,
             pool,
-            path: &ctx.path,
-            values: RequestValues {
-                captures: &ctx.captures,
-                query: req.uri.query(),
-                headers: &req.headers,
-            },
+            uri,
             consumer: ctx.consumer.as_deref(),
             party_header: &snap.config.party_header,
             client_addr: client_addr(session),

@@ -6,6 +6,9 @@ use crate::access_token::AccessTokenError;
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::trust::TrustError;
 use crate::request::path::PathError;
+use crate::request::query::QueryError;
+use crate::request::template::RenderError;
+use crate::request::Ambiguity;
 use crate::scheme::assertion::{AssertionError, TokenBodyError};
 use crate::scheme::evidence::DenyReason;
 use crate::scheme::evidence_token::EvidenceTokenError;
@@ -25,6 +28,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub enum Reject {
     BadPath(PathError),
+    BadQuery(QueryError),
+    /// A form backends read differently, which the route does not accept.
+    Ambiguous(Ambiguity),
     NotFound,
     MethodNotAllowed(Vec<Method>),
     BodyTooLarge,
@@ -38,6 +44,8 @@ pub enum Reject {
     Evidence(EvidenceRefusal),
     /// A value the rule needs is missing from the request or unusable.
     MissingRequestValue(MissingValue),
+    /// A value the rule takes from the request is longer than decisions are made on.
+    ValueTooLong(RuleValue),
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
     NoHealthyBackend(String),
@@ -137,6 +145,8 @@ pub enum MissingValue {
     InvalidDataOwner(PartyIdError),
     #[error("the method has no default action; the route's rule must name one")]
     NoAction,
+    #[error(transparent)]
+    UpstreamPath(#[from] RenderError),
 }
 
 /// A dependency that failed.
@@ -231,6 +241,8 @@ impl Reject {
         };
         match self {
             Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", "bad_request", e.to_string()),
+            Reject::BadQuery(e) => row(400, "invalid_request", "invalid_query", "bad_request", e.to_string()),
+            Reject::Ambiguous(a) => row(400, "invalid_request", "ambiguous_request", "bad_request", format!("the request holds {a}, which backends read differently; the route does not accept it")),
             Reject::NotFound => row(404, "not_found", "no_route", "not_found", "no route for this path".into()),
             Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", "method_not_allowed", format!("this path answers {}", methods(m))),
             Reject::BodyTooLarge => row(413, "request_too_large", "body_too_large", "bad_request", "the request body is too large".into()),
@@ -240,6 +252,7 @@ impl Reject {
             Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
+            Reject::ValueTooLong(v) => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{v} is longer than {} bytes", super::authz::MAX_VALUE_LEN)),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", "upstream_error", "the backend could not be reached".into()),
@@ -358,6 +371,8 @@ mod tests {
     fn one_of_each() -> Vec<Reject> {
         let all = vec![
             Reject::BadPath(PathError::AboveRoot),
+            Reject::BadQuery(QueryError::BadEncoding),
+            Reject::Ambiguous(Ambiguity::Comma),
             Reject::NotFound,
             Reject::MethodNotAllowed(vec![Method::GET]),
             Reject::BodyTooLarge,
@@ -370,6 +385,7 @@ mod tests {
                 problem: HeaderProblem::Repeated,
             }),
             Reject::MissingRequestValue(MissingValue::NoAction),
+            Reject::ValueTooLong(RuleValue::Identifier),
             Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
@@ -379,6 +395,8 @@ mod tests {
         for r in &all {
             match r {
                 Reject::BadPath(_)
+                | Reject::BadQuery(_)
+                | Reject::Ambiguous(_)
                 | Reject::NotFound
                 | Reject::MethodNotAllowed(_)
                 | Reject::BodyTooLarge
@@ -388,6 +406,7 @@ mod tests {
                 | Reject::Denied(_)
                 | Reject::Evidence(_)
                 | Reject::MissingRequestValue(_)
+                | Reject::ValueTooLong(_)
                 | Reject::Unavailable(_)
                 | Reject::NoHealthyBackend(_)
                 | Reject::BackendUnreachable

@@ -1,6 +1,141 @@
-//! The parts of an HTTP request that rules decide on, as pure code: the normal form of paths, route
-//! path patterns, and value templates. Config and gateway both build on these.
+//! The parts of an HTTP request that rules decide on, as pure code: the canonical form of the path
+//! and the query (what a rule decides on is exactly what the backend receives), route path
+//! patterns, and value templates. Config and gateway both build on these.
 
 pub mod path;
 pub mod pattern;
+pub mod query;
 pub mod template;
+
+use serde::Deserialize;
+use std::fmt;
+
+/// A form of request that backends read in different ways, so that a decision made on one reading
+/// could let another reach the backend. Refused unless the route accepts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ambiguity {
+    /// `;` in a path segment: servlet containers cut it off as a path parameter.
+    PathParameters,
+    /// `%25`: decoded twice by some backends.
+    EncodedPercent,
+    /// A path segment ending in `.`: dropped by some servers and suffix matchers.
+    TrailingDot,
+    /// White space at the start or end of a segment or value: trimmed by some backends.
+    EdgeWhitespace,
+    /// `,` in a value a rule reads: a list to some backends.
+    Comma,
+    /// A query key given more than once (in any letter case).
+    RepeatedQueryKey,
+    /// A query key with brackets (`id[]`, `id[0]`): an array or map to some backends.
+    BracketedQueryKey,
+    /// `;` in the query: a separator to some backends.
+    QuerySemicolon,
+}
+
+impl Ambiguity {
+    const ALL: [Ambiguity; 8] = [
+        Ambiguity::PathParameters,
+        Ambiguity::EncodedPercent,
+        Ambiguity::TrailingDot,
+        Ambiguity::EdgeWhitespace,
+        Ambiguity::Comma,
+        Ambiguity::RepeatedQueryKey,
+        Ambiguity::BracketedQueryKey,
+        Ambiguity::QuerySemicolon,
+    ];
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+
+    /// The word a route's `accept` list names it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ambiguity::PathParameters => "path_parameters",
+            Ambiguity::EncodedPercent => "encoded_percent",
+            Ambiguity::TrailingDot => "trailing_dot",
+            Ambiguity::EdgeWhitespace => "edge_whitespace",
+            Ambiguity::Comma => "comma",
+            Ambiguity::RepeatedQueryKey => "repeated_query_key",
+            Ambiguity::BracketedQueryKey => "bracketed_query_key",
+            Ambiguity::QuerySemicolon => "query_semicolon",
+        }
+    }
+}
+
+impl fmt::Display for Ambiguity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ambiguity::PathParameters => "a path parameter (;)",
+            Ambiguity::EncodedPercent => "an encoded percent sign (%25)",
+            Ambiguity::TrailingDot => "a path segment ending in a dot",
+            Ambiguity::EdgeWhitespace => "white space at the start or end of a value",
+            Ambiguity::Comma => "a comma in a value the rule reads",
+            Ambiguity::RepeatedQueryKey => "a query parameter given more than once",
+            Ambiguity::BracketedQueryKey => "a query parameter name with brackets",
+            Ambiguity::QuerySemicolon => "a semicolon in the query",
+        })
+    }
+}
+
+/// A set of ambiguities.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ambiguities(u16);
+
+impl Ambiguities {
+    pub fn insert(&mut self, a: Ambiguity) {
+        self.0 |= a.bit();
+    }
+
+    pub fn contains(self, a: Ambiguity) -> bool {
+        self.0 & a.bit() != 0
+    }
+
+    pub fn union(self, other: Ambiguities) -> Ambiguities {
+        Ambiguities(self.0 | other.0)
+    }
+
+    /// The first ambiguity of `self` that `accepted` does not hold.
+    pub fn first_not_in(self, accepted: Ambiguities) -> Option<Ambiguity> {
+        Ambiguity::ALL
+            .into_iter()
+            .find(|a| self.contains(*a) && !accepted.contains(*a))
+    }
+}
+
+impl FromIterator<Ambiguity> for Ambiguities {
+    fn from_iter<I: IntoIterator<Item = Ambiguity>>(iter: I) -> Self {
+        let mut set = Ambiguities::default();
+        for a in iter {
+            set.insert(a);
+        }
+        set
+    }
+}
+
+/// The ambiguities of a value a rule reads: a comma, or white space at its edges.
+pub fn value_ambiguities(value: &str) -> Ambiguities {
+    let mut found = Ambiguities::default();
+    if value.contains(',') {
+        found.insert(Ambiguity::Comma);
+    }
+    if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
+        found.insert(Ambiguity::EdgeWhitespace);
+    }
+    found
+}
+
+/// Whether a decoded value holds a control character (never accepted).
+pub fn has_control(value: &str) -> bool {
+    value.chars().any(char::is_control)
+}
+
+/// Percent-encode everything but the unreserved characters (RFC 3986 §2.3): the canonical way to
+/// write a value, which every backend decodes the same.
+pub const ENCODE_ALL_BUT_UNRESERVED: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');

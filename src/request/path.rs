@@ -1,5 +1,7 @@
-//! Request paths: the normal form a path is matched and forwarded in, and the ambiguous forms that
-//! are refused rather than guessed at.
+//! Request paths: the canonical form a path is matched and forwarded in, the forms that are refused
+//! rather than guessed at, and those a route must accept explicitly.
+
+use super::{Ambiguities, Ambiguity};
 
 /// Why a request path is refused before routing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,16 +24,33 @@ fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-/// Normalise a request path (RFC 3986 §6.2.2): decode percent-encoded unreserved characters and
-/// upper-case the rest, remove `.` and `..` segments, and collapse repeated slashes. An encoded `/`,
-/// `\` or NUL, a malformed escape, a control character, or `..` above the root is refused rather
-/// than guessed at.
-pub fn normalize_path(raw: &str) -> Result<String, PathError> {
+/// A path in canonical form, and the ambiguous forms it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NormalPath {
+    pub path: String,
+    pub ambiguities: Ambiguities,
+}
+
+fn push_escaped(out: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push('%');
+    out.push(HEX[(b >> 4) as usize] as char);
+    out.push(HEX[(b & 0xF) as usize] as char);
+}
+
+/// Normalise a request path (RFC 3986 §6.2.2) into the canonical form that is matched and forwarded:
+/// percent-encoded unreserved characters decoded, other escapes upper-cased, bytes beyond ASCII
+/// percent-encoded, `.` and `..` segments removed, repeated slashes collapsed. An encoded `/`, `\`
+/// or NUL, a malformed escape, a control character, or `..` above the root is refused; forms that
+/// backends read differently (path parameters, `%25`, trailing dots, white space at a segment's
+/// edge) are reported for the route to refuse or accept.
+pub fn canonical_path(raw: &str) -> Result<NormalPath, PathError> {
     if !raw.starts_with('/') {
         return Err(PathError::NotAbsolute);
     }
     let bytes = raw.as_bytes();
     let mut decoded = String::with_capacity(raw.len());
+    let mut ambiguities = Ambiguities::default();
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
@@ -39,37 +58,68 @@ pub fn normalize_path(raw: &str) -> Result<String, PathError> {
             let hex = bytes.get(i + 1..i + 3).ok_or(PathError::BadEncoding)?;
             let s = std::str::from_utf8(hex).map_err(|_| PathError::BadEncoding)?;
             let v = u8::from_str_radix(s, 16).map_err(|_| PathError::BadEncoding)?;
-            if matches!(v, b'/' | b'\\' | 0) {
-                return Err(PathError::EncodedSeparator);
+            match v {
+                b'/' | b'\\' | 0 => return Err(PathError::EncodedSeparator),
+                v if v.is_ascii_control() => return Err(PathError::ControlCharacter),
+                b'%' => ambiguities.insert(Ambiguity::EncodedPercent),
+                _ => {}
             }
             if is_unreserved(v) {
                 decoded.push(v as char);
             } else {
-                decoded.push('%');
-                decoded.push_str(&s.to_ascii_uppercase());
+                push_escaped(&mut decoded, v);
             }
             i += 3;
         } else if b.is_ascii_control() || b == b' ' {
             return Err(PathError::ControlCharacter);
         } else if b == b'\\' {
             return Err(PathError::EncodedSeparator);
+        } else if !b.is_ascii() {
+            push_escaped(&mut decoded, b);
+            i += 1;
         } else {
             decoded.push(b as char);
             i += 1;
         }
     }
-    // `..;x` is `..` to servlet containers but a plain name to us: refuse the ambiguity.
     for seg in decoded.split('/') {
-        let params_at = [seg.find(';'), seg.to_ascii_uppercase().find("%3B")]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some(at) = params_at {
-            if matches!(&seg[..at], "" | "." | "..") {
-                return Err(PathError::DotSegmentWithParameters);
-            }
-        }
+        ambiguities = ambiguities.union(segment_ambiguities(seg)?);
     }
+    Ok(NormalPath {
+        path: remove_dot_segments(&decoded)?,
+        ambiguities,
+    })
+}
+
+/// [`canonical_path`] without the ambiguities it reports.
+pub fn normalize_path(raw: &str) -> Result<String, PathError> {
+    canonical_path(raw).map(|p| p.path)
+}
+
+/// What one segment (escaped as in the canonical form) holds that backends read differently.
+fn segment_ambiguities(seg: &str) -> Result<Ambiguities, PathError> {
+    let mut found = Ambiguities::default();
+    let params_at = [seg.find(';'), seg.find("%3B")].into_iter().flatten().min();
+    if let Some(at) = params_at {
+        // `..;x` is `..` to servlet containers but a plain name to us: never guessed.
+        if matches!(&seg[..at], "" | "." | "..") {
+            return Err(PathError::DotSegmentWithParameters);
+        }
+        found.insert(Ambiguity::PathParameters);
+    }
+    if seg.len() > 1 && seg.ends_with('.') && seg != ".." {
+        found.insert(Ambiguity::TrailingDot);
+    }
+    let value = percent_encoding::percent_decode_str(seg).decode_utf8_lossy();
+    if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
+        found.insert(Ambiguity::EdgeWhitespace);
+    }
+    Ok(found)
+}
+
+/// Remove `.` and `..` segments and empty segments; a trailing slash (or a final dot segment)
+/// stays a trailing slash.
+fn remove_dot_segments(decoded: &str) -> Result<String, PathError> {
     let ends_with_slash = decoded.len() > 1 && decoded.ends_with('/');
     let mut out: Vec<&str> = Vec::new();
     let segments: Vec<&str> = decoded.split('/').filter(|s| !s.is_empty()).collect();

@@ -1,21 +1,20 @@
 //! Value templates of rules: literal text with `{path.NAME}`, `{query.NAME}` and `{header.NAME}`
 //! taken from the request.
 
+use super::path::normalize_path;
+use super::query::Query;
+use super::ENCODE_ALL_BUT_UNRESERVED;
+use percent_encoding::utf8_percent_encode;
 use std::collections::BTreeMap;
 
-/// What must be escaped in a value put into a path (a `/` from a `{*rest}` capture stays a separator).
-const PATH_VALUE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'\\');
+/// Why a template gives no path for the backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    #[error("the request lacks {0} (or gives it twice), which the route's upstream path needs")]
+    Missing(String),
+    #[error("{0} is not usable as a path segment")]
+    NotASegment(String),
+}
 
 /// A part of a value template.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +36,7 @@ pub struct Template {
 /// What a template may draw on.
 pub struct RequestValues<'a> {
     pub captures: &'a BTreeMap<String, String>,
-    pub query: Option<&'a str>,
+    pub query: &'a Query,
     pub headers: &'a http::HeaderMap,
 }
 
@@ -101,51 +100,76 @@ impl Template {
         })
     }
 
+    /// The template as a path for the backend. Every inserted value is percent-encoded: a path
+    /// capture keeps its `/` separators (its segments are those of the canonical request path); a
+    /// query or header value is one segment: not empty, `.` or `..`, and without `/` or `\` (which
+    /// some backends would decode into separators). The result is in canonical form, so the backend
+    /// reads exactly the values the rule rendered.
+    pub fn render_path(&self, values: &RequestValues) -> Result<String, RenderError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            let missing = || RenderError::Missing(part.to_string());
+            match part {
+                Part::Literal(l) => out.push_str(l),
+                Part::Path(n) => {
+                    let value = values.captures.get(n).ok_or_else(missing)?;
+                    let segments: Vec<String> = value
+                        .split('/')
+                        .map(|s| utf8_percent_encode(s, ENCODE_ALL_BUT_UNRESERVED).to_string())
+                        .collect();
+                    out.push_str(&segments.join("/"));
+                }
+                Part::Query(_) | Part::Header(_) => {
+                    let value = self.value_of(part, values).ok_or_else(missing)?;
+                    if matches!(value, "" | "." | "..") || value.contains(['/', '\\']) {
+                        return Err(RenderError::NotASegment(part.to_string()));
+                    }
+                    out.extend(utf8_percent_encode(value, ENCODE_ALL_BUT_UNRESERVED));
+                }
+            }
+        }
+        if normalize_path(&out).ok().as_deref() != Some(out.as_str()) {
+            return Err(RenderError::NotASegment(self.text.clone()));
+        }
+        Ok(out)
+    }
+
+    /// The request's value for a query or header part: given exactly once, and text.
+    fn value_of<'v>(&self, part: &Part, values: &'v RequestValues) -> Option<&'v str> {
+        match part {
+            Part::Query(n) => values.query.get(n),
+            Part::Header(n) => {
+                let mut all = values.headers.get_all(n.as_str()).iter();
+                let v = all.next()?.to_str().ok()?;
+                all.next().is_none().then(|| v.trim())
+            }
+            Part::Literal(_) | Part::Path(_) => None,
+        }
+    }
+
     /// The value for a request; None when a query parameter or header it names is absent (or not
-    /// UTF-8, or given twice: a value must be unambiguous).
+    /// text, or given twice: a value must be unambiguous).
     pub fn render(&self, values: &RequestValues) -> Option<String> {
-        self.render_with(values, |v| v.to_string())
-    }
-
-    /// The template as a path for the backend: inserted values are percent-encoded again.
-    pub fn render_path(&self, values: &RequestValues) -> Option<String> {
-        self.render_with(values, |v| {
-            percent_encoding::utf8_percent_encode(v, PATH_VALUE).to_string()
-        })
-    }
-
-    fn render_with(
-        &self,
-        values: &RequestValues,
-        encode: impl Fn(&str) -> String,
-    ) -> Option<String> {
         let mut out = String::new();
         for part in &self.parts {
             match part {
                 Part::Literal(l) => out.push_str(l),
-                Part::Path(n) => out.push_str(&encode(values.captures.get(n)?)),
-                Part::Query(n) => {
-                    let mut found =
-                        url::form_urlencoded::parse(values.query.unwrap_or("").as_bytes())
-                            .filter(|(k, _)| k == n)
-                            .map(|(_, v)| v.into_owned());
-                    let v = found.next()?;
-                    if found.next().is_some() {
-                        return None;
-                    }
-                    out.push_str(&encode(&v));
-                }
-                Part::Header(n) => {
-                    let mut all = values.headers.get_all(n.as_str()).iter();
-                    let v = all.next()?.to_str().ok()?;
-                    if all.next().is_some() {
-                        return None;
-                    }
-                    out.push_str(&encode(v.trim()));
-                }
+                Part::Path(n) => out.push_str(values.captures.get(n)?),
+                Part::Query(_) | Part::Header(_) => out.push_str(self.value_of(part, values)?),
             }
         }
         Some(out)
+    }
+}
+
+impl std::fmt::Display for Part {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Part::Literal(l) => f.write_str(l),
+            Part::Path(n) => write!(f, "{{path.{n}}}"),
+            Part::Query(n) => write!(f, "{{query.{n}}}"),
+            Part::Header(n) => write!(f, "{{header.{n}}}"),
+        }
     }
 }
 
@@ -159,9 +183,10 @@ mod tests {
         captures.insert("id".to_string(), "C1".to_string());
         let mut headers = http::HeaderMap::new();
         headers.insert("x-owner", "EU.EORI.NL000000005".parse().unwrap());
+        let query = Query::parse(Some("kind=box&dup=1&dup=2")).unwrap();
         let values = RequestValues {
             captures: &captures,
-            query: Some("kind=box&dup=1&dup=2"),
+            query: &query,
             headers: &headers,
         };
         let r = |t: &str| Template::parse(t).unwrap().render(&values);
@@ -179,5 +204,44 @@ mod tests {
         assert!(Template::parse("{cookie.x}").is_err());
         assert!(Template::parse("{path.id").is_err());
         assert!(Template::parse("a}b").is_err());
+    }
+
+    #[test]
+    fn upstream_paths_insert_values_as_whole_segments() {
+        let mut captures = BTreeMap::new();
+        captures.insert("id".to_string(), "C 1".to_string());
+        captures.insert("rest".to_string(), "a/b c".to_string());
+        let mut headers = http::HeaderMap::new();
+        headers.insert("x-tenant", "../../admin".parse().unwrap());
+        headers.insert("x-dot", "..".parse().unwrap());
+        let query = Query::parse(Some("version=../../admin&v=2&twice=1&twice=2")).unwrap();
+        let values = RequestValues {
+            captures: &captures,
+            query: &query,
+            headers: &headers,
+        };
+        let p = |t: &str| Template::parse(t).unwrap().render_path(&values);
+        assert_eq!(p("/v2/{id}/{rest}").as_deref(), Ok("/v2/C%201/a/b%20c"));
+        assert_eq!(
+            p("/t/{header.X-Tenant}/x"),
+            Err(RenderError::NotASegment("{header.x-tenant}".into()))
+        );
+        assert_eq!(
+            p("/v/{query.version}"),
+            Err(RenderError::NotASegment("{query.version}".into()))
+        );
+        assert_eq!(p("/v{query.v}/x").as_deref(), Ok("/v2/x"));
+        assert_eq!(
+            p("/t/{header.X-Dot}/x"),
+            Err(RenderError::NotASegment("{header.x-dot}".into()))
+        );
+        assert_eq!(
+            p("/v/{query.missing}"),
+            Err(RenderError::Missing("{query.missing}".into()))
+        );
+        assert_eq!(
+            p("/v/{query.twice}"),
+            Err(RenderError::Missing("{query.twice}".into()))
+        );
     }
 }

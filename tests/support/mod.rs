@@ -503,3 +503,31 @@ pub fn assertion_parts(
         }),
     )
 }
+
+/// Send `request` as it is (bytes, over plain TCP) to `base` (`http://host:port`); the whole answer.
+pub async fn raw_request(base: &str, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).to_string()
+}
+
+/// The JSON body of a raw HTTP/1.1 answer.
+pub fn raw_body(answer: &str) -> serde_json::Value {
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or(serde_json::Value::Null)
+}
+
+/// An HTTP/2 client (by ALPN) trusting the testbed's CA.
+pub fn h2_client(ca_file: &Path) -> reqwest::Client {
+    let pem = std::fs::read(ca_file).unwrap();
+    reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(&pem).unwrap())
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
