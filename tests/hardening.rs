@@ -4,7 +4,8 @@
 
 mod support;
 
-use serde_json::Value;
+use ishare_gateway::scheme::Timestamp;
+use serde_json::{json, Value};
 use support::*;
 
 const BIN: &str = "hardening";
@@ -51,6 +52,22 @@ upstream = "echo"
 auth = "public"
 accept = ["repeated_query_key"]
 upstream_path = "/tenants/{{header.X-Tenant}}/v{{query.version}}/{{id}}"
+
+[[route]]
+name = "header-only"
+methods = ["GET"]
+path = "/api/header-only/{{id}}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "{OWNER}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
+evidence = ["header"]
+
+[[route]]
+name = "mine"
+path = "/api/mine"
+upstream = "echo"
 
 [[route]]
 name = "files"
@@ -198,5 +215,212 @@ async fn bytes_beyond_ascii_reach_the_backend_percent_encoded_not_mangled() {
     let body = raw_body(&answer);
     assert_eq!(body["path"], "/files/caf%C3%A9/na%C3%AFve");
     assert_eq!(body["query"], "q=caf%C3%A9");
+    env.stop().await;
+}
+
+/// An evidence token signed by `signer` as the registry, about the consumer, issued at `iat`.
+fn registry_evidence(env: &Env, claims: Value) -> String {
+    let now = Timestamp::now().secs();
+    let mut all = json!({
+        "iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": now, "exp": now + 30,
+        "delegationEvidence": {
+            "notBefore": now - 10, "notOnOrAfter": now + 600,
+            "policyIssuer": OWNER, "target": {"accessSubject": CONSUMER},
+            "policySets": [{"policies": [{
+                "target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"], "environment": {"serviceProviders": [SP]}},
+                "rules": [{"effect": "Permit"}]
+            }]}]
+        }
+    });
+    for (k, v) in claims.as_object().unwrap() {
+        all[k] = v.clone();
+    }
+    env.bed.identity(AR).sign_raw(&all).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_evidence_holds_only_within_its_own_token_lifetime() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let now = Timestamp::now().secs();
+    let get = |evidence: String| {
+        env.bed
+            .http
+            .get(format!("{}/api/header-only/C1", env.url))
+            .bearer_auth(&token)
+            .header("delegation_evidence", evidence)
+    };
+    let (status, _) = send(get(registry_evidence(&env, json!({})))).await;
+    assert_eq!(status, 200);
+    let cases = [
+        (
+            json!({"iat": now - 641, "exp": now - 611}),
+            "evidence_token_expired",
+        ),
+        (json!({"exp": now - 2970}), "evidence_token_expired"),
+        (
+            json!({"nbf": now + 3000, "exp": now + 3600}),
+            "evidence_token_not_yet_valid",
+        ),
+        (
+            json!({"delegationEvidence": {"notBefore": now - 10, "notOnOrAfter": now + 600, "policyIssuer": OWNER, "target": {"accessSubject": CONSUMER},
+                "policySets": [{"target": {"environment": {"licenses": ["ISHARE.0001\r\nSet-Cookie: x=1"]}},
+                    "policies": [{"target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"]}, "rules": [{"effect": "Permit"}]}]}]}}),
+            "malformed_evidence",
+        ),
+    ];
+    for (claims, reason) in cases {
+        let (status, body) = send(get(registry_evidence(&env, claims.clone()))).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (403, Some(reason)),
+            "{claims}"
+        );
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_consumer_assertion_counts_once_and_the_backend_hears_of_both() {
+    let env = env().await;
+    let broker = env.token(SP2).await;
+    let consumer = env.bed.identity(CONSUMER);
+    let get = |assertion: &str| {
+        env.bed
+            .http
+            .get(format!("{}/api/containers/C1", env.url))
+            .bearer_auth(&broker)
+            .header("service_consumer_assertion", assertion)
+            .header("X-Original-Consumer-Party-Id", "EU.EORI.NL000000099")
+    };
+    let assertion = consumer.client_assertion(SP2, Timestamp::now()).unwrap();
+    let (status, echo) = send(get(&assertion)).await;
+    assert_eq!(status, 200, "{echo}");
+    assert_eq!(echo["headers"]["x-consumer-party-id"], SP2);
+    assert_eq!(echo["headers"]["x-original-consumer-party-id"], CONSUMER);
+    for _ in 0..3 {
+        let (status, body) = send(get(&assertion)).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (403, Some("invalid_consumer_assertion")),
+            "{body}"
+        );
+    }
+    // A consumer's token for something else is not a consumer assertion.
+    let now = Timestamp::now().secs();
+    let with_evidence = consumer
+        .sign_raw(&json!({"iss": CONSUMER, "sub": CONSUMER, "aud": SP2, "jti": "x1", "iat": now, "exp": now + 30, "delegationEvidence": {}}))
+        .unwrap();
+    let (status, body) = send(get(&with_evidence)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("invalid_consumer_assertion"))
+    );
+    // Without a broker assertion, a client's copy of the header never reaches the backend.
+    let own = env.token(CONSUMER).await;
+    let (status, echo) = send(
+        env.bed
+            .http
+            .get(format!("{}/api/mine", env.url))
+            .bearer_auth(&own)
+            .header("X-Original-Consumer-Party-Id", SP2)
+            .header("X_Original_Consumer_Party_Id", SP2),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        echo["headers"]
+            .get("x-original-consumer-party-id")
+            .is_none(),
+        "{echo}"
+    );
+    assert!(
+        echo["headers"]
+            .get("x_original_consumer_party_id")
+            .is_none(),
+        "{echo}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn party_ids_are_passed_on_as_the_scheme_owner_spells_them() {
+    let env = env().await;
+    let creds = env.bed.creds(CONSUMER).clone();
+    let lower = "eu.EORI.nl000000001";
+    let (header, mut claims) = assertion_parts(&creds, SP);
+    claims["iss"] = json!(lower);
+    claims["sub"] = json!(lower);
+    let assertion = forge(&header, &claims, &creds.key_pem);
+    let mut form = token_form(&env.bed.identity(CONSUMER), SP, Some(assertion));
+    for (k, v) in form.iter_mut() {
+        if k == "client_id" {
+            *v = lower.to_string();
+        }
+    }
+    let (status, body) = status_json(request_token(&env.bed.http, &env.url, form).await).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["access_token"].as_str().unwrap();
+    let (status, echo) = send(
+        env.bed
+            .http
+            .get(format!("{}/api/mine", env.url))
+            .bearer_auth(token),
+    )
+    .await;
+    assert_eq!(
+        (status, echo["headers"]["x-consumer-party-id"].as_str()),
+        (200, Some(CONSUMER))
+    );
+    // A jti no store should keep.
+    let (header, mut claims) = assertion_parts(&creds, SP);
+    claims["jti"] = json!("j".repeat(45_000));
+    let assertion = forge(&header, &claims, &creds.key_pem);
+    let (status, body) = status_json(
+        env.token_response(&env.bed.identity(CONSUMER), Some(assertion))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_jti"))
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
+    let env = env().await;
+    let (status, echo) = send(
+        env.bed
+            .http
+            .get(format!("{}/files/a", env.url))
+            .header("X-HTTP-Method-Override", "DELETE")
+            .header("X_HTTP_Method_Override", "DELETE")
+            .header("X-Method-Override", "PUT")
+            .header("X-Original-URL", "/admin")
+            .header("X-Rewrite-URL", "/admin")
+            .header("Forwarded", "for=10.0.0.1;host=evil")
+            .header("X-Forwarded-Host", "evil")
+            .header("X-Forwarded-For", "10.9.9.9")
+            .header("X-Kept", "yes"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let headers = echo["headers"].as_object().unwrap();
+    for gone in [
+        "x-http-method-override",
+        "x_http_method_override",
+        "x-method-override",
+        "x-original-url",
+        "x-rewrite-url",
+        "forwarded",
+        "x-forwarded-host",
+    ] {
+        assert!(!headers.contains_key(gone), "{gone}: {echo}");
+    }
+    assert_eq!(headers["x-kept"], "yes");
+    assert_eq!(headers["x-forwarded-for"], "10.9.9.9, 127.0.0.1");
+    assert_eq!(headers["x-forwarded-proto"], "https");
     env.stop().await;
 }

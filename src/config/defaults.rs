@@ -15,6 +15,7 @@ pub const CLOCK_LEEWAY: Duration = Duration::from_secs(5);
 pub const MAX_CLOCK_LEEWAY: Duration = Duration::from_secs(30);
 pub const TOKEN_PATHS: [&str; 3] = ["/connect/token", "/oauth2.0/token", "/token"];
 pub const ALLOW_RS384_RS512: bool = false;
+pub const REPLAY_CAPACITY: usize = 1_000_000;
 
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,6 +30,21 @@ pub const HEADER_EVIDENCE_MAX_AGE: Duration = Duration::from_secs(3600);
 
 pub const RULES_DIRECTORY: &str = "policies";
 pub const PARTY_HEADER: &str = "X-Consumer-Party-Id";
+pub const ORIGINAL_CONSUMER_HEADER: &str = "X-Original-Consumer-Party-Id";
+/// Client headers the backend never receives: method and path overrides, and forwarding details a
+/// client could forge.
+pub const STRIP_HEADERS: [&str; 10] = [
+    "X-HTTP-Method-Override",
+    "X-HTTP-Method",
+    "X-Method-Override",
+    "X-Original-URL",
+    "X-Rewrite-URL",
+    "Forwarded",
+    "X-Forwarded-Host",
+    "X-Forwarded-Port",
+    "X-Forwarded-Prefix",
+    "X-Real-IP",
+];
 
 pub const THREADS: usize = 2;
 pub const H2C: bool = false;
@@ -53,6 +69,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
             format!("[{}]", TOKEN_PATHS.map(text).join(", ")),
         ),
         ("tokens.allow_rs384_rs512", ALLOW_RS384_RS512.to_string()),
+        ("tokens.replay_capacity", REPLAY_CAPACITY.to_string()),
         ("upstream.connect_timeout", time(CONNECT_TIMEOUT)),
         ("upstream.read_timeout", time(READ_TIMEOUT)),
         ("upstream.write_timeout", time(WRITE_TIMEOUT)),
@@ -73,6 +90,14 @@ pub fn documented() -> Vec<(&'static str, String)> {
         ),
         ("rules.directory", text(RULES_DIRECTORY)),
         ("forwarding.party_header", text(PARTY_HEADER)),
+        (
+            "forwarding.original_consumer_header",
+            text(ORIGINAL_CONSUMER_HEADER),
+        ),
+        (
+            "forwarding.strip_headers",
+            format!("[{}]", STRIP_HEADERS.map(text).join(", ")),
+        ),
         ("server.threads", THREADS.to_string()),
         ("server.h2c", H2C.to_string()),
         ("server.grace_period", time(GRACE_PERIOD)),

@@ -136,6 +136,8 @@ pub struct TokensFile {
     pub clock_leeway: Option<Duration>,
     pub paths: Option<Vec<String>>,
     pub allow_rs384_rs512: Option<bool>,
+    /// The most jtis remembered at once; beyond it token requests are refused.
+    pub replay_capacity: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -208,6 +210,10 @@ pub struct RulesFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct ForwardingFile {
     pub party_header: Option<String>,
+    /// The consumer a broker acts for (the broker pattern).
+    pub original_consumer_header: Option<String>,
+    /// Client headers never passed to the backend (replaces the default list).
+    pub strip_headers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

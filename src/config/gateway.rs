@@ -8,7 +8,9 @@ use super::rules::{load_rules, Known};
 use super::{header_name, nonzero, party, resolve, socket_addr, url_of, ConfigIssue, Issues};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
-use crate::scheme::vocabulary::{CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
+use crate::scheme::vocabulary::{
+    BROKER_HEADER, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH,
+};
 use crate::tls::OutboundTrust;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -51,7 +53,8 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
-    let party_header = party_header(file.forwarding, issues);
+    let strip_headers = strip_headers(file.forwarding.strip_headers.as_deref(), issues);
+    let party_headers = party_headers(file.forwarding, issues);
     let server = server(&base, file.server);
     let log = log(file.log, issues);
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
@@ -86,7 +89,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         admin,
         rules_dir,
         routes,
-        party_header,
+        party_header: party_headers.clone()?.0,
+        original_consumer_header: party_headers?.1,
+        strip_headers,
         server,
         log,
     })
@@ -311,6 +316,7 @@ fn tokens(t: TokensFile, issues: &mut Issues) -> Tokens {
         leeway,
         paths,
         allow_rs384_rs512: t.allow_rs384_rs512.unwrap_or(default::ALLOW_RS384_RS512),
+        replay_capacity: t.replay_capacity.unwrap_or(default::REPLAY_CAPACITY).max(1),
     }
 }
 
@@ -456,20 +462,57 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
     }
 }
 
-fn party_header(f: ForwardingFile, issues: &mut Issues) -> http::HeaderName {
-    let key = "forwarding.party_header";
-    let name = issues
-        .check(
-            key,
-            header_name(f.party_header.as_deref().unwrap_or(default::PARTY_HEADER)),
-        )
-        .unwrap_or(http::HeaderName::from_static("x-consumer-party-id"));
-    for reserved in ["authorization", "host", EVIDENCE_HEADER, "content-length"] {
-        if name.as_str() == reserved {
-            issues.add(key, format!("{reserved} cannot carry the party id"));
+/// The headers that tell the backend who called: the consumer, and the consumer a broker acts for.
+fn party_headers(
+    f: ForwardingFile,
+    issues: &mut Issues,
+) -> Option<(http::HeaderName, http::HeaderName)> {
+    let mut header = |key: &str, configured: Option<String>, default: &str| {
+        let name = issues.check(key, header_name(configured.as_deref().unwrap_or(default)))?;
+        let reserved = [
+            "authorization",
+            "host",
+            EVIDENCE_HEADER,
+            BROKER_HEADER,
+            "content-length",
+        ];
+        if reserved.contains(&name.as_str()) {
+            issues.add(key, format!("{name} cannot carry a party id"));
         }
+        Some(name)
+    };
+    let party = header(
+        "forwarding.party_header",
+        f.party_header,
+        default::PARTY_HEADER,
+    );
+    let original = header(
+        "forwarding.original_consumer_header",
+        f.original_consumer_header,
+        default::ORIGINAL_CONSUMER_HEADER,
+    );
+    let (party, original) = (party?, original?);
+    if party == original {
+        issues.add(
+            "forwarding.original_consumer_header",
+            "must differ from party_header",
+        );
     }
-    name
+    Some((party, original))
+}
+
+fn strip_headers(configured: Option<&[String]>, issues: &mut Issues) -> Vec<http::HeaderName> {
+    let names: Vec<&str> = match configured {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => default::STRIP_HEADERS.to_vec(),
+    };
+    names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            issues.check(&format!("forwarding.strip_headers[{i}]"), header_name(n))
+        })
+        .collect()
 }
 
 fn server(base: &Path, s: ServerFile) -> Server {

@@ -33,6 +33,10 @@ pub struct Config {
     pub rules_dir: PathBuf,
     pub routes: Vec<Route>,
     pub party_header: http::HeaderName,
+    /// Names the consumer a broker acts for, beside the broker in `party_header`.
+    pub original_consumer_header: http::HeaderName,
+    /// Client headers never passed to the backend.
+    pub strip_headers: Vec<http::HeaderName>,
     pub server: Server,
     pub log: Log,
 }
@@ -94,6 +98,7 @@ pub struct Tokens {
     pub leeway: Duration,
     pub paths: Vec<String>,
     pub allow_rs384_rs512: bool,
+    pub replay_capacity: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,5 +237,21 @@ pub struct Route {
 impl Route {
     pub fn allows(&self, method: &Method) -> bool {
         self.methods.as_ref().is_none_or(|m| m.contains(method))
+    }
+
+    /// Every request header the route's rule or upstream path reads (lower case).
+    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+        let mut templates: Vec<&Template> = self.upstream_path.iter().collect();
+        if let Auth::Delegation(rule) = &self.auth {
+            templates.push(&rule.policy_issuer);
+            templates.push(&rule.resource_type);
+            templates.extend(
+                rule.identifiers
+                    .iter()
+                    .chain(&rule.attributes)
+                    .chain(&rule.delegation_path),
+            );
+        }
+        templates.into_iter().flat_map(Template::header_names)
     }
 }

@@ -139,7 +139,7 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"http\"", ""), "gateway.toml: upstream[0].health_check.path: an http health check needs a path"),
         (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"tcp\"\npath = \"/h\"", ""), "gateway.toml: upstream[0].health_check.path: a tcp health check has no path"),
         (gateway("party_id = \"EU.EORI.NL000000004\"\nurl = \"https://127.0.0.1:9104\"", "party_id = \"EU.EORI.NL000000004\"\nurl = \"nowhere\"", "[[registry]]\nname = \"ar\"\nparty_id = \"AR\"\nurl = \"https://ar\"\n"), "gateway.toml: registry[0].url: \"nowhere\" is not a URL: relative URL without a base|gateway.toml: registry[1].party_id: party identifier \"AR\" is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor did:ishare:<id>|gateway.toml: registry[1].name: \"ar\" is defined twice"),
-        (gateway("", "", "[forwarding]\nparty_header = \"Authorization\"\n"), "gateway.toml: forwarding.party_header: authorization cannot carry the party id"),
+        (gateway("", "", "[forwarding]\nparty_header = \"Authorization\"\n"), "gateway.toml: forwarding.party_header: authorization cannot carry a party id"),
         (gateway("", "", "[forwarding]\nparty_header = \"X Party\"\n"), "gateway.toml: forwarding.party_header: \"X Party\" is not a header name"),
         (gateway("", "", "[log]\nformat = \"xml\"\n"), "gateway.toml: log.format: unknown variant `xml`, expected `text` or `json`"),
         (gateway("", "", "public_url = \"gateway\"\n"), "gateway.toml: public_url: \"gateway\" is not a URL: relative URL without a base"),

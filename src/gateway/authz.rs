@@ -7,6 +7,7 @@ use super::broker;
 use super::decision_cache::{DecisionCache, DecisionKey};
 use super::header_evidence::{Expected, HeaderEvidence};
 use super::reject::{EvidenceRefusal, HeaderProblem, MissingValue, Reject, RuleValue, Unavailable};
+use super::replay::ReplayStore;
 use crate::config::model::{Config, DelegationRule};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
@@ -32,6 +33,8 @@ pub const MAX_VALUE_LEN: usize = 256;
 /// A permitted request: what the response headers are made from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Grant {
+    /// The consumer a broker acts for, when it does (the broker pattern).
+    pub original_consumer: Option<String>,
     pub licences: Vec<Licence>,
     pub not_on_or_after: i64,
     pub max_delegation_depth: Option<u32>,
@@ -39,6 +42,7 @@ pub struct Grant {
 
 struct Inner {
     our_id: PartyId,
+    replay: Arc<ReplayStore>,
     scheme: String,
     algorithms: AlgorithmPolicy,
     leeway_secs: f64,
@@ -84,7 +88,12 @@ pub fn header<'a>(
 }
 
 impl Authorizer {
-    pub fn new(config: &Config, peer: PeerClient, metrics: Metrics) -> Self {
+    pub fn new(
+        config: &Config,
+        peer: PeerClient,
+        replay: Arc<ReplayStore>,
+        metrics: Metrics,
+    ) -> Self {
         let algorithms = AlgorithmPolicy {
             allow_rs384_rs512: config.tokens.allow_rs384_rs512,
         };
@@ -92,6 +101,7 @@ impl Authorizer {
         let d = &config.delegation;
         Authorizer(Arc::new(Inner {
             our_id: config.identity.party_id.clone(),
+            replay,
             scheme: config.scheme.clone(),
             algorithms,
             leeway_secs,
@@ -169,18 +179,22 @@ impl Authorizer {
         trust: &TrustStore,
     ) -> Result<Grant, Reject> {
         let now = Timestamp::now();
-        let subject = match header(facts.values.headers, BROKER_HEADER)? {
+        let original_consumer = match header(facts.values.headers, BROKER_HEADER)? {
             Some(assertion) => {
                 let rules = AssertionRules {
                     audience: facts.caller.to_string(),
                     leeway_secs: self.0.leeway_secs,
                     algorithms: self.0.algorithms,
                 };
-                broker::original_consumer(assertion, &rules, trust, now).await?
+                Some(
+                    broker::original_consumer(assertion, &rules, trust, &self.0.replay, now)
+                        .await?,
+                )
             }
-            None => facts.caller.to_string(),
+            None => None,
         };
-        let request = self.access_request(rule, facts, &subject)?;
+        let subject = original_consumer.as_deref().unwrap_or(facts.caller);
+        let request = self.access_request(rule, facts, subject)?;
         let evidence = match rule.evidence.header {
             true => header(facts.values.headers, EVIDENCE_HEADER)?,
             false => None,
@@ -220,6 +234,7 @@ impl Authorizer {
             .inc();
         match decision {
             Decision::Permit(p) => Ok(Grant {
+                original_consumer,
                 licences: p.licences,
                 not_on_or_after: p.not_on_or_after,
                 max_delegation_depth: p.max_delegation_depth,

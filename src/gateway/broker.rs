@@ -1,30 +1,54 @@
 //! The broker pattern: a caller acting for another consumer forwards that consumer's client
-//! assertion in the `service_consumer_assertion` header; the request is then decided for the
-//! consumer. The assertion must be addressed to the caller (the forwarder) and signed by an active
-//! party.
+//! assertion in the `service_consumer_assertion` header; the request is then decided for that
+//! consumer. The assertion is a client assertion as the scheme defines it and nothing more: signed
+//! by the consumer (an active party, its certificate chained to the trusted list), `iss` = `sub` =
+//! the consumer, `aud` = the caller, `exp` = `iat` + 30 and unexpired, a `jti` used once only (the
+//! replay store remembers it), and no claims beyond `iss`, `sub`, `aud`, `jti`, `iat`, `exp`, `nbf`.
 
 use super::reject::{EvidenceRefusal, Reject};
+use super::replay::ReplayStore;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Trust, VerifyError};
-use crate::scheme::assertion::{check_assertion, AssertionRules};
+use crate::scheme::assertion::{check_assertion, jti_retention, AssertionError, AssertionRules};
 use crate::scheme::Timestamp;
 
-/// The consumer the caller acts for, from its forwarded client assertion; `rules.audience` is the
-/// caller.
+/// The claims a consumer assertion may carry.
+const CLAIMS: [&str; 7] = ["iss", "sub", "aud", "jti", "iat", "exp", "nbf"];
+
+/// The consumer the caller acts for (as the scheme owner spells its id), from its forwarded client
+/// assertion; `rules.audience` is the caller.
 pub async fn original_consumer(
     assertion: &str,
     rules: &AssertionRules,
     trust: &TrustStore,
+    replay: &ReplayStore,
     now: Timestamp,
 ) -> Result<String, Reject> {
     let refused = |e| Reject::from(EvidenceRefusal::ConsumerAssertion(e));
     let checked = check_assertion(assertion, None, rules, now).map_err(refused)?;
-    trust
+    if let Some(extra) = checked
+        .jwt
+        .claims
+        .keys()
+        .find(|k| !CLAIMS.contains(&k.as_str()))
+    {
+        return Err(EvidenceRefusal::ConsumerAssertionClaim(extra.clone()).into());
+    }
+    let signer = trust
         .verify_signer(&checked.jwt, &checked.client_id, now)
         .await
         .map_err(|e| match e {
             VerifyError::Refused(e) => refused(e.into()),
             VerifyError::SchemeOwner(e) => e.into(),
         })?;
-    Ok(checked.client_id.to_string())
+    let consumer = signer.record.party_id.clone();
+    let until = jti_retention(&checked, rules, now);
+    let first = replay
+        .first_use(&consumer, &checked.jti, until, now)
+        .await
+        .map_err(|e| Reject::Unavailable(e.into()))?;
+    if !first {
+        return Err(refused(AssertionError::Replayed));
+    }
+    Ok(consumer)
 }

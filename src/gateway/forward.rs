@@ -4,7 +4,7 @@
 use super::authz::Grant;
 use super::reject::{MissingValue, Reject};
 use super::upstream::UpstreamPool;
-use crate::config::model::{Auth, HeaderSource, Route};
+use crate::config::model::{Auth, Config, HeaderSource, Route};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use crate::scheme::licence::Licence;
@@ -53,27 +53,41 @@ pub struct Forwarding<'a> {
     pub pool: &'a UpstreamPool,
     /// The path and query decided on.
     pub uri: &'a http::Uri,
+    /// The authenticated caller.
     pub consumer: Option<&'a str>,
-    pub party_header: &'a http::HeaderName,
+    /// The consumer a broker acts for.
+    pub original_consumer: Option<&'a str>,
+    pub config: &'a Config,
     pub client_addr: Option<String>,
     pub tls: bool,
 }
 
-/// Rewrite the request for the backend: the path and query decided on;
-/// no Authorization unless the route forwards it; no credentials of the scheme (evidence, consumer
-/// assertions); the consumer's party id in its header, never a client-supplied one; and the usual
-/// X-Forwarded-* headers.
+/// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
+/// route forwards it; no credentials of the scheme (evidence, consumer assertions); the consumer's
+/// party id (and the original consumer's, for a broker) in their headers, never a client's copy;
+/// none of the headers the configuration strips (method and path overrides, forwarding details a
+/// client could forge), nor an underscore look-alike of any header the gateway vouches for or
+/// decided on; and X-Forwarded-For and X-Forwarded-Proto.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
+    let config = f.config;
     if !f.route.forward_authorization {
         req.remove_header(&http::header::AUTHORIZATION);
     }
-    req.remove_header(EVIDENCE_HEADER);
-    req.remove_header(BROKER_HEADER);
-    req.remove_header(f.party_header);
+    for name in [
+        EVIDENCE_HEADER,
+        BROKER_HEADER,
+        config.party_header.as_str(),
+        config.original_consumer_header.as_str(),
+    ] {
+        req.remove_header(name);
+    }
+    for name in &config.strip_headers {
+        req.remove_header(name);
+    }
     // Backends that fold `_` into `-` (CGI, WSGI, Rack) would read a look-alike of a header the
     // gateway vouches for or decided on as that header: no such look-alike reaches them.
-    let guarded = guarded_headers(f.route, f.party_header);
+    let guarded = guarded_headers(f.route, config);
     let look_alikes: Vec<http::HeaderName> = req
         .headers
         .keys()
@@ -84,7 +98,10 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
         req.remove_header(&name);
     }
     if let Some(consumer) = f.consumer {
-        req.insert_header(f.party_header.clone(), consumer)?;
+        req.insert_header(config.party_header.clone(), consumer)?;
+    }
+    if let Some(original) = f.original_consumer {
+        req.insert_header(config.original_consumer_header.clone(), original)?;
     }
     if let Some(host) = &f.pool.config.host_header {
         req.insert_header(http::header::HOST, host.as_str())?;
@@ -109,28 +126,18 @@ fn fold(name: &str) -> String {
     name.to_ascii_lowercase().replace('_', "-")
 }
 
-/// The headers whose look-alikes are removed: the party header, the scheme's credentials, and
-/// every header the route's rule reads.
-fn guarded_headers(route: &Route, party_header: &http::HeaderName) -> Vec<String> {
+/// The headers whose look-alikes are removed: the party headers, the scheme's credentials, the
+/// stripped headers, and every header the route's rule reads.
+fn guarded_headers(route: &Route, config: &Config) -> Vec<String> {
     let mut names = vec![
-        fold(party_header.as_str()),
+        fold(config.party_header.as_str()),
+        fold(config.original_consumer_header.as_str()),
         fold(http::header::AUTHORIZATION.as_str()),
         fold(EVIDENCE_HEADER),
         fold(BROKER_HEADER),
     ];
-    let mut templates: Vec<&crate::request::template::Template> =
-        route.upstream_path.iter().collect();
-    if let Auth::Delegation(rule) = &route.auth {
-        templates.push(&rule.policy_issuer);
-        templates.push(&rule.resource_type);
-        templates.extend(
-            rule.identifiers
-                .iter()
-                .chain(&rule.attributes)
-                .chain(&rule.delegation_path),
-        );
-    }
-    names.extend(templates.iter().flat_map(|t| t.header_names()).map(fold));
+    names.extend(config.strip_headers.iter().map(|h| fold(h.as_str())));
+    names.extend(route.header_names().map(fold));
     names
 }
 

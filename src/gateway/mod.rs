@@ -58,6 +58,8 @@ pub struct Ctx {
     /// The path and query the backend receives: what the decision was made on.
     upstream_uri: Option<http::Uri>,
     consumer: Option<String>,
+    /// The consumer a broker acts for (the broker pattern).
+    original_consumer: Option<String>,
     outcome: &'static str,
     reason: &'static str,
     licence_headers: Vec<(String, String)>,
@@ -157,6 +159,7 @@ impl Gateway {
                 };
                 let grant = snap.authz.authorize(rule, &facts, &snap.trust).await?;
                 ctx.licence_headers = forward::licence_headers(&route, &grant);
+                ctx.original_consumer = grant.original_consumer;
             }
         }
         Ok(None)
@@ -176,6 +179,7 @@ impl ProxyHttp for Gateway {
             path: String::new(),
             upstream_uri: None,
             consumer: None,
+            original_consumer: None,
             outcome: "forwarded",
             reason: "",
             licence_headers: Vec::new(),
@@ -251,7 +255,8 @@ impl ProxyHttp for Gateway {
             pool,
             uri,
             consumer: ctx.consumer.as_deref(),
-            party_header: &snap.config.party_header,
+            original_consumer: ctx.original_consumer.as_deref(),
+            config: &snap.config,
             client_addr: client_addr(session),
             tls: is_tls(session),
         };

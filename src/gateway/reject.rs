@@ -2,6 +2,7 @@
 //! `Reject::row` is the table that maps each to its status, `error` code, reason code, metrics
 //! outcome and description; every answer the gateway writes itself goes through it.
 
+use super::replay::ReplayError;
 use crate::access_token::AccessTokenError;
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::trust::TrustError;
@@ -94,6 +95,8 @@ pub enum EvidenceRefusal {
     IssuerNotTheOwnersRegistry { issuer: PartyId, owner: String },
     #[error("the consumer assertion: {0}")]
     ConsumerAssertion(AssertionError),
+    #[error("the consumer assertion carries the claim {0:?}; a client assertion has no other claims than iss, sub, aud, jti, iat, exp and nbf")]
+    ConsumerAssertionClaim(String),
     #[error(transparent)]
     NoRegistry(#[from] NoRegistry),
 }
@@ -106,8 +109,10 @@ reason_codes! {
         EvidenceRefusal::Signer(SignerError::Chain(_)) => "evidence_untrusted",
         EvidenceRefusal::Signer(SignerError::Party(_)) => "evidence_issuer_unknown",
         EvidenceRefusal::IssuerNotARegistry(_) => "evidence_issuer_not_a_registry",
-        EvidenceRefusal::IssuerNotTheOwnersRegistry { .. } => "evidence_issuer_not_the_owners_registry",
-        EvidenceRefusal::ConsumerAssertion(_) => "invalid_consumer_assertion",
+        EvidenceRefusal::IssuerNotTheOwnersRegistry { .. } =>
+            "evidence_issuer_not_the_owners_registry",
+        EvidenceRefusal::ConsumerAssertion(_)
+        | EvidenceRefusal::ConsumerAssertionClaim(_) => "invalid_consumer_assertion",
     } nested {
         EvidenceRefusal::Token(e) => e: EvidenceTokenError,
         EvidenceRefusal::NoRegistry(e) => e: NoRegistry,
@@ -160,6 +165,8 @@ pub enum Unavailable {
     RegistryTimeout(Duration),
     #[error("signing failed: {0}")]
     Signing(SigningError),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
 }
 
 impl Unavailable {
@@ -174,6 +181,9 @@ impl Unavailable {
                 "the authorisation registry gave no usable answer in time; try again later"
             }
             Unavailable::Signing(_) => "the gateway could not sign its answer; try again later",
+            Unavailable::Replay(_) => {
+                "the gateway cannot tell whether the assertion was used before; try again later"
+            }
         }
     }
 }
@@ -182,6 +192,7 @@ reason_codes! {
     Unavailable {
         Unavailable::RegistryTimeout(_) => "registry_timeout",
         Unavailable::Signing(_) => "signing_failed",
+        Unavailable::Replay(ReplayError::Full) => "replay_store_full",
     } nested {
         Unavailable::SchemeOwner(e) => e: TrustError,
         Unavailable::Registry(e) => e: RegistryFailure,

@@ -5,6 +5,7 @@
 use super::admin::Admin;
 use super::background::Maintenance;
 use super::listener::{tls_settings, CertResolver};
+use super::replay::ReplayStore;
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
 use crate::config::model::Config;
@@ -55,7 +56,10 @@ pub fn build(
             certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
         }
     }
-    let shared = Shared::new(certificates);
+    let shared = Shared::new(
+        certificates,
+        ReplayStore::new(config.tokens.replay_capacity),
+    );
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),

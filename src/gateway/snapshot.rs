@@ -22,17 +22,17 @@ use std::sync::Arc;
 /// What lives across reloads.
 pub struct Shared {
     pub metrics: Metrics,
-    pub replay: ReplayStore,
+    pub replay: Arc<ReplayStore>,
     /// The certificates of the TLS listeners, by listener index; swapped on reload.
     pub certificates: BTreeMap<usize, Arc<CertResolver>>,
     generation: AtomicU64,
 }
 
 impl Shared {
-    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>) -> Self {
+    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>, replay: ReplayStore) -> Self {
         Shared {
             metrics: Metrics::new(),
-            replay: ReplayStore::default(),
+            replay: Arc::new(replay),
             certificates,
             generation: AtomicU64::new(0),
         }
@@ -120,7 +120,12 @@ impl Snapshot {
             {
                 p.authz.clone()
             }
-            _ => Authorizer::new(&config, peer.clone(), shared.metrics.clone()),
+            _ => Authorizer::new(
+                &config,
+                peer.clone(),
+                shared.replay.clone(),
+                shared.metrics.clone(),
+            ),
         };
         let tokens = AccessTokens::new(
             &config.identity.party_id,

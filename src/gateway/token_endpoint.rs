@@ -6,9 +6,10 @@ use super::reject::{Answer, BodyError, Reject};
 use super::snapshot::{Shared, Snapshot};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
-    check_assertion, jti_retention, AssertionError, AssertionRules, JtiStore, TokenRequest,
+    check_assertion, jti_retention, AssertionError, AssertionRules, TokenRequest,
 };
 use crate::scheme::models::TokenResponse;
+use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
 use http::Method;
 use pingora::proxy::Session;
@@ -66,23 +67,26 @@ pub async fn answer(
     let now = Timestamp::now();
     let assertion = check_assertion(&checked.assertion, Some(&checked.client_id), &rules, now)
         .map_err(Reject::TokenRequest)?;
-    snap.trust
+    let signer = snap
+        .trust
         .verify_signer(&assertion.jwt, &assertion.client_id, now)
         .await
         .map_err(|e| match e {
             VerifyError::Refused(e) => Reject::TokenRequest(e.into()),
             VerifyError::SchemeOwner(e) => e.into(),
         })?;
+    // The party as the scheme owner spells it, whatever letter case the client used.
+    let client = PartyId::parse(&signer.record.party_id).unwrap_or(assertion.client_id.clone());
     let until = jti_retention(&assertion, &rules, now);
     if !shared
         .replay
-        .remember(assertion.client_id.as_str(), &assertion.jti, until, now)
+        .first_use(client.as_str(), &assertion.jti, until, now)
+        .await
+        .map_err(|e| Reject::Unavailable(e.into()))?
     {
         return Err(Reject::TokenRequest(AssertionError::Replayed));
     }
-    let access_token = snap
-        .tokens
-        .issue(&assertion.client_id, &checked.scopes, now);
+    let access_token = snap.tokens.issue(&client, &checked.scopes, now);
     let answer = Answer {
         status: 200,
         body: serde_json::to_value(TokenResponse::bearer(
@@ -95,5 +99,5 @@ pub async fn answer(
             ("pragma", "no-cache".into()),
         ],
     };
-    Ok((answer, assertion.client_id.to_string()))
+    Ok((answer, client.to_string()))
 }

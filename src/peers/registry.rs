@@ -53,7 +53,8 @@ reason_codes! {
         RegistryFailure::Call(PeerError::Timeout { .. }) => "registry_timeout",
         RegistryFailure::Call(PeerError::Unreachable { .. }) => "registry_unreachable",
         RegistryFailure::Call(PeerError::Status { .. }) => "registry_error",
-        RegistryFailure::Call(PeerError::Garbled { .. }) | RegistryFailure::Answer { .. } => "registry_garbled",
+        RegistryFailure::Call(PeerError::Garbled { .. })
+        | RegistryFailure::Answer { .. } => "registry_garbled",
     }
 }
 

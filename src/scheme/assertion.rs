@@ -11,6 +11,8 @@ use std::sync::Mutex;
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 pub const GRANT_TYPE: &str = "client_credentials";
+/// The longest `jti` accepted: enough for any id scheme, and no store fills up on one.
+pub const MAX_JTI_LEN: usize = 256;
 /// Clients compute `exp = iat + 30` in floating point; the sum may be off by a few 1e-7 s.
 const LIFETIME_TOLERANCE: f64 = 0.001;
 
@@ -72,6 +74,8 @@ pub enum AssertionError {
     InvalidExp,
     #[error("client assertion has no jti")]
     MissingJti,
+    #[error("client assertion jti is longer than {MAX_JTI_LEN} characters")]
+    InvalidJti,
     #[error("client assertion iat is in the future")]
     IssuedInFuture,
     #[error("client assertion nbf is in the future")]
@@ -131,6 +135,7 @@ reason_codes! {
         AssertionError::MissingExp => "missing_exp",
         AssertionError::InvalidExp => "invalid_exp",
         AssertionError::MissingJti => "missing_jti",
+        AssertionError::InvalidJti => "invalid_jti",
         AssertionError::IssuedInFuture => "iat_in_future",
         AssertionError::NotYetValid => "nbf_in_future",
         AssertionError::Expired => "assertion_expired",
@@ -290,6 +295,7 @@ pub fn check_assertion(
     }
     let jti = match jwt.str_claim("jti") {
         None | Some("") => return Err(AssertionError::MissingJti),
+        Some(jti) if jti.len() > MAX_JTI_LEN => return Err(AssertionError::InvalidJti),
         Some(jti) => jti.to_string(),
     };
     let now_f = now.as_f64();

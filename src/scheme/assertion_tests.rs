@@ -197,6 +197,14 @@ fn each_claim_defect_is_refused_with_its_own_error() {
         "invalid_aud"
     );
     assert_eq!(code_of(&token(keep, remove("jti"))), "missing_jti");
+    assert_eq!(
+        code_of(&token(keep, set("jti", json!("j".repeat(45_000))))),
+        "invalid_jti"
+    );
+    assert_eq!(
+        code_of(&token(keep, set("jti", json!("j".repeat(256))))),
+        "ok"
+    );
     assert_eq!(code_of(&token(keep, remove("iat"))), "missing_iat");
     assert_eq!(code_of(&token(keep, remove("exp"))), "missing_exp");
     assert_eq!(

@@ -41,6 +41,16 @@ pub struct PolicySet {
     pub policies: Vec<Policy>,
 }
 
+impl DelegationEvidence {
+    /// Every licence identifier the evidence mentions.
+    pub fn licence_ids(&self) -> impl Iterator<Item = &str> {
+        self.policy_sets
+            .iter()
+            .flat_map(|s| s.licences())
+            .flat_map(Licence::identifiers)
+    }
+}
+
 impl PolicySet {
     pub fn licences(&self) -> &[Licence] {
         self.target

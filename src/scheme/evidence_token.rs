@@ -27,15 +27,27 @@ pub enum EvidenceTokenError {
     IssuedInFuture,
     #[error("the evidence token is older than the accepted maximum age")]
     TooOld,
+    #[error("the evidence token has no exp")]
+    NoExpiry,
+    #[error("the evidence token has expired (exp)")]
+    Expired,
+    #[error("the evidence token is not valid yet (nbf)")]
+    NotYetValid,
 }
 
 reason_codes! {
     EvidenceTokenError {
-        EvidenceTokenError::NotAJwt(_) | EvidenceTokenError::NoEvidence | EvidenceTokenError::Unreadable(_) | EvidenceTokenError::SubjectMismatch => "malformed_evidence",
+        EvidenceTokenError::NotAJwt(_)
+        | EvidenceTokenError::NoEvidence
+        | EvidenceTokenError::Unreadable(_)
+        | EvidenceTokenError::SubjectMismatch
+        | EvidenceTokenError::NoExpiry => "malformed_evidence",
         EvidenceTokenError::IssuerNotAParty(_) => "evidence_issuer_unknown",
         EvidenceTokenError::NotForCaller => "evidence_not_for_caller",
         EvidenceTokenError::IssuedInFuture => "evidence_issued_in_future",
         EvidenceTokenError::TooOld => "evidence_too_old",
+        EvidenceTokenError::Expired => "evidence_token_expired",
+        EvidenceTokenError::NotYetValid => "evidence_token_not_yet_valid",
     }
 }
 
@@ -64,7 +76,17 @@ pub fn read_evidence_token(jwt: &DecodedJwt) -> Result<EvidenceToken, EvidenceTo
     {
         return Err(EvidenceTokenError::SubjectMismatch);
     }
+    if let Some(id) = evidence.licence_ids().find(|id| !is_header_safe(id)) {
+        return Err(EvidenceTokenError::Unreadable(format!(
+            "the licence {id:?} holds characters a header cannot carry"
+        )));
+    }
     Ok(EvidenceToken { issuer, evidence })
+}
+
+/// Licence ids become response headers: visible ASCII and spaces only.
+fn is_header_safe(id: &str) -> bool {
+    id.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
 }
 
 /// How evidence tokens from a consumer are judged.
@@ -78,8 +100,8 @@ pub struct HeaderEvidenceRules {
 
 /// The claims of evidence a consumer presents itself: addressed to one of `audiences` (the consumer
 /// or the caller acting for it; a token without `aud` is not refused for it), issued no later than
-/// now (with leeway), and not older than the maximum age. A token without `iat` counts from the
-/// evidence's `notBefore`.
+/// now and not older than the maximum age, within its own `nbf` and `exp` (all with leeway). A token
+/// without `iat` counts from the evidence's `notBefore`; one without `exp` is refused.
 pub fn check_header_evidence(
     jwt: &DecodedJwt,
     evidence: &DelegationEvidence,
@@ -99,6 +121,16 @@ pub fn check_header_evidence(
     }
     if now.as_f64() - iat > rules.max_age_secs {
         return Err(EvidenceTokenError::TooOld);
+    }
+    let exp = jwt.time_claim("exp").ok_or(EvidenceTokenError::NoExpiry)?;
+    if now.as_f64() > exp + rules.leeway_secs {
+        return Err(EvidenceTokenError::Expired);
+    }
+    if jwt
+        .time_claim("nbf")
+        .is_some_and(|nbf| nbf > now.as_f64() + rules.leeway_secs)
+    {
+        return Err(EvidenceTokenError::NotYetValid);
     }
     Ok(())
 }

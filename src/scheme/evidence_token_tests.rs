@@ -102,8 +102,42 @@ fn the_token_must_be_addressed_to_the_consumer_or_the_caller() {
 }
 
 #[test]
-fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
+fn the_token_is_used_within_its_own_nbf_and_exp() {
     let t = token(|_| {});
+    assert_eq!(check_at(&t, NOW + 35), Ok(()));
+    assert_eq!(check_at(&t, NOW + 36), Err(EvidenceTokenError::Expired));
+    assert_eq!(check_at(&t, NOW + 611), Err(EvidenceTokenError::Expired));
+    let early = token(|c| {
+        c["nbf"] = json!(NOW + 3000);
+        c["exp"] = json!(NOW + 4000);
+    });
+    assert_eq!(check_at(&early, NOW), Err(EvidenceTokenError::NotYetValid));
+    assert_eq!(check_at(&early, NOW + 2995), Ok(()));
+    let eternal = token(|c| {
+        c.as_object_mut().unwrap().remove("exp");
+    });
+    assert_eq!(check_at(&eternal, NOW), Err(EvidenceTokenError::NoExpiry));
+}
+
+#[test]
+fn licence_ids_must_be_able_to_become_headers() {
+    let crlf = token(|c| {
+        c["delegationEvidence"]["policySets"][0]["target"] =
+            json!({"environment": {"licenses": ["ISHARE.0001\r\nX-Injected: 1"]}})
+    });
+    assert_eq!(
+        read_evidence_token(&crlf).unwrap_err().code(),
+        "malformed_evidence"
+    );
+    let fine = token(
+        |c| c["delegationEvidence"]["policySets"][0]["target"] = json!({"environment": {"licenses": [{"anyOf": ["ISHARE.0001", "https://licenses.ishare.eu/x/1.0"]}]}}),
+    );
+    assert!(read_evidence_token(&fine).is_ok());
+}
+
+#[test]
+fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
+    let t = token(|c| c["exp"] = json!(NOW + 7200));
     assert_eq!(check_at(&t, NOW - 5), Ok(()));
     assert_eq!(
         check_at(&t, NOW - 6),
@@ -114,6 +148,7 @@ fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
     // Without iat the evidence's notBefore counts.
     let no_iat = token(|c| {
         c.as_object_mut().unwrap().remove("iat");
+        c["exp"] = json!(NOW + 7200);
     });
     assert_eq!(
         check_at(&no_iat, NOW - 10 + 3601),
