@@ -50,7 +50,7 @@ fn rules() -> String {
             "by-owner",
             "\"GET\"",
             "/api/owned/{id}",
-            "policy_issuer = \"{header.X-Data-Owner}\"",
+            "policy_issuer = \"{header.X-Data-Owner}\"\ncaller_names_owner = true",
         ),
         route(
             "chain",

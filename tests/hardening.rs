@@ -70,6 +70,24 @@ path = "/api/mine"
 upstream = "echo"
 
 [[route]]
+name = "by-owner"
+methods = ["GET"]
+path = "/api/owned/{{id}}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "{{header.X-Data-Owner}}"
+caller_names_owner = true
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
+
+[[route]]
+name = "socket"
+path = "/socket"
+upstream = "echo"
+auth = "public"
+websocket = true
+
+[[route]]
 name = "files"
 methods = ["GET"]
 path = "/files/{{*rest}}"
@@ -422,5 +440,70 @@ async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
     assert_eq!(headers["x-kept"], "yes");
     assert_eq!(headers["x-forwarded-for"], "10.9.9.9, 127.0.0.1");
     assert_eq!(headers["x-forwarded-proto"], "https");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hop_by_hop_headers_cannot_undo_a_decision_or_open_a_tunnel() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let owned = |owner: &str| {
+        env.bed
+            .http
+            .get(format!("{}/api/owned/C1", env.url))
+            .bearer_auth(&token)
+            .header("X-Data-Owner", owner)
+    };
+    let (status, body) = send(owned(OWNER)).await;
+    assert_eq!(
+        (status, body["headers"]["x-data-owner"].as_str()),
+        (200, Some(OWNER))
+    );
+    // (HTTP/1.1: over HTTP/2 a client cannot send Connection at all.)
+    let hop = env
+        .bed
+        .http
+        .get(format!("{}/api/owned/C1", env.plain))
+        .bearer_auth(&token)
+        .header("X-Data-Owner", OWNER)
+        .header("Connection", "keep-alive, X-Data-Owner");
+    let (status, body) = send(hop).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("connection_names_rule_header"))
+    );
+    // The caller may not name itself as the data owner.
+    let (status, body) = send(owned(CONSUMER)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("owner_is_caller"))
+    );
+    // Upgrades only where a route allows them (HTTP/1.1, where they exist).
+    let upgrade = |path: &str| {
+        env.bed
+            .http
+            .get(format!("{}{path}", env.plain))
+            .header("Connection", "upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .header("Sec-WebSocket-Version", "13")
+    };
+    let (status, body) = send(upgrade("/files/a")).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("upgrade_not_allowed"))
+    );
+    let (status, body) = send(upgrade("/socket")).await;
+    assert_eq!(
+        (status, body["headers"]["upgrade"].as_str()),
+        (200, Some("websocket"))
+    );
+    // A Connection header the proxy cannot honour gets an answer, not a dropped connection.
+    let addr = env.plain.trim_start_matches("http://").to_string();
+    let request =
+        format!("GET /files/a HTTP/1.1\r\nHost: {addr}\r\nConnection: close, Host\r\n\r\n");
+    let answer = raw_request(&env.plain, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(raw_body(&answer)["reason"], "invalid_header");
     env.stop().await;
 }

@@ -260,6 +260,9 @@ pub struct RouteFile {
     /// Forms backends read differently that the route lets through.
     #[serde(default)]
     pub accept: Vec<Choice<crate::request::Ambiguity>>,
+    /// Let protocol upgrades (WebSocket) through to the backend.
+    #[serde(default)]
+    pub websocket: bool,
     pub delegation: Option<DelegationRuleFile>,
     #[serde(default)]
     pub response_headers: BTreeMap<String, String>,
@@ -279,4 +282,7 @@ pub struct DelegationRuleFile {
     /// Intermediaries between the data owner and the consumer, for evidence chains from the registry.
     #[serde(default)]
     pub delegation_path: Vec<String>,
+    /// Accept a data owner taken from the request (the caller names it).
+    #[serde(default)]
+    pub caller_names_owner: bool,
 }

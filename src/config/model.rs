@@ -204,6 +204,8 @@ pub struct DelegationRule {
     pub registry: Option<String>,
     pub licences: Vec<String>,
     pub delegation_path: Vec<Template>,
+    /// The data owner comes from the request: the caller names it (and may not name itself).
+    pub caller_names_owner: bool,
 }
 
 /// How a response header is set on delegated routes.
@@ -228,6 +230,8 @@ pub struct Route {
     pub forward_authorization: bool,
     /// Forms backends read differently that this route lets through (refused otherwise).
     pub accept: Ambiguities,
+    /// Protocol upgrades (WebSocket) pass to the backend.
+    pub websocket: bool,
     /// Header names as written (HTTP/1.1 answers keep their case).
     pub response_headers: Vec<(String, HeaderSource)>,
     /// The rules file it came from.

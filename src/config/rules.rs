@@ -193,6 +193,7 @@ fn route(
         advertise: r.advertise,
         forward_authorization: r.forward_authorization,
         accept,
+        websocket: r.websocket,
         response_headers,
         source: path.to_path_buf(),
     })
@@ -268,6 +269,13 @@ fn delegation_rule(
         issues,
     );
     let policy_issuer = templates.parse(&format!("{key}.policy_issuer"), &d.policy_issuer, issues);
+    let named_by_caller = policy_issuer.as_ref().is_some_and(|t| !t.is_literal());
+    if named_by_caller && !d.caller_names_owner {
+        issues.add(
+            format!("{key}.policy_issuer"),
+            "the data owner comes from the request, so the caller can name any owner and present evidence it signed as that owner: set caller_names_owner = true to accept this",
+        );
+    }
     let resource_type = templates.parse(&format!("{key}.resource_type"), &d.resource_type, issues);
     Some(DelegationRule {
         policy_issuer: policy_issuer?,
@@ -279,6 +287,7 @@ fn delegation_rule(
         registry: d.registry,
         licences: d.licences,
         delegation_path,
+        caller_names_owner: named_by_caller,
     })
 }
 

@@ -195,6 +195,13 @@ impl Authorizer {
         };
         let subject = original_consumer.as_deref().unwrap_or(facts.caller);
         let request = self.access_request(rule, facts, subject)?;
+        if rule.caller_names_owner
+            && [subject, facts.caller]
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
+        {
+            return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+        }
         let evidence = match rule.evidence.header {
             true => header(facts.values.headers, EVIDENCE_HEADER)?,
             false => None,

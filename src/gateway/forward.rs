@@ -2,7 +2,7 @@
 //! the licence headers on the response.
 
 use super::authz::Grant;
-use super::reject::{MissingValue, Reject};
+use super::reject::{HeaderRefusal, MissingValue, Reject};
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, Config, HeaderSource, Route};
 use crate::request::query::Query;
@@ -45,6 +45,29 @@ pub fn upstream_uri(
     }
     // Canonical paths and queries are plain ASCII of URI characters; a failure is our fault.
     uri.parse().map_err(|_| Reject::Internal)
+}
+
+/// Refuse what the forwarding would change after the decision, or pass on against the route's
+/// wish: a `Connection` header naming a header the route's rule reads (it would be stripped on the
+/// way to the backend), and an upgrade (WebSocket) on a route that does not allow one.
+pub fn check_hop_by_hop(req: &RequestHeader, route: &Route) -> Result<(), Reject> {
+    let read: Vec<&str> = route.header_names().collect();
+    for value in req.headers.get_all(http::header::CONNECTION) {
+        let text = value
+            .to_str()
+            .map_err(|_| Reject::BadHeader(HeaderRefusal::Connection))?;
+        for token in text.split(',').map(str::trim) {
+            if read.iter().any(|h| h.eq_ignore_ascii_case(token)) {
+                return Err(Reject::BadHeader(HeaderRefusal::ConnectionNamesRuleHeader(
+                    token.to_ascii_lowercase(),
+                )));
+            }
+        }
+    }
+    if req.headers.contains_key(http::header::UPGRADE) && !route.websocket {
+        return Err(Reject::BadHeader(HeaderRefusal::Upgrade));
+    }
+    Ok(())
 }
 
 /// What the backend is told about the request.

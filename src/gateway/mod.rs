@@ -136,6 +136,7 @@ impl Gateway {
             return Err(Reject::Ambiguous(a));
         }
         let req = session.req_header();
+        forward::check_hop_by_hop(req, &route)?;
         let values = RequestValues {
             captures: &captures,
             query: &query,
@@ -294,16 +295,20 @@ impl ProxyHttp for Gateway {
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
-        let reject = ctx.reject.take().or_else(|| match e.etype() {
-            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
-                Some(Reject::BackendTimeout)
+        let timeout = matches!(
+            e.etype(),
+            ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout
+        );
+        let reject = match (ctx.reject.take(), e.esource()) {
+            (Some(reject), _) => reject,
+            (None, ErrorSource::Upstream) if timeout => Reject::BackendTimeout,
+            (None, ErrorSource::Upstream) => Reject::BackendUnreachable,
+            // A request header pingora cannot pass on (e.g. a Connection header naming Host).
+            (None, ErrorSource::Downstream) if e.etype() == &ErrorType::InvalidHTTPHeader => {
+                Reject::BadHeader(reject::HeaderRefusal::Invalid)
             }
-            _ if e.esource() == &ErrorSource::Upstream => Some(Reject::BackendUnreachable),
-            _ => None,
-        });
-        let reject = match reject {
-            Some(reject) => reject,
-            None if e.esource() == &ErrorSource::Downstream => {
+            // The client went away or stalled: there is no one to answer.
+            (None, ErrorSource::Downstream) => {
                 ctx.outcome = "client_error";
                 ctx.reason = "downstream";
                 return FailToProxy {
@@ -311,7 +316,8 @@ impl ProxyHttp for Gateway {
                     can_reuse_downstream: false,
                 };
             }
-            None => Reject::Internal,
+            (None, _) if timeout => Reject::BackendTimeout,
+            (None, _) => Reject::Internal,
         };
         let answer = ctx.refuse(&reject);
         let code = match respond(session, &answer).await {

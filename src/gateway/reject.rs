@@ -32,6 +32,8 @@ pub enum Reject {
     BadQuery(QueryError),
     /// A form backends read differently, which the route does not accept.
     Ambiguous(Ambiguity),
+    /// A request header the gateway cannot pass on as it is.
+    BadHeader(HeaderRefusal),
     NotFound,
     MethodNotAllowed(Vec<Method>),
     BodyTooLarge,
@@ -63,6 +65,27 @@ pub enum BodyError {
     Unreadable(&'static str),
     #[error(transparent)]
     TokenRequest(#[from] TokenBodyError),
+}
+
+/// Why a request header cannot be passed on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderRefusal {
+    #[error("the Connection header is not text")]
+    Connection,
+    #[error("the Connection header names {0}, which the route's rule reads: it would not reach the backend the decision was made for")]
+    ConnectionNamesRuleHeader(String),
+    #[error("the route does not allow protocol upgrades (WebSocket)")]
+    Upgrade,
+    #[error("a request header is malformed or names a header that cannot be removed")]
+    Invalid,
+}
+
+reason_codes! {
+    HeaderRefusal {
+        HeaderRefusal::Connection | HeaderRefusal::Invalid => "invalid_header",
+        HeaderRefusal::ConnectionNamesRuleHeader(_) => "connection_names_rule_header",
+        HeaderRefusal::Upgrade => "upgrade_not_allowed",
+    }
 }
 
 /// What is wrong with a credential header of the scheme.
@@ -99,6 +122,8 @@ pub enum EvidenceRefusal {
     ConsumerAssertionClaim(String),
     #[error(transparent)]
     NoRegistry(#[from] NoRegistry),
+    #[error("the request names {0}, the caller itself, as the data owner")]
+    OwnerIsCaller(String),
 }
 
 reason_codes! {
@@ -113,6 +138,7 @@ reason_codes! {
             "evidence_issuer_not_the_owners_registry",
         EvidenceRefusal::ConsumerAssertion(_)
         | EvidenceRefusal::ConsumerAssertionClaim(_) => "invalid_consumer_assertion",
+        EvidenceRefusal::OwnerIsCaller(_) => "owner_is_caller",
     } nested {
         EvidenceRefusal::Token(e) => e: EvidenceTokenError,
         EvidenceRefusal::NoRegistry(e) => e: NoRegistry,
@@ -253,6 +279,7 @@ impl Reject {
         match self {
             Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", "bad_request", e.to_string()),
             Reject::BadQuery(e) => row(400, "invalid_request", "invalid_query", "bad_request", e.to_string()),
+            Reject::BadHeader(e) => row(400, "invalid_request", e.code(), "bad_request", e.to_string()),
             Reject::Ambiguous(a) => row(400, "invalid_request", "ambiguous_request", "bad_request", format!("the request holds {a}, which backends read differently; the route does not accept it")),
             Reject::NotFound => row(404, "not_found", "no_route", "not_found", "no route for this path".into()),
             Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", "method_not_allowed", format!("this path answers {}", methods(m))),
@@ -384,6 +411,7 @@ mod tests {
             Reject::BadPath(PathError::AboveRoot),
             Reject::BadQuery(QueryError::BadEncoding),
             Reject::Ambiguous(Ambiguity::Comma),
+            Reject::BadHeader(HeaderRefusal::Upgrade),
             Reject::NotFound,
             Reject::MethodNotAllowed(vec![Method::GET]),
             Reject::BodyTooLarge,
@@ -408,6 +436,7 @@ mod tests {
                 Reject::BadPath(_)
                 | Reject::BadQuery(_)
                 | Reject::Ambiguous(_)
+                | Reject::BadHeader(_)
                 | Reject::NotFound
                 | Reject::MethodNotAllowed(_)
                 | Reject::BodyTooLarge
@@ -477,6 +506,7 @@ mod tests {
             documented.insert(row.reason.to_string());
         }
         let nested = [
+            (400, HeaderRefusal::codes()),
             (401, AccessTokenError::codes()),
             (400, AssertionError::codes()),
             (403, DenyReason::codes()),

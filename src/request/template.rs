@@ -84,6 +84,11 @@ impl Template {
         &self.text
     }
 
+    /// Whether the template is plain text, taking nothing from the request.
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Literal(_)))
+    }
+
     /// The request headers the template reads.
     pub fn header_names(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
