@@ -8,6 +8,7 @@ pub const SCHEME: &str = "iSHARE";
 pub const SCHEME_OWNER_REFRESH: Duration = Duration::from_secs(300);
 pub const PARTY_CACHE_TTL: Duration = Duration::from_secs(600);
 pub const SCHEME_OWNER_TIMEOUT: Duration = Duration::from_secs(5);
+pub const PARTY_LOOKUPS_PER_SECOND: u32 = 20;
 
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 pub const CLOCK_LEEWAY: Duration = Duration::from_secs(5);
@@ -25,7 +26,8 @@ pub const HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 pub const REGISTRY_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DECISION_CACHE_TTL: Duration = Duration::from_secs(300);
 pub const DENY_CACHE_TTL: Duration = Duration::from_secs(10);
-pub const DECISION_CACHE_CAPACITY: u64 = 100_000;
+/// 64 MiB.
+pub const DECISION_CACHE_SIZE: u64 = 64 << 20;
 pub const HEADER_EVIDENCE_MAX_AGE: Duration = Duration::from_secs(3600);
 
 pub const RULES_DIRECTORY: &str = "policies";
@@ -48,6 +50,11 @@ pub const STRIP_HEADERS: [&str; 10] = [
 
 pub const THREADS: usize = 2;
 pub const H2C: bool = false;
+pub const MAX_CONNECTIONS: usize = 10_000;
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const GRACE_PERIOD: Duration = Duration::from_secs(5);
 pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -57,11 +64,16 @@ pub const LOG_LEVEL: &str = "info";
 pub fn documented() -> Vec<(&'static str, String)> {
     let text = |v: &str| format!("\"{v}\"");
     let time = |d: Duration| format!("\"{}\"", humantime::format_duration(d));
+    let size = |bytes: u64| format!("\"{}MiB\"", bytes >> 20);
     vec![
         ("scheme", text(SCHEME)),
         ("scheme_owner.refresh", time(SCHEME_OWNER_REFRESH)),
         ("scheme_owner.party_cache_ttl", time(PARTY_CACHE_TTL)),
         ("scheme_owner.timeout", time(SCHEME_OWNER_TIMEOUT)),
+        (
+            "scheme_owner.party_lookups_per_second",
+            PARTY_LOOKUPS_PER_SECOND.to_string(),
+        ),
         ("tokens.lifetime", time(TOKEN_LIFETIME)),
         ("tokens.clock_leeway", time(CLOCK_LEEWAY)),
         (
@@ -80,10 +92,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
         ("delegation.registry_timeout", time(REGISTRY_TIMEOUT)),
         ("delegation.cache_ttl", time(DECISION_CACHE_TTL)),
         ("delegation.deny_cache_ttl", time(DENY_CACHE_TTL)),
-        (
-            "delegation.cache_capacity",
-            DECISION_CACHE_CAPACITY.to_string(),
-        ),
+        ("delegation.cache_size", size(DECISION_CACHE_SIZE)),
         (
             "delegation.header_evidence_max_age",
             time(HEADER_EVIDENCE_MAX_AGE),
@@ -100,6 +109,11 @@ pub fn documented() -> Vec<(&'static str, String)> {
         ),
         ("server.threads", THREADS.to_string()),
         ("server.h2c", H2C.to_string()),
+        ("listener.max_connections", MAX_CONNECTIONS.to_string()),
+        ("server.keepalive_timeout", time(KEEPALIVE_TIMEOUT)),
+        ("server.header_timeout", time(HEADER_TIMEOUT)),
+        ("server.body_timeout", time(BODY_TIMEOUT)),
+        ("server.handshake_timeout", time(HANDSHAKE_TIMEOUT)),
         ("server.grace_period", time(GRACE_PERIOD)),
         (
             "server.graceful_shutdown_timeout",

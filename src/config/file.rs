@@ -23,6 +23,50 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choice<T> {
     }
 }
 
+/// A size in bytes, written as a number or with a unit (`KiB`, `MiB`, `GiB`, `KB`, `MB`, `GB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Text(String),
+        }
+        let text = match Written::deserialize(d)? {
+            Written::Number(n) => return Ok(ByteSize(n)),
+            Written::Text(t) => t,
+        };
+        let t = text.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let factor: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            "KB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "{text:?} is not a size such as \"64MiB\""
+                )))
+            }
+        };
+        number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(factor))
+            .map(ByteSize)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("{text:?} is not a size such as \"64MiB\""))
+            })
+    }
+}
+
 /// `tls.client_auth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -98,6 +142,7 @@ pub struct IdentityFile {
 pub struct ListenerFile {
     pub address: String,
     pub tls: Option<ListenerTlsFile>,
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,6 +171,8 @@ pub struct SchemeOwnerFile {
     pub party_cache_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub timeout: Option<Duration>,
+    /// Party records fetched per second at most (and five times that at once).
+    pub party_lookups_per_second: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -191,7 +238,8 @@ pub struct DelegationFile {
     pub cache_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub deny_cache_ttl: Option<Duration>,
-    pub cache_capacity: Option<u64>,
+    /// The decision cache's size: `"64MiB"`, `"100MB"`, or a number of bytes.
+    pub cache_size: Option<ByteSize>,
     /// The oldest `iat` accepted for evidence in the delegation_evidence header.
     #[serde(default, with = "humantime_serde")]
     pub header_evidence_max_age: Option<Duration>,
@@ -221,6 +269,14 @@ pub struct ServerFile {
     pub threads: Option<usize>,
     /// Plain listeners also accept HTTP/2 with prior knowledge.
     pub h2c: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    pub keepalive_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub header_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub body_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub handshake_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub grace_period: Option<Duration>,
     #[serde(default, with = "humantime_serde")]

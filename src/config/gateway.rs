@@ -55,7 +55,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
     let strip_headers = strip_headers(file.forwarding.strip_headers.as_deref(), issues);
     let party_headers = party_headers(file.forwarding, issues);
-    let server = server(&base, file.server);
+    let server = server(&base, file.server, issues);
     let log = log(file.log, issues);
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
     let rules_dir = resolve(
@@ -163,7 +163,11 @@ fn listeners(base: &Path, files: Vec<ListenerFile>, issues: &mut Issues) -> Vec<
         let address = issues.check(&format!("{key}.address"), socket_addr(&l.address));
         let tls = l.tls.map(|t| listener_tls(base, &key, t, issues));
         if let Some(address) = address {
-            listeners.push(Listener { address, tls });
+            listeners.push(Listener {
+                address,
+                tls,
+                max_connections: l.max_connections.unwrap_or(default::MAX_CONNECTIONS).max(1),
+            });
         }
     }
     listeners
@@ -281,6 +285,9 @@ fn scheme_owner(base: &Path, so: SchemeOwnerFile, issues: &mut Issues) -> Option
         refresh,
         party_cache_ttl: so.party_cache_ttl.unwrap_or(default::PARTY_CACHE_TTL),
         timeout,
+        party_lookups_per_second: so
+            .party_lookups_per_second
+            .unwrap_or(default::PARTY_LOOKUPS_PER_SECOND),
     })
 }
 
@@ -455,7 +462,7 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
         registry_timeout: d.registry_timeout.unwrap_or(default::REGISTRY_TIMEOUT),
         cache_ttl: d.cache_ttl.unwrap_or(default::DECISION_CACHE_TTL),
         deny_cache_ttl: d.deny_cache_ttl.unwrap_or(default::DENY_CACHE_TTL),
-        cache_capacity: d.cache_capacity.unwrap_or(default::DECISION_CACHE_CAPACITY),
+        cache_size: d.cache_size.map_or(default::DECISION_CACHE_SIZE, |s| s.0),
         header_evidence_max_age: d
             .header_evidence_max_age
             .unwrap_or(default::HEADER_EVIDENCE_MAX_AGE),
@@ -515,10 +522,30 @@ fn strip_headers(configured: Option<&[String]>, issues: &mut Issues) -> Vec<http
         .collect()
 }
 
-fn server(base: &Path, s: ServerFile) -> Server {
+fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {
+    let mut positive = |name: &str, value: Option<Duration>, default: Duration| {
+        issues
+            .check(
+                &format!("server.{name}"),
+                nonzero(value.unwrap_or(default), name),
+            )
+            .unwrap_or(default)
+    };
     Server {
         threads: s.threads.unwrap_or(default::THREADS).max(1),
         h2c: s.h2c.unwrap_or(default::H2C),
+        keepalive_timeout: positive(
+            "keepalive_timeout",
+            s.keepalive_timeout,
+            default::KEEPALIVE_TIMEOUT,
+        ),
+        header_timeout: positive("header_timeout", s.header_timeout, default::HEADER_TIMEOUT),
+        body_timeout: positive("body_timeout", s.body_timeout, default::BODY_TIMEOUT),
+        handshake_timeout: positive(
+            "handshake_timeout",
+            s.handshake_timeout,
+            default::HANDSHAKE_TIMEOUT,
+        ),
         grace_period: s.grace_period.unwrap_or(default::GRACE_PERIOD),
         graceful_shutdown_timeout: s
             .graceful_shutdown_timeout

@@ -66,6 +66,8 @@ impl std::fmt::Debug for Identity {
 pub struct Listener {
     pub address: SocketAddr,
     pub tls: Option<ListenerTls>,
+    /// Open connections at most; more are closed at once.
+    pub max_connections: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +92,7 @@ pub struct SchemeOwner {
     pub refresh: Duration,
     pub party_cache_ttl: Duration,
     pub timeout: Duration,
+    pub party_lookups_per_second: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,7 +150,8 @@ pub struct DelegationSettings {
     pub registry_timeout: Duration,
     pub cache_ttl: Duration,
     pub deny_cache_ttl: Duration,
-    pub cache_capacity: u64,
+    /// The decision cache's size in bytes.
+    pub cache_size: u64,
     pub header_evidence_max_age: Duration,
 }
 
@@ -155,6 +159,14 @@ pub struct DelegationSettings {
 pub struct Server {
     pub threads: usize,
     pub h2c: bool,
+    /// An idle connection is closed after this (HTTP/1.1 keep-alive and HTTP/2).
+    pub keepalive_timeout: Duration,
+    /// A request's header must arrive within this from its first byte.
+    pub header_timeout: Duration,
+    /// Each read of a request body must complete within this.
+    pub body_timeout: Duration,
+    /// A TLS handshake must complete within this.
+    pub handshake_timeout: Duration,
     pub grace_period: Duration,
     pub graceful_shutdown_timeout: Duration,
     pub pid_file: Option<PathBuf>,

@@ -104,10 +104,7 @@ fn the_base_configuration_loads() {
     assert_eq!(config.scheme, defaults::SCHEME);
     assert_eq!(config.scheme_owner.refresh, defaults::SCHEME_OWNER_REFRESH);
     assert_eq!(config.tokens.paths, defaults::TOKEN_PATHS.map(String::from));
-    assert_eq!(
-        config.delegation.cache_capacity,
-        defaults::DECISION_CACHE_CAPACITY
-    );
+    assert_eq!(config.delegation.cache_size, defaults::DECISION_CACHE_SIZE);
     assert_eq!(config.party_header.as_str(), "x-consumer-party-id");
     assert_eq!(config.public_url, "https://127.0.0.1:8443");
     assert_eq!(config.routes.len(), 1);

@@ -23,12 +23,17 @@ use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{Action, BROKER_HEADER, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
 /// cached by these values, so their size is bounded.
 pub const MAX_VALUE_LEN: usize = 256;
+
+/// Data owners a caller may name per minute that the gateway has not looked up yet: each costs
+/// calls to the scheme owner.
+pub const NEW_OWNERS_PER_MINUTE: u32 = 30;
 
 /// A permitted request: what the response headers are made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +55,8 @@ struct Inner {
     registry_timeout: Duration,
     registries: RegistryClient,
     decisions: DecisionCache,
+    /// Per caller: the data owners it named this minute that were not known yet.
+    named_owners: moka::sync::Cache<String, Arc<AtomicU32>>,
     metrics: Metrics,
 }
 
@@ -121,6 +128,10 @@ impl Authorizer {
                 metrics.clone(),
             ),
             decisions: DecisionCache::new(d, metrics.clone()),
+            named_owners: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
             metrics,
         }))
     }
@@ -201,6 +212,15 @@ impl Authorizer {
                 .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
         {
             return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+        }
+        if rule.caller_names_owner && !trust.knows(&request.policy_issuer) {
+            let named = self
+                .0
+                .named_owners
+                .get_with(facts.caller.to_string(), Default::default);
+            if named.fetch_add(1, Ordering::Relaxed) >= NEW_OWNERS_PER_MINUTE {
+                return Err(Reject::TooManyNewOwners);
+            }
         }
         let evidence = match rule.evidence.header {
             true => header(facts.values.headers, EVIDENCE_HEADER)?,

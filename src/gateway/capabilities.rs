@@ -21,6 +21,8 @@ const TOKEN_LIFETIME: i64 = 30;
 /// How long a signed token is served from the cache: a client always gets one with at least half
 /// of its lifetime left.
 const CACHE_TTL: Duration = Duration::from_secs(15);
+/// The size of the cache of signed tokens, in bytes.
+const CACHE_BYTES: u64 = 8 << 20;
 
 pub struct Capabilities {
     public: CapabilitiesInfo,
@@ -85,7 +87,11 @@ impl Capabilities {
             restricted: info(Some(advertised)),
             signing: config.identity.signing.clone(),
             cache: moka::sync::Cache::builder()
-                .max_capacity(100_000)
+                .max_capacity(CACHE_BYTES)
+                .weigher(|aud: &Option<String>, token: &Arc<str>| {
+                    let len = aud.as_ref().map_or(0, String::len) + token.len() + 64;
+                    u32::try_from(len).unwrap_or(u32::MAX)
+                })
                 .time_to_live(CACHE_TTL)
                 .build(),
         }

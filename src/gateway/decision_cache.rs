@@ -21,10 +21,55 @@ pub struct DecisionKey {
     pub path: Vec<String>,
 }
 
+impl DecisionKey {
+    /// What the key holds in memory, roughly: its strings and the structures around them.
+    fn weight(&self) -> u32 {
+        let r = &self.request;
+        let strings = [
+            &self.route,
+            &self.registry,
+            &r.policy_issuer,
+            &r.access_subject,
+            &r.resource_type,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum::<usize>()
+            + [
+                &self.path,
+                &r.service_providers,
+                &r.identifiers,
+                &r.attributes,
+                &r.actions,
+                &r.required_licences,
+            ]
+            .iter()
+            .flat_map(|v| v.iter())
+            .map(|s| s.len() + 24)
+            .sum::<usize>();
+        u32::try_from(strings + 256).unwrap_or(u32::MAX)
+    }
+}
+
 #[derive(Clone)]
 struct Cached {
     decision: Arc<Decision>,
     ttl: Duration,
+}
+
+impl Cached {
+    fn weight(&self) -> u32 {
+        let licences = match self.decision.as_ref() {
+            Decision::Permit(p) => p
+                .licences
+                .iter()
+                .flat_map(|l| l.identifiers())
+                .map(|i| i.len() + 32)
+                .sum(),
+            Decision::Deny(_) => 0,
+        };
+        u32::try_from(licences + 96).unwrap_or(u32::MAX)
+    }
 }
 
 struct ByDecision;
@@ -46,7 +91,9 @@ impl DecisionCache {
     pub fn new(settings: &DelegationSettings, metrics: Metrics) -> Self {
         DecisionCache {
             cache: moka::future::Cache::builder()
-                .max_capacity(settings.cache_capacity)
+                .max_capacity(settings.cache_size)
+                .weigher(|k: &DecisionKey, v: &Cached| k.weight().saturating_add(v.weight()))
+                .eviction_listener(metrics.on_eviction("decision"))
                 .expire_after(ByDecision)
                 .build(),
             permit_ttl: settings.cache_ttl,
@@ -84,5 +131,82 @@ impl DecisionCache {
         result
             .map(|c| (*c.decision).clone())
             .map_err(|e| (*e).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheme::evidence::DenyReason;
+
+    fn settings(size: u64) -> DelegationSettings {
+        DelegationSettings {
+            registry_timeout: Duration::from_secs(1),
+            cache_ttl: Duration::from_secs(60),
+            deny_cache_ttl: Duration::from_secs(60),
+            cache_size: size,
+            header_evidence_max_age: Duration::from_secs(60),
+        }
+    }
+
+    fn key(identifier: String) -> DecisionKey {
+        DecisionKey {
+            route: "read".into(),
+            request: AccessRequest {
+                policy_issuer: "EU.EORI.NL000000005".into(),
+                access_subject: "EU.EORI.NL000000001".into(),
+                service_providers: vec!["EU.EORI.NL000000003".into()],
+                resource_type: "CONTAINER".into(),
+                identifiers: vec![identifier],
+                attributes: vec!["*".into()],
+                actions: vec!["iSHARE.READ".into()],
+                required_licences: vec![],
+            },
+            registry: String::new(),
+            path: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_cache_holds_no_more_bytes_than_its_size_and_counts_what_it_evicts() {
+        let metrics = Metrics::new();
+        let cache = DecisionCache::new(&settings(64 << 10), metrics.clone());
+        for i in 0..2000 {
+            let id = format!("{i:0>250}");
+            let decision = cache
+                .get_or_decide(key(id), async { Ok(Decision::Deny(DenyReason::NoPolicy)) })
+                .await;
+            assert!(decision.is_ok());
+        }
+        cache.cache.run_pending_tasks().await;
+        assert!(cache.cache.weighted_size() <= 64 << 10);
+        let evicted = metrics
+            .cache_evictions
+            .with_label_values(&["decision"])
+            .get();
+        assert!(evicted > 1000, "{evicted} evicted");
+        // One decision weighs well under a kibibyte.
+        let one = key("C1".into()).weight() + 96;
+        assert!(one < 1024, "{one}");
+    }
+
+    #[tokio::test]
+    async fn failures_are_not_cached_and_concurrent_misses_decide_once() {
+        let cache = DecisionCache::new(&settings(1 << 20), Metrics::new());
+        let failed = cache
+            .get_or_decide(key("C1".into()), async { Err(Reject::Internal) })
+            .await;
+        assert!(failed.is_err());
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let decide = || async {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(Decision::Deny(DenyReason::NoPolicy))
+        };
+        let all = futures::future::join_all(
+            (0..20).map(|_| cache.get_or_decide(key("C1".into()), decide())),
+        );
+        assert!(all.await.iter().all(Result::is_ok));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }

@@ -1,12 +1,15 @@
 //! TLS on the listeners: certificates served through a resolver whose key can be swapped on reload
-//! (certificate rotation without a restart), HTTP/2 by ALPN, and optional client certificates.
+//! (certificate rotation without a restart), HTTP/2 by ALPN, optional client certificates, and
+//! session resumption.
 
 use crate::config::model::Listener;
 use arc_swap::ArcSwap;
-use pingora::listeners::tls::TlsSettings;
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use pingora::listeners::tls::Acceptor;
+use rustls::server::{
+    ClientHello, ResolvesServerCert, ServerSessionMemoryCache, WebPkiClientVerifier,
+};
 use rustls::sign::CertifiedKey;
-use rustls::RootCertStore;
+use rustls::{RootCertStore, ServerConfig};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,38 +63,49 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The TLS settings of a listener that has TLS.
-pub fn tls_settings(
-    listener: &Listener,
-    resolver: Arc<CertResolver>,
-) -> Result<TlsSettings, String> {
+/// Sessions a listener keeps for resumption by session id (TLS 1.2) and stateful tickets.
+const SESSION_CACHE: usize = 20_000;
+
+/// The TLS acceptor of a listener that has TLS: TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1 by ALPN,
+/// certificates from the swappable resolver, client certificates when configured, and session
+/// resumption (a session cache, and stateless tickets from a key rotated in memory).
+pub fn tls_acceptor(listener: &Listener, resolver: Arc<CertResolver>) -> Result<Acceptor, String> {
     crate::tls::ensure_crypto_provider();
     let tls = listener
         .tls
         .as_ref()
         .ok_or_else(|| format!("listener {} has no TLS", listener.address))?;
-    let mut settings = TlsSettings::intermediate("", "").map_err(|e| e.to_string())?;
-    settings.set_cert_resolver(resolver);
-    settings.enable_h2();
-    if let Some(client) = &tls.client_auth {
-        let pem = std::fs::read(&client.ca_file)
-            .map_err(|e| format!("{}: {e}", client.ca_file.display()))?;
-        let mut roots = RootCertStore::empty();
-        for cert in crate::tls::certs_from_pem(&pem, &client.ca_file.display().to_string())
-            .map_err(|e| e.to_string())?
-        {
-            roots
-                .add(cert)
+    let builder = ServerConfig::builder_with_protocol_versions(&[
+        &rustls::version::TLS13,
+        &rustls::version::TLS12,
+    ]);
+    let builder = match &tls.client_auth {
+        None => builder.with_no_client_auth(),
+        Some(client) => {
+            let pem = std::fs::read(&client.ca_file)
                 .map_err(|e| format!("{}: {e}", client.ca_file.display()))?;
+            let mut roots = RootCertStore::empty();
+            for cert in crate::tls::certs_from_pem(&pem, &client.ca_file.display().to_string())
+                .map_err(|e| e.to_string())?
+            {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", client.ca_file.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder(Arc::new(roots));
+            let verifier = if client.required {
+                verifier.build()
+            } else {
+                verifier.allow_unauthenticated().build()
+            }
+            .map_err(|e| format!("client certificate verification: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
         }
-        let builder = WebPkiClientVerifier::builder(Arc::new(roots));
-        let verifier = if client.required {
-            builder.build()
-        } else {
-            builder.allow_unauthenticated().build()
-        }
-        .map_err(|e| format!("client certificate verification: {e}"))?;
-        settings.set_client_cert_verifier(verifier);
-    }
-    Ok(settings)
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
+    config.ticketer =
+        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+    Ok(Acceptor::from_server_config(Arc::new(config)))
 }

@@ -8,6 +8,7 @@ pub mod authz;
 pub mod background;
 pub mod broker;
 pub mod capabilities;
+pub mod connections;
 pub mod decision_cache;
 pub mod forward;
 pub mod header_evidence;
@@ -25,6 +26,7 @@ use crate::request::path::canonical_path;
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use async_trait::async_trait;
+use connections::Guarded;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
@@ -76,6 +78,22 @@ impl Ctx {
         self.reason = row.reason;
         Answer::refusal(reject, row)
     }
+}
+
+/// The longest request value written to a log line.
+const LOGGED_LEN: usize = 256;
+
+/// A request value as logs show it: at most LOGGED_LEN bytes, control characters escaped.
+fn logged(value: &str) -> String {
+    let mut end = value.len().min(LOGGED_LEN);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = value[..end].escape_debug().collect();
+    if end < value.len() {
+        out.push('…');
+    }
+    out
 }
 
 fn client_addr(session: &Session) -> Option<String> {
@@ -189,10 +207,26 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> pingora::Result<bool> {
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
         // Requests in flight finish under the snapshot they started with.
         let snap = self.state.current.load_full();
-        ctx.snap = Some(snap.clone());
+        session.set_read_timeout(Some(snap.config.server.body_timeout));
+        if let Some(phase) = session.stream().and_then(Guarded::phase_of) {
+            phase.header_read();
+        }
+        ctx.snap = Some(snap);
+        Ok(())
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> pingora::Result<bool> {
+        let snap = ctx
+            .snap
+            .get_or_insert_with(|| self.state.current.load_full())
+            .clone();
         let answer = match self.decide(session, ctx, &snap).await {
             Ok(None) => return Ok(false),
             Ok(Some(answer)) => answer,
@@ -330,7 +364,28 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// How pingora's own log lines name a request: never with its query, which may carry
+    /// credentials (`?access_token=…`), and bounded in length.
+    fn request_summary(&self, session: &Session, _ctx: &Ctx) -> String {
+        let req = session.req_header();
+        let host = req
+            .headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or(req.uri.host())
+            .unwrap_or("-");
+        format!(
+            "{} {}, Host: {}",
+            req.method,
+            logged(req.uri.path()),
+            logged(host)
+        )
+    }
+
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+        if let Some(phase) = session.stream().and_then(Guarded::phase_of) {
+            phase.done();
+        }
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let metrics = &self.state.shared.metrics;
         let elapsed = ctx.started.elapsed();
@@ -343,11 +398,16 @@ impl ProxyHttp for Gateway {
             .with_label_values(&[&ctx.label])
             .observe(elapsed.as_secs_f64());
         let req = session.req_header();
+        let path = if ctx.path.is_empty() {
+            req.uri.path()
+        } else {
+            &ctx.path
+        };
         tracing::info!(
             target: "access",
             route = %ctx.label,
             method = %req.method,
-            path = %ctx.path,
+            path = %logged(path),
             client = ctx.consumer.as_deref().unwrap_or("-"),
             status,
             outcome = ctx.outcome,

@@ -49,6 +49,8 @@ pub enum Reject {
     MissingRequestValue(MissingValue),
     /// A value the rule takes from the request is longer than decisions are made on.
     ValueTooLong(RuleValue),
+    /// The caller named more data owners the gateway does not know than it may per minute.
+    TooManyNewOwners,
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
     NoHealthyBackend(String),
@@ -290,6 +292,7 @@ impl Reject {
             Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
+            Reject::TooManyNewOwners => row(429, "too_many_requests", "too_many_new_owners", "rate_limited", format!("more than {} data owners this minute that the gateway has not looked up yet; try again later", super::authz::NEW_OWNERS_PER_MINUTE)),
             Reject::ValueTooLong(v) => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{v} is longer than {} bytes", super::authz::MAX_VALUE_LEN)),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
@@ -425,6 +428,7 @@ mod tests {
             }),
             Reject::MissingRequestValue(MissingValue::NoAction),
             Reject::ValueTooLong(RuleValue::Identifier),
+            Reject::TooManyNewOwners,
             Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
@@ -447,6 +451,7 @@ mod tests {
                 | Reject::Evidence(_)
                 | Reject::MissingRequestValue(_)
                 | Reject::ValueTooLong(_)
+                | Reject::TooManyNewOwners
                 | Reject::Unavailable(_)
                 | Reject::NoHealthyBackend(_)
                 | Reject::BackendUnreachable

@@ -4,7 +4,8 @@
 
 use super::admin::Admin;
 use super::background::Maintenance;
-use super::listener::{tls_settings, CertResolver};
+use super::connections::{Deadlines, Entry, Guard};
+use super::listener::{tls_acceptor, CertResolver};
 use super::replay::ReplayStore;
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
@@ -66,29 +67,28 @@ pub fn build(
         shared,
     });
 
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
-        &server.configuration,
-        Gateway::new(state.clone()),
-        "gateway",
-    );
-    if config.server.h2c {
-        if let Some(app) = proxy.app_logic_mut() {
-            let mut options = HttpServerOptions::default();
-            options.h2c = true;
-            app.server_options = Some(options);
-        }
-    }
+    let mut proxy = pingora::proxy::http_proxy(&server.configuration, Gateway::new(state.clone()));
+    let mut options = HttpServerOptions::default();
+    options.h2c = config.server.h2c;
+    options.h2_idle_timeout = Some(config.server.keepalive_timeout);
+    proxy.server_options = Some(options);
+    let mut entries = Vec::new();
     for (i, listener) in config.listeners.iter().enumerate() {
-        let address = listener.address.to_string();
-        match &listener.tls {
-            None => proxy.add_tcp(&address),
-            Some(_) => {
-                let resolver = state.shared.certificates[&i].clone();
-                proxy.add_tls_with_settings(&address, None, tls_settings(listener, resolver)?);
-            }
-        }
+        let tls = match &listener.tls {
+            None => None,
+            Some(_) => Some(tls_acceptor(
+                listener,
+                state.shared.certificates[&i].clone(),
+            )?),
+        };
+        entries.push(Entry::new(listener, tls, &state.shared.metrics));
     }
-    server.add_service(proxy);
+    let guard = Guard::new(proxy, entries, Deadlines::of(&config.server));
+    let mut service = Service::new("gateway".to_string(), guard);
+    for listener in &config.listeners {
+        service.add_tcp(&listener.address.to_string());
+    }
+    server.add_service(service);
     if let Some(admin) = config.admin {
         let mut service = Service::new("admin".to_string(), Admin::new(state.clone()));
         service.add_tcp(&admin.to_string());

@@ -27,6 +27,37 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 const UNKNOWN_PARTY_TTL: Duration = Duration::from_secs(60);
 /// How long a validated chain is reused at most.
 const CHAIN_TTL: Duration = Duration::from_secs(3600);
+/// The size of the party record cache (known and unknown parties), in bytes.
+const PARTY_CACHE_BYTES: u64 = 32 << 20;
+/// The size of the chain validation cache, in bytes.
+const CHAIN_CACHE_BYTES: u64 = 16 << 20;
+
+/// At most `per_second` fetches on average, `burst` at once.
+struct RateLimit {
+    per_second: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimit {
+    fn new(per_second: u32) -> Self {
+        let burst = f64::from(per_second.max(1)) * 5.0;
+        RateLimit {
+            per_second: f64::from(per_second.max(1)),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    fn take(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = *state;
+        let refilled = (tokens + last.elapsed().as_secs_f64() * self.per_second).min(self.burst);
+        let ok = refilled >= 1.0;
+        *state = (if ok { refilled - 1.0 } else { refilled }, Instant::now());
+        ok
+    }
+}
 
 /// The current trusted list; a new generation invalidates cached chain validations.
 pub struct TrustedListState {
@@ -70,6 +101,8 @@ pub struct TrustStore {
     /// When the scheme owner last answered, and whether that call worked.
     last_contact: Mutex<Option<(Instant, bool)>>,
     parties: moka::future::Cache<String, CachedParty>,
+    /// Bounds the party records fetched (cache misses), whoever makes them ask.
+    party_lookups: RateLimit,
     chains: moka::sync::Cache<[u8; 32], Arc<CachedChain>>,
     metrics: Metrics,
 }
@@ -95,13 +128,27 @@ impl TrustStore {
     ) -> Self {
         let store = TrustStore {
             parties: moka::future::Cache::builder()
-                .max_capacity(100_000)
+                .max_capacity(PARTY_CACHE_BYTES)
+                .weigher(|id: &String, p: &CachedParty| {
+                    let record = p.0.as_ref().map_or(0, |r| {
+                        serde_json::to_vec(r.as_ref()).map_or(usize::MAX, |v| v.len())
+                    });
+                    u32::try_from(id.len() + record + 64).unwrap_or(u32::MAX)
+                })
+                .eviction_listener(metrics.on_eviction("party"))
                 .expire_after(PartyExpiry {
                     known: config.party_cache_ttl,
                 })
                 .build(),
+            party_lookups: RateLimit::new(config.party_lookups_per_second),
             chains: moka::sync::Cache::builder()
-                .max_capacity(100_000)
+                .max_capacity(CHAIN_CACHE_BYTES)
+                .weigher(|_: &[u8; 32], c: &Arc<CachedChain>| {
+                    let chain = &c.trusted.chain;
+                    u32::try_from(chain.leaf_der.len() + chain.subject.subject.len() + 512)
+                        .unwrap_or(u32::MAX)
+                })
+                .eviction_listener(metrics.on_eviction("chain"))
                 .time_to_live(CHAIN_TTL)
                 .build(),
             peer,
@@ -376,6 +423,11 @@ impl TrustStore {
         }
     }
 
+    /// Whether the record of `id` (or that it is unknown) is cached.
+    pub fn knows(&self, id: &str) -> bool {
+        self.parties.contains_key(id)
+    }
+
     /// Update the age gauge; called periodically.
     pub fn report_age(&self) {
         if let Some(s) = self.trusted.load().as_ref() {
@@ -432,6 +484,9 @@ impl Trust for TrustStore {
             .parties
             .try_get_with(id.to_string(), async {
                 hit = false;
+                if !self.party_lookups.take() {
+                    return Err(TrustError::Busy);
+                }
                 self.fetch_party(id)
                     .await
                     .map(|p| CachedParty(p.map(Arc::new)))
@@ -441,5 +496,17 @@ impl Trust for TrustStore {
             .map_err(|e| (*e).clone());
         self.metrics.cache_hit("party", hit);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RateLimit;
+
+    #[test]
+    fn party_lookups_are_limited_to_a_burst_and_a_rate() {
+        let limit = RateLimit::new(2);
+        let granted = (0..100).filter(|_| limit.take()).count();
+        assert_eq!(granted, 10, "a burst of five seconds' worth");
     }
 }

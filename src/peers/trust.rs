@@ -21,12 +21,15 @@ pub enum TrustError {
     Unavailable(#[from] PeerError),
     #[error("the scheme owner's answer is not trustworthy: {0}")]
     Untrustworthy(String),
+    #[error("more party records are asked for than the scheme owner is asked in a second")]
+    Busy,
 }
 
 reason_codes! {
     TrustError {
         TrustError::Unavailable(_) => "scheme_owner_unavailable",
         TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
+        TrustError::Busy => "scheme_owner_busy",
     }
 }
 

@@ -14,6 +14,10 @@ use x509_parser::public_key::PublicKey;
 
 /// The smallest RSA key the scheme accepts.
 pub const MIN_RSA_BITS: usize = 2048;
+/// The largest RSA key verified: bigger keys cost a stranger's request many times the CPU.
+pub const MAX_RSA_BITS: usize = 4096;
+/// The longest x5c chain validated (leaf, intermediates, root).
+pub const MAX_CHAIN_LEN: usize = 5;
 const ORGANIZATION_IDENTIFIER: &str = "2.5.4.97";
 const SERIAL_NUMBER: &str = "2.5.4.5";
 
@@ -78,12 +82,16 @@ fn normalise_fingerprint(fp: &str) -> String {
 pub enum ChainError {
     #[error("the x5c chain must hold the certificate and its chain up to a trusted root (at least two certificates)")]
     TooShort,
+    #[error("the x5c chain holds {len} certificates; at most {MAX_CHAIN_LEN} are validated")]
+    TooLong { len: usize },
     #[error("certificate {index} of the chain does not parse")]
     Unparseable { index: usize },
     #[error("the certificate key is not RSA")]
     NotRsa,
     #[error("the certificate key has {bits} bits; at least {MIN_RSA_BITS} are required")]
     WeakKey { bits: usize },
+    #[error("certificate {index} of the chain has a {bits}-bit key; at most {MAX_RSA_BITS} are verified")]
+    KeyTooLarge { index: usize, bits: usize },
     #[error("certificate {index} of the chain is not yet valid")]
     NotYetValid { index: usize },
     #[error("certificate {index} of the chain has expired")]
@@ -109,9 +117,11 @@ pub enum ChainError {
 reason_codes! {
     ChainError {
         ChainError::TooShort => "incomplete_chain",
+        ChainError::TooLong { .. } => "certificate_chain_too_long",
         ChainError::Unparseable { .. } => "invalid_x5c",
         ChainError::NotRsa => "certificate_key_not_rsa",
         ChainError::WeakKey { .. } => "certificate_key_too_small",
+        ChainError::KeyTooLarge { .. } => "certificate_key_too_large",
         ChainError::NotYetValid { .. } => "certificate_not_yet_valid",
         ChainError::Expired { .. } => "certificate_expired",
         ChainError::NotForSigning => "certificate_not_for_signing",
@@ -155,9 +165,11 @@ impl ValidatedChain {
     }
 }
 
-/// Validate an x5c chain (DER, leaf first) at `now`: every certificate in its validity period, the
-/// leaf an RSA key of at least 2048 bits usable for signing, every further certificate a CA with
-/// keyCertSign that signed the one before it, and the last one on the trusted list as valid/granted.
+/// Validate an x5c chain (DER, leaf first) at `now`: the last certificate on the trusted list as
+/// valid/granted (looked up first: it costs a hash, where signatures cost much more), every
+/// certificate in its validity period with an RSA key of at most 4096 bits, the leaf's key of at
+/// least 2048 bits and usable for signing, and every further certificate a CA with keyCertSign that
+/// signed the one before it.
 pub fn validate_chain(
     chain: &[Vec<u8>],
     trusted: &TrustedList,
@@ -165,6 +177,25 @@ pub fn validate_chain(
 ) -> Result<ValidatedChain, ChainError> {
     if chain.len() < 2 {
         return Err(ChainError::TooShort);
+    }
+    if chain.len() > MAX_CHAIN_LEN {
+        return Err(ChainError::TooLong { len: chain.len() });
+    }
+    let root_fingerprint = fingerprint(&chain[chain.len() - 1]);
+    match trusted.get(&root_fingerprint) {
+        None => {
+            return Err(ChainError::UntrustedRoot {
+                fingerprint: root_fingerprint,
+            })
+        }
+        Some(entry) if !entry.is_granted() => {
+            return Err(ChainError::RootNotGranted {
+                fingerprint: root_fingerprint,
+                validity: entry.validity.clone(),
+                status: entry.status.clone(),
+            })
+        }
+        Some(_) => {}
     }
     let certs = chain
         .iter()
@@ -183,6 +214,16 @@ pub fn validate_chain(
             })
         }
         _ => return Err(ChainError::NotRsa),
+    }
+    for (index, cert) in certs.iter().enumerate() {
+        if let Ok(PublicKey::RSA(rsa)) = cert.public_key().parsed() {
+            if rsa.key_size() > MAX_RSA_BITS {
+                return Err(ChainError::KeyTooLarge {
+                    index,
+                    bits: rsa.key_size(),
+                });
+            }
+        }
     }
     let now_secs = now.secs();
     for (index, cert) in certs.iter().enumerate() {
@@ -211,22 +252,6 @@ pub fn validate_chain(
         certs[index]
             .verify_signature(Some(certs[index + 1].public_key()))
             .map_err(|_| ChainError::BrokenChain { index })?;
-    }
-    let root_fingerprint = fingerprint(&chain[chain.len() - 1]);
-    match trusted.get(&root_fingerprint) {
-        None => {
-            return Err(ChainError::UntrustedRoot {
-                fingerprint: root_fingerprint,
-            })
-        }
-        Some(entry) if !entry.is_granted() => {
-            return Err(ChainError::RootNotGranted {
-                fingerprint: root_fingerprint,
-                validity: entry.validity.clone(),
-                status: entry.status.clone(),
-            })
-        }
-        Some(_) => {}
     }
     Ok(ValidatedChain {
         leaf_der: chain[0].clone(),

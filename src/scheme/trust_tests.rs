@@ -154,6 +154,46 @@ fn keys_below_2048_bits_are_refused() {
     );
 }
 
+fn der_of(pem: &str) -> Vec<u8> {
+    rustls_pemfile::certs(&mut pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn oversized_keys_and_long_chains_are_refused_before_any_signature() {
+    let big_root = der_of(include_str!("testdata/rsa8192-cert.pem"));
+    let leaf = pki().party(PARTY).chain_der[0].clone();
+    let with_big_root = TrustedList::new([TrustedListEntry {
+        subject: String::new(),
+        certificate_fingerprint: fingerprint(&big_root),
+        validity: "valid".into(),
+        status: "granted".into(),
+    }]);
+    assert_eq!(
+        validate_chain(&[leaf.clone(), big_root.clone()], &with_big_root, now()).unwrap_err(),
+        ChainError::KeyTooLarge {
+            index: 1,
+            bits: 8192
+        }
+    );
+    let chain = pki().party(PARTY).chain_der.clone();
+    let mut long = vec![chain[0].clone()];
+    long.extend(std::iter::repeat_n(chain[1].clone(), 5));
+    long.push(chain[2].clone());
+    assert_eq!(
+        validate_chain(&long, &trusted(), now()).unwrap_err(),
+        ChainError::TooLong { len: 7 }
+    );
+    // Under an untrusted root nothing else is looked at: not even a broken signature.
+    let mut broken = chain.clone();
+    broken[1] = big_root.clone();
+    broken[2] = big_root;
+    assert_eq!(code(&broken), "untrusted_root");
+}
+
 fn record(certificates: Vec<PartyCertificate>) -> PartyInfo {
     PartyInfo {
         party_id: PARTY.into(),

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub scheme_owner_calls: IntCounterVec,
     /// Cache lookups by cache and result (hit, miss).
     pub cache: IntCounterVec,
+    /// Entries evicted from a cache to keep it within its size.
+    pub cache_evictions: IntCounterVec,
     /// Delegation decisions by route, decision and reason.
     pub decisions: IntCounterVec,
     /// Calls to authorisation registries by registry and outcome.
@@ -31,6 +33,11 @@ pub struct Metrics {
     pub trusted_list_age: IntGauge,
     /// Backends by upstream and health (1 healthy, 0 not).
     pub backend_health: IntGaugeVec,
+    /// Open client connections by listener.
+    pub connections: IntGaugeVec,
+    /// Client connections the gateway closed, by listener and reason (limit, tls_handshake,
+    /// idle_timeout, header_timeout).
+    pub connections_closed: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -68,7 +75,22 @@ impl Metrics {
         registry
             .register(Box::new(backend_health.clone()))
             .expect("registered once");
+        let connections = IntGaugeVec::new(
+            Opts::new("connections", "Open client connections by listener"),
+            &["listener"],
+        )
+        .expect("valid");
+        registry
+            .register(Box::new(connections.clone()))
+            .expect("registered once");
         Metrics {
+            connections,
+            connections_closed: counter(
+                &registry,
+                "connections_closed_total",
+                "Client connections closed by the gateway, by listener and reason",
+                &["listener", "reason"],
+            ),
             requests: counter(
                 &registry,
                 "requests_total",
@@ -98,6 +120,12 @@ impl Metrics {
                 "cache_lookups_total",
                 "Cache lookups by cache and result",
                 &["cache", "result"],
+            ),
+            cache_evictions: counter(
+                &registry,
+                "cache_evictions_total",
+                "Cache entries evicted to keep a cache within its size",
+                &["cache"],
             ),
             decisions: counter(
                 &registry,
@@ -133,6 +161,20 @@ impl Metrics {
         self.cache
             .with_label_values(&[cache, if hit { "hit" } else { "miss" }])
             .inc();
+    }
+
+    /// A listener for a moka cache that counts the entries evicted for size.
+    pub fn on_eviction<K, V>(
+        &self,
+        cache: &str,
+    ) -> impl Fn(std::sync::Arc<K>, V, moka::notification::RemovalCause) + Send + Sync + 'static
+    {
+        let evicted = self.cache_evictions.with_label_values(&[cache]);
+        move |_key, _value, cause| {
+            if cause == moka::notification::RemovalCause::Size {
+                evicted.inc();
+            }
+        }
     }
 
     /// The text exposition of our metrics and the process-wide ones.

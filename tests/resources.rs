@@ -1,0 +1,366 @@
+//! Everything a stranger can make the gateway hold has a bound: connections per listener, idle
+//! keep-alive connections, drip-fed headers, look-ups of parties nobody knows, x5c chains, and the
+//! size of what is logged.
+
+mod support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const BIN: &str = "resources";
+
+const RULES: &str = r#"
+[[route]]
+name = "status"
+path = "/status"
+upstream = "echo"
+auth = "public"
+
+[[route]]
+name = "mine"
+path = "/api/mine/{*rest}"
+upstream = "echo"
+
+[[route]]
+name = "dead"
+path = "/dead"
+upstream = "dead"
+auth = "public"
+
+[[route]]
+name = "by-owner"
+methods = ["GET"]
+path = "/api/owned/{id}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "{header.X-Data-Owner}"
+caller_names_owner = true
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+"#;
+
+const LIMITS: &str = r#"
+[[upstream]]
+name = "dead"
+addresses = ["127.0.0.1:1"]
+"#;
+
+/// Start a gateway whose `[server]` and listeners are edited by `edit`.
+async fn env_with(edit: impl FnOnce(String) -> String) -> Env {
+    let bed = Bed::start(BIN).await;
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, LIMITS, edit);
+    let env = Env {
+        url: format!("https://127.0.0.1:{}", ports.tls),
+        plain: format!("http://127.0.0.1:{}", ports.plain),
+        admin: format!("http://127.0.0.1:{}", ports.admin),
+        gateway: Some(launch(&dir)),
+        bed,
+        dir,
+    };
+    env.wait_ready().await;
+    env
+}
+
+/// Whether the peer closes `stream` within `within` (reading and discarding what it sends).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_drip_fed_connections_are_closed_on_time() {
+    let env = env_with(|t| {
+        t.replace(
+            "[server]",
+            "[server]\nkeepalive_timeout = \"1s\"\nheader_timeout = \"1s\"",
+        )
+    })
+    .await;
+    let addr = env.plain.trim_start_matches("http://").to_string();
+    // Connected and silent.
+    let mut silent = TcpStream::connect(&addr).await.unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(4)).await);
+    // Idle after a first request on a kept-alive connection.
+    let mut kept = TcpStream::connect(&addr).await.unwrap();
+    kept.write_all(format!("GET /status HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut first = [0u8; 1024];
+    let n = kept.read(&mut first).await.unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    assert!(closed_within(&mut kept, Duration::from_secs(4)).await);
+    // A header drip-fed a byte every 200 ms (it would take 16 s) is cut after the header timeout.
+    let mut drip = TcpStream::connect(&addr).await.unwrap();
+    let started = Instant::now();
+    let request = format!(
+        "GET /status HTTP/1.1\r\nHost: {addr}\r\nX-Slow: {}\r\n\r\n",
+        "a".repeat(40)
+    );
+    let mut cut = false;
+    for byte in request.as_bytes() {
+        if drip.write_all(&[*byte]).await.is_err() {
+            cut = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if started.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+    }
+    assert!(
+        cut || closed_within(&mut drip, Duration::from_millis(100)).await,
+        "the drip-fed header was still open after {:?}",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < Duration::from_secs(6));
+    let m = env.metrics().await;
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_connections_closed_total",
+            &[("reason", "idle_timeout")]
+        ) >= 2.0
+    );
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_connections_closed_total",
+            &[("reason", "header_timeout")]
+        ) >= 1.0
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_holds_no_more_connections_than_its_limit() {
+    let env = env_with(|t| {
+        t.replacen(
+            "[[listener]]\naddress = \"127.0.0.1:",
+            "[[listener]]\nmax_connections = 3\naddress = \"127.0.0.1:",
+            2,
+        )
+    })
+    .await;
+    let addr = env.plain.trim_start_matches("http://").to_string();
+    // The readiness probes' connections are gone first.
+    for _ in 0..100 {
+        let m = env.metrics().await;
+        if metric(&m, "ishare_gateway_connections", &[("listener", &addr)]) == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(format!("GET /status HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        assert!(s.read(&mut buf).await.unwrap() > 0);
+        held.push(s);
+    }
+    // The fourth is closed at once; the admin listener still answers.
+    let mut fourth = TcpStream::connect(&addr).await.unwrap();
+    assert!(closed_within(&mut fourth, Duration::from_secs(2)).await);
+    let ready = reqwest::get(format!("{}/ready", env.admin)).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let m = env.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_connections_closed_total",
+            &[("reason", "limit")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(&m, "ishare_gateway_connections", &[("listener", &addr)]),
+        3.0
+    );
+    // As connections end, room is made.
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(
+            format!("GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut answer = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut answer)).await;
+        if answer.starts_with("HTTP/1.1 200") {
+            again = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(again.is_some(), "a connection was accepted again");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_cannot_make_the_gateway_look_up_parties_or_chains_without_bound() {
+    let env = env_with(|t| t).await;
+    let token = env.token(CONSUMER).await;
+    let mut statuses = Vec::new();
+    for i in 0..40 {
+        let resp = env
+            .bed
+            .http
+            .get(format!("{}/api/owned/C1", env.url))
+            .bearer_auth(&token)
+            .header("X-Data-Owner", format!("EU.EORI.NL9{i:08}"))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        statuses.push((
+            status,
+            body["reason"].as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    assert!(
+        statuses[..30]
+            .iter()
+            .all(|(s, r)| *s == 403 && r == "data_owner_unknown"),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[30..]
+            .iter()
+            .all(|(s, r)| *s == 429 && r == "too_many_new_owners"),
+        "{statuses:?}"
+    );
+    let m = env.metrics().await;
+    let calls = metric(
+        &m,
+        "ishare_gateway_scheme_owner_calls_total",
+        &[("endpoint", "parties")],
+    );
+    assert!(calls <= 31.0, "{calls} party searches");
+    // An unknown owner named again is answered from the cache of unknown parties.
+    let resp = env
+        .bed
+        .http
+        .get(format!("{}/api/owned/C1", env.url))
+        .bearer_auth(&token)
+        .header("X-Data-Owner", "EU.EORI.NL900000000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_json(resp).await.1["reason"], "data_owner_unknown");
+    // A long chain is refused before any signature is checked.
+    let creds = env.bed.creds(CONSUMER).clone();
+    let (mut header, claims) = assertion_parts(&creds, SP);
+    let x5c = header["x5c"].as_array().unwrap().clone();
+    let mut long = vec![x5c[0].clone()];
+    long.extend(std::iter::repeat_n(x5c[1].clone(), 12));
+    long.push(x5c[2].clone());
+    header["x5c"] = Value::Array(long);
+    let assertion = forge(&header, &claims, &creds.key_pem);
+    let (status, body) = status_json(
+        env.token_response(&env.bed.identity(CONSUMER), Some(assertion))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("certificate_chain_too_long"))
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_are_bounded_and_never_hold_a_query() {
+    let env = env_with(|t| t).await;
+    let (dir, ports) = gateway_dir(
+        &env.bed,
+        BIN,
+        RULES,
+        &format!("{LIMITS}[log]\nformat = \"json\"\n"),
+        |t| t,
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args([
+            "run",
+            "--config",
+            dir.join("gateway.toml").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let mut up = false;
+    for _ in 0..200 {
+        if reqwest::get(format!("http://127.0.0.1:{}/ready", ports.admin))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the gateway process became ready");
+    let http = reqwest::Client::new();
+    let long = format!(
+        "{plain}/api/mine/{}?access_token=SECRETQUERY1",
+        "p".repeat(60_000)
+    );
+    let status = http.get(long).send().await.unwrap().status();
+    assert_eq!(status, 401);
+    let status = http
+        .get(format!("{plain}/dead?access_token=SECRETQUERY2"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 502);
+    let status = http
+        .get(format!("{plain}/bad%zzpath?access_token=SECRETQUERY3"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 400);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !log.contains("SECRETQUERY"),
+        "a query reached the log:\n{log}"
+    );
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 2048, "a log line of {longest} bytes");
+    let access: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "access")
+        .collect();
+    assert_eq!(access.len(), 3, "{log}");
+    assert!(access[0]["path"].as_str().unwrap().ends_with('…'));
+    let _ = std::fs::remove_dir_all(dir);
+    env.stop().await;
+}
