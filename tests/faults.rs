@@ -57,7 +57,7 @@ auth = "public"
     )
 }
 
-/// A listener that accepts connections and resets them at once, and one that never answers.
+/// A listener that accepts connections and closes them at once, and one that never answers.
 async fn misbehaving() -> (String, String, Vec<tokio::task::JoinHandle<()>>) {
     let resetting = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -68,7 +68,6 @@ async fn misbehaving() -> (String, String, Vec<tokio::task::JoinHandle<()>>) {
     let tasks = vec![
         tokio::spawn(async move {
             while let Ok((stream, _)) = resetting.accept().await {
-                let _ = stream.set_linger(Some(Duration::ZERO));
                 drop(stream);
             }
         }),
