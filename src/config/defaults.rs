@@ -17,6 +17,8 @@ pub const MAX_CLOCK_LEEWAY: Duration = Duration::from_secs(30);
 pub const TOKEN_PATHS: [&str; 3] = ["/connect/token", "/oauth2.0/token", "/token"];
 pub const ALLOW_RS384_RS512: bool = false;
 pub const REPLAY_CAPACITY: usize = 1_000_000;
+pub const REPLAY_STORE: &str = "memory";
+pub const REPLAY_TIMEOUT: Duration = Duration::from_millis(500);
 
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,7 +83,9 @@ pub fn documented() -> Vec<(&'static str, String)> {
             format!("[{}]", TOKEN_PATHS.map(text).join(", ")),
         ),
         ("tokens.allow_rs384_rs512", ALLOW_RS384_RS512.to_string()),
-        ("tokens.replay_capacity", REPLAY_CAPACITY.to_string()),
+        ("replay.store", text(REPLAY_STORE)),
+        ("replay.timeout", time(REPLAY_TIMEOUT)),
+        ("replay.capacity", REPLAY_CAPACITY.to_string()),
         ("upstream.connect_timeout", time(CONNECT_TIMEOUT)),
         ("upstream.read_timeout", time(READ_TIMEOUT)),
         ("upstream.write_timeout", time(WRITE_TIMEOUT)),

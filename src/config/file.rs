@@ -119,6 +119,8 @@ pub struct GatewayFile {
     pub registries: Vec<RegistryFile>,
     #[serde(default)]
     pub delegation: DelegationFile,
+    #[serde(default)]
+    pub replay: ReplayFile,
     pub admin: Option<AdminFile>,
     #[serde(default)]
     pub rules: RulesFile,
@@ -183,8 +185,6 @@ pub struct TokensFile {
     pub clock_leeway: Option<Duration>,
     pub paths: Option<Vec<String>>,
     pub allow_rs384_rs512: Option<bool>,
-    /// The most jtis remembered at once; beyond it token requests are refused.
-    pub replay_capacity: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -243,6 +243,26 @@ pub struct DelegationFile {
     /// The oldest `iat` accepted for evidence in the delegation_evidence header.
     #[serde(default, with = "humantime_serde")]
     pub header_evidence_max_age: Option<Duration>,
+}
+
+/// Where the jtis of accepted assertions are kept.
+#[derive(Debug, Default, Deserialize)]
+pub struct ReplayFile {
+    pub store: Option<Choice<ReplayStoreKind>>,
+    /// `redis://[:password@]host:port/db` for `store = "redis"`.
+    pub url: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    /// The most jtis the memory store holds at once.
+    pub capacity: Option<usize>,
+}
+
+/// `replay.store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayStoreKind {
+    Memory,
+    Redis,
 }
 
 #[derive(Debug, Deserialize)]

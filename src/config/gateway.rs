@@ -50,6 +50,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let upstreams = upstreams(&base, file.upstreams, issues);
     let registries = registries(file.registries, issues);
     let delegation = delegation(file.delegation);
+    let replay = replay(file.replay, issues);
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
@@ -86,6 +87,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         upstreams,
         registries,
         delegation,
+        replay,
         admin,
         rules_dir,
         routes,
@@ -323,7 +325,6 @@ fn tokens(t: TokensFile, issues: &mut Issues) -> Tokens {
         leeway,
         paths,
         allow_rs384_rs512: t.allow_rs384_rs512.unwrap_or(default::ALLOW_RS384_RS512),
-        replay_capacity: t.replay_capacity.unwrap_or(default::REPLAY_CAPACITY).max(1),
     }
 }
 
@@ -470,6 +471,43 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
 }
 
 /// The headers that tell the backend who called: the consumer, and the consumer a broker acts for.
+fn replay(r: ReplayFile, issues: &mut Issues) -> ReplaySettings {
+    let kind = r.store.and_then(|k| issues.choice("replay.store", k));
+    let redis_url = match (kind, r.url) {
+        (Some(ReplayStoreKind::Redis), Some(url)) => {
+            let parsed = url::Url::parse(&url)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "redis" | "rediss"));
+            if parsed.is_none() {
+                issues.add(
+                    "replay.url",
+                    "a Redis URL: redis://[:password@]host:port/db",
+                );
+            }
+            Some(url)
+        }
+        (Some(ReplayStoreKind::Redis), None) => {
+            issues.add("replay.url", "the Redis server to keep jtis on is needed");
+            None
+        }
+        (_, Some(_)) => {
+            issues.add("replay.url", "needs store = \"redis\"");
+            None
+        }
+        (_, None) => None,
+    };
+    ReplaySettings {
+        redis_url,
+        timeout: issues
+            .check(
+                "replay.timeout",
+                nonzero(r.timeout.unwrap_or(default::REPLAY_TIMEOUT), "timeout"),
+            )
+            .unwrap_or(default::REPLAY_TIMEOUT),
+        capacity: r.capacity.unwrap_or(default::REPLAY_CAPACITY).max(1),
+    }
+}
+
 fn party_headers(
     f: ForwardingFile,
     issues: &mut Issues,

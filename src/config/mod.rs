@@ -214,8 +214,17 @@ pub(crate) fn nonzero(d: Duration, what: &str) -> Result<Duration, String> {
 /// Load and validate `gateway.toml` and the rules it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let mut all = Vec::new();
-    let config = read(path, &mut all)
-        .and_then(|text| parse_toml::<file::GatewayFile>(path, &text, &mut all))
+    match read(path, &mut all) {
+        Some(text) => load_text(path, &text),
+        None => Err(ConfigErrors(all)),
+    }
+}
+
+/// Validate the text of a `gateway.toml` that lives at `path` (its relative paths and rules are
+/// found from there).
+pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let mut all = Vec::new();
+    let config = parse_toml::<file::GatewayFile>(path, text, &mut all)
         .and_then(|file| gateway::build(path, file, &mut all));
     match config {
         Some(c) if all.is_empty() => Ok(c),

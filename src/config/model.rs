@@ -29,6 +29,7 @@ pub struct Config {
     pub upstreams: BTreeMap<String, Upstream>,
     pub registries: BTreeMap<String, Registry>,
     pub delegation: DelegationSettings,
+    pub replay: ReplaySettings,
     pub admin: Option<SocketAddr>,
     pub rules_dir: PathBuf,
     pub routes: Vec<Route>,
@@ -101,7 +102,15 @@ pub struct Tokens {
     pub leeway: Duration,
     pub paths: Vec<String>,
     pub allow_rs384_rs512: bool,
-    pub replay_capacity: usize,
+}
+
+/// Where the jtis of accepted assertions are kept: in memory, or on Redis for several instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplaySettings {
+    /// None: in memory.
+    pub redis_url: Option<String>,
+    pub timeout: Duration,
+    pub capacity: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

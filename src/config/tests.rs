@@ -139,6 +139,10 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("", "", "[forwarding]\nparty_header = \"Authorization\"\n"), "gateway.toml: forwarding.party_header: authorization cannot carry a party id"),
         (gateway("", "", "[forwarding]\nparty_header = \"X Party\"\n"), "gateway.toml: forwarding.party_header: \"X Party\" is not a header name"),
         (gateway("", "", "[log]\nformat = \"xml\"\n"), "gateway.toml: log.format: unknown variant `xml`, expected `text` or `json`"),
+        (gateway("", "", "[replay]\nstore = \"redis\"\n"), "gateway.toml: replay.url: the Redis server to keep jtis on is needed"),
+        (gateway("", "", "[replay]\nurl = \"redis://127.0.0.1/0\"\n"), "gateway.toml: replay.url: needs store = \"redis\""),
+        (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"http://x\"\n"), "gateway.toml: replay.url: a Redis URL: redis://[:password@]host:port/db"),
+        (gateway("", "", "[replay]\nstore = \"disk\"\n"), "gateway.toml: replay.store: unknown variant `disk`, expected `memory` or `redis`"),
         (gateway("", "", "public_url = \"gateway\"\n"), "gateway.toml: public_url: \"gateway\" is not a URL: relative URL without a base"),
         (gateway("", "", "[rules]\ndirectory = \"none\"\n"), "none: cannot read the rules directory: No such file or directory (os error 2)"),
     ];

@@ -1,5 +1,5 @@
-//! The admin listener: /metrics (Prometheus), /live, and /ready (the trusted list is fresh and the
-//! scheme owner answers).
+//! The admin listener: /metrics (Prometheus), /live, and /ready (the trusted list is fresh, the
+//! scheme owner answers, and the replay store can be reached).
 
 use super::reject::{Answer, Reject};
 use super::snapshot::GatewayState;
@@ -64,15 +64,18 @@ impl ServeHttp for Admin {
             }
             "/live" => json(200, json!({"status": "live"})),
             "/ready" => {
-                let snap = self.state.current.load();
-                match snap.trust.readiness() {
-                    Ok(()) => json(
+                let snap = self.state.current.load_full();
+                let mut problems = snap.trust.readiness().err().unwrap_or_default();
+                if let Err(e) = self.state.shared.replay.check().await {
+                    problems.push(e.to_string());
+                }
+                if problems.is_empty() {
+                    json(
                         200,
                         json!({"status": "ready", "config_generation": snap.generation}),
-                    ),
-                    Err(problems) => {
-                        json(503, json!({"status": "not_ready", "problems": problems}))
-                    }
+                    )
+                } else {
+                    json(503, json!({"status": "not_ready", "problems": problems}))
                 }
             }
             _ => refusal(Reject::NotFound),

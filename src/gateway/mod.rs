@@ -354,6 +354,8 @@ impl ProxyHttp for Gateway {
             (None, _) => Reject::Internal,
         };
         let answer = ctx.refuse(&reject);
+        // The connection is not reused after a failure: say so, so that no client sends on it.
+        session.set_keepalive(None);
         let code = match respond(session, &answer).await {
             Ok(()) => answer.status,
             Err(_) => 0,

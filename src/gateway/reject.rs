@@ -221,6 +221,7 @@ reason_codes! {
         Unavailable::RegistryTimeout(_) => "registry_timeout",
         Unavailable::Signing(_) => "signing_failed",
         Unavailable::Replay(ReplayError::Full) => "replay_store_full",
+        Unavailable::Replay(ReplayError::Unavailable(_)) => "replay_store_unavailable",
     } nested {
         Unavailable::SchemeOwner(e) => e: TrustError,
         Unavailable::Registry(e) => e: RegistryFailure,

@@ -1,11 +1,15 @@
 //! The jti replay store: every accepted client assertion's jti (at the token endpoint, and of
-//! consumer assertions a broker forwards), so that none is accepted twice. Kept in memory, bounded
-//! (a full store refuses rather than forgetting a jti early), keyed by a hash so that a long jti
-//! costs no more than a short one.
+//! consumer assertions a broker forwards), so that none is accepted twice, keyed by a hash so that
+//! a long jti costs no more than a short one. In memory (one instance; bounded, and a full store
+//! refuses rather than forgetting a jti early), or on Redis, shared by every instance behind a
+//! balancer. When the store cannot answer, the assertion is refused: never a replay accepted.
 
+use crate::config::model::ReplaySettings;
 use crate::scheme::Timestamp;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 const SHARDS: usize = 16;
 
@@ -14,6 +18,47 @@ const SHARDS: usize = 16;
 pub enum ReplayError {
     #[error("the replay store is full")]
     Full,
+    #[error("the replay store on Redis did not answer: {0}")]
+    Unavailable(String),
+}
+
+/// Where jtis are kept.
+pub enum ReplayStore {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+}
+
+impl ReplayStore {
+    /// The store the settings name; Redis is connected lazily (start-up never waits for it).
+    pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
+        Ok(match &settings.redis_url {
+            None => ReplayStore::Memory(MemoryStore::new(settings.capacity)),
+            Some(url) => ReplayStore::Redis(RedisStore::new(url, namespace, settings.timeout)?),
+        })
+    }
+
+    /// Remember `jti` of `issuer` until `until` (seconds since the epoch); false when it was seen
+    /// before (a replay).
+    pub async fn first_use(
+        &self,
+        issuer: &str,
+        jti: &str,
+        until: f64,
+        now: Timestamp,
+    ) -> Result<bool, ReplayError> {
+        match self {
+            ReplayStore::Memory(m) => m.first_use(issuer, jti, until, now),
+            ReplayStore::Redis(r) => r.first_use(issuer, jti, until, now).await,
+        }
+    }
+
+    /// Whether the store can answer (for /ready).
+    pub async fn check(&self) -> Result<(), ReplayError> {
+        match self {
+            ReplayStore::Memory(_) => Ok(()),
+            ReplayStore::Redis(r) => r.ping().await,
+        }
+    }
 }
 
 /// (issuer, jti) as a fixed-size key.
@@ -30,22 +75,21 @@ fn key(issuer: &str, jti: &str) -> Key {
 }
 
 /// The jtis seen, each with the time (seconds since the epoch) until which it is kept.
-pub struct ReplayStore {
+pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<Key, f64>>>,
     per_shard: usize,
 }
 
-impl ReplayStore {
+impl MemoryStore {
     /// A store holding at most `capacity` jtis at once.
     pub fn new(capacity: usize) -> Self {
-        ReplayStore {
+        MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
         }
     }
 
-    /// Remember `jti` of `issuer` until `until`; false when it was seen before (a replay).
-    pub async fn first_use(
+    fn first_use(
         &self,
         issuer: &str,
         jti: &str,
@@ -70,6 +114,82 @@ impl ReplayStore {
     }
 }
 
+/// jtis on Redis: `SET key 1 NX PX ms`, each call bounded in time. A call that times out may still
+/// have stored the jti; the assertion is refused all the same.
+pub struct RedisStore {
+    connection: ConnectionManager,
+    namespace: String,
+    timeout: Duration,
+}
+
+impl RedisStore {
+    fn new(url: &str, namespace: &str, timeout: Duration) -> Result<Self, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("replay store: {e}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("replay store: {e}"))?;
+        Ok(RedisStore {
+            connection,
+            namespace: namespace.to_string(),
+            timeout,
+        })
+    }
+
+    async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
+        let mut connection = self.connection.clone();
+        match tokio::time::timeout(self.timeout * 2, command.query_async(&mut connection)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(ReplayError::Unavailable(e.to_string())),
+            Err(_) => Err(ReplayError::Unavailable(format!(
+                "no answer within {:?}",
+                self.timeout * 2
+            ))),
+        }
+    }
+
+    async fn first_use(
+        &self,
+        issuer: &str,
+        jti: &str,
+        until: f64,
+        now: Timestamp,
+    ) -> Result<bool, ReplayError> {
+        let millis = ((until - now.as_f64()) * 1000.0).ceil().max(1.0) as u64;
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!(
+                "{}:jti:{}",
+                self.namespace,
+                hex::encode(key(issuer, jti))
+            ))
+            .arg(1u8)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis);
+        match self.run(command).await? {
+            redis::Value::Okay => Ok(true),
+            redis::Value::Nil => Ok(false),
+            other => Err(ReplayError::Unavailable(format!(
+                "unexpected answer {other:?}"
+            ))),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), ReplayError> {
+        match self.run(redis::cmd("PING")).await? {
+            redis::Value::SimpleString(s) if s == "PONG" => Ok(()),
+            other => Err(ReplayError::Unavailable(format!(
+                "unexpected answer {other:?}"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,47 +198,35 @@ mod tests {
         Timestamp::from_secs(secs)
     }
 
-    #[tokio::test]
-    async fn a_jti_is_accepted_once_until_it_is_forgotten() {
-        let store = ReplayStore::new(100);
-        assert_eq!(store.first_use("a", "j", 1035.0, at(1000)).await, Ok(true));
-        assert_eq!(store.first_use("a", "j", 1035.0, at(1034)).await, Ok(false));
-        assert_eq!(store.first_use("b", "j", 1035.0, at(1001)).await, Ok(true));
-        assert_eq!(store.first_use("a", "j", 1100.0, at(1036)).await, Ok(true));
+    #[test]
+    fn a_jti_is_accepted_once_until_it_is_forgotten() {
+        let store = MemoryStore::new(100);
+        assert_eq!(store.first_use("a", "j", 1035.0, at(1000)), Ok(true));
+        assert_eq!(store.first_use("a", "j", 1035.0, at(1034)), Ok(false));
+        assert_eq!(store.first_use("b", "j", 1035.0, at(1001)), Ok(true));
+        assert_eq!(store.first_use("a", "j", 1100.0, at(1036)), Ok(true));
     }
 
-    #[tokio::test]
-    async fn a_full_store_refuses_and_makes_room_as_jtis_expire() {
-        let store = ReplayStore::new(SHARDS);
+    #[test]
+    fn a_full_store_refuses_and_makes_room_as_jtis_expire() {
+        let store = MemoryStore::new(SHARDS);
         let mut refused = 0;
         for i in 0..200 {
-            match store
-                .first_use("a", &format!("j{i}"), 1030.0, at(1000))
-                .await
-            {
+            match store.first_use("a", &format!("j{i}"), 1030.0, at(1000)) {
                 Ok(true) => {}
                 Err(ReplayError::Full) => refused += 1,
                 other => panic!("{other:?}"),
             }
         }
         assert!(refused >= 200 - SHARDS, "{refused}");
-        assert_eq!(
-            store.first_use("a", "later", 1100.0, at(1031)).await,
-            Ok(true)
-        );
+        assert_eq!(store.first_use("a", "later", 1100.0, at(1031)), Ok(true));
     }
 
-    #[tokio::test]
-    async fn a_long_jti_is_kept_by_its_hash() {
-        let store = ReplayStore::new(100);
+    #[test]
+    fn a_long_jti_is_kept_by_its_hash() {
+        let store = MemoryStore::new(100);
         let long = "x".repeat(100_000);
-        assert_eq!(
-            store.first_use("a", &long, 1100.0, at(1031)).await,
-            Ok(true)
-        );
-        assert_eq!(
-            store.first_use("a", &long, 1100.0, at(1032)).await,
-            Ok(false)
-        );
+        assert_eq!(store.first_use("a", &long, 1100.0, at(1031)), Ok(true));
+        assert_eq!(store.first_use("a", &long, 1100.0, at(1032)), Ok(false));
     }
 }

@@ -57,10 +57,8 @@ pub fn build(
             certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
         }
     }
-    let shared = Shared::new(
-        certificates,
-        ReplayStore::new(config.tokens.replay_capacity),
-    );
+    let replay = ReplayStore::new(&config.replay, config.identity.party_id.as_str())?;
+    let shared = Shared::new(certificates, replay);
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),

@@ -531,3 +531,62 @@ pub fn h2_client(ca_file: &Path) -> reqwest::Client {
         .build()
         .unwrap()
 }
+
+/// A real redis-server on a free loopback port, for as long as the value lives.
+pub struct RedisServer {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl RedisServer {
+    pub async fn start() -> RedisServer {
+        Self::start_on(free_port()).await
+    }
+
+    pub async fn start_on(port: u16) -> RedisServer {
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (the README's test command installs it)");
+        let server = RedisServer { port, child };
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Kill the server at once (as a crash would).
+    pub fn kill(mut self) -> u16 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.port
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,119 @@
+//! Several instances behind one balancer: a client assertion accepted by one is accepted by no
+//! other, tokens of one are accepted by the others, and when the shared replay store (a real
+//! redis-server) goes away, assertions are refused — never a replay accepted.
+
+mod support;
+
+use ishare_gateway::gateway::server::RunningGateway;
+use ishare_gateway::scheme::Timestamp;
+use serde_json::Value;
+use std::path::PathBuf;
+use support::*;
+
+const BIN: &str = "instances";
+
+const RULES: &str = r#"
+[[route]]
+name = "mine"
+path = "/api/mine"
+upstream = "echo"
+"#;
+
+struct Instance {
+    url: String,
+    admin: String,
+    dir: PathBuf,
+    gateway: Option<RunningGateway>,
+}
+
+async fn instance(bed: &Bed, redis: &str) -> Instance {
+    let extra = format!("[replay]\nstore = \"redis\"\nurl = \"{redis}\"\ntimeout = \"300ms\"\n");
+    let (dir, ports) = gateway_dir(bed, BIN, RULES, &extra, |t| t);
+    let instance = Instance {
+        url: format!("https://127.0.0.1:{}", ports.tls),
+        admin: format!("http://127.0.0.1:{}", ports.admin),
+        gateway: Some(launch(&dir)),
+        dir,
+    };
+    for _ in 0..100 {
+        if reqwest::get(format!("{}/ready", instance.admin))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return instance;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("an instance did not become ready");
+}
+
+impl Instance {
+    async fn stop(mut self) {
+        if let Some(g) = self.gateway.take() {
+            tokio::task::spawn_blocking(move || g.stop()).await.unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn token_with(bed: &Bed, base: &str, assertion: &str) -> (u16, Value) {
+    let form = token_form(&bed.identity(CONSUMER), SP, Some(assertion.to_string()));
+    status_json(request_token(&bed.http, base, form).await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_share_replays_and_tokens_and_refuse_when_the_store_is_gone() {
+    let redis = RedisServer::start().await;
+    let bed = Bed::start(BIN).await;
+    let a = instance(&bed, &redis.url()).await;
+    let b = instance(&bed, &redis.url()).await;
+    let fresh = || {
+        bed.identity(CONSUMER)
+            .client_assertion(SP, Timestamp::now())
+            .unwrap()
+    };
+    // One assertion, one token, whichever instance sees it first.
+    let assertion = fresh();
+    let (status, body) = token_with(&bed, &a.url, &assertion).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["access_token"].as_str().unwrap().to_string();
+    for base in [&b.url, &a.url, &b.url] {
+        let (status, body) = token_with(&bed, base, &assertion).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("replayed_jti"))
+        );
+    }
+    // A token of one instance is good at the other.
+    let resp = bed
+        .http
+        .get(format!("{}/api/mine", b.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // Redis goes away: assertions are refused and /ready says why.
+    let port = redis.kill();
+    let (status, body) = token_with(&bed, &a.url, &fresh()).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (503, Some("replay_store_unavailable"))
+    );
+    let ready = reqwest::get(format!("{}/ready", b.admin)).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    // Back again: business as usual, and what was refused was not remembered.
+    let _redis = RedisServer::start_on(port).await;
+    let mut status = 0;
+    for _ in 0..40 {
+        status = token_with(&bed, &b.url, &fresh()).await.0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+    a.stop().await;
+    b.stop().await;
+    bed.stop().await;
+}
