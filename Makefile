@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both first install what a fresh
 # machine lacks: cmake (pingora's zlib-ng build needs it), and for the tests the real parts they
-# start: redis-server.
+# start: redis-server, curl, and python-ishare (from PyPI, in a virtual environment).
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -20,8 +20,20 @@ endef
 setup:
 	$(call need,cmake cmake)
 
-test-setup: setup
-	$(call need,redis-server redis-server)
+# python-ishare, a client library of the scheme, for tests/interop.rs.
+INTEROP_VENV := target/interop-venv
+
+test-setup: setup $(INTEROP_VENV)/installed
+	$(call need,redis-server redis-server curl curl)
+
+$(INTEROP_VENV)/installed: tests/interop/requirements.txt
+	$(call need,python3 python3)
+	@python3 -c 'import ensurepip' 2>/dev/null || { \
+		echo "installing python3-venv"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
+	@[ -x $(INTEROP_VENV)/bin/python ] || python3 -m venv $(INTEROP_VENV)
+	$(INTEROP_VENV)/bin/python -m pip install -q --disable-pip-version-check -r tests/interop/requirements.txt
+	@touch $@
 
 demo: setup
 	cargo run --release -- demo

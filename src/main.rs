@@ -79,6 +79,9 @@ fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
         listeners = ?config.listeners.iter().map(|l| l.address.to_string()).collect::<Vec<_>>(),
         "starting"
     );
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let opt = pingora::server::configuration::Opt {
         upgrade,
         daemon,
@@ -116,14 +119,19 @@ fn check(paths: Vec<PathBuf>) -> Result<(), String> {
             continue;
         }
         match config::load(&path) {
-            Ok(c) => println!(
-                "{}: ok ({} listeners, {} upstreams, {} routes from {})",
-                path.display(),
-                c.listeners.len(),
-                c.upstreams.len(),
-                c.routes.len(),
-                c.rules_dir.display()
-            ),
+            Ok(c) => {
+                for warning in &c.warnings {
+                    println!("warning: {warning}");
+                }
+                println!(
+                    "{}: ok ({} listeners, {} upstreams, {} routes from {})",
+                    path.display(),
+                    c.listeners.len(),
+                    c.upstreams.len(),
+                    c.routes.len(),
+                    c.rules_dir.display()
+                )
+            }
             Err(errors) => {
                 failed = true;
                 println!("{errors}");

@@ -888,33 +888,32 @@ async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
         t.replace(&bed.url(SO), &unreachable)
     });
     let gateway = launch(&dir);
-    let admin = format!("http://127.0.0.1:{}", ports.admin);
-    let mut ready = None;
-    for _ in 0..100 {
-        if let Ok(r) = reqwest::get(format!("{admin}/ready")).await {
-            ready = Some((r.status().as_u16(), r.json::<Value>().await.unwrap()));
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let (status, body) = ready.expect("the admin listener answers");
+    let (status, body) = readiness(&format!("http://127.0.0.1:{}", ports.admin)).await;
     assert_eq!(status, 503, "{body}");
     assert!(
         body["problems"].to_string().contains("trusted list"),
         "{body}"
     );
-    // A token request fails closed with 503.
-    let resp = request_token(
-        &bed.http,
-        &format!("https://127.0.0.1:{}", ports.tls),
-        token_form(&bed.identity(CONSUMER), SP, None),
-    )
-    .await;
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (503, Some("temporarily_unavailable"))
-    );
+    // Token requests fail closed with 503, saying the scheme owner is unavailable: the first tries
+    // it, the next ones within the retry pause do not, and all say the same.
+    for _ in 0..3 {
+        let resp = request_token(
+            &bed.http,
+            &format!("https://127.0.0.1:{}", ports.tls),
+            token_form(&bed.identity(CONSUMER), SP, None),
+        )
+        .await;
+        let (status, body) = status_json(resp).await;
+        assert_eq!(
+            (status, body["error"].as_str(), body["reason"].as_str()),
+            (
+                503,
+                Some("temporarily_unavailable"),
+                Some("scheme_owner_unavailable")
+            ),
+            "{body}"
+        );
+    }
     tokio::task::spawn_blocking(move || gateway.stop())
         .await
         .unwrap();

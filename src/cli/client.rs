@@ -44,25 +44,23 @@ pub struct ClientArgs {
     /// Seconds to wait for an answer.
     #[arg(long, default_value_t = 10, global = true)]
     timeout: u64,
+    /// The party id of the participant asked: the audience of our client assertion (default:
+    /// read from the participant's capabilities; needed for those that serve none).
+    #[arg(long, value_name = "PARTY_ID", global = true)]
+    audience: Option<String>,
     #[command(subcommand)]
     command: ClientCommand,
 }
 
 #[derive(Subcommand, Debug)]
 enum ClientCommand {
-    /// Mint a client assertion (a signed JWT, valid 30 s) for an audience.
-    Assertion {
-        #[arg(long)]
-        audience: String,
-    },
+    /// Mint a client assertion (a signed JWT, valid 30 s) for the party given by --audience.
+    Assertion,
     /// Get an access token from a participant.
     Token {
         /// The participant's base URL.
         #[arg(long)]
         url: String,
-        /// The participant's party id (default: read from its capabilities).
-        #[arg(long)]
-        audience: Option<String>,
         #[arg(long, default_value = "/connect/token")]
         token_path: String,
     },
@@ -146,6 +144,7 @@ struct Context {
     http: reqwest::Client,
     trusted: Option<TrustedList>,
     raw: bool,
+    audience: Option<String>,
 }
 
 fn read(path: &PathBuf) -> Result<String, String> {
@@ -207,6 +206,7 @@ fn context(args: &ClientArgs) -> Result<Context, String> {
         http,
         trusted,
         raw: args.raw,
+        audience: args.audience.clone(),
     })
 }
 
@@ -225,13 +225,19 @@ impl Context {
         }
     }
 
-    /// The party id of the participant at `base_url`, from its capabilities.
+    /// The party id of the participant at `base_url`: --audience, or else from its capabilities.
     async fn audience_of(&self, base_url: &str) -> Result<String, String> {
+        if let Some(audience) = &self.audience {
+            return Ok(audience.clone());
+        }
         let url = join(base_url, CAPABILITIES_PATH);
         let token = crate::peers::get_signed(&self.http, &url, &[], None, member::CAPABILITIES)
             .await
             .map_err(|e| {
-                format!("cannot learn the party id of {base_url} (give --audience): {e}")
+                format!(
+                    "cannot learn the party id of {base_url} from its capabilities ({e}): \
+                     give it with --audience PARTY_ID"
+                )
             })?;
         let jwt = decode(
             &token,
@@ -273,23 +279,20 @@ fn peer_err(e: PeerError) -> String {
 pub async fn run(args: ClientArgs) -> CliResult {
     let ctx = context(&args)?;
     match args.command {
-        ClientCommand::Assertion { audience } => {
+        ClientCommand::Assertion => {
+            let audience = ctx
+                .audience
+                .as_deref()
+                .ok_or("give the party the assertion is for with --audience PARTY_ID")?;
             let assertion = ctx
                 .peer()?
                 .identity()
-                .client_assertion(&audience, Timestamp::now())
+                .client_assertion(audience, Timestamp::now())
                 .map_err(|e| e.to_string())?;
             ctx.show("client assertion", &assertion);
         }
-        ClientCommand::Token {
-            url,
-            audience,
-            token_path,
-        } => {
-            let audience = match audience {
-                Some(a) => a,
-                None => ctx.audience_of(&url).await?,
-            };
+        ClientCommand::Token { url, token_path } => {
+            let audience = ctx.audience_of(&url).await?;
             let token = ctx
                 .peer()?
                 .token(&join(&url, &token_path), &audience)

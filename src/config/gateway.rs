@@ -45,6 +45,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
             None
         }
     };
+    if let (Some(id), Some(so)) = (&identity, &scheme_owner) {
+        check_root(&id.signing, so, issues);
+    }
     let tokens = tokens(file.tokens, issues);
     let outbound = outbound(&base, file.outbound, issues);
     let upstreams = upstreams(&base, file.upstreams, issues);
@@ -96,6 +99,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         strip_headers,
         server,
         log,
+        warnings: Vec::new(),
     })
 }
 
@@ -145,6 +149,10 @@ fn identity(base: &Path, id: IdentityFile, issues: &mut Issues) -> Option<Identi
         SigningIdentity::from_pem(party_id.clone(), &key_pem, &chain_pem)
             .map_err(|e| e.to_string()),
     )?;
+    issues.check(
+        "identity.certificate_chain",
+        check_chain(signing.chain_der()),
+    )?;
     Some(Identity {
         name: id.name.unwrap_or_else(|| party_id.to_string()),
         party_id,
@@ -153,6 +161,77 @@ fn identity(base: &Path, id: IdentityFile, issues: &mut Issues) -> Option<Identi
         key_file,
         chain_file,
     })
+}
+
+/// The identity's chain runs from its certificate, each signed by the next, to a self-signed root:
+/// satellites that want the whole chain in `x5c` refuse client assertions without the root.
+fn check_chain(chain: &[Vec<u8>]) -> Result<(), String> {
+    use crate::scheme::trust::rfc4514;
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let certs = chain
+        .iter()
+        .enumerate()
+        .map(|(i, der)| {
+            X509Certificate::from_der(der)
+                .map(|(_, c)| c)
+                .map_err(|_| format!("certificate {} is not an X.509 certificate", i + 1))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, pair) in certs.windows(2).enumerate() {
+        if pair[0]
+            .verify_signature(Some(pair[1].public_key()))
+            .is_err()
+        {
+            return Err(format!(
+                "certificate {} ({}) is not signed by certificate {} ({}): the chain runs leaf first, each certificate followed by its issuer",
+                i + 1,
+                rfc4514(pair[0].subject()),
+                i + 2,
+                rfc4514(pair[1].subject())
+            ));
+        }
+    }
+    let last = certs.last().ok_or("the chain holds no certificate")?;
+    if last.issuer() != last.subject() || last.verify_signature(None).is_err() {
+        return Err(format!(
+            "the chain ends at {}, issued by {}: add the certificates up to the root (satellites refuse client assertions whose x5c lacks it)",
+            rfc4514(last.subject()),
+            rfc4514(last.issuer())
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the identity's root is one the scheme owner trusts, as far as the configuration tells.
+fn check_root(signing: &SigningIdentity, so: &SchemeOwner, issues: &mut Issues) {
+    let Some(root) = signing.chain_der().last() else {
+        return;
+    };
+    let fingerprint = crate::scheme::trust::fingerprint(root);
+    let pinned = so.root_fingerprint.as_deref() == Some(fingerprint.as_str());
+    let listed = so.trusted_list.as_ref().is_some_and(|entries| {
+        crate::scheme::trust::TrustedList::new(entries.clone())
+            .get(&fingerprint)
+            .is_some_and(TrustedListEntry::is_granted)
+    });
+    if !pinned && !listed {
+        issues.warn(
+            "identity.certificate_chain",
+            format!(
+                "the chain's root ({fingerprint}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"
+            ),
+        );
+    }
+}
+
+/// A plain http:// address of a participant: allowed for tests, never silently.
+fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
+    if url.starts_with("http://") {
+        issues.warn(
+            key,
+            format!("{url} is plain HTTP: tokens and answers travel unencrypted (for tests only)"),
+        );
+    }
 }
 
 fn listeners(base: &Path, files: Vec<ListenerFile>, issues: &mut Issues) -> Vec<Listener> {
@@ -244,6 +323,9 @@ fn pinned_root(base: &Path, so: &SchemeOwnerFile, issues: &mut Issues) -> Option
 
 fn scheme_owner(base: &Path, so: SchemeOwnerFile, issues: &mut Issues) -> Option<SchemeOwner> {
     let url = issues.check("scheme_owner.url", url_of(&so.url));
+    if let Some(url) = &url {
+        warn_plain("scheme_owner.url", url, issues);
+    }
     let party_id = issues.check("scheme_owner.party_id", party(&so.party_id));
     let root_fingerprint = pinned_root(base, &so, issues);
     let trusted_list = so.trusted_list_file.as_ref().and_then(|p| {
@@ -436,6 +518,9 @@ fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String,
         let key = format!("registry[{i}]");
         let party_id = issues.check(&format!("{key}.party_id"), party(&r.party_id));
         let url = issues.check(&format!("{key}.url"), url_of(&r.url));
+        if let Some(url) = &url {
+            warn_plain(&format!("{key}.url"), url, issues);
+        }
         if !names.insert(r.name.clone()) {
             issues.add(
                 format!("{key}.name"),

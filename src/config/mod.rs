@@ -18,12 +18,23 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// One problem in a configuration file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One problem in a configuration file: an error, or a warning about something allowed but risky.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConfigIssue {
     pub file: PathBuf,
     pub key: String,
     pub message: String,
+    pub warning: bool,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.key, self.message)
+        }
+    }
 }
 
 /// Every problem found.
@@ -36,17 +47,7 @@ impl fmt::Display for ConfigErrors {
             if i > 0 {
                 writeln!(f)?;
             }
-            if issue.key.is_empty() {
-                write!(f, "{}: {}", issue.file.display(), issue.message)?;
-            } else {
-                write!(
-                    f,
-                    "{}: {}: {}",
-                    issue.file.display(),
-                    issue.key,
-                    issue.message
-                )?;
-            }
+            write!(f, "{issue}")?;
         }
         Ok(())
     }
@@ -66,6 +67,17 @@ impl Issues<'_> {
             file: self.file.clone(),
             key: key.into(),
             message: message.into(),
+            warning: false,
+        });
+    }
+
+    /// Something allowed but risky: reported by `check` and logged at start-up.
+    pub(crate) fn warn(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.all.push(ConfigIssue {
+            file: self.file.clone(),
+            key: key.into(),
+            message: message.into(),
+            warning: true,
         });
     }
 
@@ -159,8 +171,8 @@ pub(crate) fn read(path: &Path, all: &mut Vec<ConfigIssue>) -> Option<String> {
         Err(e) => {
             all.push(ConfigIssue {
                 file: path.to_path_buf(),
-                key: String::new(),
                 message: format!("cannot read: {e}"),
+                ..ConfigIssue::default()
             });
             None
         }
@@ -226,9 +238,13 @@ pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
     let mut all = Vec::new();
     let config = parse_toml::<file::GatewayFile>(path, text, &mut all)
         .and_then(|file| gateway::build(path, file, &mut all));
+    let (warnings, errors): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.warning);
     match config {
-        Some(c) if all.is_empty() => Ok(c),
-        _ => Err(ConfigErrors(all)),
+        Some(mut c) if errors.is_empty() => {
+            c.warnings = warnings;
+            Ok(c)
+        }
+        _ => Err(ConfigErrors(errors)),
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Config {
     pub strip_headers: Vec<http::HeaderName>,
     pub server: Server,
     pub log: Log,
+    /// What `check` reports and start-up logs without refusing the configuration.
+    pub warnings: Vec<crate::config::ConfigIssue>,
 }
 
 #[derive(Clone)]

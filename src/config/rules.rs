@@ -25,8 +25,8 @@ pub(super) fn load_rules(dir: &Path, known: &Known, all: &mut Vec<ConfigIssue>) 
         Err(e) => {
             all.push(ConfigIssue {
                 file: dir.to_path_buf(),
-                key: String::new(),
                 message: format!("cannot read the rules directory: {e}"),
+                ..ConfigIssue::default()
             });
             return Vec::new();
         }

@@ -177,6 +177,54 @@ fn gateway_toml_errors_name_their_key() {
 }
 
 #[test]
+fn an_identity_chain_must_reach_its_root() {
+    let pki = TestPki::shared();
+    let party = pki.party("EU.EORI.NL000000003");
+    let without_root: String = party
+        .chain_pem
+        .split_inclusive("-----END CERTIFICATE-----\n")
+        .take(2)
+        .collect();
+    let dir = write(BASE, ROUTE);
+    std::fs::write(dir.join("id.chain.pem"), without_root).unwrap();
+    let err = load(&dir.join("gateway.toml")).unwrap_err().to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        err.contains("identity.certificate_chain: the chain ends at ")
+            && err.contains("add the certificates up to the root"),
+        "{err}"
+    );
+}
+
+#[test]
+fn risky_but_allowed_settings_are_warnings() {
+    let toml = BASE
+        .replace("https://127.0.0.1:9100", "http://127.0.0.1:9100")
+        .replace("https://127.0.0.1:9104", "http://127.0.0.1:9104")
+        .replace(
+            "root_certificate = \"root.pem\"",
+            &format!("root_fingerprint = \"{}\"", "AB".repeat(32)),
+        );
+    let dir = write(&toml, ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings: Vec<String> = config
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.key, w.message))
+        .collect();
+    let root = crate::scheme::trust::fingerprint(TestPki::shared().root_der());
+    assert_eq!(
+        warnings,
+        [
+            "scheme_owner.url: http://127.0.0.1:9100 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
+            format!("identity.certificate_chain: the chain's root ({root}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"),
+            "registry[0].url: http://127.0.0.1:9104 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
+        ]
+    );
+}
+
+#[test]
 fn rule_errors_name_their_file_route_and_key() {
     let route = |extra: &str| format!("{ROUTE}{extra}");
     let r = "policies/rules.toml: route[0] (r)";

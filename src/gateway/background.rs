@@ -15,12 +15,15 @@ use std::time::Duration;
 /// of listeners needs a graceful upgrade and is reported.
 pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, ConfigErrors> {
     let config = config::load(path)?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let current = state.current.load_full();
     let issue = |message: String| {
         ConfigErrors(vec![config::ConfigIssue {
             file: path.to_path_buf(),
-            key: String::new(),
             message,
+            ..config::ConfigIssue::default()
         }])
     };
     if config.listeners != current.config.listeners {

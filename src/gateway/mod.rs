@@ -35,7 +35,7 @@ use reject::{respond, Answer, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The policy enforcement gateway.
 pub struct Gateway {
@@ -78,6 +78,29 @@ impl Ctx {
         self.reason = row.reason;
         Answer::refusal(reject, row)
     }
+}
+
+/// What is read at most of a request body the gateway answers itself without using it.
+const DRAIN_LIMIT: usize = 64 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// Read what is left of a request body (bounded in size and time) before answering it ourselves:
+/// HTTP/2 clients such as curl 7.88 fail on an answer that is followed by a reset of the stream they
+/// are still sending the body on.
+async fn drain_body(session: &mut Session) {
+    if session.is_body_done() || session.is_body_empty() {
+        return;
+    }
+    let mut left = DRAIN_LIMIT;
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        while let Ok(Some(chunk)) = session.read_request_body().await {
+            left = left.saturating_sub(chunk.len());
+            if left == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// The longest request value written to a log line.
@@ -246,6 +269,7 @@ impl ProxyHttp for Gateway {
                 answer
             }
         };
+        drain_body(session).await;
         respond(session, &answer).await?;
         Ok(true)
     }

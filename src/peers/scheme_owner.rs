@@ -98,6 +98,8 @@ pub struct TrustStore {
     trusted: ArcSwapOption<TrustedListState>,
     refresh_lock: tokio::sync::Mutex<()>,
     last_refresh: Mutex<Option<Instant>>,
+    /// Why the last refresh failed, while the trusted list is missing or too old.
+    refresh_failure: Mutex<Option<TrustError>>,
     /// When the scheme owner last answered, and whether that call worked.
     last_contact: Mutex<Option<(Instant, bool)>>,
     parties: moka::future::Cache<String, CachedParty>,
@@ -158,6 +160,7 @@ impl TrustStore {
             trusted: ArcSwapOption::empty(),
             refresh_lock: tokio::sync::Mutex::new(()),
             last_refresh: Mutex::new(None),
+            refresh_failure: Mutex::new(None),
             last_contact: Mutex::new(None),
             metrics,
             config,
@@ -290,12 +293,20 @@ impl TrustStore {
             .unwrap_or_else(|e| e.into_inner())
             .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE);
         if recently_tried {
-            return Err(TrustError::Untrustworthy(match current {
-                Some(s) => format!(
-                    "the trusted list is {} s old and could not be refreshed",
-                    s.fetched.elapsed().as_secs()
-                ),
-                None => "the trusted list could not be fetched yet".into(),
+            // Tell why: the scheme owner unreachable (unavailable) or its answer unusable.
+            let failure = self
+                .refresh_failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            return Err(failure.unwrap_or_else(|| {
+                TrustError::Untrustworthy(match current {
+                    Some(s) => format!(
+                        "the trusted list is {} s old and could not be refreshed",
+                        s.fetched.elapsed().as_secs()
+                    ),
+                    None => "the trusted list could not be fetched yet".into(),
+                })
             }));
         }
         self.refresh().await
@@ -321,14 +332,19 @@ impl TrustStore {
             }
         }
         *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        let payload: TrustedListPayload = self
+        let fetched = self
             .fetch(
                 "trusted_list",
                 "/trusted_list",
                 &[],
                 crate::scheme::vocabulary::member::TRUSTED_LIST,
             )
-            .await?;
+            .await;
+        *self
+            .refresh_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = fetched.as_ref().err().cloned();
+        let payload: TrustedListPayload = fetched?;
         let generation = self.trusted.load().as_ref().map_or(1, |s| s.generation + 1);
         let state = Arc::new(TrustedListState {
             list: TrustedList::new(payload.trusted_list),
@@ -342,6 +358,9 @@ impl TrustStore {
             generation,
             "trusted list refreshed"
         );
+        if let Some(problem) = self.own_chain_problem(&state.list) {
+            tracing::error!("{problem}");
+        }
         Ok(state)
     }
 
@@ -399,7 +418,16 @@ impl TrustStore {
     pub fn readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         match self.trusted.load().as_ref() {
-            None => problems.push("no trusted list yet".to_string()),
+            None => problems.push(
+                match &*self
+                    .refresh_failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                {
+                    Some(failure) => format!("no trusted list yet: {failure}"),
+                    None => "no trusted list yet".to_string(),
+                },
+            ),
             Some(s)
                 if self.config.trusted_list.is_none() && s.fetched.elapsed() > self.max_age() =>
             {
@@ -408,7 +436,7 @@ impl TrustStore {
                     s.fetched.elapsed().as_secs()
                 ))
             }
-            Some(_) => {}
+            Some(s) => problems.extend(self.own_chain_problem(&s.list)),
         }
         if let Some((_, false)) = *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()) {
             problems.push(format!(
@@ -421,6 +449,16 @@ impl TrustStore {
         } else {
             Err(problems)
         }
+    }
+
+    /// Why participants would refuse our own client assertions: our chain is not trusted under the
+    /// scheme owner's trusted list.
+    fn own_chain_problem(&self, list: &TrustedList) -> Option<String> {
+        validate_chain(self.peer.identity().chain_der(), list, Timestamp::now())
+            .err()
+            .map(|e| {
+                format!("the gateway's own certificate chain is not trusted under the scheme owner's trusted list: {e}")
+            })
     }
 
     /// Whether the record of `id` (or that it is unknown) is cached.

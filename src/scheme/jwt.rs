@@ -58,6 +58,14 @@ pub enum JwtError {
     InvalidSignature,
 }
 
+/// A payload whose signature verified, but whose members are not what they must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the payload member {member} cannot be read: {problem}")]
+pub struct PayloadError {
+    pub member: String,
+    pub problem: String,
+}
+
 /// Why a party's key and chain cannot sign, or signing failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SigningError {
@@ -241,10 +249,22 @@ impl DecodedJwt {
         self.claims.get(name).and_then(Value::as_f64)
     }
 
-    /// The claims as a typed payload.
-    pub fn claims_as<T: DeserializeOwned>(&self) -> Result<T, JwtError> {
-        serde_json::from_value(Value::Object(self.claims.clone()))
-            .map_err(|e| JwtError::Malformed(format!("unexpected payload: {e}")))
+    /// The claims as a typed payload; an error names the member that could not be read.
+    pub fn claims_as<T: DeserializeOwned>(&self) -> Result<T, PayloadError> {
+        serde_path_to_error::deserialize(Value::Object(self.claims.clone())).map_err(|e| {
+            let (path, problem) = (e.path().to_string(), e.inner().to_string());
+            // A payload type that reads its nested members itself names them in its message.
+            match (path.as_str(), problem.split_once(": ")) {
+                (".", Some((member, rest))) if !member.contains(' ') => PayloadError {
+                    member: member.to_string(),
+                    problem: rest.to_string(),
+                },
+                _ => PayloadError {
+                    member: path,
+                    problem,
+                },
+            }
+        })
     }
 }
 

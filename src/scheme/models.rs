@@ -72,6 +72,46 @@ impl<'de> Deserialize<'de> for SchemeTime {
     }
 }
 
+/// A member the gateway does not decide on: read when it has the expected type, else left out
+/// (producers differ: `loa` as text, `null` for a name, …).
+fn lenient<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
+/// Text the gateway does not decide on: anything else reads as empty.
+fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(lenient(d)?.unwrap_or_default())
+}
+
+/// A date the gateway decides on: absent, `null` or empty means none; anything else must be a date.
+fn optional_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SchemeTime>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(text) if text.trim().is_empty() => Ok(None),
+        Some(text) => SchemeTime::parse(&text).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("not an ISO 8601 timestamp: {text:?}"))
+        }),
+    }
+}
+
+/// Read a nested member of a payload, naming the member (`prefix` + its path) when it cannot be read.
+fn member<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+    prefix: &str,
+    value: Value,
+) -> Result<T, E> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let at = match (prefix.is_empty(), path.as_str()) {
+            (true, _) => path.clone(),
+            (false, ".") => prefix.to_string(),
+            (false, _) => format!("{prefix}.{path}"),
+        };
+        E::custom(format!("{at}: {}", e.inner()))
+    })
+}
+
 /// The claims every signed response token of the scheme carries, around a payload `T`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Claims<T> {
@@ -92,9 +132,17 @@ pub struct Claims<T> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Adherence {
     pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_time",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_date: Option<SchemeTime>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_time",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_date: Option<SchemeTime>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -109,16 +157,23 @@ impl Adherence {
     }
 }
 
-/// One certification (role) of a party.
+/// One certification (role) of a party. Members the gateway does not decide on (`loa`, …) stay in
+/// `extra` as they came.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Certification {
     pub role: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_time",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_date: Option<SchemeTime>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_time",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_date: Option<SchemeTime>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loa: Option<i64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -133,11 +188,23 @@ impl Certification {
 /// A certificate registered for a party at the scheme owner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartyCertificate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub subject_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub certificate_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enabled_from: Option<SchemeTime>,
     /// Base64 DER of the certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,20 +226,26 @@ pub struct PartyCertificate {
 pub struct AuthRegistryRef {
     #[serde(default, alias = "authorizationRegistryID")]
     pub id: String,
-    #[serde(default, alias = "authorizationRegistryName")]
+    #[serde(
+        default,
+        alias = "authorizationRegistryName",
+        deserialize_with = "lenient_text"
+    )]
     pub name: String,
     #[serde(default, alias = "authorizationRegistryUrl")]
     pub url: String,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        alias = "dataspaceID"
+        alias = "dataspaceID",
+        deserialize_with = "lenient"
     )]
     pub dataspace_id: Option<String>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        alias = "dataspaceName"
+        alias = "dataspaceName",
+        deserialize_with = "lenient"
     )]
     pub dataspace_name: Option<String>,
 }
@@ -181,12 +254,16 @@ pub struct AuthRegistryRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartyInfo {
     pub party_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_text")]
     pub party_name: String,
     pub adherence: Adherence,
     #[serde(default)]
     pub certifications: Vec<Certification>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub capability_url: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<PartyCertificate>,
@@ -251,9 +328,7 @@ impl<'de> Deserialize<'de> for PartyPayload {
             Some(inner) => inner,
             None => Value::Object(v),
         };
-        serde_json::from_value(info)
-            .map(PartyPayload)
-            .map_err(serde::de::Error::custom)
+        member("party_info", info).map(PartyPayload)
     }
 }
 
@@ -287,20 +362,17 @@ impl<'de> Deserialize<'de> for PartiesPayload {
         use serde::de::Error;
         let mut v = Map::<String, Value>::deserialize(d)?;
         let info = match v.remove("parties_info") {
-            Some(Value::Object(obj)) => {
-                serde_json::from_value(Value::Object(obj)).map_err(D::Error::custom)?
-            }
+            Some(Value::Object(obj)) => member("parties_info", Value::Object(obj))?,
             Some(Value::Array(items)) => {
                 let mut data = Vec::new();
                 let mut count = 0u64;
                 for item in items {
                     if item.get("data").is_some() {
-                        let page: PartiesInfo =
-                            serde_json::from_value(item).map_err(D::Error::custom)?;
+                        let page: PartiesInfo = member("parties_info[]", item)?;
                         count = count.max(page.count);
                         data.extend(page.data);
                     } else {
-                        data.push(serde_json::from_value(item).map_err(D::Error::custom)?);
+                        data.push(member("parties_info[]", item)?);
                     }
                 }
                 PartiesInfo {
@@ -313,7 +385,7 @@ impl<'de> Deserialize<'de> for PartiesPayload {
                     "parties_info must be an object or an array, found {other}"
                 )))
             }
-            None => serde_json::from_value(Value::Object(v)).map_err(D::Error::custom)?,
+            None => member("", Value::Object(v))?,
         };
         Ok(PartiesPayload(info))
     }
@@ -353,6 +425,22 @@ impl TrustedListEntry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrustedListPayload {
     pub trusted_list: Vec<TrustedListEntry>,
+}
+
+/// One version of the scheme's specification a scheme owner lists at `/versions`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    pub version_name: String,
+    pub valid_from: String,
+    #[serde(default)]
+    pub valid_to: Option<String>,
+    pub version_status: String,
+}
+
+/// The payload of a `versions_token`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionsPayload {
+    pub versions_info: Vec<VersionInfo>,
 }
 
 /// The answer of `/certificate_validation`.
@@ -556,5 +644,49 @@ mod tests {
         let parsed: UserInfo = serde_json::from_value(u.clone()).unwrap();
         assert_eq!(parsed.attributes["first_name"], "Jane");
         assert_eq!(serde_json::to_value(parsed).unwrap(), u);
+    }
+
+    /// A party record as a real satellite writes it (jomco/fiware-ishare-satellite): `loa` as text,
+    /// an empty `capability_url`, milliseconds in times, `registrar_id`, `roles`.
+    fn satellite_record() -> Value {
+        json!({
+            "party_id": "EU.EORI.NL000000001",
+            "party_name": "ABC Trucking",
+            "registrar_id": "EU.EORI.NL000000000",
+            "capability_url": "",
+            "adherence": {"status": "Active", "start_date": "2024-01-01T00:00:00.000Z", "end_date": "2099-01-01T00:00:00.000Z"},
+            "certifications": [{"role": "ServiceConsumer", "start_date": "2024-01-01T00:00:00Z", "end_date": "2099-01-01T00:00:00Z", "loa": "High"}],
+            "roles": [{"role": "AuthorisationRegistry", "start_date": "2024-01-01T00:00:00Z", "end_date": "", "loa": "High", "compliancy_verified": "yes"}],
+            "certificates": [{"subject_name": "C=NL,O=ABC,serialNumber=EU.EORI.NL000000001", "certificate_type": "PKIo", "enabled_from": "2026-11-22T07:59:04.600Z", "x5c": "AAAA", "x5t#S256": "ab12"}],
+            "agreements": [{"type": "Terms of Use", "status": "Accepted"}],
+            "authregistery": [{"authorizationRegistryID": "EU.EORI.NL000000004", "authorizationRegistryName": null, "authorizationRegistryUrl": "https://ar.example"}]
+        })
+    }
+
+    #[test]
+    fn a_satellites_record_is_read_where_it_differs_from_the_documents() {
+        let p: PartyInfo = serde_json::from_value(satellite_record()).unwrap();
+        assert!(p.adherence.is_active_at(1_800_000_000));
+        assert_eq!(p.certifications[0].extra["loa"], "High");
+        assert!(p.has_role("AuthorisationRegistry", 1_800_000_000));
+        assert_eq!(p.certificates[0].x5t_s256.as_deref(), Some("ab12"));
+        assert_eq!(p.registries().next().unwrap().url, "https://ar.example");
+        let mut odd = satellite_record();
+        odd["party_name"] = Value::Null;
+        odd["certificates"][0]["enabled_from"] = json!(12);
+        odd["certificates"][0]["subject_name"] = json!(["C=NL"]);
+        assert!(serde_json::from_value::<PartyInfo>(odd).is_ok());
+    }
+
+    #[test]
+    fn a_member_the_gateway_decides_on_is_named_when_it_cannot_be_read() {
+        let mut bad = satellite_record();
+        bad["certifications"][0]["end_date"] = json!("soon");
+        let e = serde_json::from_value::<PartyPayload>(json!({"party_info": bad})).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("party_info.certifications[0].end_date: "),
+            "{e}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use jsonwebtoken::DecodingKey;
 use std::collections::HashMap;
-use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::prelude::{FromDer, X509Certificate, X509Name};
 use x509_parser::public_key::PublicKey;
 
 /// The smallest RSA key the scheme accepts.
@@ -137,7 +137,7 @@ reason_codes! {
 pub struct SubjectIds {
     pub serial_number: Option<String>,
     pub organization_identifier: Option<String>,
-    /// The subject as an RFC 4514-like string, for display.
+    /// The subject as RFC 4514 writes it, for display.
     pub subject: String,
 }
 
@@ -272,7 +272,7 @@ fn is_ca(cert: &X509Certificate) -> bool {
 
 fn subject_ids(cert: &X509Certificate) -> SubjectIds {
     let mut ids = SubjectIds {
-        subject: cert.subject().to_string(),
+        subject: rfc4514(cert.subject()),
         ..SubjectIds::default()
     };
     for attr in cert.subject().iter_attributes() {
@@ -285,6 +285,71 @@ fn subject_ids(cert: &X509Certificate) -> SubjectIds {
         }
     }
     ids
+}
+
+/// A certificate's subject as RFC 4514 writes it; `None` when `der` is not a certificate.
+pub fn certificate_subject(der: &[u8]) -> Option<String> {
+    X509Certificate::from_der(der)
+        .ok()
+        .map(|(_, cert)| rfc4514(cert.subject()))
+}
+
+/// A distinguished name in the string form of RFC 4514 as the `cryptography` package writes it
+/// (and python-ishare compares it with a trusted list's `subject`): the last RDN first, RDNs
+/// joined by `,` and multi-valued ones by `+`, the short names CN L ST O OU C STREET DC UID and
+/// dotted OIDs for every other type, special characters escaped, non-string values as `#` and hex.
+pub fn rfc4514(name: &X509Name) -> String {
+    let rdns: Vec<String> = name
+        .iter()
+        .map(|rdn| {
+            rdn.iter()
+                .map(|attr| {
+                    let oid = attr.attr_type().to_id_string();
+                    let value = match attr.as_str() {
+                        Ok(text) => escape_dn_value(text),
+                        Err(_) => format!("#{}", hex::encode(attr.attr_value().data)),
+                    };
+                    format!("{}={value}", short_attribute_name(&oid).unwrap_or(&oid))
+                })
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+}
+
+fn short_attribute_name(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "2.5.4.6" => "C",
+        "2.5.4.9" => "STREET",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        _ => return None,
+    })
+}
+
+fn escape_dn_value(value: &str) -> String {
+    let last = value.chars().count().saturating_sub(1);
+    let mut out = String::with_capacity(value.len());
+    for (i, c) in value.chars().enumerate() {
+        match c {
+            '\\' | '"' | '+' | ',' | ';' | '<' | '>' => out.push('\\'),
+            '\0' => {
+                out.push_str("\\00");
+                continue;
+            }
+            '#' if i == 0 => out.push('\\'),
+            ' ' if i == 0 || i == last => out.push('\\'),
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Why a token's signer is not trusted.

@@ -309,3 +309,35 @@ fn the_party_must_be_known_and_active() {
         "party_not_active"
     );
 }
+
+#[test]
+fn subjects_are_written_as_rfc4514_last_name_first() {
+    let root = certificate_subject(pki().root_der()).unwrap();
+    assert_eq!(root, "CN=Shared Test Root CA,O=Shared Test PKI,C=NL");
+    let chain = leaf(|_| {});
+    assert_eq!(
+        certificate_subject(&chain[0]).unwrap(),
+        format!("2.5.4.5={PARTY},CN=ABC Trucking,O=ABC Trucking,C=NL")
+    );
+    assert_eq!(certificate_subject(b"not a certificate"), None);
+}
+
+#[test]
+fn subject_values_escape_what_rfc4514_escapes() {
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    for (kind, value) in [
+        (rcgen::DnType::CountryName, "NL"),
+        (rcgen::DnType::OrganizationName, "A, B+C \"D\" <E>;\\"),
+        (rcgen::DnType::CommonName, "#lead and trail "),
+        (rcgen::DnType::OrganizationalUnitName, " x"),
+    ] {
+        params.distinguished_name.push(kind, value);
+    }
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    assert_eq!(
+        certificate_subject(cert.der()).unwrap(),
+        r#"OU=\ x,CN=\#lead and trail\ ,O=A\, B\+C \"D\" \<E\>\;\\,C=NL"#
+    );
+}

@@ -154,8 +154,7 @@ fn party_record(
                 role: role.clone(),
                 start_date: start.clone(),
                 end_date: end.clone(),
-                loa: Some(3),
-                extra: Map::new(),
+                extra: Map::from_iter([("loa".to_string(), 3.into())]),
             })
             .collect(),
         capability_url: urls.get(&party.id).map(|u| format!("{u}/capabilities")),

@@ -162,6 +162,15 @@ impl Participant {
             .map_err(ApiError::unauthorized)
     }
 
+    /// The caller of an endpoint open to anyone: `None` without an Authorization header, the
+    /// validated token holder with one, 401 when that token is not valid.
+    pub fn optional_caller(&self, headers: &HeaderMap) -> Result<Option<AccessClaims>, ApiError> {
+        match header_str(headers, header::AUTHORIZATION) {
+            None => Ok(None),
+            Some(_) => self.authenticate(headers).map(Some),
+        }
+    }
+
     /// Sign a response payload for `aud` (none for anonymous callers).
     pub fn sign<T: Serialize>(&self, aud: Option<&str>, payload: &T) -> Result<String, ApiError> {
         self.identity
@@ -268,10 +277,7 @@ pub async fn capabilities(
     headers: HeaderMap,
 ) -> ApiResult {
     require(&method, Method::GET)?;
-    let caller = match header_str(&headers, header::AUTHORIZATION) {
-        None => None,
-        Some(_) => Some(p.authenticate(&headers)?),
-    };
+    let caller = p.optional_caller(&headers)?;
     let info = p.capabilities(caller.is_some());
     let token = p.sign(
         caller.as_ref().map(|c| c.sub.as_str()),

@@ -5,7 +5,7 @@
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
-use crate::scheme::trust::fingerprint;
+use crate::scheme::trust::{certificate_subject, fingerprint};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, PKCS_RSA_SHA256,
@@ -269,17 +269,10 @@ impl TestPki {
     /// The root as a granted entry of a trusted list.
     pub fn trusted_list_entry(&self) -> TrustedListEntry {
         TrustedListEntry {
-            subject: format!("CN={}", self.root_common_name()),
+            subject: certificate_subject(&self.root.cert_der).unwrap_or_default(),
             certificate_fingerprint: self.root_fingerprint(),
             validity: "valid".into(),
             status: "granted".into(),
-        }
-    }
-
-    fn root_common_name(&self) -> String {
-        match self.root.params.distinguished_name.get(&DnType::CommonName) {
-            Some(DnValue::Utf8String(s)) => s.clone(),
-            _ => String::new(),
         }
     }
 

@@ -4,10 +4,11 @@
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
 use super::party_register::{party_has_subject, PartiesQuery};
 use crate::scheme::models::{
-    CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload,
+    CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload, VersionInfo,
+    VersionsPayload,
 };
 use crate::scheme::trust::{fingerprint, validate_chain};
-use crate::scheme::vocabulary::member;
+use crate::scheme::vocabulary::{member, SPEC_VERSION};
 use crate::scheme::Timestamp;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
@@ -23,6 +24,7 @@ pub fn router(p: Arc<Participant>) -> Router {
         .route("/parties", any(parties))
         .route("/parties/{party_id}", any(party))
         .route("/trusted_list", any(trusted_list))
+        .route("/versions", any(versions))
         .route("/certificate_validation", any(certificate_validation))
         .route("/testing/generate-jws", any(generate_jws))
         .with_state(p)
@@ -99,6 +101,27 @@ async fn trusted_list(
     };
     let token = p.sign(Some(&caller.sub), &payload)?;
     Ok(token_answer(member::TRUSTED_LIST, token))
+}
+
+/// GET /versions: the specification versions of the scheme, to anyone; with a token, the answer is
+/// addressed to its holder (and a token that is not valid is refused with 401).
+async fn versions(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.optional_caller(&headers)?;
+    let payload = VersionsPayload {
+        versions_info: vec![VersionInfo {
+            version_name: SPEC_VERSION.to_string(),
+            valid_from: "2024-01-01T00:00:00Z".to_string(),
+            valid_to: None,
+            version_status: "Active".to_string(),
+        }],
+    };
+    let token = p.sign(caller.as_ref().map(|c| c.sub.as_str()), &payload)?;
+    Ok(token_answer(member::VERSIONS, token))
 }
 
 #[derive(Deserialize)]

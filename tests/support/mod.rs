@@ -239,6 +239,17 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Wait (bounded) for the admin listener at `admin` to answer /ready: its status and body.
+pub async fn readiness(admin: &str) -> (u16, serde_json::Value) {
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(format!("{admin}/ready")).await {
+            return (r.status().as_u16(), r.json().await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the admin listener at {admin} did not answer");
+}
+
 /// A fresh directory under the target's temporary directory.
 pub fn scratch_dir(binary: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
