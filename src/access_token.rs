@@ -1,11 +1,14 @@
 //! The access tokens we issue: opaque to consumers, HS256 over the claims with a key derived from the
 //! issuer's private key, so that every replica holding the same key material can verify them without
-//! shared state and without an RSA operation per request.
+//! shared state and without an RSA operation per request. Validation is on every request's path: it
+//! accepts only the exact header we write, checks the MAC before reading anything else, and reads
+//! the claims once.
 
 use crate::scheme::party::PartyId;
 use crate::scheme::reason_codes;
 use crate::scheme::Timestamp;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 /// The claims inside an access token.
@@ -48,8 +51,7 @@ reason_codes! {
 #[derive(Clone)]
 pub struct AccessTokens {
     issuer: String,
-    encoding: EncodingKey,
-    decoding: DecodingKey,
+    key: ring::hmac::Key,
     lifetime_secs: u64,
     leeway_secs: u64,
 }
@@ -65,6 +67,12 @@ impl std::fmt::Debug for AccessTokens {
 
 const KEY_INFO: &[u8] = b"ishare-gateway access token key v1";
 
+/// The one JOSE header of our tokens, `{"typ":"JWT","alg":"HS256"}`, base64url-encoded.
+const HEADER: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9";
+
+/// The longest token read: ours are a few hundred bytes.
+const MAX_TOKEN_LEN: usize = 4096;
+
 impl AccessTokens {
     /// Derive the token key from the issuer's private key (any bytes of it: PEM or DER) with
     /// HKDF-SHA256, so the key material to share between replicas is the identity they share anyway.
@@ -77,8 +85,7 @@ impl AccessTokens {
             .expect("HKDF-SHA256 can fill 32 bytes");
         AccessTokens {
             issuer: issuer.to_string(),
-            encoding: EncodingKey::from_secret(&key),
-            decoding: DecodingKey::from_secret(&key),
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key),
             lifetime_secs,
             leeway_secs,
         }
@@ -100,21 +107,37 @@ impl AccessTokens {
             exp: iat + self.lifetime_secs as i64,
             scope: scopes.to_vec(),
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .expect("HS256 signing of plain claims cannot fail")
+        let payload = serde_json::to_vec(&claims).expect("plain claims serialise");
+        let mut token = format!("{HEADER}.{}", URL_SAFE_NO_PAD.encode(payload));
+        let tag = ring::hmac::sign(&self.key, token.as_bytes());
+        token.push('.');
+        token.push_str(&URL_SAFE_NO_PAD.encode(tag.as_ref()));
+        token
     }
 
     /// Validate a token we issued, at `now`.
     pub fn validate(&self, token: &str, now: Timestamp) -> Result<AccessClaims, AccessTokenError> {
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.issuer]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        // Expiry is judged below against the given time, not the clock.
-        validation.validate_exp = false;
-        let data = jsonwebtoken::decode::<AccessClaims>(token, &self.decoding, &validation)
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(AccessTokenError::Invalid);
+        }
+        let (signed, signature) = token.rsplit_once('.').ok_or(AccessTokenError::Invalid)?;
+        let payload = signed
+            .strip_prefix(HEADER)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .ok_or(AccessTokenError::Invalid)?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
             .map_err(|_| AccessTokenError::Invalid)?;
-        let claims = data.claims;
+        ring::hmac::verify(&self.key, signed.as_bytes(), &signature)
+            .map_err(|_| AccessTokenError::Invalid)?;
+        let claims: AccessClaims = URL_SAFE_NO_PAD
+            .decode(payload)
+            .ok()
+            .and_then(|json| serde_json::from_slice(&json).ok())
+            .ok_or(AccessTokenError::Invalid)?;
+        if claims.iss != self.issuer || claims.aud != self.issuer || claims.sub.is_empty() {
+            return Err(AccessTokenError::Invalid);
+        }
         if now.as_f64() > (claims.exp + self.leeway_secs as i64) as f64 {
             return Err(AccessTokenError::Expired);
         }
@@ -192,6 +215,64 @@ mod tests {
             tokens(b"key material").validate(&tampered, Timestamp::from_secs(1001)),
             Err(AccessTokenError::Invalid)
         );
+    }
+
+    #[test]
+    fn only_our_header_and_our_mac_are_accepted() {
+        let t = tokens(b"key material");
+        let client = PartyId::parse("EU.EORI.NL000000001").unwrap();
+        let token = t.issue(&client, &[], Timestamp::from_secs(1000));
+        let now = Timestamp::from_secs(1001);
+        let parts: Vec<&str> = token.split('.').collect();
+        let header: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[0]).unwrap()).unwrap();
+        assert_eq!(header, serde_json::json!({"typ": "JWT", "alg": "HS256"}));
+        let payload = |claims: serde_json::Value| URL_SAFE_NO_PAD.encode(claims.to_string());
+        let mac = |signed: &str| {
+            URL_SAFE_NO_PAD.encode(ring::hmac::sign(&t.key, signed.as_bytes()).as_ref())
+        };
+        let good = serde_json::json!({"iss": "EU.EORI.NL000000003", "sub": client.as_str(),
+            "aud": "EU.EORI.NL000000003", "jti": "j", "iat": 1000, "exp": 2000, "scope": []});
+        let signed = format!("{HEADER}.{}", payload(good.clone()));
+        assert!(t
+            .validate(&format!("{signed}.{}", mac(&signed)), now)
+            .is_ok());
+        let none = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+            payload(good.clone())
+        );
+        for (token, why) in [
+            (
+                format!("{none}.{}", mac(&none)),
+                "another header, even with a valid MAC",
+            ),
+            (format!("{none}."), "alg none"),
+            (format!("{signed}."), "no MAC"),
+            (format!("{signed}.{}", &mac(&signed)[1..]), "a cut MAC"),
+            (format!("{}.{}", parts[0], parts[1]), "two segments"),
+            ("x".repeat(MAX_TOKEN_LEN + 1), "too long"),
+        ] {
+            assert_eq!(
+                t.validate(&token, now),
+                Err(AccessTokenError::Invalid),
+                "{why}"
+            );
+        }
+        for (member, value) in [
+            ("iss", "EU.EORI.NL000000009"),
+            ("aud", "EU.EORI.NL000000009"),
+            ("sub", ""),
+        ] {
+            let mut claims = good.clone();
+            claims[member] = value.into();
+            let signed = format!("{HEADER}.{}", payload(claims));
+            assert_eq!(
+                t.validate(&format!("{signed}.{}", mac(&signed)), now),
+                Err(AccessTokenError::Invalid),
+                "{member}"
+            );
+        }
     }
 
     #[test]

@@ -455,13 +455,23 @@ async fn decisions_are_cached_and_concurrent_misses_make_one_registry_call() {
     let (env, fakes) = env().await;
     let token = env.token(CONSUMER).await;
     let before = registry_stats(&env).await;
-    let calls = (0..20).map(|_| get(&env, "/api/containers/SF1", &token, &[]));
-    let results = futures::future::join_all(calls).await;
-    assert!(results.iter().all(|(s, _, _)| *s == 200));
+    // A thousand identical requests at once, multiplexed on one HTTP/2 connection.
+    let h2 = h2_client(&env.bed.keys.ca_file);
+    let calls = (0..1000).map(|_| {
+        h2.get(format!("{}/api/containers/SF1", env.url))
+            .bearer_auth(&token)
+            .send()
+    });
+    let statuses: Vec<u16> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.map_or(0, |r| r.status().as_u16()))
+        .collect();
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     assert_eq!(
         registry_stats(&env).await - before,
         1,
-        "twenty concurrent misses, one registry call"
+        "a thousand concurrent misses, one registry call"
     );
     for _ in 0..5 {
         assert_eq!(get(&env, "/api/containers/SF1", &token, &[]).await.0, 200);
@@ -493,7 +503,7 @@ async fn decisions_are_cached_and_concurrent_misses_make_one_registry_call() {
             &m,
             "ishare_gateway_cache_lookups_total",
             &[("cache", "decision"), ("result", "hit")]
-        ) >= 20.0
+        ) >= 1000.0
     );
     assert_eq!(
         metric(
@@ -564,6 +574,82 @@ async fn header_evidence_is_accepted_without_asking_the_registry() {
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("licence_missing"))
+    );
+    env.stop().await;
+    fakes.stop();
+}
+
+/// The evidence-token lookups counted with `result`.
+async fn evidence_lookups(env: &Env, result: &str) -> f64 {
+    metric(
+        &env.metrics().await,
+        "ishare_gateway_cache_lookups_total",
+        &[("cache", "evidence_token"), ("result", result)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_evidence_is_verified_once_and_judged_on_every_request() {
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let ev = evidence(&env, CONSUMER, read_request(CONSUMER, "V1", &[SP])).await;
+    let evidence_header = [("delegation_evidence", ev.as_str())];
+    for _ in 0..5 {
+        let (status, _, body) = get(&env, "/api/header-only/V1", &token, &evidence_header).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(evidence_lookups(&env, "miss").await, 1.0);
+    assert_eq!(evidence_lookups(&env, "hit").await, 4.0);
+
+    // A verified token still serves only what it grants, and only its subject.
+    assert_eq!(
+        refusal(&env, "/api/header-only/V2", &token, &ev).await,
+        (403, "identifier_not_granted".to_string())
+    );
+    let sp2 = env.token(SP2).await;
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &sp2, &ev).await,
+        (403, "evidence_not_for_caller".to_string())
+    );
+    // Other bytes are another token, verified on their own.
+    let (signed, signature) = ev.rsplit_once('.').unwrap();
+    let flipped = if signature.starts_with('A') { "B" } else { "A" };
+    let forged = format!("{signed}.{flipped}{}", &signature[1..]);
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &token, &forged).await,
+        (403, "evidence_signature_invalid".to_string())
+    );
+    let misses = evidence_lookups(&env, "miss").await;
+
+    // A new trusted list: verified again under it.
+    env.state().current.load().trust.refresh().await.unwrap();
+    assert_eq!(
+        get(&env, "/api/header-only/V1", &token, &evidence_header)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(evidence_lookups(&env, "miss").await, misses + 1.0);
+
+    // Once the token expires (30 s after its iat, with 5 s of leeway) it is refused, however
+    // recently it was verified.
+    let now = Timestamp::now().secs();
+    let short = signed_evidence(
+        &env,
+        OWNER,
+        OWNER,
+        CONSUMER,
+        now - 33,
+        evidence_body(CONSUMER, now - 10, now + 600),
+    );
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &token, &short).await,
+        (200, String::new())
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &token, &short).await,
+        (403, "evidence_token_expired".to_string())
     );
     env.stop().await;
     fakes.stop();

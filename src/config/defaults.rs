@@ -52,6 +52,7 @@ pub const STRIP_HEADERS: [&str; 10] = [
 
 pub const THREADS: usize = 2;
 pub const H2C: bool = false;
+pub const WORK_STEALING: bool = false;
 pub const MAX_CONNECTIONS: usize = 10_000;
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,6 +113,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
             format!("[{}]", STRIP_HEADERS.map(text).join(", ")),
         ),
         ("server.threads", THREADS.to_string()),
+        ("server.work_stealing", WORK_STEALING.to_string()),
         ("server.h2c", H2C.to_string()),
         ("listener.max_connections", MAX_CONNECTIONS.to_string()),
         ("server.keepalive_timeout", time(KEEPALIVE_TIMEOUT)),

@@ -287,6 +287,7 @@ pub struct ForwardingFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct ServerFile {
     pub threads: Option<usize>,
+    pub work_stealing: Option<bool>,
     /// Plain listeners also accept HTTP/2 with prior knowledge.
     pub h2c: Option<bool>,
     #[serde(default, with = "humantime_serde")]

@@ -656,6 +656,7 @@ fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {
     };
     Server {
         threads: s.threads.unwrap_or(default::THREADS).max(1),
+        work_stealing: s.work_stealing.unwrap_or(default::WORK_STEALING),
         h2c: s.h2c.unwrap_or(default::H2C),
         keepalive_timeout: positive(
             "keepalive_timeout",

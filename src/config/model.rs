@@ -169,6 +169,9 @@ pub struct DelegationSettings {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Server {
     pub threads: usize,
+    /// Idle threads take over work queued on busy ones (otherwise each thread serves the
+    /// connections it accepted).
+    pub work_stealing: bool,
     pub h2c: bool,
     /// An idle connection is closed after this (HTTP/1.1 keep-alive and HTTP/2).
     pub keepalive_timeout: Duration,

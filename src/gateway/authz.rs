@@ -118,6 +118,8 @@ impl Authorizer {
                     leeway_secs,
                     max_age_secs: d.header_evidence_max_age.as_secs_f64(),
                 },
+                d.cache_size,
+                metrics.clone(),
             ),
             registry_timeout: d.registry_timeout,
             registries: RegistryClient::new(

@@ -51,13 +51,12 @@ pub fn upstream_uri(
 /// wish: a `Connection` header naming a header the route's rule reads (it would be stripped on the
 /// way to the backend), and an upgrade (WebSocket) on a route that does not allow one.
 pub fn check_hop_by_hop(req: &RequestHeader, route: &Route) -> Result<(), Reject> {
-    let read: Vec<&str> = route.header_names().collect();
     for value in req.headers.get_all(http::header::CONNECTION) {
         let text = value
             .to_str()
             .map_err(|_| Reject::BadHeader(HeaderRefusal::Connection))?;
         for token in text.split(',').map(str::trim) {
-            if read.iter().any(|h| h.eq_ignore_ascii_case(token)) {
+            if route.header_names().any(|h| h.eq_ignore_ascii_case(token)) {
                 return Err(Reject::BadHeader(HeaderRefusal::ConnectionNamesRuleHeader(
                     token.to_ascii_lowercase(),
                 )));
@@ -94,30 +93,24 @@ pub struct Forwarding<'a> {
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
     let config = f.config;
-    if !f.route.forward_authorization {
-        req.remove_header(&http::header::AUTHORIZATION);
-    }
-    for name in [
-        EVIDENCE_HEADER,
-        BROKER_HEADER,
-        config.party_header.as_str(),
-        config.original_consumer_header.as_str(),
-    ] {
-        req.remove_header(name);
-    }
-    for name in &config.strip_headers {
-        req.remove_header(name);
-    }
-    // Backends that fold `_` into `-` (CGI, WSGI, Rack) would read a look-alike of a header the
-    // gateway vouches for or decided on as that header: no such look-alike reaches them.
-    let guarded = guarded_headers(f.route, config);
-    let look_alikes: Vec<http::HeaderName> = req
+    // One pass over the request's headers finds what must go: most requests carry none of it.
+    let removed: Vec<http::HeaderName> = req
         .headers
         .keys()
-        .filter(|k| k.as_str().contains('_') && guarded.contains(&fold(k.as_str())))
+        .filter(|name| {
+            (*name == http::header::AUTHORIZATION && !f.route.forward_authorization)
+                || *name == EVIDENCE_HEADER
+                || *name == BROKER_HEADER
+                || **name == config.party_header
+                || **name == config.original_consumer_header
+                || config.strip_headers.contains(name)
+                // Backends that fold `_` into `-` (CGI, WSGI, Rack) would read a look-alike of a
+                // header the gateway vouches for or decided on as that header.
+                || (name.as_str().contains('_') && is_guarded(&fold(name.as_str()), f.route, config))
+        })
         .cloned()
         .collect();
-    for name in look_alikes {
+    for name in removed {
         req.remove_header(&name);
     }
     if let Some(consumer) = f.consumer {
@@ -132,36 +125,40 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     if let Some(addr) = &f.client_addr {
         let forwarded_for = match req
             .headers
-            .get("x-forwarded-for")
+            .get(X_FORWARDED_FOR)
             .and_then(|v| v.to_str().ok())
         {
             Some(prev) => format!("{prev}, {addr}"),
             None => addr.clone(),
         };
-        req.insert_header("x-forwarded-for", forwarded_for)?;
+        req.insert_header(X_FORWARDED_FOR, forwarded_for)?;
     }
-    req.insert_header("x-forwarded-proto", if f.tls { "https" } else { "http" })?;
+    req.insert_header(X_FORWARDED_PROTO, if f.tls { "https" } else { "http" })?;
     Ok(())
 }
+
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
 /// A header name as underscore-folding backends read it.
 fn fold(name: &str) -> String {
     name.to_ascii_lowercase().replace('_', "-")
 }
 
-/// The headers whose look-alikes are removed: the party headers, the scheme's credentials, the
-/// stripped headers, and every header the route's rule reads.
-fn guarded_headers(route: &Route, config: &Config) -> Vec<String> {
-    let mut names = vec![
-        fold(config.party_header.as_str()),
-        fold(config.original_consumer_header.as_str()),
-        fold(http::header::AUTHORIZATION.as_str()),
-        fold(EVIDENCE_HEADER),
-        fold(BROKER_HEADER),
-    ];
-    names.extend(config.strip_headers.iter().map(|h| fold(h.as_str())));
-    names.extend(route.header_names().map(fold));
-    names
+/// Whether a folded header name is one whose look-alikes are removed: the party headers, the
+/// scheme's credentials, the stripped headers, and every header the route's rule reads.
+fn is_guarded(folded: &str, route: &Route, config: &Config) -> bool {
+    [
+        config.party_header.as_str(),
+        config.original_consumer_header.as_str(),
+        http::header::AUTHORIZATION.as_str(),
+        EVIDENCE_HEADER,
+        BROKER_HEADER,
+    ]
+    .into_iter()
+    .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
+    .chain(route.header_names())
+    .any(|guarded| fold(guarded) == folded)
 }
 
 /// The licence headers of a delegated route: as the rule says, or all three from the evidence.

@@ -1,18 +1,30 @@
 //! Delegation evidence a consumer presents in the `delegation_evidence` header: one delegation
 //! token, or several separated by commas for a chain from the data owner to the consumer. Each must
 //! be signed by a party that may issue it, and say what the scheme's rules require of its claims.
+//!
+//! A consumer sends the same token again and again until it expires. What a token proves by itself
+//! (its signature by a chain under the trusted list) is kept by the token's SHA-256, until the token,
+//! its evidence or its chain expires, and only under the trusted list it was verified with; what
+//! depends on the request or on the signer's standing now (its party record, its role, the subjects,
+//! the token's age) is checked on every request.
 
 use super::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
-use crate::peers::trust::{Trust, VerifyError};
+use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
 use crate::scheme::evidence_token::{
-    check_header_evidence, read_evidence_token, HeaderEvidenceRules,
+    check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules,
 };
-use crate::scheme::jwt::{self, AlgorithmPolicy};
+use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
+use crate::scheme::models::PartyInfo;
+use crate::scheme::trust::{check_party, PartyError, SignerError};
 use crate::scheme::vocabulary::{Role, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
+use crate::telemetry::Metrics;
+use moka::Expiry;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What presented evidence must serve.
 pub struct Expected<'a> {
@@ -23,14 +35,82 @@ pub struct Expected<'a> {
     pub registry: Option<&'a str>,
 }
 
+/// A delegation token whose signature verified with a chain under the trusted list.
+struct VerifiedToken {
+    jwt: DecodedJwt,
+    token: EvidenceToken,
+    chain: Arc<TrustedChain>,
+    /// The trusted list's generation it was verified under.
+    generation: u64,
+    /// Unix seconds: when the token, its evidence or its chain expires.
+    until: i64,
+    /// What it holds in memory, roughly.
+    weight: u32,
+}
+
+impl VerifiedToken {
+    fn new(jwt: DecodedJwt, token: EvidenceToken, chain: Arc<TrustedChain>, size: usize) -> Self {
+        let until = [
+            jwt.time_claim("exp").map(|e| e.floor() as i64),
+            Some(token.evidence.not_on_or_after),
+            Some(chain.chain.not_after),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(0);
+        VerifiedToken {
+            jwt,
+            token,
+            chain,
+            generation: 0,
+            until,
+            // The decoded claims and evidence take about what the token's text does, twice.
+            weight: u32::try_from(2 * size + 512).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+struct UntilExpiry;
+
+impl Expiry<[u8; 32], Arc<VerifiedToken>> for UntilExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &[u8; 32],
+        value: &Arc<VerifiedToken>,
+        _at: Instant,
+    ) -> Option<Duration> {
+        let left = value.until - Timestamp::now().secs();
+        Some(Duration::from_secs(left.max(0) as u64))
+    }
+}
+
 pub struct HeaderEvidence {
     algorithms: AlgorithmPolicy,
     rules: HeaderEvidenceRules,
+    verified: moka::sync::Cache<[u8; 32], Arc<VerifiedToken>>,
+    metrics: Metrics,
 }
 
 impl HeaderEvidence {
-    pub fn new(algorithms: AlgorithmPolicy, rules: HeaderEvidenceRules) -> Self {
-        HeaderEvidence { algorithms, rules }
+    /// `cache_size`: the bytes verified tokens may take.
+    pub fn new(
+        algorithms: AlgorithmPolicy,
+        rules: HeaderEvidenceRules,
+        cache_size: u64,
+        metrics: Metrics,
+    ) -> Self {
+        HeaderEvidence {
+            algorithms,
+            rules,
+            verified: moka::sync::Cache::builder()
+                .max_capacity(cache_size)
+                .weigher(|_, v: &Arc<VerifiedToken>| v.weight)
+                .eviction_listener(metrics.on_eviction("evidence_token"))
+                .expire_after(UntilExpiry)
+                .build(),
+            metrics,
+        }
     }
 
     /// Evidence from the header: one delegation_token, or several separated by commas for a chain
@@ -68,23 +148,21 @@ impl HeaderEvidence {
         trust: &TrustStore,
         now: Timestamp,
     ) -> Result<DelegationEvidence, Reject> {
-        let decoded =
-            jwt::decode(token, self.algorithms).map_err(|e| EvidenceRefusal::Token(e.into()))?;
-        let read = read_evidence_token(&decoded).map_err(EvidenceRefusal::Token)?;
-        let signer = trust
-            .verify_signer(&decoded, &read.issuer, now)
-            .await
-            .map_err(|e| match e {
-                VerifyError::Refused(e) => Reject::from(EvidenceRefusal::Signer(e)),
-                VerifyError::SchemeOwner(e) => e.into(),
-            })?;
+        let verified = self.verified_token(token, trust, now).await?;
+        let (decoded, read) = (&verified.jwt, &verified.token);
+        let signer = &read.issuer;
+        let refused = |e: PartyError| Reject::from(EvidenceRefusal::Signer(SignerError::Party(e)));
+        // The signer's standing now: its record as the scheme owner says (cached), its certificate
+        // still the one registered, the party active.
+        let record: Arc<PartyInfo> = trust
+            .party(signer)
+            .await?
+            .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;
+        check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
         let owner = &read.evidence.policy_issuer;
         if read.issuer.as_str() != owner {
-            if !signer
-                .record
-                .has_role(Role::AuthorisationRegistry.as_str(), now.secs())
-            {
-                return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer).into());
+            if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
+                return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
             }
             // In a chain, a later step may be registered with the route's data owner's registry.
             let configured = expected.registry;
@@ -101,20 +179,58 @@ impl HeaderEvidence {
                     .await?;
             if !holds {
                 return Err(EvidenceRefusal::IssuerNotTheOwnersRegistry {
-                    issuer: read.issuer,
+                    issuer: read.issuer.clone(),
                     owner: owner.clone(),
                 }
                 .into());
             }
         }
         check_header_evidence(
-            &decoded,
+            decoded,
             &read.evidence,
             &[expected.request.access_subject.as_str(), expected.caller],
             &self.rules,
             now,
         )
         .map_err(EvidenceRefusal::Token)?;
-        Ok(read.evidence)
+        Ok(read.evidence.clone())
+    }
+
+    /// The token decoded, with its signature verified by a chain under the current trusted list:
+    /// from the cache when it was verified under this list and has not expired.
+    async fn verified_token(
+        &self,
+        token: &str,
+        trust: &TrustStore,
+        now: Timestamp,
+    ) -> Result<Arc<VerifiedToken>, Reject> {
+        let generation = trust.trusted_list().await?.generation;
+        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+            .as_ref()
+            .try_into()
+            .expect("SHA-256 is 32 bytes");
+        if let Some(hit) = self.verified.get(&key) {
+            if hit.generation == generation && now.secs() < hit.until {
+                self.metrics.cache_hit("evidence_token", true);
+                return Ok(hit);
+            }
+        }
+        self.metrics.cache_hit("evidence_token", false);
+        let decoded =
+            jwt::decode(token, self.algorithms).map_err(|e| EvidenceRefusal::Token(e.into()))?;
+        let read = read_evidence_token(&decoded).map_err(EvidenceRefusal::Token)?;
+        let Signer { chain, .. } = trust
+            .verify_signer(&decoded, &read.issuer, now)
+            .await
+            .map_err(|e| match e {
+                VerifyError::Refused(e) => Reject::from(EvidenceRefusal::Signer(e)),
+                VerifyError::SchemeOwner(e) => e.into(),
+            })?;
+        let verified = Arc::new(VerifiedToken {
+            generation,
+            ..VerifiedToken::new(decoded, read, chain, token.len())
+        });
+        self.verified.insert(key, verified.clone());
+        Ok(verified)
     }
 }

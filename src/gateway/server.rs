@@ -38,6 +38,7 @@ pub fn build(
     crate::tls::ensure_crypto_provider();
     let mut conf = ServerConf {
         threads: config.server.threads,
+        work_stealing: config.server.work_stealing,
         grace_period_seconds: Some(config.server.grace_period.as_secs()),
         graceful_shutdown_timeout_seconds: Some(config.server.graceful_shutdown_timeout.as_secs()),
         ..ServerConf::default()

@@ -369,6 +369,10 @@ directory = "policies"
 
 [server]
 threads = 1
+# Many gateways run one after another in this process: pingora's no-steal runtime finds its
+# handles by thread ids that are recycled, so a later one would take over a stopped one's
+# (cloudflare/pingora#981). Tests of the binary run the default.
+work_stealing = true
 grace_period = "0s"
 graceful_shutdown_timeout = "1s"
 {extra}
