@@ -46,7 +46,9 @@ check: setup
 	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml
 
 bench: setup
-	cargo bench --bench scheme
+	cargo bench --bench scheme --bench gateway
 
+# The load benchmark's tools; `make load-bench LOAD_ARGS="--cores 1,2,4"` passes options on.
 load-bench: setup
-	benches/load.sh
+	$(call need,wrk wrk nginx nginx-light haproxy haproxy curl curl openssl openssl python3 python3)
+	benches/load.sh $(LOAD_ARGS)

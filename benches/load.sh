@@ -1,26 +1,56 @@
 #!/usr/bin/env bash
-# Load benchmark: requests per second through the gateway, compared in the same run with the
-# backend alone and with nginx and HAProxy as plain reverse proxies in front of the same backend.
-# Everything runs on this machine over loopback (wrk, the proxies and the backend share the cores),
-# so compare the ratios, not the absolute figures.
+# Load benchmark: the gateway against nginx, HAProxy and a bare pingora proxy, each in front of the
+# same nginx `return 200` backend, over loopback, in one run.
 #
-#   benches/load.sh [duration-seconds] [connections]
+#   benches/load.sh [--cores 1,2,4] [--duration SECONDS] [--connections N] [--rounds N]
+#
+# For each core count N, every server under test runs on the same N cores (pinned with taskset,
+# one worker or thread per core, keep-alive to the backend) while wrk and the backend run on the
+# other cores. A core count that leaves no core for wrk and the backend is skipped, with a note.
+# wrk runs against each target in turn, interleaved, for --rounds rounds; the table shows the
+# median of the rounds. Compare the ratios, not the absolute figures: they depend on the machine.
+#
+# Needs wrk, nginx, haproxy, curl, openssl and python3 (`make load-bench` installs the missing
+# ones); this script installs nothing itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${1:-10}
-CONNECTIONS=${2:-32}
-SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-for tool in wrk nginx haproxy; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "installing wrk, nginx-light and haproxy"
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq wrk nginx-light haproxy >/dev/null
-    break
-  fi
+CORES=1
+DURATION=10
+CONNECTIONS=64
+ROUNDS=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cores) CORES=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --connections) CONNECTIONS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    *) echo "usage: $0 [--cores 1,2,4] [--duration SECONDS] [--connections N] [--rounds N]" >&2; exit 2 ;;
+  esac
 done
+if [ "$DURATION" -gt 25 ]; then
+  echo "--duration must be at most 25 s: the registry's evidence tokens live 30 s" >&2
+  exit 2
+fi
 
-cargo build --release -q
+missing=()
+for tool in wrk nginx haproxy curl openssl python3 taskset; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "missing: ${missing[*]}" >&2
+  echo "install them with: apt-get install -y wrk nginx-light haproxy curl openssl python3 util-linux" >&2
+  echo "(or run: make load-bench)" >&2
+  exit 1
+fi
+
+MACHINE_CORES=$(nproc)
+echo "building (release)…"
+cargo build --release -q --bin ishare-gateway --example bare_proxy
 BIN=target/release/ishare-gateway
+BARE=target/release/examples/bare_proxy
+"$BIN" testbed --config conf/testbed.toml --prepare >/dev/null
+
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -31,44 +61,132 @@ cleanup() {
 trap cleanup EXIT
 
 wait_for() { # url
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 150); do
     curl -fsk -o /dev/null "$1" && return 0
     sleep 0.1
   done
   echo "not answering: $1" >&2
-  return 1
+  exit 1
+}
+
+start() { # cpus logfile command...
+  local cpus=$1 log=$2
+  shift 2
+  taskset -c "$cpus" "$@" >"$log" 2>&1 &
+  PIDS+=($!)
 }
 
 "$BIN" testbed --config conf/testbed.toml >"$WORK/testbed.log" 2>&1 &
 PIDS+=($!)
 wait_for http://127.0.0.1:9180/
-# The proxies compared log nothing per request; neither does the gateway here (GATEWAY_LOG=info
-# turns its access log on).
-RUST_LOG=${GATEWAY_LOG:-warn} "$BIN" run --config conf/gateway.toml >"$WORK/gateway.log" 2>&1 &
-PIDS+=($!)
-wait_for http://127.0.0.1:9901/ready
 
-cat >"$WORK/nginx.conf" <<NGINX
-worker_processes 2;
+# Ports: backend 9200; per core count, nginx 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203,
+# bare pingora 9204, gateway 9205 (TLS 9215, admin 9225), gateway with access log 9206 (admin 9226).
+TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
+TLS_KEY=$PWD/data/testbed/tls/server.key.pem
+CA=$PWD/data/testbed/ca.pem
+CONSUMER=EU.EORI.NL000000001
+client() { "$BIN" client --testbed data/testbed --as "$CONSUMER" --raw "$@"; }
+
+# The token HAProxy verifies: a client assertion of the testbed, RS256 with an x5c chain, and the
+# public key of its signer.
+JWT=$(client assertion --audience EU.EORI.NL000000003)
+openssl x509 -in "data/testbed/parties/$CONSUMER.chain.pem" -pubkey -noout >"$WORK/signer.pub.pem"
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+to_ms() { awk '{ v = $1 + 0; if ($1 ~ /us$/) v /= 1000; else if ($1 ~ /ms$/) v += 0; else if ($1 ~ /s$/) v *= 1000; printf "%.3f\n", v }'; }
+
+# run ROW URL [header...]: one wrk run, appended to results.tsv as row, req/s, p50 ms, p99 ms, failures.
+run() {
+  local row=$1 url=$2
+  shift 2
+  local args=(-t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency)
+  for h in "$@"; do args+=(-H "$h"); done
+  local out
+  out=$(taskset -c "$CLIENT_CPUS" wrk "${args[@]}" "$url")
+  local rps p50 p99 non2xx sockerr
+  rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
+  p50=$(awk '$1 == "50%" { print $2 }' <<<"$out" | to_ms)
+  p99=$(awk '$1 == "99%" { print $2 }' <<<"$out" | to_ms)
+  non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
+  sockerr=$(awk -F'[ ,]+' '/Socket errors/ { print $4 + $6 + $8 + $10 }' <<<"$out")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$row" "$rps" "$p50" "$p99" "$((${non2xx:-0} + ${sockerr:-0}))" >>"$RESULTS"
+}
+
+# Session resumption: a second TLS connection with the first one's session (ticket) must resume.
+resumes() { # port
+  python3 - "$1" "$CA" <<'PY'
+import socket, ssl, sys
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+def get(session=None):
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost", session=session) as s:
+            s.sendall(b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            while s.recv(65536):
+                pass
+            return s.session, s.session_reused
+session, _ = get()
+print("yes" if get(session)[1] else "no")
+PY
+}
+
+IFS=, read -r -a CORE_COUNTS <<<"$CORES"
+for N in "${CORE_COUNTS[@]}"; do
+  if [ "$N" -ge "$MACHINE_CORES" ]; then
+    echo
+    echo "== $N core(s): skipped, this machine has $MACHINE_CORES cores and wrk and the backend need one apart =="
+    continue
+  fi
+  SERVER_CPUS=0-$((N - 1))
+  CLIENT_CPUS=$N-$((MACHINE_CORES - 1))
+  WRK_THREADS=$((MACHINE_CORES - N))
+  D=$WORK/$N
+  mkdir -p "$D"
+  RESULTS=$D/results.tsv
+  echo
+  echo "== $N core(s) for each server (cpus $SERVER_CPUS); wrk ($WRK_THREADS threads, $CONNECTIONS connections) and the backend on cpus $CLIENT_CPUS =="
+
+  cat >"$D/backend.conf" <<EOF
+worker_processes $WRK_THREADS;
 daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log;
-events { worker_connections 4096; }
+pid $D/backend.pid;
+error_log $D/backend-error.log;
+events { worker_connections 8192; }
 http {
   access_log off;
-  upstream backend { server 127.0.0.1:9180; keepalive 64; }
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:9200 backlog=4096; location / { return 200 "ok\n"; } }
+}
+EOF
+  cat >"$D/nginx.conf" <<EOF
+worker_processes $N;
+worker_cpu_affinity auto;
+daemon off;
+pid $D/nginx.pid;
+error_log $D/nginx-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:9200; keepalive 256; }
+  ssl_session_cache shared:SSL:10m;
+  ssl_session_tickets on;
   server {
-    listen 127.0.0.1:8181;
+    listen 127.0.0.1:9201 backlog=4096;
+    listen 127.0.0.1:9211 ssl backlog=4096;
+    ssl_certificate $TLS_CERT;
+    ssl_certificate_key $TLS_KEY;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
 }
-NGINX
-nginx -c "$WORK/nginx.conf" &
-PIDS+=($!)
-cat >"$WORK/haproxy.cfg" <<HAPROXY
+EOF
+  haproxy_cfg() { # port extra-frontend-lines
+    cat <<EOF
 global
-  nbthread 2
-  maxconn 8192
+  nbthread $N
+  maxconn 16384
 defaults
   mode http
   timeout connect 2s
@@ -76,44 +194,108 @@ defaults
   timeout server 30s
   http-reuse always
 frontend front
-  bind 127.0.0.1:8282
+  bind 127.0.0.1:$1
+$2
   default_backend back
 backend back
-  server echo 127.0.0.1:9180
-HAPROXY
-haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 &
-PIDS+=($!)
-wait_for http://127.0.0.1:8181/status
-wait_for http://127.0.0.1:8282/status
+  server backend 127.0.0.1:9200
+EOF
+  }
+  haproxy_cfg 9202 "" >"$D/haproxy.cfg"
+  haproxy_cfg 9203 "  http-request deny unless { http_auth_bearer,jwt_header_query('\$.alg') -m str RS256 }
+  http-request deny unless { http_auth_bearer,jwt_verify(\"RS256\",\"$WORK/signer.pub.pem\") -m int 1 }" >"$D/haproxy-jwt.cfg"
+  gateway_cfg() { # plain-port tls-port admin-port log-level
+    sed -e "s|\"\\.\\./|\"$PWD/|g" \
+      -e "s|127.0.0.1:8443|127.0.0.1:$2|g" \
+      -e "s|127.0.0.1:8080|127.0.0.1:$1|g" \
+      -e "s|127.0.0.1:9901|127.0.0.1:$3|" \
+      -e "s|addresses = \\[\"127.0.0.1:9180\"\\]|addresses = [\"127.0.0.1:9200\"]|" \
+      -e "s|^threads = .*|threads = $N|" \
+      -e "s|^level = .*|level = \"$4\"|" \
+      conf/gateway.toml
+  }
+  gateway_cfg 9205 9215 9225 warn >"$D/gateway.toml"
+  gateway_cfg 9206 9216 9226 info >"$D/gateway-log.toml"
 
-TOKEN=$("$BIN" client --testbed data/testbed --as EU.EORI.NL000000001 --raw token --url https://127.0.0.1:8443)
-# Warm the decision cache, so the delegated route measures the cached path.
-curl -fs -o /dev/null -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8080/api/containers/C1
+  start "$CLIENT_CPUS" "$D/backend.log" nginx -c "$D/backend.conf"
+  start "$SERVER_CPUS" "$D/nginx.log" nginx -c "$D/nginx.conf"
+  start "$SERVER_CPUS" "$D/haproxy.log" haproxy -db -f "$D/haproxy.cfg"
+  start "$SERVER_CPUS" "$D/haproxy-jwt.log" haproxy -db -f "$D/haproxy-jwt.cfg"
+  start "$SERVER_CPUS" "$D/bare.log" "$BARE" 127.0.0.1:9204 127.0.0.1:9200 "$N"
+  start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
+  start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
+  for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
+    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready; do
+    wait_for "$url"
+  done
+  curl -fs -o /dev/null -H "Authorization: Bearer $JWT" http://127.0.0.1:9203/ ||
+    { echo "HAProxy does not accept the testbed's token: see $D/haproxy-jwt.log" >&2; exit 1; }
 
-run() { # name url [auth]
-  local args=(-t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency)
-  [ "${3:-}" = auth ] && args+=(-H "Authorization: Bearer $TOKEN")
-  local out
-  out=$(wrk "${args[@]}" "$2")
-  local rps p50 p99
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  local errors
-  errors=$(awk '/Non-2xx/ {print $5}' <<<"$out")
-  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$rps" "$p50" "$p99" "${errors:-0}" >>"$WORK/results.tsv"
-}
+  TOKEN=$(client token --url https://127.0.0.1:9215)
+  BEARER="Authorization: Bearer $TOKEN"
+  warm() { # port: a first call, so that the delegated route measures a cached decision
+    curl -fs -o /dev/null -H "$BEARER" "http://127.0.0.1:$1/api/containers/C1" ||
+      { echo "the gateway on port $1 refuses the delegated call" >&2; exit 1; }
+  }
+  fresh_evidence() { # evidence from the registry, fetched right before it is used (it lives 30 s)
+    client evidence --registry https://127.0.0.1:9104 --issuer EU.EORI.NL000000005 --type CONTAINER \
+      --id C7 --attribute DOCUMENTS --action iSHARE.READ --service-provider EU.EORI.NL000000003
+  }
 
-run "backend alone" http://127.0.0.1:9180/status
-run "nginx" http://127.0.0.1:8181/status
-run "haproxy" http://127.0.0.1:8282/status
-run "gateway, public route" http://127.0.0.1:8080/status
-run "gateway, token route" http://127.0.0.1:8080/api/my/shipments/x auth
-run "gateway, delegated route (cached decision)" http://127.0.0.1:8080/api/containers/C1 auth
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "   round $round of $ROUNDS"
+    run "backend called directly" http://127.0.0.1:9200/status
+    run "nginx proxy_pass" http://127.0.0.1:9201/status
+    run "HAProxy" http://127.0.0.1:9202/status
+    run "HAProxy RS256 jwt_verify" http://127.0.0.1:9203/status "Authorization: Bearer $JWT"
+    run "bare pingora (no checks)" http://127.0.0.1:9204/status
+    run "gateway: public route" http://127.0.0.1:9205/status
+    run "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
+    warm 9205
+    run "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
+    EVIDENCE=$(fresh_evidence)
+    run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+    warm 9206
+    run "gateway: delegated, access log on" http://127.0.0.1:9206/api/containers/C1 "$BEARER"
+    run "nginx TLS, keep-alive" https://127.0.0.1:9211/status
+    run "gateway TLS, keep-alive" https://127.0.0.1:9215/status
+    run "nginx TLS, new connections" https://127.0.0.1:9211/status "Connection: close"
+    run "gateway TLS, new connections" https://127.0.0.1:9215/status "Connection: close"
+  done
 
-NGINX_RPS=$(awk -F'\t' '$1=="nginx" {print $2}' "$WORK/results.tsv")
-printf '\n%-46s %10s %9s %9s %8s %s\n' "target" "req/s" "p50" "p99" "non-2xx" "vs nginx"
-while IFS=$'\t' read -r name rps p50 p99 errors; do
-  ratio=$(awk -v a="$rps" -v b="$NGINX_RPS" 'BEGIN {printf "%.2f", a / b}')
-  printf '%-46s %10s %9s %9s %8s %s\n' "$name" "$rps" "$p50" "$p99" "$errors" "$ratio"
-done <"$WORK/results.tsv"
+  python3 - "$RESULTS" "$ROUNDS" <<'PY'
+import statistics, sys
+rows, order = {}, []
+for line in open(sys.argv[1]):
+    name, rps, p50, p99, failures = line.rstrip("\n").split("\t")
+    if name not in rows:
+        order.append(name)
+        rows[name] = []
+    rows[name].append((float(rps), float(p50), float(p99), int(failures)))
+med = {n: [statistics.median(v[i] for v in rows[n]) for i in range(3)] + [sum(v[3] for v in rows[n])] for n in order}
+base = {"nginx TLS, keep-alive": "nginx TLS, keep-alive", "gateway TLS, keep-alive": "nginx TLS, keep-alive",
+        "nginx TLS, new connections": "nginx TLS, new connections",
+        "gateway TLS, new connections": "nginx TLS, new connections"}
+jwt = med["HAProxy RS256 jwt_verify"][0]
+direct_p99 = med["backend called directly"][2]
+print(f"{'target':38} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'vs nginx':>9} {'vs HAProxy jwt':>15}")
+for n in order:
+    rps, p50, p99, failures = med[n]
+    ref = med[base.get(n, "nginx proxy_pass")][0]
+    vs_jwt = f"{rps / jwt:.2f}" if n not in base and n != "backend called directly" else ""
+    vs_nginx = f"{rps / ref:.2f}" if n != "backend called directly" else ""
+    print(f"{n:38} {rps:9.0f} {p50:8.3f} {p99:8.3f} {failures:8d} {vs_nginx:>9} {vs_jwt:>15}")
+full = med["gateway: delegated, cached decision"][2]
+print(f"p99 added by full enforcement over the backend called directly: {full - direct_p99:.3f} ms")
+bad = [n for n in order if med[n][3]]
+if bad:
+    print("\n" + "!" * 78)
+    for n in bad:
+        print(f"!!! {n}: {med[n][3]} non-2xx answers or socket errors: its figures do not count")
+    print("!" * 78)
+PY
+  echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
+  for pid in "${PIDS[@]:1}"; do kill "$pid" 2>/dev/null || true; done
+  wait "${PIDS[@]:1}" 2>/dev/null || true
+  PIDS=("${PIDS[0]}")
+done

@@ -4,7 +4,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ishare_gateway::scheme::assertion::{check_assertion, AssertionRules};
 use ishare_gateway::scheme::evidence::{evaluate, AccessRequest, DelegationEvidence};
-use ishare_gateway::scheme::jwt::rsa_key_of;
+use ishare_gateway::scheme::jwt::RsaKey;
 use ishare_gateway::scheme::models::PartyInfo;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::trust::{check_signer, validate_chain, TrustedList};
@@ -38,14 +38,14 @@ fn assertion_verification(c: &mut Criterion) {
         b.iter(|| {
             let assertion = check_assertion(black_box(&token), Some(&client), &rules, now).unwrap();
             let chain = validate_chain(&assertion.jwt.x5c, &trusted, now).unwrap();
-            let key = rsa_key_of(&chain.leaf_der).unwrap();
+            let key = RsaKey::of_certificate(&chain.leaf_der).unwrap();
             check_signer(&assertion.jwt, &chain, &key, &client, Some(&record), now).unwrap()
         })
     });
     // The gateway keeps chain validations by chain hash, with the leaf key: a hit leaves decoding,
     // the claim checks, the signature and the party binding.
     let chain = validate_chain(&creds.chain_der, &trusted, now).unwrap();
-    let leaf_key = rsa_key_of(&creds.chain_der[0]).unwrap();
+    let leaf_key = RsaKey::of_certificate(&creds.chain_der[0]).unwrap();
     group.bench_function("chain cached: decode, signature, party", |b| {
         b.iter(|| {
             let assertion = check_assertion(black_box(&token), Some(&client), &rules, now).unwrap();

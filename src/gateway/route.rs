@@ -1,8 +1,9 @@
 //! The route table: choosing the rule for a method and a normalised path, most specific first.
 
 use crate::config::model::Route;
+use crate::request::pattern::SplitPath;
 use http::Method;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// What the table says about a request.
@@ -13,10 +14,19 @@ pub enum Lookup {
     NotFound,
 }
 
-/// The routes, most specific first.
+/// The routes, most specific first, indexed by the literal segments their paths start with: a
+/// request is matched only against the routes whose leading literals it has, in table order.
 #[derive(Clone, Debug, Default)]
 pub struct RouteTable {
     routes: Vec<Arc<Route>>,
+    index: Node,
+}
+
+/// A node of the index: the routes whose literal prefix ends here, and the longer prefixes.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    routes: Vec<usize>,
+    next: HashMap<String, Node>,
 }
 
 impl RouteTable {
@@ -24,7 +34,17 @@ impl RouteTable {
         let mut routes: Vec<Arc<Route>> = routes.into_iter().map(Arc::new).collect();
         // Stable: among equally specific routes, file order decides.
         routes.sort_by_key(|r| std::cmp::Reverse(r.pattern.specificity()));
-        RouteTable { routes }
+        let mut index = Node::default();
+        for (i, route) in routes.iter().enumerate() {
+            let node = route
+                .pattern
+                .literal_prefix()
+                .fold(&mut index, |node, literal| {
+                    node.next.entry(literal.to_string()).or_default()
+                });
+            node.routes.push(i);
+        }
+        RouteTable { routes, index }
     }
 
     pub fn routes(&self) -> &[Arc<Route>] {
@@ -32,9 +52,23 @@ impl RouteTable {
     }
 
     pub fn lookup(&self, method: &Method, path: &str) -> Lookup {
+        let path = SplitPath::new(path);
+        // The routes whose leading literals the path has, in table order.
+        let mut candidates = self.index.routes.clone();
+        let mut node = &self.index;
+        for part in &path.parts {
+            match node.next.get(*part) {
+                Some(next) => {
+                    candidates.extend_from_slice(&next.routes);
+                    node = next;
+                }
+                None => break,
+            }
+        }
+        candidates.sort_unstable();
         let mut allowed = Vec::new();
-        for route in &self.routes {
-            if let Some(captures) = route.pattern.matches(path) {
+        for route in candidates.into_iter().map(|i| &self.routes[i]) {
+            if let Some(captures) = route.pattern.matches_split(&path) {
                 if route.allows(method) {
                     return Lookup::Found(route.clone(), captures);
                 }
@@ -46,6 +80,131 @@ impl RouteTable {
         } else {
             allowed.dedup();
             Lookup::MethodNotAllowed(allowed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::Auth;
+    use crate::request::pattern::PathPattern;
+    use crate::request::Ambiguities;
+    use proptest::prelude::*;
+
+    fn route(name: &str, path: &str, methods: Option<&[Method]>) -> Route {
+        Route {
+            name: name.into(),
+            description: String::new(),
+            methods: methods.map(<[Method]>::to_vec),
+            pattern: PathPattern::parse(path).unwrap(),
+            upstream: "u".into(),
+            auth: Auth::Public,
+            upstream_path: None,
+            advertise: false,
+            forward_authorization: false,
+            accept: Ambiguities::default(),
+            websocket: false,
+            response_headers: Vec::new(),
+            source: Default::default(),
+        }
+    }
+
+    /// What the table must say: the first route in its order that matches and allows the method.
+    fn linear(table: &RouteTable, method: &Method, path: &str) -> (Option<String>, Vec<Method>) {
+        let mut allowed = Vec::new();
+        for r in table.routes() {
+            if r.pattern.matches(path).is_some() {
+                if r.allows(method) {
+                    return (Some(r.name.clone()), Vec::new());
+                }
+                allowed.extend(r.methods.iter().flatten().cloned());
+            }
+        }
+        allowed.dedup();
+        (None, allowed)
+    }
+
+    fn indexed(table: &RouteTable, method: &Method, path: &str) -> (Option<String>, Vec<Method>) {
+        match table.lookup(method, path) {
+            Lookup::Found(r, _) => (Some(r.name.clone()), Vec::new()),
+            Lookup::MethodNotAllowed(m) => (None, m),
+            Lookup::NotFound => (None, Vec::new()),
+        }
+    }
+
+    #[test]
+    fn the_most_specific_route_wins_across_the_index() {
+        let table = RouteTable::new(vec![
+            route("any", "/{*rest}", None),
+            route("item", "/api/{kind}/{id}", None),
+            route("container", "/api/containers/{id}", Some(&[Method::GET])),
+            route("exact", "/api/containers/special", None),
+        ]);
+        let found = |m: Method, p: &str| indexed(&table, &m, p).0;
+        assert_eq!(
+            found(Method::GET, "/api/containers/special").as_deref(),
+            Some("exact")
+        );
+        assert_eq!(
+            found(Method::GET, "/api/containers/C1").as_deref(),
+            Some("container")
+        );
+        assert_eq!(
+            found(Method::PUT, "/api/containers/C1").as_deref(),
+            Some("item")
+        );
+        assert_eq!(found(Method::GET, "/elsewhere").as_deref(), Some("any"));
+        let only_get = RouteTable::new(vec![route("c", "/c/{id}", Some(&[Method::GET]))]);
+        assert_eq!(
+            indexed(&only_get, &Method::POST, "/c/1"),
+            (None, vec![Method::GET])
+        );
+        assert!(matches!(
+            only_get.lookup(&Method::GET, "/d/1"),
+            Lookup::NotFound
+        ));
+    }
+
+    /// A pattern of literal `a`/`b` segments and captures (`None`), maybe ending in a rest.
+    fn pattern_text(segments: &[Option<&str>], rest: bool) -> String {
+        let mut parts: Vec<String> = segments
+            .iter()
+            .enumerate()
+            .map(|(j, s)| s.map_or_else(|| format!("{{x{j}}}"), str::to_string))
+            .collect();
+        if rest {
+            parts.push("{*r}".into());
+        }
+        format!("/{}", parts.join("/"))
+    }
+
+    proptest! {
+        #[test]
+        fn the_index_answers_as_a_scan_of_every_route_would(
+            patterns in prop::collection::vec(
+                (
+                    prop::collection::vec(prop_oneof![Just(Some("a")), Just(Some("b")), Just(None)], 0..4),
+                    any::<bool>(),
+                    any::<bool>(),
+                ),
+                1..12,
+            ),
+            path in prop::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c")], 0..5),
+            post in any::<bool>(),
+        ) {
+            let routes: Vec<Route> = patterns
+                .iter()
+                .enumerate()
+                .map(|(i, (segments, rest, get_only))| {
+                    let methods = get_only.then_some(&[Method::GET][..]);
+                    route(&format!("r{i}"), &pattern_text(segments, *rest), methods)
+                })
+                .collect();
+            let table = RouteTable::new(routes);
+            let path = format!("/{}", path.join("/"));
+            let method = if post { Method::POST } else { Method::GET };
+            prop_assert_eq!(indexed(&table, &method, &path), linear(&table, &method, &path));
         }
     }
 }

@@ -54,7 +54,18 @@ pub async fn answer(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = read_body(session, MAX_BODY).await?;
-    let request = TokenRequest::from_body(content_type.as_deref(), &body)
+    issue(content_type.as_deref(), &body, snap, shared).await
+}
+
+/// The token request in `body` (of `content_type`) checked, and the token issued; the answer and
+/// the client it was issued to.
+pub async fn issue(
+    content_type: Option<&str>,
+    body: &[u8],
+    snap: &Snapshot,
+    shared: &Shared,
+) -> Result<(Answer, String), Reject> {
+    let request = TokenRequest::from_body(content_type, body)
         .map_err(|e| Reject::UnreadableBody(e.into()))?;
     let checked = request
         .check(&snap.config.scheme)

@@ -4,14 +4,13 @@
 //! caller's business (the pure checks in `scheme`); who signed it is decided here.
 
 use super::PeerError;
-use crate::scheme::jwt::{rsa_key_of, DecodedJwt};
+use crate::scheme::jwt::{DecodedJwt, RsaKey};
 use crate::scheme::models::PartyInfo;
 use crate::scheme::party::PartyId;
 use crate::scheme::reason_codes;
 use crate::scheme::trust::{check_signer, ChainError, PartyError, SignerError, ValidatedChain};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
-use jsonwebtoken::DecodingKey;
 use std::sync::Arc;
 
 /// Why the scheme owner could not tell us what we need: the caller should fail closed (503).
@@ -36,12 +35,12 @@ reason_codes! {
 /// A chain that validated against the trusted list, with its leaf's public key.
 pub struct TrustedChain {
     pub chain: ValidatedChain,
-    pub key: DecodingKey,
+    pub key: RsaKey,
 }
 
 impl TrustedChain {
     pub fn new(chain: ValidatedChain) -> Result<Self, ChainError> {
-        let key = rsa_key_of(&chain.leaf_der).map_err(|_| ChainError::NotRsa)?;
+        let key = RsaKey::of_certificate(&chain.leaf_der).map_err(|_| ChainError::NotRsa)?;
         Ok(TrustedChain { chain, key })
     }
 }

@@ -18,6 +18,21 @@ enum Segment {
     Rest(String),
 }
 
+/// A normalised path in segments, split once for every pattern it is matched against.
+pub struct SplitPath<'a> {
+    pub parts: Vec<&'a str>,
+    trailing: bool,
+}
+
+impl<'a> SplitPath<'a> {
+    pub fn new(path: &'a str) -> Self {
+        SplitPath {
+            parts: path.split('/').filter(|s| !s.is_empty()).collect(),
+            trailing: path.len() > 1 && path.ends_with('/'),
+        }
+    }
+}
+
 /// A path pattern: `/api/containers/{id}` or `/files/{*path}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathPattern {
@@ -96,8 +111,28 @@ impl PathPattern {
 
     /// Match a normalised path; the captures are percent-decoded.
     pub fn matches(&self, path: &str) -> Option<BTreeMap<String, String>> {
-        let trailing = path.len() > 1 && path.ends_with('/');
-        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        self.matches_split(&SplitPath::new(path))
+    }
+
+    /// The literal segments the pattern starts with (before its first capture).
+    pub fn literal_prefix(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().map_while(|s| match s {
+            Segment::Literal(l) => Some(l.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Match a path split once for all the patterns it is tried against.
+    pub fn matches_split(&self, path: &SplitPath) -> Option<BTreeMap<String, String>> {
+        let (parts, trailing) = (&path.parts, path.trailing);
+        // The literals first: most patterns fail there, before any capture is decoded.
+        let literals_match = self.segments.iter().enumerate().all(|(i, seg)| match seg {
+            Segment::Literal(l) => parts.get(i) == Some(&l.as_str()),
+            _ => true,
+        });
+        if !literals_match {
+            return None;
+        }
         let mut captures = BTreeMap::new();
         for (i, seg) in self.segments.iter().enumerate() {
             match seg {

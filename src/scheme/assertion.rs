@@ -6,6 +6,7 @@ use super::party::PartyId;
 use super::trust::{ChainError, PartyError, SignerError};
 use super::Timestamp;
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -166,7 +167,7 @@ impl TokenRequest {
                 .map_err(|e| TokenBodyError::NotATokenRequest(e.to_string()));
         }
         let mut request = TokenRequest::default();
-        for (key, value) in url::form_urlencoded::parse(body) {
+        for (key, value) in form_pairs(body) {
             let slot = match key.as_ref() {
                 "grant_type" => &mut request.grant_type,
                 "scope" => &mut request.scope,
@@ -217,6 +218,32 @@ impl TokenRequest {
             assertion,
         })
     }
+}
+
+/// The pairs of a form body (`application/x-www-form-urlencoded`, decoded as `url` does), decoded
+/// only where they are encoded: a token request's values (a JWT, party ids) seldom are, and the
+/// assertion is long.
+fn form_pairs(body: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    fn decode(bytes: &[u8]) -> Cow<'_, str> {
+        if !bytes.iter().any(|b| matches!(b, b'%' | b'+')) {
+            return String::from_utf8_lossy(bytes);
+        }
+        let spaced: Vec<u8> = bytes
+            .iter()
+            .map(|b| if *b == b'+' { b' ' } else { *b })
+            .collect();
+        Cow::Owned(
+            percent_encoding::percent_decode(&spaced)
+                .decode_utf8_lossy()
+                .into_owned(),
+        )
+    }
+    body.split(|b| *b == b'&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.iter().position(|b| *b == b'=') {
+            Some(at) => (decode(&pair[..at]), decode(&pair[at + 1..])),
+            None => (decode(pair), Cow::Borrowed("")),
+        })
 }
 
 /// How assertions are checked.

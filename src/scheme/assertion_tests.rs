@@ -1,5 +1,5 @@
 use super::*;
-use crate::scheme::jwt::rsa_key_of;
+use crate::scheme::jwt::RsaKey;
 use crate::scheme::models::{Adherence, PartyInfo, SchemeTime};
 use crate::scheme::trust::{check_signer, validate_chain, TrustedList};
 use crate::testbed::pki::{PartyCredentials, TestPki};
@@ -76,7 +76,7 @@ fn validate_assertion(
 ) -> Result<ClientAssertion, AssertionError> {
     let assertion = check_assertion(token, client_id, rules, now)?;
     let chain = validate_chain(&assertion.jwt.x5c, trusted, now)?;
-    let key = rsa_key_of(&chain.leaf_der)?;
+    let key = RsaKey::of_certificate(&chain.leaf_der)?;
     let record = party_record(&assertion.client_id);
     check_signer(
         &assertion.jwt,
@@ -446,4 +446,25 @@ fn token_requests_come_as_form_or_json() {
         .unwrap_err()
         .to_string()
         .contains("twice"));
+}
+
+proptest::proptest! {
+    #[test]
+    fn form_bodies_decode_as_the_url_crate_decodes_them(
+        body in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(b"a=&+%2B%3d%zz.-_~\xc3\xa9\xff".to_vec()),
+                proptest::num::u8::ANY,
+            ],
+            0..64,
+        )
+    ) {
+        let ours: Vec<(String, String)> = form_pairs(&body)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let theirs: Vec<(String, String)> = url::form_urlencoded::parse(&body)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        proptest::prop_assert_eq!(ours, theirs);
+    }
 }

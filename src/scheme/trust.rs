@@ -1,13 +1,12 @@
 //! Certificate trust: SHA-256 fingerprints, the scheme owner's trusted list, x5c chain validation,
 //! and binding a certificate to the party it claims to be.
 
-use super::jwt::{DecodedJwt, JwtError};
+use super::jwt::{DecodedJwt, JwtError, RsaKey};
 use super::models::{PartyInfo, TrustedListEntry};
 use super::party::PartyId;
 use super::Timestamp;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use jsonwebtoken::DecodingKey;
 use std::collections::HashMap;
 use x509_parser::prelude::{FromDer, X509Certificate, X509Name};
 use x509_parser::public_key::PublicKey;
@@ -377,7 +376,7 @@ reason_codes! {
 pub fn check_signer(
     jwt: &DecodedJwt,
     chain: &ValidatedChain,
-    key: &DecodingKey,
+    key: &RsaKey,
     signer: &PartyId,
     record: Option<&PartyInfo>,
     now: Timestamp,
