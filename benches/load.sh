@@ -54,6 +54,12 @@ BARE=target/release/examples/bare_proxy
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
+  local status=$?
+  if [ "$status" != 0 ]; then
+    for log in "$WORK"/*.log "$WORK"/*/*.log "$WORK"/*/*.out; do
+      [ -s "$log" ] && { echo "--- $log"; tail -n 5 "$log"; }
+    done
+  fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -186,7 +192,7 @@ EOF
     cat <<EOF
 global
   nbthread $N
-  maxconn 16384
+  maxconn 8192
 defaults
   mode http
   timeout connect 2s
@@ -234,8 +240,10 @@ EOF
   TOKEN=$(client token --url https://127.0.0.1:9215)
   BEARER="Authorization: Bearer $TOKEN"
   warm() { # port: a first call, so that the delegated route measures a cached decision
-    curl -fs -o /dev/null -H "$BEARER" "http://127.0.0.1:$1/api/containers/C1" ||
-      { echo "the gateway on port $1 refuses the delegated call" >&2; exit 1; }
+    local answer
+    answer=$(curl -s -w ' (%{http_code})' -H "$BEARER" "http://127.0.0.1:$1/api/containers/C1")
+    [[ "$answer" == *"(200)" ]] ||
+      { echo "the gateway on port $1 refuses the delegated call: $answer" >&2; exit 1; }
   }
   fresh_evidence() { # evidence from the registry, fetched right before it is used (it lives 30 s)
     client evidence --registry https://127.0.0.1:9104 --issuer EU.EORI.NL000000005 --type CONTAINER \

@@ -36,6 +36,8 @@ fn main() {
     let conf = ServerConf {
         threads: threads.parse().unwrap_or(1),
         work_stealing: false,
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(0),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
