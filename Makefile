@@ -4,7 +4,7 @@
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup demo test check bench load-bench
+.PHONY: setup test-setup demo test check conformance bench load-bench
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -44,6 +44,11 @@ test: test-setup
 check: setup
 	cargo run -q -- testbed --config conf/testbed.toml --prepare
 	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml
+
+# The conformance checker against the shipped gateway and every testbed participant.
+conformance: setup
+	$(call need,curl curl)
+	.ci/conformance
 
 bench: setup
 	cargo bench --bench scheme --bench gateway

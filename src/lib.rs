@@ -3,6 +3,7 @@
 pub mod access_token;
 pub mod cli;
 pub mod config;
+pub mod conformance;
 pub mod gateway;
 pub mod peers;
 pub mod request;

@@ -56,6 +56,9 @@ enum Command {
     },
     /// The consumer's side of the scheme: assertions, tokens, parties, evidence, service calls.
     Client(Box<cli::client::ClientArgs>),
+    /// Test a participant (service provider, registry or scheme owner) against the scheme's
+    /// conformance cases; exits non-zero when a case fails.
+    Conformance(Box<cli::conformance::ConformanceArgs>),
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -175,7 +178,10 @@ fn end_quietly_on_broken_pipe() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Client(_) | Command::Check { .. }) {
+    if matches!(
+        cli.command,
+        Command::Client(_) | Command::Check { .. } | Command::Conformance(_)
+    ) {
         end_quietly_on_broken_pipe();
     }
     let result = match cli.command {
@@ -194,6 +200,7 @@ fn main() -> ExitCode {
             runtime().block_on(run_testbed(config, prepare))
         }
         Command::Client(args) => runtime().block_on(cli::client::run(*args)),
+        Command::Conformance(args) => runtime().block_on(cli::conformance::run(*args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,8 @@
-//! The subcommands that are more than wiring: the consumer's side on the command line, and the demo.
+//! The subcommands that are more than wiring: the consumer's side on the command line, the
+//! conformance checker, and the demo.
 
 pub mod client;
+pub mod conformance;
 pub mod demo;
 pub mod display;
 

@@ -399,6 +399,25 @@ impl SigningIdentity {
             .map_err(|e| SigningError::Failed(e.to_string()))
     }
 
+    /// Sign a header and claims exactly as given, with RS256 (whatever the header says): how
+    /// others' treatment of defective tokens is tested.
+    pub fn sign_parts(&self, header: &Value, claims: &Value) -> Result<String, SigningError> {
+        let encode = |v: &Value| {
+            serde_json::to_vec(v)
+                .map(|json| URL_SAFE_NO_PAD.encode(json))
+                .map_err(|e| SigningError::Failed(e.to_string()))
+        };
+        let input = format!("{}.{}", encode(header)?, encode(claims)?);
+        let signature = jsonwebtoken::crypto::sign(input.as_bytes(), &self.key, Algorithm::RS256)
+            .map_err(|e| SigningError::Failed(e.to_string()))?;
+        Ok(format!("{input}.{signature}"))
+    }
+
+    /// The x5c header value: the chain as base64 DER, leaf first.
+    pub fn x5c(&self) -> &[String] {
+        &self.x5c
+    }
+
     /// Sign a response token: `iss` = us, the given `sub` and `aud`, a fresh `jti`, `iat` = `nbf` = now,
     /// `exp` = now + lifetime, and the payload's members beside them.
     pub fn sign_token<T: Serialize>(

@@ -9,6 +9,9 @@ pub const TOKEN_PATH: &str = "/connect/token";
 pub const CAPABILITIES_PATH: &str = "/capabilities";
 /// The delegation endpoint of authorisation registries and entitled parties.
 pub const DELEGATION_PATH: &str = "/delegation";
+/// The scheme owner's party search and its trusted list.
+pub const PARTIES_PATH: &str = "/parties";
+pub const TRUSTED_LIST_PATH: &str = "/trusted_list";
 
 /// The version of the specification our capabilities list.
 pub const SPEC_VERSION: &str = "2.0";

@@ -94,6 +94,38 @@ fn load_credentials(chain_path: &Path, key_path: &Path) -> Result<Option<Credent
     }))
 }
 
+/// The files of the test PKI: root certificate (the CA file), root key, intermediate, its key.
+fn pki_files(data_dir: &Path) -> [PathBuf; 4] {
+    [
+        data_dir.join("ca.pem"),
+        data_dir.join("pki/root.key.pem"),
+        data_dir.join("pki/intermediate.pem"),
+        data_dir.join("pki/intermediate.key.pem"),
+    ]
+}
+
+/// The test PKI saved in `data_dir`, if it is there whole.
+pub fn load_pki(data_dir: &Path) -> Result<Option<TestPki>, KeysError> {
+    let existing = pki_files(data_dir)
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    match existing.as_slice() {
+        [Some(root_cert), Some(root_key), Some(int_cert), Some(int_key)] => {
+            Ok(Some(TestPki::from_pem(
+                LABEL,
+                &PkiPem {
+                    root_cert: root_cert.clone(),
+                    root_key: root_key.clone(),
+                    intermediate_cert: int_cert.clone(),
+                    intermediate_key: int_key.clone(),
+                },
+            )?))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Load the key material from `data_dir`, generating whatever is missing: the PKI on first start,
 /// credentials for parties added to the config later.
 pub fn load_or_generate(
@@ -102,33 +134,16 @@ pub fn load_or_generate(
     tls_names: &[&str],
 ) -> Result<TestbedKeys, KeysError> {
     let ca_file = data_dir.join("ca.pem");
-    let pki_files = [
-        ca_file.clone(),
-        data_dir.join("pki/root.key.pem"),
-        data_dir.join("pki/intermediate.pem"),
-        data_dir.join("pki/intermediate.key.pem"),
-    ];
-    let existing = pki_files
-        .iter()
-        .map(|p| read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let pki = match existing.as_slice() {
-        [Some(root_cert), Some(root_key), Some(int_cert), Some(int_key)] => TestPki::from_pem(
-            LABEL,
-            &PkiPem {
-                root_cert: root_cert.clone(),
-                root_key: root_key.clone(),
-                intermediate_cert: int_cert.clone(),
-                intermediate_key: int_key.clone(),
-            },
-        )?,
-        _ => {
+    let pki = match load_pki(data_dir)? {
+        Some(pki) => pki,
+        None => {
             let pki = TestPki::generate(LABEL, time::OffsetDateTime::now_utc())?;
             let pem = pki.pem();
-            write(&pki_files[0], &pem.root_cert, false)?;
-            write(&pki_files[1], &pem.root_key, true)?;
-            write(&pki_files[2], &pem.intermediate_cert, false)?;
-            write(&pki_files[3], &pem.intermediate_key, true)?;
+            let [root_cert, root_key, int_cert, int_key] = pki_files(data_dir);
+            write(&root_cert, &pem.root_cert, false)?;
+            write(&root_key, &pem.root_key, true)?;
+            write(&int_cert, &pem.intermediate_cert, false)?;
+            write(&int_key, &pem.intermediate_key, true)?;
             // New CAs: whatever was issued by older ones is void.
             for dir in ["parties", "tls"] {
                 let _ = fs::remove_dir_all(data_dir.join(dir));

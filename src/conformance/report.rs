@@ -1,0 +1,204 @@
+//! The report: a table a person reads, and JUnit XML for CI systems.
+
+use super::{Outcome, Report};
+use std::fmt::Write;
+
+fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "pass",
+        Outcome::Fail => "FAIL",
+        Outcome::Skipped => "skipped",
+    }
+}
+
+/// The table: one line per case, then the totals.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "conformance of {} ({}) as {}",
+        report.target,
+        report.target_id,
+        report.role.as_str()
+    );
+    for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    let rows: Vec<[String; 5]> = report
+        .cases
+        .iter()
+        .map(|c| {
+            [
+                format!("{}: {}", c.group, c.name),
+                c.expected.clone(),
+                c.got.clone(),
+                outcome_word(c.outcome).to_string(),
+                c.reason.clone(),
+            ]
+        })
+        .collect();
+    let header = [
+        "case".to_string(),
+        "expected".into(),
+        "got".into(),
+        "result".into(),
+        "reason".into(),
+    ];
+    let mut widths = [0usize; 4];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let _ = writeln!(
+            out,
+            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} cases: {} passed, {} failed, {} skipped",
+        report.cases.len(),
+        report.count(Outcome::Pass),
+        report.count(Outcome::Fail),
+        report.count(Outcome::Skipped)
+    );
+    out
+}
+
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one test suite for the run, one test case per case, with its failure or skip.
+pub fn junit(report: &Report) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let suite = format!("conformance {} {}", report.role.as_str(), report.target_id);
+    let _ = writeln!(
+        out,
+        "<testsuites><testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
+        xml_escape(&suite),
+        report.cases.len(),
+        report.count(Outcome::Fail),
+        report.count(Outcome::Skipped)
+    );
+    if !report.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "<system-out>{}</system-out>",
+            xml_escape(&report.warnings.join("\n"))
+        );
+    }
+    for c in &report.cases {
+        let _ = write!(
+            out,
+            "<testcase classname=\"{}\" name=\"{}\">",
+            xml_escape(c.group),
+            xml_escape(&c.name)
+        );
+        let detail = format!("expected {}, got {}: {}", c.expected, c.got, c.reason);
+        match c.outcome {
+            Outcome::Pass => {}
+            Outcome::Fail => {
+                let _ = write!(out, "<failure message=\"{}\"/>", xml_escape(&detail));
+            }
+            Outcome::Skipped => {
+                let _ = write!(out, "<skipped message=\"{}\"/>", xml_escape(&c.reason));
+            }
+        }
+        let _ = writeln!(out, "</testcase>");
+    }
+    out.push_str("</testsuite></testsuites>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::{CaseResult, Role};
+
+    fn report() -> Report {
+        let case = |name: &str, outcome, reason: &str| CaseResult {
+            group: "token",
+            name: name.into(),
+            expected: "400".into(),
+            got: "200".into(),
+            outcome,
+            reason: reason.into(),
+        };
+        Report {
+            role: Role::ServiceProvider,
+            target: "http://127.0.0.1:1".into(),
+            target_id: "EU.EORI.NL000000003".into(),
+            warnings: vec!["plain <HTTP>".into()],
+            cases: vec![
+                case(
+                    "ASSERTION EXPIRED",
+                    Outcome::Fail,
+                    "expected 400, got 200 & more",
+                ),
+                case("VALID ASSERTION", Outcome::Pass, ""),
+                case("UNKNOWN CLIENT ID", Outcome::Skipped, "give --unknown-as"),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_table_names_each_case_and_counts_the_outcomes() {
+        let text = table(&report());
+        assert!(text.contains("warning: plain <HTTP>"), "{text}");
+        let failed = text
+            .lines()
+            .find(|l| l.contains("ASSERTION EXPIRED"))
+            .unwrap_or_default();
+        assert!(
+            failed.contains("FAIL") && failed.contains("got 200"),
+            "{failed}"
+        );
+        assert!(
+            text.ends_with("3 cases: 1 passed, 1 failed, 1 skipped\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn junit_escapes_text_and_marks_failures_and_skips() {
+        let xml = junit(&report());
+        assert!(
+            xml.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<testcase classname=\"token\" name=\"ASSERTION EXPIRED\"><failure message=\"expected 400, got 200: expected 400, got 200 &amp; more\"/></testcase>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<skipped message=\"give --unknown-as\"/>"),
+            "{xml}"
+        );
+        assert!(xml.contains("plain &lt;HTTP&gt;"), "{xml}");
+        assert!(!xml.contains("& more"), "{xml}");
+    }
+}

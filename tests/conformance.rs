@@ -1,0 +1,214 @@
+//! The conformance checker against the gateway, against every participant of the testbed, and
+//! against a participant that gets the scheme wrong on purpose.
+
+mod support;
+
+use axum::http::{header, Method, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::any;
+use axum::Json;
+use base64::Engine;
+use clap::Parser;
+use ishare_gateway::cli::conformance::{options, ConformanceArgs};
+use ishare_gateway::conformance::{report, run, Outcome, Report};
+use ishare_gateway::scheme::capabilities::CapabilitiesInfo;
+use ishare_gateway::scheme::jwt::SigningIdentity;
+use ishare_gateway::scheme::vocabulary::Role;
+use ishare_gateway::scheme::Timestamp;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use support::*;
+
+const BIN: &str = "conformance";
+
+const RULES: &str = r#"
+[[route]]
+name = "status"
+methods = ["GET"]
+path = "/status"
+upstream = "echo"
+auth = "public"
+"#;
+
+fn mask(kind: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("conf/conformance/{kind}-mask.json"))
+        .display()
+        .to_string()
+}
+
+async fn check(bed: &Bed, role: &str, target: &str, target_id: &str) -> Report {
+    let data_dir = bed.keys.data_dir.display().to_string();
+    let mut argv = vec![
+        "conformance".to_string(),
+        "--role".into(),
+        role.into(),
+        "--target".into(),
+        target.into(),
+        "--target-id".into(),
+        target_id.into(),
+        "--testbed".into(),
+        data_dir,
+    ];
+    if role == "authorisation-registry" {
+        argv.extend([
+            "--permit-mask".into(),
+            mask("permit"),
+            "--deny-mask".into(),
+            mask("deny"),
+        ]);
+    }
+    let args = ConformanceArgs::try_parse_from(argv).expect("the arguments parse");
+    run(&options(&args).expect("the options hold")).await
+}
+
+fn case<'a>(report: &'a Report, name: &str) -> &'a ishare_gateway::conformance::CaseResult {
+    report
+        .cases
+        .iter()
+        .find(|c| format!("{}: {}", c.group, c.name) == name)
+        .unwrap_or_else(|| panic!("no case {name}:\n{}", report::table(report)))
+}
+
+fn assert_passes(report: &Report, at_least: usize) {
+    let table = report::table(report);
+    assert_eq!(report.failures(), 0, "{table}");
+    assert_eq!(report.count(Outcome::Skipped), 0, "{table}");
+    assert!(report.cases.len() >= at_least, "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_passes_as_a_service_provider() {
+    let env = Env::start(BIN, RULES, |_| String::new()).await;
+    let report = check(&env.bed, "service-provider", &env.url, SP).await;
+    assert_passes(&report, 38);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    for name in [
+        "capabilities: CAPABILITIES WITH A TOKEN",
+        "token: VALID ASSERTION",
+        "token: INVALID CERTIFICATE",
+        "token: UNKNOWN CLIENT ID",
+        "token: CLIENT ID NOT ACTIVE",
+    ] {
+        assert_eq!(case(&report, name).outcome, Outcome::Pass, "{name}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_testbed_participant_passes_in_its_role() {
+    let bed = Bed::start(BIN).await;
+    for (role, party, at_least) in [
+        ("scheme-owner", SO, 42),
+        ("service-provider", SP2, 38),
+        ("authorisation-registry", AR, 70),
+        ("authorisation-registry", OWNER, 70),
+    ] {
+        let report = check(&bed, role, &bed.url(party), party).await;
+        assert_passes(&report, at_least);
+    }
+    bed.stop().await;
+}
+
+/// A participant that gets the scheme wrong: capabilities signed under a root nobody trusts, a
+/// token endpoint that answers 401 for a wrong method and for an assertion without `typ`, and
+/// accepts everything else, expired assertions included.
+async fn broken_participant(untrusted: SigningIdentity) -> String {
+    let capabilities = any(move |method: Method| {
+        let untrusted = untrusted.clone();
+        async move {
+            if method != Method::GET {
+                return StatusCode::METHOD_NOT_ALLOWED.into_response();
+            }
+            let info = CapabilitiesInfo::of_party("iSHARE", SP, Role::ServiceProvider, "", None);
+            let token = untrusted
+                .sign_token(SP, None, &info.token_claims(), Timestamp::now(), 30)
+                .expect("signing");
+            Json(json!({ "capabilities_token": token })).into_response()
+        }
+    });
+    let token = any(|method: Method, body: axum::body::Bytes| async move {
+        if method != Method::POST {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        let form: HashMap<String, String> =
+            url::form_urlencoded::parse(&body).into_owned().collect();
+        let header = form
+            .get("client_assertion")
+            .and_then(|a| a.split('.').next())
+            .and_then(|h| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(h)
+                    .ok()
+            })
+            .and_then(|h| serde_json::from_slice::<serde_json::Value>(&h).ok())
+            .unwrap_or_default();
+        if header.get("typ").is_none() {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        (
+            [(header::CACHE_CONTROL, "no-store")],
+            Json(json!({"access_token": "a.b.c", "token_type": "Bearer", "expires_in": 3600})),
+        )
+            .into_response()
+    });
+    let app: axum::Router = axum::Router::new()
+        .route("/capabilities", capabilities)
+        .route("/connect/token", token);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_participant_fails_and_the_report_names_the_cases() {
+    let bed = Bed::start(BIN).await;
+    let untrusted = ishare_gateway::testbed::pki::TestPki::shared()
+        .party(SP)
+        .signing_identity();
+    let url = broken_participant(untrusted).await;
+    let report = check(&bed, "service-provider", &url, SP).await;
+    let with_reason = |name: &str, got: &str, reason: &str| {
+        let c = case(&report, name);
+        assert_eq!(c.outcome, Outcome::Fail, "{name}: {c:?}");
+        assert!(c.got.starts_with(got), "{name}: {c:?}");
+        assert!(c.reason.contains(reason), "{name}: {c:?}");
+    };
+    with_reason(
+        "capabilities: PUBLIC CAPABILITIES",
+        "200",
+        "capabilities_token: x5c chain",
+    );
+    with_reason("token: HTTP WRONG METHOD", "401", "expected 405, got 401");
+    with_reason(
+        "token: ASSERTION MISSING TYP",
+        "401",
+        "expected 400, got 401",
+    );
+    with_reason("token: ASSERTION EXPIRED", "200", "expected 400, got 200");
+    with_reason("token: ASSERTION REPLAYED", "200", "expected 400, got 200");
+    with_reason(
+        "capabilities: ACCESS TOKEN INVALID SIGNATURE",
+        "200",
+        "expected 401, got 200",
+    );
+    assert_eq!(
+        case(&report, "token: VALID ASSERTION").outcome,
+        Outcome::Pass,
+        "{}",
+        report::table(&report)
+    );
+    assert!(
+        report.warnings.iter().any(|w| w.contains("plain HTTP")),
+        "{:?}",
+        report.warnings
+    );
+    let xml = report::junit(&report);
+    assert!(
+        xml.contains("name=\"ASSERTION EXPIRED\"><failure message=\"expected 400, got 200"),
+        "{xml}"
+    );
+    bed.stop().await;
+}
