@@ -1,7 +1,7 @@
 //! `ishare-gateway conformance …`: run the scheme's conformance cases against a participant and
 //! print the table (and JUnit XML with --junit).
 
-use crate::conformance::{self, report, Masks, Options, Role};
+use crate::conformance::{self, report, Broker, Masks, Options, Role};
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
@@ -17,6 +17,7 @@ use std::time::Duration;
 const TESTBED_CLIENT: &str = "EU.EORI.NL000000001";
 const TESTBED_SERVICE_PROVIDER: &str = "EU.EORI.NL000000003";
 const TESTBED_INACTIVE: &str = "EU.EORI.NL000000006";
+const TESTBED_CONSUMER: &str = "EU.EORI.NL000000002";
 /// The party id of the identity issued from the testbed's CA that the scheme owner does not know.
 const TESTBED_UNKNOWN: &str = "EU.EORI.NL999999999";
 
@@ -74,6 +75,17 @@ pub struct ConformanceArgs {
     /// A delegation request the registry must answer with a Deny (or 404).
     #[arg(long, value_name = "FILE")]
     deny_mask: Option<PathBuf>,
+    /// The broker pattern at a service provider: a resource (URL, or a path at the target) that
+    /// the consumer of --consumer-as may reach, called by the client for that consumer.
+    #[arg(long, value_name = "URL")]
+    broker_resource: Option<String>,
+    /// The consumer the client acts for as a broker (default with --testbed: NL000000002).
+    #[arg(long = "consumer-as", value_name = "PARTY_ID")]
+    consumer: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    consumer_key: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    consumer_chain: Option<PathBuf>,
     /// The scheme's name: the token scope.
     #[arg(long, default_value = "iSHARE")]
     scheme: String,
@@ -172,10 +184,39 @@ pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
             TESTBED_UNKNOWN,
         )?,
     };
-    let foreign = TestPki::generate("Untrusted", time::OffsetDateTime::now_utc())
-        .and_then(|pki| pki.issue_party(client.party_id().as_str(), "Untrusted"))
-        .map_err(|e| format!("cannot make the untrusted test certificate: {e}"))?
-        .signing_identity();
+    let untrusted = TestPki::generate("Untrusted", time::OffsetDateTime::now_utc())
+        .map_err(|e| format!("cannot make the untrusted test PKI: {e}"))?;
+    let untrusted_party = |id: &PartyId| {
+        untrusted
+            .issue_party(id.as_str(), "Untrusted")
+            .map(|c| c.signing_identity())
+            .map_err(|e| format!("cannot make an untrusted test certificate: {e}"))
+    };
+    let foreign = untrusted_party(client.party_id())?;
+    let broker = match &args.broker_resource {
+        None => None,
+        Some(resource) => {
+            let consumer = identity(
+                "consumer",
+                args.consumer.as_deref(),
+                args.consumer_key.as_ref(),
+                args.consumer_chain.as_ref(),
+                testbed,
+                TESTBED_CONSUMER,
+            )?
+            .ok_or("give the consumer the broker acts for: --consumer-as with --consumer-key and --consumer-chain")?;
+            let resource = if resource.starts_with('/') {
+                crate::peers::join(&args.target, resource)
+            } else {
+                resource.clone()
+            };
+            Some(Broker {
+                resource,
+                foreign_consumer: untrusted_party(consumer.party_id())?,
+                consumer,
+            })
+        }
+    };
     let ca_file = args
         .ca
         .clone()
@@ -216,6 +257,7 @@ pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
         foreign,
         trusted,
         masks,
+        broker,
         scheme: args.scheme.clone(),
         http,
     })

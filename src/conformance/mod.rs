@@ -38,6 +38,16 @@ pub struct Masks {
     pub deny: DelegationBody,
 }
 
+/// The broker pattern at a service provider: the client calls `resource` for `consumer`, whose
+/// client assertion it forwards in the `service_consumer_assertion` header.
+pub struct Broker {
+    /// A URL at the target that `consumer` may reach.
+    pub resource: String,
+    pub consumer: SigningIdentity,
+    /// A party with the consumer's id whose certificate is issued under a root nobody trusts.
+    pub foreign_consumer: SigningIdentity,
+}
+
 /// What a run needs: the target, who we are, and whom we may also act as.
 pub struct Options {
     pub role: Role,
@@ -59,6 +69,7 @@ pub struct Options {
     /// The roots the target's signed answers must chain to.
     pub trusted: TrustedList,
     pub masks: Option<Masks>,
+    pub broker: Option<Broker>,
     /// The scheme's name: the token scope.
     pub scheme: String,
     pub http: reqwest::Client,
@@ -118,7 +129,7 @@ pub async fn run(options: &Options) -> Report {
     cases.capabilities().await;
     cases.token().await;
     match options.role {
-        Role::ServiceProvider => {}
+        Role::ServiceProvider => cases.broker().await,
         Role::AuthorisationRegistry => cases.delegation().await,
         Role::SchemeOwner => cases.scheme_owner().await,
     }

@@ -26,7 +26,7 @@ fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
         .map_err(|e| e.to_string())?;
     let key_der = crate::tls::key_from_pem(&key_pem, &key.display().to_string())
         .map_err(|e| e.to_string())?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key_der)
+    let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&key_der)
         .map_err(|e| format!("{}: unusable private key: {e}", key.display()))?;
     let certified = CertifiedKey::new(certs, signing);
     certified.keys_match().map_err(|e| {
@@ -68,17 +68,19 @@ const SESSION_CACHE: usize = 20_000;
 
 /// The TLS acceptor of a listener that has TLS: TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1 by ALPN,
 /// certificates from the swappable resolver, client certificates when configured, and session
-/// resumption (a session cache, and stateless tickets from a key rotated in memory).
+/// resumption (a session cache, and stateless tickets from a key rotated in memory). Handshakes and
+/// records use aws-lc-rs, the library that also verifies the scheme's RSA signatures.
 pub fn tls_acceptor(listener: &Listener, resolver: Arc<CertResolver>) -> Result<Acceptor, String> {
     crate::tls::ensure_crypto_provider();
     let tls = listener
         .tls
         .as_ref()
         .ok_or_else(|| format!("listener {} has no TLS", listener.address))?;
-    let builder = ServerConfig::builder_with_protocol_versions(&[
-        &rustls::version::TLS13,
-        &rustls::version::TLS12,
-    ]);
+    let builder = ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    .map_err(|e| format!("TLS versions: {e}"))?;
     let builder = match &tls.client_auth {
         None => builder.with_no_client_auth(),
         Some(client) => {
@@ -105,7 +107,7 @@ pub fn tls_acceptor(listener: &Listener, resolver: Arc<CertResolver>) -> Result<
     let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
-    config.ticketer =
-        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
+        .map_err(|e| format!("TLS session tickets: {e}"))?;
     Ok(Acceptor::from_server_config(Arc::new(config)))
 }
