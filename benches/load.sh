@@ -46,9 +46,12 @@ fi
 
 MACHINE_CORES=$(nproc)
 echo "building (release)…"
-cargo build --release -q --bin ishare-gateway --example bare_proxy
+cargo build --release -q --bin ishare-gateway --example bare_proxy --example token_forms
 BIN=target/release/ishare-gateway
 BARE=target/release/examples/bare_proxy
+FORMS=target/release/examples/token_forms
+# Token requests per issuance run (each with a fresh assertion, used once).
+ISSUANCES=${ISSUANCES:-6000}
 "$BIN" testbed --config conf/testbed.toml --prepare >/dev/null
 
 WORK=$(mktemp -d)
@@ -111,7 +114,6 @@ run() {
   local out
   out=$(taskset -c "$CLIENT_CPUS" wrk "${args[@]}" "$url")
   local rps p50 p99 non2xx sockerr
-  rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
   p50=$(awk '$1 == "50%" { print $2 }' <<<"$out" | to_ms)
   p99=$(awk '$1 == "99%" { print $2 }' <<<"$out" | to_ms)
   non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
@@ -229,6 +231,7 @@ EOF
   start "$SERVER_CPUS" "$D/haproxy-jwt.log" haproxy -db -f "$D/haproxy-jwt.cfg"
   start "$SERVER_CPUS" "$D/bare.log" "$BARE" 127.0.0.1:9204 127.0.0.1:9200 "$N"
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
+  GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
     http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready; do
@@ -303,6 +306,37 @@ if bad:
     print("!" * 78)
 PY
   echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
+
+  # /connect/token: fresh assertions (they live 30 s, so they are made right before), each sent
+  # once; wrk stops after $ISSUANCES answers. The gateway's CPU time per issuance gives the rate
+  # one core sustains.
+  "$FORMS" data/testbed "$CONSUMER" EU.EORI.NL000000003 $((ISSUANCES + 2 * CONNECTIONS)) >"$D/forms.txt"
+  cat >"$D/token.lua" <<LUA
+local forms, sent, answered = {}, 0, 0
+for line in io.lines("$D/forms.txt") do forms[#forms + 1] = line end
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+request = function()
+  sent = sent + 1
+  return wrk.format(nil, "/connect/token", nil, forms[math.min(sent, #forms)])
+end
+response = function(status)
+  answered = answered + 1
+  if answered >= $ISSUANCES then wrk.thread:stop() end
+end
+LUA
+  cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$GATEWAY_PID/stat"; }
+  before=$(cpu_ticks)
+  # wrk runs out its duration after the thread stops, so its req/s says nothing here.
+  out=$(taskset -c "$CLIENT_CPUS" wrk -t1 -c"$CONNECTIONS" -d10s -s "$D/token.lua" http://127.0.0.1:9205)
+  after=$(cpu_ticks)
+  answered=$(awk '/requests in/ { print $1 }' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
+  awk -v n="$answered" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v bad="${non2xx:-0}" 'BEGIN {
+    us = ticks / hz * 1e6 / n
+    printf "token issuance, fresh assertions: %d answered; %.0f us of gateway CPU each = %.0f issuances/s per core; %d non-2xx\n", n, us, 1e6 / us, bad
+    if (bad > 0) print "!!! token issuance: " bad " non-2xx answers: the figure does not count"
+  }'
   for pid in "${PIDS[@]:1}"; do kill "$pid" 2>/dev/null || true; done
   wait "${PIDS[@]:1}" 2>/dev/null || true
   PIDS=("${PIDS[0]}")
