@@ -14,7 +14,7 @@ use ishare_gateway::peers::PeerClient;
 use ishare_gateway::request::query::Query;
 use ishare_gateway::request::template::RequestValues;
 use ishare_gateway::request::Ambiguities;
-use ishare_gateway::scheme::evidence::{AccessRequest, DelegationBody};
+use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::config::TestbedConfig;
@@ -162,21 +162,10 @@ impl Bench {
             actions: vec!["iSHARE.READ".into()],
             required_licences: vec![],
         };
-        self.rt.block_on(async {
-            let token = peer
-                .token(&format!("{ar}/connect/token"), AR)
-                .await
-                .unwrap()
-                .access_token;
-            peer.delegation(
-                &format!("{ar}/delegation"),
-                &token,
-                &DelegationBody::new(request.to_mask()),
-            )
-            .await
+        self.rt
+            .block_on(peer.ask_evidence(ar, AR, &request))
             .unwrap()
             .expect("the testbed's registry holds the policy")
-        })
     }
 
     /// Authorize `GET /api/containers/{id}` for the consumer with these headers.

@@ -6,7 +6,7 @@
 mod support;
 
 use ishare_gateway::peers::PeerClient;
-use ishare_gateway::scheme::evidence::{AccessRequest, DelegationBody};
+use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};
 use support::*;
@@ -248,19 +248,10 @@ async fn refusal(env: &Env, path: &str, token: &str, evidence: &str) -> (u16, St
 async fn evidence(env: &Env, requester: &str, request: AccessRequest) -> String {
     let peer = PeerClient::new(env.bed.http.clone(), env.bed.identity(requester), "iSHARE");
     let ar = env.bed.url(AR);
-    let token = peer
-        .token(&format!("{ar}/connect/token"), AR)
+    peer.ask_evidence(&ar, AR, &request)
         .await
         .unwrap()
-        .access_token;
-    peer.delegation(
-        &format!("{ar}/delegation"),
-        &token,
-        &DelegationBody::new(request.to_mask()),
-    )
-    .await
-    .unwrap()
-    .expect("the registry has a policy")
+        .expect("the registry has a policy")
 }
 
 fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {

@@ -6,7 +6,7 @@ pub mod scheme_owner;
 pub mod token_cache;
 pub mod trust;
 
-use crate::scheme::evidence::DelegationBody;
+use crate::scheme::evidence::{AccessRequest, DelegationBody};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TokenResponse;
 use crate::scheme::reason_codes;
@@ -168,6 +168,30 @@ impl PeerClient {
         }
         let body: serde_json::Value = read(url, resp).await?;
         member_of(url, &body, crate::scheme::vocabulary::member::DELEGATION).map(Some)
+    }
+
+    /// Evidence on `request` from the registry at `base` (party `registry_id`), as a consumer
+    /// asks for it: a fresh token, then the request as a mask. `Ok(None)` when the registry holds
+    /// no policy (a Deny).
+    pub async fn ask_evidence(
+        &self,
+        base: &str,
+        registry_id: &str,
+        request: &AccessRequest,
+    ) -> Result<Option<String>, PeerError> {
+        let token = self
+            .token(
+                &join(base, crate::scheme::vocabulary::TOKEN_PATH),
+                registry_id,
+            )
+            .await?
+            .access_token;
+        self.delegation(
+            &join(base, crate::scheme::vocabulary::DELEGATION_PATH),
+            &token,
+            &DelegationBody::new(request.to_mask()),
+        )
+        .await
     }
 }
 
