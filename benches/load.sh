@@ -114,6 +114,8 @@ run() {
   local out
   out=$(taskset -c "$CLIENT_CPUS" wrk "${args[@]}" "$url")
   local rps p50 p99 non2xx sockerr
+  rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
+  [ -n "$rps" ] || { echo "wrk gave no figures for $row ($url): $out" >&2; exit 1; }
   p50=$(awk '$1 == "50%" { print $2 }' <<<"$out" | to_ms)
   p99=$(awk '$1 == "99%" { print $2 }' <<<"$out" | to_ms)
   non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
