@@ -29,11 +29,11 @@ use std::time::Duration;
 
 /// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
 /// cached by these values, so their size is bounded.
-pub const MAX_VALUE_LEN: usize = 256;
+const MAX_VALUE_LEN: usize = 256;
 
 /// Data owners a caller may name per minute that the gateway has not looked up yet: each costs
 /// calls to the scheme owner.
-pub const NEW_OWNERS_PER_MINUTE: u32 = 30;
+const NEW_OWNERS_PER_MINUTE: u32 = 30;
 
 /// A permitted request: what the response headers are made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -154,7 +154,10 @@ impl Authorizer {
                     template: t.as_str().to_string(),
                 })?;
             if rendered.len() > MAX_VALUE_LEN {
-                return Err(Reject::ValueTooLong(value));
+                return Err(Reject::ValueTooLong {
+                    value,
+                    limit: MAX_VALUE_LEN,
+                });
             }
             match value_ambiguities(&rendered).first_not_in(facts.accepted) {
                 Some(a) => Err(Reject::Ambiguous(a)),
@@ -221,7 +224,9 @@ impl Authorizer {
                 .named_owners
                 .get_with(facts.caller.to_string(), Default::default);
             if named.fetch_add(1, Ordering::Relaxed) >= NEW_OWNERS_PER_MINUTE {
-                return Err(Reject::TooManyNewOwners);
+                return Err(Reject::TooManyNewOwners {
+                    per_minute: NEW_OWNERS_PER_MINUTE,
+                });
             }
         }
         let evidence = match rule.evidence.header {

@@ -48,9 +48,14 @@ pub enum Reject {
     /// A value the rule needs is missing from the request or unusable.
     MissingRequestValue(MissingValue),
     /// A value the rule takes from the request is longer than decisions are made on.
-    ValueTooLong(RuleValue),
+    ValueTooLong {
+        value: RuleValue,
+        limit: usize,
+    },
     /// The caller named more data owners the gateway does not know than it may per minute.
-    TooManyNewOwners,
+    TooManyNewOwners {
+        per_minute: u32,
+    },
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
     NoHealthyBackend(String),
@@ -293,8 +298,8 @@ impl Reject {
             Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
-            Reject::TooManyNewOwners => row(429, "too_many_requests", "too_many_new_owners", "rate_limited", format!("more than {} data owners this minute that the gateway has not looked up yet; try again later", super::authz::NEW_OWNERS_PER_MINUTE)),
-            Reject::ValueTooLong(v) => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{v} is longer than {} bytes", super::authz::MAX_VALUE_LEN)),
+            Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", "rate_limited", format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
+            Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{value} is longer than {limit} bytes")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", "upstream_error", "the backend could not be reached".into()),
@@ -428,8 +433,11 @@ mod tests {
                 problem: HeaderProblem::Repeated,
             }),
             Reject::MissingRequestValue(MissingValue::NoAction),
-            Reject::ValueTooLong(RuleValue::Identifier),
-            Reject::TooManyNewOwners,
+            Reject::ValueTooLong {
+                value: RuleValue::Identifier,
+                limit: 256,
+            },
+            Reject::TooManyNewOwners { per_minute: 30 },
             Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
@@ -451,8 +459,8 @@ mod tests {
                 | Reject::Denied(_)
                 | Reject::Evidence(_)
                 | Reject::MissingRequestValue(_)
-                | Reject::ValueTooLong(_)
-                | Reject::TooManyNewOwners
+                | Reject::ValueTooLong { .. }
+                | Reject::TooManyNewOwners { .. }
                 | Reject::Unavailable(_)
                 | Reject::NoHealthyBackend(_)
                 | Reject::BackendUnreachable
