@@ -8,6 +8,7 @@ use ishare_gateway::scheme::assertion::ASSERTION_TYPE;
 use ishare_gateway::scheme::jwt::SigningIdentity;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::Timestamp;
+use ishare_gateway::testbed::keys::party_file;
 use std::io::Write;
 use std::path::Path;
 
@@ -18,9 +19,7 @@ fn main() -> Result<(), String> {
     };
     let count: usize = count.parse().map_err(|e| format!("COUNT: {e}"))?;
     let file = |kind: &str| {
-        let path = Path::new(dir)
-            .join("parties")
-            .join(format!("{party}.{kind}.pem"));
+        let path = party_file(Path::new(dir), party, kind);
         std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
     let id = PartyId::parse(party).map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ use crate::scheme::vocabulary::{
     member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH,
 };
 use crate::scheme::Timestamp;
+use crate::testbed::keys::party_file;
 use crate::tls::{outbound_client, OutboundTrust};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -181,8 +182,8 @@ fn context(args: &ClientArgs) -> Result<Context, String> {
     let identity = match (&args.party, &args.testbed, &args.key, &args.chain) {
         (Some(party), Some(dir), None, None) => Some((
             party.clone(),
-            read(&dir.join("parties").join(format!("{party}.key.pem")))?,
-            read(&dir.join("parties").join(format!("{party}.chain.pem")))?,
+            read(&party_file(dir, party, "key"))?,
+            read(&party_file(dir, party, "chain"))?,
         )),
         (Some(party), _, Some(key), Some(chain)) => Some((party.clone(), read(key)?, read(chain)?)),
         (None, _, None, None) => None,

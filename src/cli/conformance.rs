@@ -118,7 +118,7 @@ fn identity(
         }
         (None, None, Some(dir)) => {
             let id = id.unwrap_or(default_id);
-            let file = |kind: &str| dir.join("parties").join(format!("{id}.{kind}.pem"));
+            let file = |kind: &str| crate::testbed::keys::party_file(dir, id, kind);
             (id, read(&file("key"))?, read(&file("chain"))?)
         }
         (None, None, None) => return Ok(None),

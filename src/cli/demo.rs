@@ -91,13 +91,14 @@ async fn walk_through(
         Duration::from_secs(10),
     )
     .map_err(|e| e.to_string())?;
-    let read = |f: &str| {
-        std::fs::read_to_string(data_dir.join("parties").join(f)).map_err(|e| e.to_string())
+    let read = |kind: &str| {
+        std::fs::read_to_string(crate::testbed::keys::party_file(data_dir, CONSUMER, kind))
+            .map_err(|e| e.to_string())
     };
     let identity = crate::scheme::jwt::SigningIdentity::from_pem(
         crate::scheme::party::PartyId::parse(CONSUMER).map_err(|e| e.to_string())?,
-        &read(&format!("{CONSUMER}.key.pem"))?,
-        &read(&format!("{CONSUMER}.chain.pem"))?,
+        &read("key")?,
+        &read("chain")?,
     )
     .map_err(|e| e.to_string())?;
     let consumer = PeerClient::new(http.clone(), identity, scheme);

@@ -44,7 +44,8 @@ impl TestbedKeys {
     }
 }
 
-fn party_file(dir: &Path, party_id: &str, kind: &str) -> PathBuf {
+/// A party's file in a testbed's data directory: `kind` is `key` or `chain`.
+pub fn party_file(dir: &Path, party_id: &str, kind: &str) -> PathBuf {
     dir.join("parties").join(format!("{party_id}.{kind}.pem"))
 }
 
