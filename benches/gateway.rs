@@ -8,6 +8,7 @@ use ishare_gateway::config::model::{Auth, Config};
 use ishare_gateway::gateway::authz::RequestFacts;
 use ishare_gateway::gateway::replay::ReplayStore;
 use ishare_gateway::gateway::route::Lookup;
+use ishare_gateway::gateway::sessions::SessionStore;
 use ishare_gateway::gateway::snapshot::{Shared, Snapshot};
 use ishare_gateway::gateway::token_endpoint;
 use ishare_gateway::peers::PeerClient;
@@ -99,8 +100,10 @@ directory = "policies"
 }
 
 fn shared(config: &Config) -> Shared {
-    let replay = ReplayStore::new(&config.replay, config.identity.party_id.as_str()).unwrap();
-    Shared::new(BTreeMap::new(), replay)
+    let id = config.identity.party_id.as_str();
+    let replay = ReplayStore::new(&config.replay, id).unwrap();
+    let sessions = SessionStore::new(&config.replay, id).unwrap();
+    Shared::new(BTreeMap::new(), replay, sessions)
 }
 
 impl Bench {

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod conformance;
 pub mod gateway;
+pub mod html;
 pub mod peers;
 pub mod request;
 pub mod scheme;

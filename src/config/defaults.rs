@@ -63,6 +63,22 @@ pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub const LOG_LEVEL: &str = "info";
 
+pub const LOGIN_SCOPE: &str = "openid profile";
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
+pub const COOKIE_NAME: &str = "__Host-ishare-session";
+pub const LOGOUT_PATH: &str = "/logout";
+pub const LOGIN_STARTS_PER_SECOND: u32 = 50;
+/// (attribute, header) the backend receives about a person.
+pub const PERSON_HEADERS: [(&str, &str); 7] = [
+    ("sub", "X-Person-Id"),
+    ("first_name", "X-Person-First-Name"),
+    ("last_name", "X-Person-Last-Name"),
+    ("gender", "X-Person-Gender"),
+    ("company_id", "X-Person-Company-Id"),
+    ("company_name", "X-Person-Company-Name"),
+    ("email", "X-Person-Email"),
+];
+
 /// Every default as the README's configuration table writes it: (key, value).
 pub fn documented() -> Vec<(&'static str, String)> {
     let text = |v: &str| format!("\"{v}\"");
@@ -126,5 +142,13 @@ pub fn documented() -> Vec<(&'static str, String)> {
             time(GRACEFUL_SHUTDOWN_TIMEOUT),
         ),
         ("log.level", text(LOG_LEVEL)),
+        ("login.scope", text(LOGIN_SCOPE)),
+        ("login.session_lifetime", time(SESSION_LIFETIME)),
+        ("login.cookie_name", text(COOKIE_NAME)),
+        ("login.logout_path", text(LOGOUT_PATH)),
+        (
+            "login.starts_per_second",
+            LOGIN_STARTS_PER_SECOND.to_string(),
+        ),
     ]
 }

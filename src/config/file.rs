@@ -130,6 +130,24 @@ pub struct GatewayFile {
     pub server: ServerFile,
     #[serde(default)]
     pub log: LogFile,
+    /// People sign in at an identity provider for the routes that ask for it.
+    pub login: Option<LoginFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LoginFile {
+    pub identity_provider: Option<String>,
+    /// The identity provider's base URL.
+    pub url: Option<String>,
+    pub scope: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub session_lifetime: Option<Duration>,
+    pub cookie_name: Option<String>,
+    pub session_secret_file: Option<PathBuf>,
+    pub logout_path: Option<String>,
+    pub starts_per_second: Option<u32>,
+    /// The attribute each backend header carries (replaces the default set).
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -343,6 +361,9 @@ pub struct RouteFile {
     pub delegation: Option<DelegationRuleFile>,
     #[serde(default)]
     pub response_headers: BTreeMap<String, String>,
+    /// A person signs in at the identity provider ([login]); their session replaces the token.
+    #[serde(default)]
+    pub login: bool,
 }
 
 #[derive(Debug, Deserialize)]

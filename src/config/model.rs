@@ -42,6 +42,35 @@ pub struct Config {
     pub log: Log,
     /// What `check` reports and start-up logs without refusing the configuration.
     pub warnings: Vec<crate::config::ConfigIssue>,
+    pub login: Option<LoginSettings>,
+}
+
+/// People sign in at an identity provider (OpenID Connect) for the routes that ask for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoginSettings {
+    pub identity_provider: PartyId,
+    /// The identity provider's base URL.
+    pub url: String,
+    pub scope: String,
+    pub session_lifetime: Duration,
+    pub cookie_name: String,
+    /// The key sessions are sealed with; None: a random one per start (one instance only).
+    pub secret: Option<SessionSecret>,
+    pub logout_path: String,
+    /// Sign-ins started per second at most (each signs a request object).
+    pub starts_per_second: u32,
+    /// (attribute, header): what the backend receives about the person.
+    pub headers: Vec<(String, http::HeaderName)>,
+}
+
+/// A 256-bit key, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionSecret(pub [u8; 32]);
+
+impl std::fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionSecret(..)")
+    }
 }
 
 #[derive(Clone)]
@@ -262,6 +291,8 @@ pub struct Route {
     pub response_headers: Vec<(String, HeaderSource)>,
     /// The rules file it came from.
     pub source: PathBuf,
+    /// The caller is a person with a session ([login]) instead of a token holder.
+    pub login: bool,
 }
 
 impl Route {

@@ -16,6 +16,8 @@ pub(super) struct Known<'a> {
     pub registries: &'a BTreeMap<String, Registry>,
     /// Paths the gateway serves itself.
     pub reserved: &'a [String],
+    /// Whether people can sign in ([login]).
+    pub login: bool,
 }
 
 /// Every `*.toml` of the rules directory, in name order.
@@ -176,6 +178,18 @@ fn route(
             return None;
         }
     };
+    if r.login && !known.login {
+        issues.add(
+            format!("{key}.login"),
+            "needs a [login] section naming the identity provider",
+        );
+    }
+    if r.login && auth == Auth::Public {
+        issues.add(
+            format!("{key}.login"),
+            "a route people sign in for is not public: leave auth out, or use delegation",
+        );
+    }
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
     let accept = r
         .accept
@@ -196,6 +210,7 @@ fn route(
         websocket: r.websocket,
         response_headers,
         source: path.to_path_buf(),
+        login: r.login,
     })
 }
 

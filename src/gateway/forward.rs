@@ -82,6 +82,10 @@ pub struct Forwarding<'a> {
     pub config: &'a Config,
     pub client_addr: Option<String>,
     pub tls: bool,
+    /// What the backend is told about a signed-in person: (header, value).
+    pub person: &'a [(http::HeaderName, String)],
+    /// The gateway's own cookies, which the backend never receives.
+    pub own_cookies: &'a [String],
 }
 
 /// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
@@ -113,6 +117,16 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     for name in removed {
         req.remove_header(&name);
     }
+    if !f.own_cookies.is_empty() && req.headers.contains_key(http::header::COOKIE) {
+        let kept = other_cookies(&req.headers, f.own_cookies);
+        req.remove_header(&http::header::COOKIE);
+        if !kept.is_empty() {
+            req.insert_header(http::header::COOKIE, kept)?;
+        }
+    }
+    for (name, value) in f.person {
+        req.insert_header(name.clone(), value.as_str())?;
+    }
     if let Some(consumer) = f.consumer {
         req.insert_header(config.party_header.clone(), consumer)?;
     }
@@ -141,6 +155,24 @@ const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwa
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
 /// A header name as underscore-folding backends read it.
+/// Every cookie of the request but `own`, as one Cookie header value.
+fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| {
+            !pair.is_empty()
+                && !own
+                    .iter()
+                    .any(|name| pair.split_once('=').map_or(*pair, |(k, _)| k) == name)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn fold(name: &str) -> String {
     name.to_ascii_lowercase().replace('_', "-")
 }

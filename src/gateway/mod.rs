@@ -13,10 +13,12 @@ pub mod decision_cache;
 pub mod forward;
 pub mod header_evidence;
 pub mod listener;
+pub mod login;
 pub mod reject;
 pub mod replay;
 pub mod route;
 pub mod server;
+pub mod sessions;
 pub mod snapshot;
 pub mod token_endpoint;
 pub mod upstream;
@@ -25,13 +27,17 @@ use crate::config::model::{Auth, Route};
 use crate::request::path::canonical_path;
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
+use crate::scheme::openid;
+use crate::scheme::vocabulary::BROKER_HEADER;
+use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use connections::Guarded;
+use http::Method;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
-use reject::{respond, Answer, Reject};
+use reject::{respond, Answer, HeaderRefusal, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
 use std::sync::Arc;
@@ -68,6 +74,8 @@ pub struct Ctx {
     connect_attempts: usize,
     /// A refusal decided while choosing the backend, answered by `fail_to_proxy`.
     reject: Option<Reject>,
+    /// What the backend is told about a signed-in person.
+    person_headers: Vec<(http::HeaderName, String)>,
 }
 
 impl Ctx {
@@ -163,8 +171,32 @@ impl Gateway {
             ctx.outcome = "local";
             return Ok(Some(answer));
         }
-        let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;
         let method = session.req_header().method.clone();
+        if let Some(login) = &snap.login {
+            let req = session.req_header();
+            if path == openid::RETURN_PATH {
+                ctx.label = "login_return".into();
+                if method != Method::GET {
+                    return Err(Reject::MethodNotAllowed(vec![Method::GET]));
+                }
+                let cx = snap.login_context(shared);
+                let (answer, person) = login
+                    .finish(uri.query(), &req.headers, &cx, Timestamp::now())
+                    .await?;
+                ctx.consumer = Some(person.sub);
+                ctx.outcome = "signed_in";
+                return Ok(Some(answer));
+            }
+            if path == login.settings.logout_path {
+                ctx.label = "logout".into();
+                if method != Method::GET && method != Method::POST {
+                    return Err(Reject::MethodNotAllowed(vec![Method::GET, Method::POST]));
+                }
+                ctx.outcome = "signed_out";
+                return Ok(Some(login.logout(&req.headers, &shared.sessions).await?));
+            }
+        }
+        let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;
         let (route, captures) = match snap.routes.lookup(&method, &path) {
             Lookup::Found(route, captures) => (route, captures),
             Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
@@ -184,13 +216,43 @@ impl Gateway {
             headers: &req.headers,
         };
         ctx.upstream_uri = Some(forward::upstream_uri(&route, &path, &query, &values)?);
+        let person = match (&snap.login, route.login) {
+            (Some(login), true) => {
+                if req.headers.contains_key(BROKER_HEADER) {
+                    return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
+                }
+                let now = Timestamp::now();
+                match login.person(&req.headers, &shared.sessions, now).await? {
+                    Some(person) => {
+                        ctx.person_headers = login.headers_for(&person);
+                        Some(person.sub)
+                    }
+                    None => {
+                        let return_to = match uri.query() {
+                            Some(q) => format!("{path}?{q}"),
+                            None => path.clone(),
+                        };
+                        let cx = snap.login_context(shared);
+                        let answer = login.start(&method, &return_to, &cx, now).await?;
+                        ctx.outcome = "login_started";
+                        return Ok(Some(answer));
+                    }
+                }
+            }
+            (None, true) => return Err(Reject::Internal),
+            (_, false) => None,
+        };
+        let caller = |req| match &person {
+            Some(sub) => Ok(sub.clone()),
+            None => authn::authenticate(req, &snap.tokens).map(|c| c.sub),
+        };
         match &route.auth {
             Auth::Public => {}
             Auth::Token => {
-                ctx.consumer = Some(authn::authenticate(req, &snap.tokens)?.sub);
+                ctx.consumer = Some(caller(req)?);
             }
             Auth::Delegation(rule) => {
-                let caller = authn::authenticate(req, &snap.tokens)?.sub;
+                let caller = caller(req)?;
                 ctx.consumer = Some(caller.clone());
                 let facts = authz::RequestFacts {
                     route: &route.name,
@@ -227,6 +289,7 @@ impl ProxyHttp for Gateway {
             licence_headers: Vec::new(),
             connect_attempts: 0,
             reject: None,
+            person_headers: Vec::new(),
         }
     }
 
@@ -313,11 +376,13 @@ impl ProxyHttp for Gateway {
             route,
             pool,
             uri,
-            consumer: ctx.consumer.as_deref(),
+            consumer: ctx.consumer.as_deref().filter(|_| !route.login),
             original_consumer: ctx.original_consumer.as_deref(),
             config: &snap.config,
             client_addr: client_addr(session),
             tls: is_tls(session),
+            person: &ctx.person_headers,
+            own_cookies: snap.login.as_ref().map_or(&[], |l| l.cookie_names()),
         };
         forward::rewrite_request(upstream, &forwarding)
     }

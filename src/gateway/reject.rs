@@ -2,6 +2,7 @@
 //! `Reject::row` is the table that maps each to its status, `error` code, reason code, metrics
 //! outcome and description; every answer the gateway writes itself goes through it.
 
+use super::login::LoginFailure;
 use super::replay::ReplayError;
 use crate::access_token::AccessTokenError;
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
@@ -61,6 +62,8 @@ pub enum Reject {
     NoHealthyBackend(String),
     BackendUnreachable,
     BackendTimeout,
+    /// A person could not be signed in (or must sign in first).
+    Login(LoginFailure),
     /// A fault of the gateway itself.
     Internal,
 }
@@ -85,6 +88,8 @@ pub enum HeaderRefusal {
     Upgrade,
     #[error("a request header is malformed or names a header that cannot be removed")]
     Invalid,
+    #[error("the service_consumer_assertion header is for a machine acting for another; a signed-in person acts for themselves")]
+    BrokerWithPerson,
 }
 
 reason_codes! {
@@ -92,6 +97,7 @@ reason_codes! {
         HeaderRefusal::Connection | HeaderRefusal::Invalid => "invalid_header",
         HeaderRefusal::ConnectionNamesRuleHeader(_) => "connection_names_rule_header",
         HeaderRefusal::Upgrade => "upgrade_not_allowed",
+        HeaderRefusal::BrokerWithPerson => "broker_with_person",
     }
 }
 
@@ -304,6 +310,7 @@ impl Reject {
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", "upstream_error", "the backend could not be reached".into()),
             Reject::BackendTimeout => row(504, "gateway_timeout", "backend_timeout", "upstream_error", "the backend did not answer in time".into()),
+            Reject::Login(e) => row(e.status(), "login_failed", e.code(), "login_refused", e.description()),
             Reject::Internal => row(500, "server_error", "internal_error", "internal_error", "the gateway failed to handle the request".into()),
         }
     }
@@ -312,6 +319,13 @@ impl Reject {
     pub fn log_detail(&self) -> Option<String> {
         match self {
             Reject::Unavailable(e) => Some(e.to_string()),
+            Reject::Login(
+                e @ (LoginFailure::ProviderUnavailable(_)
+                | LoginFailure::Store(_)
+                | LoginFailure::CodeRefused(_)
+                | LoginFailure::IdToken(_)
+                | LoginFailure::Userinfo(_)),
+            ) => Some(e.to_string()),
             _ => None,
         }
     }
@@ -338,34 +352,69 @@ fn methods(m: &[Method]) -> String {
 /// A complete answer the gateway gives itself.
 pub struct Answer {
     pub status: u16,
-    pub body: Value,
+    pub body: Body,
     pub headers: Vec<(&'static str, String)>,
+}
+
+/// What an answer carries: JSON for clients, a page for people.
+pub enum Body {
+    Json(Value),
+    Html(String),
 }
 
 impl Answer {
     pub fn ok(body: Value) -> Self {
         Answer {
             status: 200,
-            body,
+            body: Body::Json(body),
             headers: Vec::new(),
         }
     }
 
-    /// The answer to a refusal whose row was taken already.
-    pub fn refusal(reject: &Reject, row: Row) -> Self {
+    pub fn html(status: u16, page: String, headers: Vec<(&'static str, String)>) -> Self {
         Answer {
-            status: row.status,
-            body: json!({
+            status,
+            body: Body::Html(page),
+            headers,
+        }
+    }
+
+    /// The answer to a refusal whose row was taken already. A person's failed sign-in is a page.
+    pub fn refusal(reject: &Reject, row: Row) -> Self {
+        let body = match reject {
+            Reject::Login(_) => Body::Html(crate::html::page(
+                "Sign-in failed",
+                &format!(
+                    r#"<p class="error" id="reason" data-reason="{reason}">{description}</p><p class="note">Reason: <code>{reason}</code>. Open the page you asked for again to start a new sign-in.</p>"#,
+                    reason = row.reason,
+                    description = crate::html::escape(&row.description),
+                ),
+            )),
+            _ => Body::Json(json!({
                 "error": row.error,
                 "error_description": row.description,
                 "reason": row.reason,
-            }),
+            })),
+        };
+        Answer {
+            status: row.status,
+            body,
             headers: reject.headers(),
         }
     }
 
+    fn content_type(&self) -> &'static str {
+        match self.body {
+            Body::Json(_) => "application/json",
+            Body::Html(_) => "text/html; charset=utf-8",
+        }
+    }
+
     fn body_bytes(&self) -> Bytes {
-        Bytes::from(serde_json::to_vec(&self.body).unwrap_or_default())
+        match &self.body {
+            Body::Json(v) => Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+            Body::Html(page) => Bytes::from(page.clone()),
+        }
     }
 
     /// The answer as an `http::Response`, for services outside the proxy (the admin listener).
@@ -373,7 +422,7 @@ impl Answer {
         let body = self.body_bytes().to_vec();
         let mut builder = http::Response::builder()
             .status(self.status)
-            .header("content-type", "application/json")
+            .header("content-type", self.content_type())
             .header("content-length", body.len())
             .header("cache-control", "no-store");
         for (name, value) in &self.headers {
@@ -392,11 +441,14 @@ impl From<&Reject> for Answer {
 /// Write an answer.
 pub async fn respond(session: &mut Session, answer: &Answer) -> pingora::Result<()> {
     let body = answer.body_bytes();
-    let mut resp = ResponseHeader::build(answer.status, Some(4 + answer.headers.len()))?;
-    resp.insert_header("content-type", "application/json")?;
+    let mut resp = ResponseHeader::build(answer.status, Some(5 + answer.headers.len()))?;
+    resp.insert_header("content-type", answer.content_type())?;
     resp.insert_header("content-length", body.len().to_string())?;
+    if matches!(answer.body, Body::Html(_)) {
+        resp.insert_header("cache-control", "no-store")?;
+    }
     for (name, value) in &answer.headers {
-        resp.insert_header(*name, value.as_str())?;
+        resp.append_header(*name, value.as_str())?;
     }
     let head_only = session.req_header().method == Method::HEAD;
     session
@@ -442,6 +494,19 @@ mod tests {
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
             Reject::BackendTimeout,
+            Reject::Login(LoginFailure::Required),
+            Reject::Login(LoginFailure::TooManyStarts),
+            Reject::Login(LoginFailure::StateMismatch("x")),
+            Reject::Login(LoginFailure::InvalidReturn("x".into())),
+            Reject::Login(LoginFailure::RefusedByProvider {
+                error: "access_denied".into(),
+                description: String::new(),
+            }),
+            Reject::Login(LoginFailure::CodeRefused("x".into())),
+            Reject::Login(LoginFailure::IdToken("x".into())),
+            Reject::Login(LoginFailure::Userinfo("x".into())),
+            Reject::Login(LoginFailure::ProviderUnavailable("x".into())),
+            Reject::Login(LoginFailure::Store(ReplayError::Full)),
             Reject::Internal,
         ];
         for r in &all {
@@ -465,6 +530,7 @@ mod tests {
                 | Reject::NoHealthyBackend(_)
                 | Reject::BackendUnreachable
                 | Reject::BackendTimeout
+                | Reject::Login(_)
                 | Reject::Internal => {}
             }
         }

@@ -118,12 +118,12 @@ impl MemoryStore {
 /// have stored the jti; the assertion is refused all the same.
 pub struct RedisStore {
     connection: ConnectionManager,
-    namespace: String,
+    pub(super) namespace: String,
     timeout: Duration,
 }
 
 impl RedisStore {
-    fn new(url: &str, namespace: &str, timeout: Duration) -> Result<Self, String> {
+    pub(super) fn new(url: &str, namespace: &str, timeout: Duration) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("replay store: {e}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -140,7 +140,7 @@ impl RedisStore {
         })
     }
 
-    async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
+    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
         let mut connection = self.connection.clone();
         match tokio::time::timeout(self.timeout * 2, command.query_async(&mut connection)).await {
             Ok(Ok(value)) => Ok(value),

@@ -107,6 +107,7 @@ mod tests {
             websocket: false,
             response_headers: Vec::new(),
             source: Default::default(),
+            login: false,
         }
     }
 

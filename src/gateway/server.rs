@@ -7,6 +7,7 @@ use super::background::Maintenance;
 use super::connections::{Deadlines, Entry, Guard};
 use super::listener::{tls_acceptor, CertResolver};
 use super::replay::ReplayStore;
+use super::sessions::SessionStore;
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
 use crate::config::model::Config;
@@ -59,7 +60,8 @@ pub fn build(
         }
     }
     let replay = ReplayStore::new(&config.replay, config.identity.party_id.as_str())?;
-    let shared = Shared::new(certificates, replay);
+    let sessions = SessionStore::new(&config.replay, config.identity.party_id.as_str())?;
+    let shared = Shared::new(certificates, replay, sessions);
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),

@@ -5,11 +5,13 @@
 use super::authz::Authorizer;
 use super::capabilities::Capabilities;
 use super::listener::CertResolver;
+use super::login::{Context as LoginContext, Login};
 use super::replay::ReplayStore;
 use super::route::RouteTable;
+use super::sessions::SessionStore;
 use super::upstream::UpstreamPool;
 use crate::access_token::AccessTokens;
-use crate::config::model::Config;
+use crate::config::model::{Config, SessionSecret};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
@@ -23,16 +25,29 @@ use std::sync::Arc;
 pub struct Shared {
     pub metrics: Metrics,
     pub replay: Arc<ReplayStore>,
+    /// Sign-ins in progress and people's sessions.
+    pub sessions: SessionStore,
+    /// The key sessions are sealed with when the configuration names none.
+    pub session_secret: SessionSecret,
     /// The certificates of the TLS listeners, by listener index; swapped on reload.
     pub certificates: BTreeMap<usize, Arc<CertResolver>>,
     generation: AtomicU64,
 }
 
 impl Shared {
-    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>, replay: ReplayStore) -> Self {
+    pub fn new(
+        certificates: BTreeMap<usize, Arc<CertResolver>>,
+        replay: ReplayStore,
+        sessions: SessionStore,
+    ) -> Self {
+        let mut secret = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
+            .expect("the system's random source");
         Shared {
             metrics: Metrics::new(),
             replay: Arc::new(replay),
+            sessions,
+            session_secret: SessionSecret(secret),
             certificates,
             generation: AtomicU64::new(0),
         }
@@ -51,6 +66,22 @@ pub struct Snapshot {
     pub trust: Arc<TrustStore>,
     pub peer: PeerClient,
     pub authz: Authorizer,
+    /// People's sign-in, when configured.
+    pub login: Option<Arc<Login>>,
+}
+
+impl Snapshot {
+    /// What a sign-in needs of this snapshot.
+    pub fn login_context<'a>(&'a self, shared: &'a Shared) -> LoginContext<'a> {
+        LoginContext {
+            store: &shared.sessions,
+            trust: &self.trust,
+            peer: &self.peer,
+            algorithms: self.algorithms,
+            leeway_secs: self.config.tokens.leeway.as_secs_f64(),
+            timeout: self.config.scheme_owner.timeout,
+        }
+    }
 }
 
 impl Snapshot {
@@ -133,6 +164,21 @@ impl Snapshot {
             config.tokens.lifetime.as_secs(),
             config.tokens.leeway.as_secs(),
         );
+        let login = match (&config.login, previous) {
+            (None, _) => None,
+            (Some(settings), Some(p))
+                if p.config.login.as_ref() == Some(settings)
+                    && p.config.public_url == config.public_url =>
+            {
+                p.login.clone()
+            }
+            (Some(settings), _) => Some(Arc::new(Login::new(
+                settings.clone(),
+                config.identity.party_id.clone(),
+                &config.public_url,
+                &shared.session_secret,
+            )?)),
+        };
         let routes = RouteTable::new(config.routes.clone());
         let capabilities = Capabilities::new(&config, &routes);
         Ok(Snapshot {
@@ -145,6 +191,7 @@ impl Snapshot {
             trust,
             peer,
             authz,
+            login,
             config,
         })
     }

@@ -2,7 +2,7 @@
 //! token out. Every check of the scheme in its order, trust from the scheme owner's trusted list,
 //! the party checked at the scheme owner, and jti replays refused.
 
-use super::reject::{Answer, BodyError, Reject};
+use super::reject::{Answer, Body, BodyError, Reject};
 use super::snapshot::{Shared, Snapshot};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
@@ -100,11 +100,13 @@ pub async fn issue(
     let access_token = snap.tokens.issue(&client, &checked.scopes, now);
     let answer = Answer {
         status: 200,
-        body: serde_json::to_value(TokenResponse::bearer(
-            access_token,
-            snap.tokens.lifetime_secs(),
-        ))
-        .unwrap_or_default(),
+        body: Body::Json(
+            serde_json::to_value(TokenResponse::bearer(
+                access_token,
+                snap.tokens.lifetime_secs(),
+            ))
+            .unwrap_or_default(),
+        ),
         headers: vec![
             ("cache-control", "no-store".into()),
             ("pragma", "no-cache".into()),

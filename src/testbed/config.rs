@@ -15,6 +15,7 @@ pub enum Serve {
     AuthorisationRegistry,
     EntitledParty,
     ServiceProvider,
+    IdentityProvider,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -44,6 +45,19 @@ fn active() -> String {
     "Active".into()
 }
 
+/// A person the testbed's identity provider knows: test-only credentials and attributes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub username: String,
+    pub password: String,
+    /// The person's identifier: the id_token's `sub`, and the access subject of their policies.
+    pub sub: String,
+    /// Attributes by name (first_name, last_name, gender, company_id, company_name, email).
+    #[serde(default)]
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EchoConfig {
@@ -69,6 +83,31 @@ pub struct TestbedConfig {
     pub echo: EchoConfig,
     #[serde(default, rename = "trusted_ca")]
     pub trusted_cas: Vec<TrustedListEntry>,
+    /// The people of the identity provider.
+    #[serde(default, rename = "user")]
+    pub users: Vec<UserConfig>,
+    #[serde(default)]
+    pub identity_provider: IdentityProviderConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityProviderConfig {
+    /// How long an authorization code can be exchanged.
+    #[serde(default = "code_lifetime", with = "humantime_serde")]
+    pub code_lifetime: std::time::Duration,
+}
+
+impl Default for IdentityProviderConfig {
+    fn default() -> Self {
+        IdentityProviderConfig {
+            code_lifetime: code_lifetime(),
+        }
+    }
+}
+
+fn code_lifetime() -> std::time::Duration {
+    std::time::Duration::from_secs(60)
 }
 
 fn default_scheme() -> String {
@@ -169,6 +208,31 @@ impl TestbedConfig {
             errors.push(format!(
                 "exactly one party must serve as scheme_owner, found {owners}"
             ));
+        }
+        let mut usernames = std::collections::HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            if !usernames.insert(&u.username) || u.username.is_empty() {
+                errors.push(format!(
+                    "user[{i}].username: {:?} is empty or listed twice",
+                    u.username
+                ));
+            }
+            if u.password.is_empty() {
+                errors.push(format!("user[{i}].password: empty"));
+            }
+            if let Err(e) = PartyId::parse(&u.sub) {
+                errors.push(format!("user[{i}].sub: {e}"));
+            }
+            for name in u.attributes.keys() {
+                if !crate::scheme::openid::ATTRIBUTE_SCOPES
+                    .iter()
+                    .any(|(_, names)| names.contains(&name.as_str()))
+                {
+                    errors.push(format!(
+                        "user[{i}].attributes.{name}: not an attribute of a scope"
+                    ));
+                }
+            }
         }
         if errors.is_empty() {
             Ok(())

@@ -1,12 +1,14 @@
 //! The testbed: dummy participants of the scheme on loopback — a scheme owner, an authorisation
-//! registry, an entitled party, service providers and an echo backend — that follow the
+//! registry, an entitled party, service providers, an identity provider and an echo backend — that follow the
 //! specification, for the demo, the tests, and integrators.
 
 pub mod config;
 pub mod echo;
+pub mod identity_provider;
 pub mod keys;
 pub mod participant;
 pub mod party_register;
+pub mod person;
 pub mod pki;
 pub mod policy_store;
 pub mod registry;
@@ -294,6 +296,13 @@ impl Testbed {
                     registry::router(participant)
                 }
                 Serve::ServiceProvider => service_provider::router(participant),
+                Serve::IdentityProvider => identity_provider::router(
+                    participant,
+                    &credentials.key_pem,
+                    config.users.clone(),
+                    config.identity_provider.code_lifetime,
+                )
+                .map_err(|e| TestbedError::Party(party.id.clone(), e))?,
             };
             tasks.spawn(server::serve(
                 listener,

@@ -7,12 +7,13 @@ use super::policy_store::PolicyStore;
 use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
-    check_assertion, jti_retention, AssertionError, AssertionRules, JtiStore, MemoryJtiStore,
-    TokenRequest,
+    check_assertion, jti_retention, AssertionError, AssertionRules, ClientAssertion, JtiStore,
+    MemoryJtiStore, TokenRequest,
 };
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
-use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
+use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt, SigningIdentity};
 use crate::scheme::models::TokenResponse;
+use crate::scheme::openid;
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{feature, member, Role, DELEGATION_PATH};
 use crate::scheme::Timestamp;
@@ -57,6 +58,12 @@ pub struct Participant {
 pub struct Stats {
     pub token_requests: std::sync::atomic::AtomicU64,
     pub delegation_requests: std::sync::atomic::AtomicU64,
+}
+
+/// Why a signed token is not accepted from its signer: refused, or the register could not tell.
+pub enum SignedByError {
+    Refused(AssertionError),
+    Unavailable(ApiError),
 }
 
 /// An error answer: a status and `{error, error_description}`.
@@ -190,12 +197,61 @@ impl Participant {
             })
     }
 
+    /// A client assertion of `client_id` to us: its claims, signer and chain, and its jti never
+    /// seen before.
+    pub async fn verify_client_assertion(
+        &self,
+        token: &str,
+        client_id: &PartyId,
+        now: Timestamp,
+    ) -> Result<ClientAssertion, ApiError> {
+        let rules = AssertionRules {
+            audience: self.party_id.to_string(),
+            leeway_secs: self.shared.leeway_secs,
+            algorithms: self.shared.algorithms,
+        };
+        let assertion = check_assertion(token, Some(client_id), &rules, now)?;
+        self.verify_signed_by(&assertion.jwt, &assertion.client_id, now)
+            .await
+            .map_err(|e| match e {
+                SignedByError::Refused(e) => ApiError::from(e),
+                SignedByError::Unavailable(e) => e,
+            })?;
+        let until = jti_retention(&assertion, &rules, now);
+        if !self
+            .jti
+            .remember(assertion.client_id.as_str(), &assertion.jti, until, now)
+        {
+            return Err(AssertionError::Replayed.into());
+        }
+        Ok(assertion)
+    }
+
+    /// The chain of `jwt` is trusted and its leaf is bound to `signer`, an active party.
+    pub async fn verify_signed_by(
+        &self,
+        jwt: &DecodedJwt,
+        signer: &PartyId,
+        now: Timestamp,
+    ) -> Result<(), SignedByError> {
+        match self.shared.register.verify_signer(jwt, signer, now).await {
+            Ok(_) => Ok(()),
+            Err(VerifyError::Refused(e)) => Err(SignedByError::Refused(AssertionError::from(e))),
+            Err(VerifyError::SchemeOwner(e)) => Err(SignedByError::Unavailable(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                e.to_string(),
+            ))),
+        }
+    }
+
     fn role(&self) -> Role {
         match self.serve {
             Serve::SchemeOwner => Role::SchemeOwner,
             Serve::AuthorisationRegistry => Role::AuthorisationRegistry,
             Serve::EntitledParty => Role::EntitledParty,
             Serve::ServiceProvider => Role::ServiceProvider,
+            Serve::IdentityProvider => Role::IdentityProvider,
         }
     }
 
@@ -252,6 +308,7 @@ impl Participant {
                     "/policy",
                 ),
             ]),
+            Serve::IdentityProvider => {}
             Serve::ServiceProvider => restricted.push(self.feature(
                 "05357B1C-A3C2-4B4F-9E1F-6F2D3A1B0C01",
                 "boom access",
@@ -259,13 +316,26 @@ impl Participant {
                 "/boom_access",
             )),
         }
-        CapabilitiesInfo::of_party(
+        let mut info = CapabilitiesInfo::of_party(
             self.scheme(),
             self.party_id.as_str(),
             self.role(),
             &self.base_url,
             with_restricted.then_some(restricted),
-        )
+        );
+        if self.serve == Serve::IdentityProvider {
+            let public = info.supported_versions[0].supported_features[0]
+                .public
+                .get_or_insert_with(Vec::new);
+            for (id, name, description, path) in [
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D01", "authorize", "Authenticates a person and asks their consent (OpenID Connect, signed and encrypted request object)", openid::AUTHORIZE_PATH),
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D02", "openid token", "Exchanges an authorization code for an access token and an id_token", openid::TOKEN_PATH),
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D03", "userinfo", "Returns the consented attributes of the person, and delegation evidence on request", openid::USERINFO_PATH),
+            ] {
+                public.push(Feature::at(id, name, description, &self.base_url, path, false));
+            }
+        }
+        info
     }
 }
 
@@ -301,31 +371,9 @@ pub async fn token(
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let checked = request.check(p.scheme())?;
     let now = Timestamp::now();
-    let rules = AssertionRules {
-        audience: p.party_id.to_string(),
-        leeway_secs: p.shared.leeway_secs,
-        algorithms: p.shared.algorithms,
-    };
-    let assertion = check_assertion(&checked.assertion, Some(&checked.client_id), &rules, now)?;
-    p.shared
-        .register
-        .verify_signer(&assertion.jwt, &assertion.client_id, now)
-        .await
-        .map_err(|e| match e {
-            VerifyError::Refused(e) => ApiError::from(AssertionError::from(e)),
-            VerifyError::SchemeOwner(e) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "temporarily_unavailable",
-                e.to_string(),
-            ),
-        })?;
-    let until = jti_retention(&assertion, &rules, now);
-    if !p
-        .jti
-        .remember(assertion.client_id.as_str(), &assertion.jti, until, now)
-    {
-        return Err(AssertionError::Replayed.into());
-    }
+    let assertion = p
+        .verify_client_assertion(&checked.assertion, &checked.client_id, now)
+        .await?;
     let access_token = p.tokens.issue(&assertion.client_id, &checked.scopes, now);
     let mut resp = axum::Json(TokenResponse::bearer(
         access_token,

@@ -285,6 +285,9 @@ async fn delegation(
         ("accessSubject", &mask.target.access_subject),
     ] {
         match p.shared.register.party(id) {
+            // A person (an identifier of the form did:ishare:…, given by an identity provider) is
+            // not in the scheme owner's register.
+            None if role == "accessSubject" && id.starts_with("did:") => {}
             None => {
                 return Err(ApiError::bad_request(
                     "invalid_request",

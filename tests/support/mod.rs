@@ -390,6 +390,11 @@ impl Env {
     pub async fn start(binary: &str, rules: &str, extra: impl FnOnce(&Bed) -> String) -> Env {
         let bed = Bed::start(binary).await;
         let (dir, ports) = gateway_dir(&bed, binary, rules, &extra(&bed), |t| t);
+        Env::launch(bed, dir, &ports).await
+    }
+
+    /// The gateway of `dir` (as `gateway_dir` makes it) in front of `bed`, ready.
+    pub async fn launch(bed: Bed, dir: PathBuf, ports: &Ports) -> Env {
         let env = Env {
             url: format!("https://127.0.0.1:{}", ports.tls),
             plain: format!("http://127.0.0.1:{}", ports.plain),

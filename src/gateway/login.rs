@@ -1,0 +1,706 @@
+//! People at the gateway. A route may ask for a sign-in (`login = true`): without a session the
+//! browser is sent to the identity provider with a request object we sign and encrypt to it (fresh
+//! state and nonce); `GET /openid_connect1.0/return` checks the state against the browser's login
+//! cookie and the store, exchanges the code with our client assertion, verifies the id_token and
+//! the userinfo token, and opens a session: a sealed cookie naming a session kept in the store.
+//! The person is then the caller of the route: its delegation rule is decided with them as the
+//! access subject, and the backend receives their attributes in the configured headers.
+
+use super::reject::{Answer, Reject, Unavailable};
+use super::replay::ReplayError;
+use super::sessions::{Kind, SessionStore};
+use crate::config::model::{LoginSettings, SessionSecret};
+use crate::html::{escape, page};
+use crate::peers::scheme_owner::TrustStore;
+use crate::peers::trust::{Trust, VerifyError};
+use crate::peers::PeerClient;
+use crate::scheme::assertion::ASSERTION_TYPE;
+use crate::scheme::jwe::{encrypt_to_certificate, random_value, SealedBox};
+use crate::scheme::jwt::{certificate_from_base64, decode, AlgorithmPolicy};
+use crate::scheme::openid::{self, check_id_token, check_issued_to};
+use crate::scheme::party::PartyId;
+use crate::scheme::reason_codes;
+use crate::scheme::Timestamp;
+use http::{HeaderMap, Method};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long a person has to sign in at the identity provider.
+pub const LOGIN_TIME: Duration = Duration::from_secs(600);
+/// The cookie that binds a sign-in to the browser that started it.
+fn login_cookie(settings: &LoginSettings) -> String {
+    format!("{}-login", settings.cookie_name)
+}
+
+/// Why a person is not signed in (or out). Each is a page with its status; none opens a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginFailure {
+    #[error("this route needs a signed-in person; sign in with a GET of a page first")]
+    Required,
+    #[error("more sign-ins are starting than the gateway allows per second; try again shortly")]
+    TooManyStarts,
+    #[error("the sign-in cannot be matched to this browser: {0}")]
+    StateMismatch(&'static str),
+    #[error("the answer of the identity provider is not usable: {0}")]
+    InvalidReturn(String),
+    #[error("the identity provider refused the sign-in: {error}: {description}")]
+    RefusedByProvider { error: String, description: String },
+    #[error("the identity provider refused the code: {0}")]
+    CodeRefused(String),
+    #[error("the id_token is not acceptable: {0}")]
+    IdToken(String),
+    #[error("the userinfo answer is not acceptable: {0}")]
+    Userinfo(String),
+    #[error("the identity provider gave no usable answer: {0}")]
+    ProviderUnavailable(String),
+    #[error("the session store did not answer: {0}")]
+    Store(ReplayError),
+}
+
+reason_codes! {
+    LoginFailure {
+        LoginFailure::Required => "login_required",
+        LoginFailure::TooManyStarts => "too_many_logins",
+        LoginFailure::StateMismatch(_) => "state_mismatch",
+        LoginFailure::InvalidReturn(_) => "invalid_return",
+        LoginFailure::RefusedByProvider { .. } => "login_refused",
+        LoginFailure::CodeRefused(_) => "code_refused",
+        LoginFailure::IdToken(_) => "invalid_id_token",
+        LoginFailure::Userinfo(_) => "invalid_userinfo",
+        LoginFailure::ProviderUnavailable(_) => "identity_provider_unavailable",
+        LoginFailure::Store(_) => "session_store_unavailable",
+    }
+}
+
+impl LoginFailure {
+    pub fn status(&self) -> u16 {
+        match self {
+            LoginFailure::Required => 401,
+            LoginFailure::TooManyStarts => 429,
+            LoginFailure::StateMismatch(_) | LoginFailure::InvalidReturn(_) => 400,
+            LoginFailure::RefusedByProvider { .. }
+            | LoginFailure::CodeRefused(_)
+            | LoginFailure::IdToken(_)
+            | LoginFailure::Userinfo(_) => 401,
+            LoginFailure::ProviderUnavailable(_) => 502,
+            LoginFailure::Store(_) => 503,
+        }
+    }
+
+    /// What a person is told; what failed at the identity provider or the store is logged.
+    pub fn description(&self) -> String {
+        match self {
+            LoginFailure::ProviderUnavailable(_) => {
+                "the identity provider gave no usable answer; try again later".into()
+            }
+            LoginFailure::Store(_) => {
+                "the gateway cannot keep sessions right now; try again later".into()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<LoginFailure> for Reject {
+    fn from(e: LoginFailure) -> Self {
+        Reject::Login(e)
+    }
+}
+
+/// A signed-in person, as the session keeps them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Person {
+    pub sub: String,
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// What the session cookie carries, sealed.
+#[derive(Serialize, Deserialize)]
+struct SessionCookie {
+    sid: String,
+    exp: i64,
+}
+
+/// What the login cookie carries, sealed.
+#[derive(Serialize, Deserialize)]
+struct LoginCookie {
+    state: String,
+    exp: i64,
+}
+
+/// A sign-in in progress, kept by its state.
+#[derive(Serialize, Deserialize)]
+struct Pending {
+    nonce: String,
+    return_to: String,
+}
+
+/// Sign-ins started in the current second (a second's number and a count in one word).
+struct StartBudget {
+    window: AtomicU64,
+    per_second: u32,
+}
+
+impl StartBudget {
+    fn take(&self, now_secs: u64) -> bool {
+        let current = self.window.load(Ordering::Relaxed);
+        let (second, count) = (current >> 32, current & 0xffff_ffff);
+        let next = if second == now_secs & 0xffff_ffff {
+            if count >= u64::from(self.per_second) {
+                return false;
+            }
+            current + 1
+        } else {
+            ((now_secs & 0xffff_ffff) << 32) | 1
+        };
+        self.window
+            .compare_exchange(current, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+/// What a sign-in needs from the snapshot.
+pub struct Context<'a> {
+    pub store: &'a SessionStore,
+    pub trust: &'a TrustStore,
+    pub peer: &'a PeerClient,
+    pub algorithms: AlgorithmPolicy,
+    pub leeway_secs: f64,
+    pub timeout: Duration,
+}
+
+pub struct Login {
+    pub settings: LoginSettings,
+    sealed: SealedBox,
+    our_id: PartyId,
+    return_url: String,
+    starts: StartBudget,
+    own_cookies: [String; 2],
+}
+
+fn cookie_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+        .collect()
+}
+
+/// The query's single values; a key given twice makes the answer unusable.
+fn query_values(query: Option<&str>) -> Result<BTreeMap<String, String>, LoginFailure> {
+    let mut out = BTreeMap::new();
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(LoginFailure::InvalidReturn(format!("{k} is given twice")));
+        }
+    }
+    Ok(out)
+}
+
+impl Login {
+    pub fn new(
+        settings: LoginSettings,
+        our_id: PartyId,
+        public_url: &str,
+        fallback: &SessionSecret,
+    ) -> Result<Login, String> {
+        let secret = settings.secret.as_ref().unwrap_or(fallback);
+        Ok(Login {
+            sealed: SealedBox::new(&secret.0).map_err(|e| e.to_string())?,
+            our_id,
+            return_url: format!(
+                "{}{}",
+                public_url.trim_end_matches('/'),
+                openid::RETURN_PATH
+            ),
+            starts: StartBudget {
+                window: AtomicU64::new(0),
+                per_second: settings.starts_per_second,
+            },
+            own_cookies: [settings.cookie_name.clone(), login_cookie(&settings)],
+            settings,
+        })
+    }
+
+    fn cookie(&self, name: &str, value: &str, max_age: u64) -> String {
+        format!("{name}={value}; Path=/; Max-Age={max_age}; Secure; HttpOnly; SameSite=Lax")
+    }
+
+    fn open<T: for<'de> Deserialize<'de>>(&self, sealed: &str) -> Option<T> {
+        serde_json::from_slice(&self.sealed.open(sealed)?).ok()
+    }
+
+    fn seal<T: Serialize>(&self, value: &T) -> Result<String, Reject> {
+        let json = serde_json::to_vec(value).map_err(|_| Reject::Internal)?;
+        self.sealed.seal(&json).map_err(|_| Reject::Internal)
+    }
+
+    /// The person of the request's session, if it has a valid one.
+    pub async fn person(
+        &self,
+        headers: &HeaderMap,
+        store: &SessionStore,
+        now: Timestamp,
+    ) -> Result<Option<Person>, Reject> {
+        let values = cookie_values(headers, &self.settings.cookie_name);
+        let [value] = values.as_slice() else {
+            return Ok(None);
+        };
+        let Some(cookie) = self.open::<SessionCookie>(value) else {
+            return Ok(None);
+        };
+        if cookie.exp <= now.secs() {
+            return Ok(None);
+        }
+        let kept = store
+            .get(Kind::Session, &cookie.sid)
+            .await
+            .map_err(LoginFailure::Store)?;
+        Ok(kept.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+    }
+
+    /// No session: a GET (or HEAD) is sent to the identity provider; anything else is refused.
+    pub async fn start(
+        &self,
+        method: &Method,
+        return_to: &str,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<Answer, Reject> {
+        if method != Method::GET && method != Method::HEAD {
+            return Err(LoginFailure::Required.into());
+        }
+        if !self.starts.take(now.secs().max(0) as u64) {
+            return Err(LoginFailure::TooManyStarts.into());
+        }
+        let idp = &self.settings.identity_provider;
+        let record = cx.trust.party(idp).await?.ok_or_else(|| {
+            LoginFailure::ProviderUnavailable(format!(
+                "{idp} is not in the scheme owner's register"
+            ))
+        })?;
+        let certificate = record
+            .certificates
+            .iter()
+            .filter_map(|c| c.x5c.as_deref())
+            .find_map(certificate_from_base64)
+            .ok_or_else(|| {
+                LoginFailure::ProviderUnavailable(format!(
+                    "the party record of {idp} has no certificate"
+                ))
+            })?;
+        let (state, nonce) = (random_value(), random_value());
+        let claims = json!({
+            "response_type": openid::CODE_RESPONSE,
+            "client_id": self.our_id.as_str(),
+            "scope": self.settings.scope,
+            "redirect_uri": self.return_url,
+            "state": state,
+            "nonce": nonce,
+        });
+        let signed = cx
+            .peer
+            .identity()
+            .sign_token(
+                self.our_id.as_str(),
+                Some(idp.as_str()),
+                &claims,
+                now,
+                crate::scheme::jwt::ASSERTION_LIFETIME,
+            )
+            .map_err(|e| Reject::Unavailable(Unavailable::Signing(e)))?;
+        let request = encrypt_to_certificate(&certificate, &signed)
+            .map_err(|e| LoginFailure::ProviderUnavailable(e.to_string()))?;
+        let pending = Pending {
+            nonce,
+            return_to: return_to.to_string(),
+        };
+        cx.store
+            .put(
+                Kind::State,
+                &state,
+                serde_json::to_vec(&pending).map_err(|_| Reject::Internal)?,
+                LOGIN_TIME,
+            )
+            .await
+            .map_err(LoginFailure::Store)?;
+        let binding = self.seal(&LoginCookie {
+            state,
+            exp: now.secs() + LOGIN_TIME.as_secs() as i64,
+        })?;
+        let action = format!(
+            "{}{}",
+            self.settings.url.trim_end_matches('/'),
+            openid::AUTHORIZE_PATH
+        );
+        let field = |name: &str, value: &str| {
+            format!(
+                r#"<input type="hidden" name="{}" value="{}">"#,
+                escape(name),
+                escape(value)
+            )
+        };
+        let body = format!(
+            r#"<p>Sign in at the identity provider to continue.</p>
+<form id="authorize" method="post" action="{action}">{fields}<button type="submit">Continue to sign in</button></form>
+<script>document.getElementById("authorize").submit();</script>"#,
+            action = escape(&action),
+            fields = [
+                field("response_type", openid::CODE_RESPONSE),
+                field("client_id", self.our_id.as_str()),
+                field("scope", &self.settings.scope),
+                field("request", &request),
+            ]
+            .concat(),
+        );
+        Ok(Answer::html(
+            200,
+            page("Signing in", &body),
+            vec![(
+                "set-cookie",
+                self.cookie(
+                    &login_cookie(&self.settings),
+                    &binding,
+                    LOGIN_TIME.as_secs(),
+                ),
+            )],
+        ))
+    }
+
+    /// GET /openid_connect1.0/return: the code for a session, or a refusal.
+    pub async fn finish(
+        &self,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<(Answer, Person), Reject> {
+        let params = query_values(query)?;
+        let state = params
+            .get("state")
+            .filter(|s| !s.is_empty())
+            .ok_or(LoginFailure::StateMismatch("the answer has no state"))?;
+        let bound = cookie_values(headers, &login_cookie(&self.settings));
+        let bound: Option<LoginCookie> = match bound.as_slice() {
+            [value] => self.open(value),
+            _ => None,
+        };
+        match bound {
+            Some(b) if b.exp > now.secs() && b.state == *state => {}
+            Some(b) if b.state == *state => {
+                return Err(LoginFailure::StateMismatch("the sign-in took too long").into())
+            }
+            _ => {
+                return Err(LoginFailure::StateMismatch(
+                    "this browser did not start a sign-in with this state",
+                )
+                .into())
+            }
+        }
+        let pending: Pending = cx
+            .store
+            .take(Kind::State, state)
+            .await
+            .map_err(LoginFailure::Store)?
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or(LoginFailure::StateMismatch(
+                "the state is unknown, expired or used already",
+            ))?;
+        if let Some(error) = params.get("error") {
+            return Err(LoginFailure::RefusedByProvider {
+                error: error.chars().take(64).collect(),
+                description: params
+                    .get("error_description")
+                    .map(|d| d.chars().take(200).collect())
+                    .unwrap_or_default(),
+            }
+            .into());
+        }
+        let code = params
+            .get("code")
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| LoginFailure::InvalidReturn("the answer has no code".into()))?;
+        let idp = &self.settings.identity_provider;
+        let tokens = self.exchange(code, cx, now).await?;
+        let id_token = tokens
+            .get("id_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| LoginFailure::CodeRefused("the token answer has no id_token".into()))?;
+        let id_jwt =
+            decode(id_token, cx.algorithms).map_err(|e| LoginFailure::IdToken(e.to_string()))?;
+        self.verify_signed(&id_jwt, cx, now, LoginFailure::IdToken)
+            .await?;
+        let sub = check_id_token(
+            &id_jwt,
+            idp.as_str(),
+            self.our_id.as_str(),
+            &pending.nonce,
+            cx.leeway_secs,
+            now,
+        )
+        .map_err(|e| LoginFailure::IdToken(e.to_string()))?
+        .to_string();
+        let access_token = tokens
+            .get("access_token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                LoginFailure::CodeRefused("the token answer has no access_token".into())
+            })?;
+        let attributes = self.userinfo(access_token, &sub, cx, now).await?;
+        let person = Person { sub, attributes };
+        let sid = random_value();
+        let lifetime = self.settings.session_lifetime;
+        cx.store
+            .put(
+                Kind::Session,
+                &sid,
+                serde_json::to_vec(&person).map_err(|_| Reject::Internal)?,
+                lifetime,
+            )
+            .await
+            .map_err(LoginFailure::Store)?;
+        let session = self.seal(&SessionCookie {
+            sid,
+            exp: now.secs() + lifetime.as_secs() as i64,
+        })?;
+        let answer = Answer::html(
+            303,
+            page(
+                "Signed in",
+                r#"<p>Signed in; on to the page you asked for.</p>"#,
+            ),
+            vec![
+                ("location", pending.return_to),
+                (
+                    "set-cookie",
+                    self.cookie(&self.settings.cookie_name, &session, lifetime.as_secs()),
+                ),
+                (
+                    "set-cookie",
+                    self.cookie(&login_cookie(&self.settings), "", 0),
+                ),
+            ],
+        );
+        Ok((answer, person))
+    }
+
+    async fn verify_signed(
+        &self,
+        jwt: &crate::scheme::jwt::DecodedJwt,
+        cx: &Context<'_>,
+        now: Timestamp,
+        failure: fn(String) -> LoginFailure,
+    ) -> Result<(), Reject> {
+        match cx
+            .trust
+            .verify_signer(jwt, &self.settings.identity_provider, now)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(VerifyError::Refused(e)) => Err(failure(format!(
+                "not signed by a trusted {}: {e}",
+                self.settings.identity_provider
+            ))
+            .into()),
+            Err(VerifyError::SchemeOwner(e)) => Err(e.into()),
+        }
+    }
+
+    /// POST the code to the identity provider's token endpoint with our client assertion.
+    async fn exchange(
+        &self,
+        code: &str,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<serde_json::Map<String, Value>, Reject> {
+        let idp = self.settings.identity_provider.as_str();
+        let assertion = cx
+            .peer
+            .identity()
+            .client_assertion(idp, now)
+            .map_err(|e| Reject::Unavailable(Unavailable::Signing(e)))?;
+        let url = format!(
+            "{}{}",
+            self.settings.url.trim_end_matches('/'),
+            openid::TOKEN_PATH
+        );
+        let form = [
+            ("grant_type", openid::AUTHORIZATION_CODE),
+            ("client_id", self.our_id.as_str()),
+            ("client_assertion_type", ASSERTION_TYPE),
+            ("client_assertion", assertion.as_str()),
+            ("code", code),
+            ("redirect_uri", self.return_url.as_str()),
+        ];
+        let answer = cx
+            .peer
+            .http()
+            .post(&url)
+            .form(&form)
+            .timeout(cx.timeout)
+            .send()
+            .await
+            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
+        let status = answer.status();
+        let body: serde_json::Map<String, Value> = answer
+            .json()
+            .await
+            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
+        match status.as_u16() {
+            200 => Ok(body),
+            400 | 401 => Err(LoginFailure::CodeRefused(format!(
+                "{}: {}",
+                body.get("error").and_then(Value::as_str).unwrap_or("?"),
+                body.get("error_description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            ))
+            .into()),
+            other => {
+                Err(LoginFailure::ProviderUnavailable(format!("{url} answered {other}")).into())
+            }
+        }
+    }
+
+    /// The person's attributes the configured headers carry, from a verified userinfo token.
+    async fn userinfo(
+        &self,
+        access_token: &str,
+        sub: &str,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<BTreeMap<String, String>, Reject> {
+        let url = format!(
+            "{}{}",
+            self.settings.url.trim_end_matches('/'),
+            openid::USERINFO_PATH
+        );
+        let answer = cx
+            .peer
+            .http()
+            .post(&url)
+            .bearer_auth(access_token)
+            .timeout(cx.timeout)
+            .send()
+            .await
+            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
+        if !answer.status().is_success() {
+            return Err(
+                LoginFailure::Userinfo(format!("{url} answered {}", answer.status())).into(),
+            );
+        }
+        let body: Value = answer
+            .json()
+            .await
+            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
+        let token = body
+            .get(openid::USERINFO_TOKEN)
+            .and_then(Value::as_str)
+            .ok_or_else(|| LoginFailure::Userinfo(format!("no {}", openid::USERINFO_TOKEN)))?;
+        let jwt =
+            decode(token, cx.algorithms).map_err(|e| LoginFailure::Userinfo(e.to_string()))?;
+        self.verify_signed(&jwt, cx, now, LoginFailure::Userinfo)
+            .await?;
+        let found = check_issued_to(
+            &jwt,
+            self.settings.identity_provider.as_str(),
+            self.our_id.as_str(),
+            cx.leeway_secs,
+            now,
+        )
+        .map_err(|e| LoginFailure::Userinfo(e.to_string()))?;
+        if found != sub {
+            return Err(LoginFailure::Userinfo(format!(
+                "it is about {found}, not the person of the id_token"
+            ))
+            .into());
+        }
+        Ok(self
+            .settings
+            .headers
+            .iter()
+            .filter(|(attribute, _)| attribute != "sub")
+            .filter_map(|(attribute, _)| {
+                jwt.str_claim(attribute)
+                    .map(|v| (attribute.clone(), v.to_string()))
+            })
+            .collect())
+    }
+
+    /// Logout: the session is gone from the store and the cookie cleared.
+    pub async fn logout(
+        &self,
+        headers: &HeaderMap,
+        store: &SessionStore,
+    ) -> Result<Answer, Reject> {
+        for value in cookie_values(headers, &self.settings.cookie_name) {
+            if let Some(cookie) = self.open::<SessionCookie>(value) {
+                store
+                    .remove(Kind::Session, &cookie.sid)
+                    .await
+                    .map_err(LoginFailure::Store)?;
+            }
+        }
+        Ok(Answer::html(
+            200,
+            page(
+                "Signed out",
+                r#"<p id="signed-out">You are signed out.</p>"#,
+            ),
+            vec![("set-cookie", self.cookie(&self.settings.cookie_name, "", 0))],
+        ))
+    }
+
+    /// The headers the backend receives about `person`: (header, value).
+    pub fn headers_for(&self, person: &Person) -> Vec<(http::HeaderName, String)> {
+        self.settings
+            .headers
+            .iter()
+            .filter_map(|(attribute, header)| {
+                let value = if attribute == "sub" {
+                    Some(&person.sub)
+                } else {
+                    person.attributes.get(attribute)
+                };
+                value.map(|v| (header.clone(), v.clone()))
+            })
+            .collect()
+    }
+
+    /// The names of our cookies, which the backend never receives.
+    pub fn cookie_names(&self) -> &[String] {
+        &self.own_cookies
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_budget_allows_so_many_per_second() {
+        let budget = StartBudget {
+            window: AtomicU64::new(0),
+            per_second: 3,
+        };
+        let taken = (0..10).filter(|_| budget.take(1000)).count();
+        assert_eq!(taken, 3);
+        assert!(budget.take(1001), "a new second");
+    }
+
+    #[test]
+    fn our_cookie_is_found_only_once() {
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::COOKIE, "a=1; s=xyz; b=2".parse().unwrap());
+        assert_eq!(cookie_values(&headers, "s"), ["xyz"]);
+        headers.append(http::header::COOKIE, "s=other".parse().unwrap());
+        assert_eq!(cookie_values(&headers, "s").len(), 2);
+    }
+}

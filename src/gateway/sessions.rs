@@ -1,0 +1,258 @@
+//! Where sign-ins in progress (their state and nonce) and people's sessions are kept: in memory for
+//! one instance (bounded; the oldest go first), or on the Redis server of `[replay]`, shared by
+//! every instance behind a balancer. Each entry expires with its own lifetime; a state is taken
+//! once. When Redis does not answer, nobody is signed in: never a session on a guess.
+
+use super::replay::{RedisStore, ReplayError};
+use crate::config::model::ReplaySettings;
+use moka::sync::Cache;
+use moka::Expiry;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Entries held at once in memory (states and sessions together).
+pub const MEMORY_CAPACITY: u64 = 100_000;
+
+/// What is kept: sign-ins in progress, or sessions.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    State,
+    Session,
+}
+
+impl Kind {
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::State => "login-state",
+            Kind::Session => "session",
+        }
+    }
+}
+
+/// A value and how long it is kept.
+#[derive(Clone)]
+pub struct Entry {
+    value: Arc<Vec<u8>>,
+    ttl: Duration,
+    created: Instant,
+}
+
+impl Entry {
+    /// The value while it lives (the cache may hand out an entry it has not evicted yet).
+    fn live(self) -> Option<Vec<u8>> {
+        (self.created.elapsed() < self.ttl).then(|| self.value.as_ref().clone())
+    }
+}
+
+struct OwnLifetime;
+
+impl Expiry<String, Entry> for OwnLifetime {
+    fn expire_after_create(&self, _: &String, entry: &Entry, _: Instant) -> Option<Duration> {
+        Some(entry.ttl)
+    }
+}
+
+pub enum SessionStore {
+    Memory(Cache<String, Entry>),
+    Redis(RedisStore),
+}
+
+impl SessionStore {
+    /// The store `[replay]` names (Redis is connected lazily).
+    pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
+        Ok(match &settings.redis_url {
+            None => SessionStore::Memory(
+                Cache::builder()
+                    .max_capacity(MEMORY_CAPACITY)
+                    .expire_after(OwnLifetime)
+                    .build(),
+            ),
+            Some(url) => SessionStore::Redis(RedisStore::new(url, namespace, settings.timeout)?),
+        })
+    }
+
+    fn key(kind: Kind, id: &str) -> String {
+        format!("{}:{id}", kind.prefix())
+    }
+
+    fn redis_key(store: &RedisStore, kind: Kind, id: &str) -> String {
+        format!("{}:{}", store.namespace, Self::key(kind, id))
+    }
+
+    pub async fn put(
+        &self,
+        kind: Kind,
+        id: &str,
+        value: Vec<u8>,
+        ttl: Duration,
+    ) -> Result<(), ReplayError> {
+        match self {
+            SessionStore::Memory(cache) => {
+                cache.insert(
+                    Self::key(kind, id),
+                    Entry {
+                        value: Arc::new(value),
+                        ttl,
+                        created: Instant::now(),
+                    },
+                );
+                Ok(())
+            }
+            SessionStore::Redis(r) => {
+                let mut command = redis::cmd("SET");
+                command
+                    .arg(Self::redis_key(r, kind, id))
+                    .arg(value)
+                    .arg("PX")
+                    .arg(ttl.as_millis().max(1) as u64);
+                match r.run(command).await? {
+                    redis::Value::Okay => Ok(()),
+                    other => Err(ReplayError::Unavailable(format!(
+                        "unexpected answer {other:?}"
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// The value, which is gone from the store afterwards (a state is used once).
+    pub async fn take(&self, kind: Kind, id: &str) -> Result<Option<Vec<u8>>, ReplayError> {
+        match self {
+            SessionStore::Memory(cache) => {
+                Ok(cache.remove(&Self::key(kind, id)).and_then(Entry::live))
+            }
+            SessionStore::Redis(r) => {
+                let mut command = redis::cmd("GETDEL");
+                command.arg(Self::redis_key(r, kind, id));
+                bytes_of(r.run(command).await?)
+            }
+        }
+    }
+
+    pub async fn get(&self, kind: Kind, id: &str) -> Result<Option<Vec<u8>>, ReplayError> {
+        match self {
+            SessionStore::Memory(cache) => {
+                Ok(cache.get(&Self::key(kind, id)).and_then(Entry::live))
+            }
+            SessionStore::Redis(r) => {
+                let mut command = redis::cmd("GET");
+                command.arg(Self::redis_key(r, kind, id));
+                bytes_of(r.run(command).await?)
+            }
+        }
+    }
+
+    pub async fn remove(&self, kind: Kind, id: &str) -> Result<(), ReplayError> {
+        match self {
+            SessionStore::Memory(cache) => {
+                cache.invalidate(&Self::key(kind, id));
+                Ok(())
+            }
+            SessionStore::Redis(r) => {
+                let mut command = redis::cmd("DEL");
+                command.arg(Self::redis_key(r, kind, id));
+                r.run(command).await.map(|_| ())
+            }
+        }
+    }
+}
+
+fn bytes_of(value: redis::Value) -> Result<Option<Vec<u8>>, ReplayError> {
+    match value {
+        redis::Value::Nil => Ok(None),
+        redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+        other => Err(ReplayError::Unavailable(format!(
+            "unexpected answer {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> SessionStore {
+        SessionStore::new(
+            &ReplaySettings {
+                redis_url: None,
+                timeout: Duration::from_millis(100),
+                capacity: 10,
+            },
+            "test",
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_state_is_taken_once_and_a_session_read_until_removed() {
+        let store = memory();
+        let hour = Duration::from_secs(3600);
+        store
+            .put(Kind::State, "s", b"1".to_vec(), hour)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get(Kind::Session, "s").await.unwrap(),
+            None,
+            "kinds are apart"
+        );
+        assert_eq!(
+            store.take(Kind::State, "s").await.unwrap(),
+            Some(b"1".to_vec())
+        );
+        assert_eq!(store.take(Kind::State, "s").await.unwrap(), None);
+        store
+            .put(Kind::Session, "x", b"2".to_vec(), hour)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get(Kind::Session, "x").await.unwrap(),
+            Some(b"2".to_vec())
+        );
+        assert_eq!(
+            store.get(Kind::Session, "x").await.unwrap(),
+            Some(b"2".to_vec())
+        );
+        store.remove(Kind::Session, "x").await.unwrap();
+        assert_eq!(store.get(Kind::Session, "x").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn an_entry_expires_with_its_own_lifetime() {
+        let store = memory();
+        store
+            .put(
+                Kind::Session,
+                "short",
+                b"1".to_vec(),
+                Duration::from_millis(50),
+            )
+            .await
+            .unwrap();
+        store
+            .put(
+                Kind::Session,
+                "long",
+                b"2".to_vec(),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        store
+            .put(
+                Kind::State,
+                "short",
+                b"3".to_vec(),
+                Duration::from_millis(50),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert_eq!(store.get(Kind::Session, "short").await.unwrap(), None);
+        assert_eq!(store.take(Kind::State, "short").await.unwrap(), None);
+        assert_eq!(
+            store.get(Kind::Session, "long").await.unwrap(),
+            Some(b"2".to_vec())
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! A person's browser, scripted, for the demo and the tests: it opens a page of a gateway that asks
+//! for a sign-in, submits the form that takes it to the identity provider, signs in and consents
+//! on the testbed identity provider's page, and comes back with a session. The same steps a browser
+//! takes, over HTTP, with its cookies.
+
+use std::collections::BTreeMap;
+
+/// One answer as the browser saw it.
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub url: String,
+    pub status: u16,
+    pub location: Option<String>,
+    /// The Set-Cookie headers as sent.
+    pub set_cookies: Vec<String>,
+    pub body: String,
+}
+
+/// What a sign-in went through.
+#[derive(Clone, Debug)]
+pub struct SignIn {
+    /// The identity provider's login page.
+    pub login_page: Page,
+    /// Where the identity provider sent the browser back to (the gateway's return URL, with the
+    /// code and state, or an error).
+    pub return_url: String,
+    /// The gateway's answer to the return.
+    pub returned: Page,
+    /// The page first asked for, after the sign-in (when the return opened a session).
+    pub landing: Option<Page>,
+}
+
+pub struct Browser {
+    http: reqwest::Client,
+    /// Cookies by name (one site: the gateway's; the identity provider sets none).
+    pub cookies: BTreeMap<String, String>,
+}
+
+/// The hidden inputs and the action of the first form of a page.
+pub fn form_of(page: &str) -> Option<(String, Vec<(String, String)>)> {
+    let start = page.find("<form")?;
+    let form = &page[start..];
+    let end = form.find("</form>").unwrap_or(form.len());
+    let form = &form[..end];
+    let action = attribute(&form[..form.find('>')?], "action")?;
+    let mut fields = Vec::new();
+    for input in form.split("<input").skip(1) {
+        let tag = &input[..input.find('>').unwrap_or(input.len())];
+        if attribute(tag, "type").as_deref() == Some("hidden") {
+            if let (Some(name), Some(value)) = (attribute(tag, "name"), attribute(tag, "value")) {
+                fields.push((name, value));
+            }
+        }
+    }
+    Some((action, fields))
+}
+
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let marker = format!(" {name}=\"");
+    let start = tag.find(&marker)? + marker.len();
+    let end = tag[start..].find('"')? + start;
+    Some(unescape(&tag[start..end]))
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// `location` resolved against `base`.
+fn resolve(base: &str, location: &str) -> Result<String, String> {
+    url::Url::parse(base)
+        .and_then(|b| b.join(location))
+        .map(|u| u.to_string())
+        .map_err(|e| format!("{location}: {e}"))
+}
+
+impl Browser {
+    /// A browser that trusts the testbed's CA (PEM) and follows no redirect by itself.
+    pub fn new(ca_pem: &[u8]) -> Result<Browser, String> {
+        let http = crate::tls::outbound_client(
+            &crate::tls::OutboundTrust {
+                ca_pem: Some(ca_pem.to_vec()),
+                system_roots: false,
+            },
+            std::time::Duration::from_secs(10),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Browser {
+            http,
+            cookies: BTreeMap::new(),
+        })
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder, url: &str) -> Result<Page, String> {
+        let mut request = request;
+        if !self.cookies.is_empty() {
+            let cookie = self
+                .cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            request = request.header("cookie", cookie);
+        }
+        let answer = request.send().await.map_err(|e| format!("{url}: {e}"))?;
+        let set_cookies: Vec<String> = answer
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect();
+        for set in answer.headers().get_all("set-cookie") {
+            let Some((pair, _)) = set
+                .to_str()
+                .ok()
+                .map(|s| s.split_once(';').unwrap_or((s, "")))
+            else {
+                continue;
+            };
+            if let Some((name, value)) = pair.split_once('=') {
+                if value.is_empty() {
+                    self.cookies.remove(name.trim());
+                } else {
+                    self.cookies
+                        .insert(name.trim().to_string(), value.to_string());
+                }
+            }
+        }
+        let status = answer.status().as_u16();
+        let location = answer
+            .headers()
+            .get("location")
+            .and_then(|l| l.to_str().ok())
+            .map(|l| resolve(url, l))
+            .transpose()?;
+        let body = answer.text().await.map_err(|e| format!("{url}: {e}"))?;
+        Ok(Page {
+            url: url.to_string(),
+            status,
+            location,
+            set_cookies,
+            body,
+        })
+    }
+
+    pub async fn get(&mut self, url: &str) -> Result<Page, String> {
+        let request = self.http.get(url);
+        self.send(request, url).await
+    }
+
+    pub async fn post(&mut self, url: &str, form: &[(String, String)]) -> Result<Page, String> {
+        let request = self.http.post(url).form(form);
+        self.send(request, url).await
+    }
+
+    /// Submit the first form of `page` with its hidden fields and `more`.
+    pub async fn submit(&mut self, page: &Page, more: &[(&str, &str)]) -> Result<Page, String> {
+        let (action, mut fields) =
+            form_of(&page.body).ok_or_else(|| format!("{} shows no form", page.url))?;
+        fields.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let action = resolve(&page.url, &action)?;
+        self.post(&action, &fields).await
+    }
+
+    /// Open `url` at a gateway, sign in as `username` with `password` consenting to every scope
+    /// asked, and come back: each step's answer.
+    pub async fn sign_in(
+        &mut self,
+        url: &str,
+        username: &str,
+        password: &str,
+    ) -> Result<SignIn, String> {
+        let start = self.get(url).await?;
+        if start.status != 200 {
+            return Err(format!(
+                "{url} answered {} instead of the way to sign in",
+                start.status
+            ));
+        }
+        let login_page = self.submit(&start, &[]).await?;
+        if login_page.status != 200 {
+            return Err(format!(
+                "the identity provider answered {}: {}",
+                login_page.status,
+                html_text(&login_page.body)
+            ));
+        }
+        let scopes: Vec<String> = login_page
+            .body
+            .split("name=\"scope\" value=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next().map(unescape))
+            .collect();
+        let mut answer: Vec<(&str, &str)> = vec![
+            ("username", username),
+            ("password", password),
+            ("decision", "allow"),
+        ];
+        answer.extend(scopes.iter().map(|s| ("scope", s.as_str())));
+        let consented = self.submit(&login_page, &answer).await?;
+        let return_url = consented.location.clone().ok_or_else(|| {
+            format!(
+                "the identity provider did not send the browser back ({}): {}",
+                consented.status,
+                html_text(&consented.body)
+            )
+        })?;
+        let returned = self.get(&return_url).await?;
+        let landing = match (&returned.location, returned.status) {
+            (Some(next), 303) => Some(self.get(&next.clone()).await?),
+            _ => None,
+        };
+        Ok(SignIn {
+            login_page,
+            return_url,
+            returned,
+            landing,
+        })
+    }
+}
+
+/// The text of an HTML page without its markup, for messages.
+pub fn html_text(page: &str) -> String {
+    let body = page.split("<main>").nth(1).unwrap_or(page);
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                out.push(' ');
+            }
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    unescape(&out.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::html;
+
+    #[test]
+    fn a_form_is_read_with_its_hidden_fields_unescaped() {
+        let page = html::page(
+            "t",
+            r#"<form id="f" method="post" action="https://idp.test/a?x=1&amp;y=2"><input type="hidden" name="request" value="a.b&amp;c"><input type="text" name="user"></form>"#,
+        );
+        let (action, fields) = form_of(&page).unwrap();
+        assert_eq!(action, "https://idp.test/a?x=1&y=2");
+        assert_eq!(fields, [("request".to_string(), "a.b&c".to_string())]);
+        assert_eq!(html_text(&page), "t");
+    }
+}
