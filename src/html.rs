@@ -28,13 +28,14 @@ pub fn page(title: &str, body: &str) -> String {
 <title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; background: #f4f6f8; color: #1c2833; margin: 0; }}
-main {{ max-width: 34rem; margin: 3rem auto; background: #fff; padding: 2rem 2.5rem; border-radius: 8px; box-shadow: 0 1px 4px rgba(0,0,0,.12); }}
+main {{ max-width: 40rem; margin: 3rem auto; background: #fff; padding: 2rem 2.5rem; border-radius: 8px; box-shadow: 0 1px 4px rgba(0,0,0,.12); }}
 h1 {{ font-size: 1.4rem; margin-top: 0; }}
 label {{ display: block; margin: .8rem 0 .2rem; font-weight: 600; }}
 input[type=text], input[type=password], textarea {{ width: 100%; padding: .5rem; box-sizing: border-box; border: 1px solid #aab; border-radius: 4px; font: inherit; }}
 textarea {{ font-family: monospace; font-size: .85rem; }}
 fieldset {{ border: 1px solid #dde; border-radius: 4px; margin: 1rem 0; }}
 fieldset label {{ font-weight: normal; display: flex; gap: .5rem; align-items: baseline; }}
+td button {{ margin: 0; }}
 button {{ margin: 1rem .5rem 0 0; padding: .55rem 1.2rem; border: 0; border-radius: 4px; background: #1f5fa8; color: #fff; font: inherit; cursor: pointer; }}
 button.secondary {{ background: #8a96a3; }}
 .error {{ background: #fdecea; color: #8a1c1c; padding: .7rem 1rem; border-radius: 4px; }}

@@ -88,6 +88,17 @@ pub struct TestbedConfig {
     pub users: Vec<UserConfig>,
     #[serde(default)]
     pub identity_provider: IdentityProviderConfig,
+    /// The sign-in of the registry's and entitled party's policy page (/admin).
+    #[serde(default)]
+    pub admin: Option<AdminConfig>,
+}
+
+/// Test-only credentials of the policy administration page.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    pub username: String,
+    pub password: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -10,6 +10,7 @@ pub mod participant;
 pub mod party_register;
 pub mod person;
 pub mod pki;
+pub mod policy_admin;
 pub mod policy_store;
 pub mod registry;
 pub mod scheme_owner;
@@ -293,7 +294,7 @@ impl Testbed {
             let router = match serve {
                 Serve::SchemeOwner => scheme_owner::router(participant),
                 Serve::AuthorisationRegistry | Serve::EntitledParty => {
-                    registry::router(participant)
+                    registry::router(participant, config.admin.clone())
                 }
                 Serve::ServiceProvider => service_provider::router(participant),
                 Serve::IdentityProvider => identity_provider::router(

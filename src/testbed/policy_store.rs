@@ -32,6 +32,26 @@ impl PolicyStore {
             .collect()
     }
 
+    /// Every stored policy, in the order added.
+    pub fn all(&self) -> Vec<DelegationEvidence> {
+        self.policies
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Remove the policy at `index` if it is still `expected` (the list may have changed since it
+    /// was shown); whether it was removed.
+    pub fn remove(&self, index: usize, expected: &DelegationEvidence) -> bool {
+        let mut policies = self.policies.write().unwrap_or_else(|e| e.into_inner());
+        if policies.get(index) == Some(expected) {
+            policies.remove(index);
+            true
+        } else {
+            false
+        }
+    }
+
     pub fn add(&self, evidence: DelegationEvidence) {
         self.policies
             .write()

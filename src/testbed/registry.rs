@@ -2,7 +2,7 @@
 //! a mask with mirror-the-mask evidence, and POST /policy. An entitled party runs the same engine
 //! but answers only for delegations it issued itself.
 
-use super::config::Serve;
+use super::config::{AdminConfig, Serve};
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
@@ -24,11 +24,15 @@ use axum::Router;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-pub fn router(p: Arc<Participant>) -> Router {
-    super::common_routes()
+pub fn router(p: Arc<Participant>, admin: Option<AdminConfig>) -> Router {
+    let router = super::common_routes()
         .route("/delegation", any(delegation))
         .route("/policy", any(add_policy))
-        .with_state(p)
+        .with_state(p.clone());
+    match admin {
+        Some(admin) => router.merge(super::policy_admin::routes(p, admin)),
+        None => router,
+    }
 }
 
 /// The problems of a mask or a policy that make it unusable, all at once.
@@ -366,16 +370,10 @@ async fn delegation(
     Ok(token_answer(member::DELEGATION, token))
 }
 
-/// POST /policy: store a policy the caller issues (an entitled party stores only its own).
-async fn add_policy(
-    State(p): State<Arc<Participant>>,
-    method: Method,
-    headers: HeaderMap,
-    body: bytes::Bytes,
-) -> ApiResult {
-    require(&method, Method::POST)?;
-    let caller = p.authenticate(&headers)?;
-    let mut value: Value = serde_json::from_slice(&body).map_err(|e| {
+/// A policy to store (a delegationEvidence object, bare or under `delegationEvidence`), checked:
+/// its shape, its validity period, and for an entitled party that it is its own.
+pub fn new_policy(p: &Participant, body: &[u8]) -> Result<DelegationEvidence, ApiError> {
+    let mut value: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request("invalid_request", format!("the body is not JSON: {e}"))
     })?;
     if let Some(inner) = value.get_mut(DELEGATION_EVIDENCE_CLAIM) {
@@ -399,6 +397,25 @@ async fn add_policy(
             "notOnOrAfter must be after notBefore",
         ));
     }
+    if p.serve == Serve::EntitledParty && evidence.policy_issuer != p.party_id.as_str() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "an entitled party holds only its own policies",
+        ));
+    }
+    Ok(evidence)
+}
+
+/// POST /policy: store a policy the caller issues (an entitled party stores only its own).
+async fn add_policy(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    require(&method, Method::POST)?;
+    let caller = p.authenticate(&headers)?;
+    let evidence = new_policy(&p, &body)?;
     if evidence.policy_issuer != caller.sub {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -407,12 +424,6 @@ async fn add_policy(
                 "{} may only add policies it issues, not for {}",
                 caller.sub, evidence.policy_issuer
             ),
-        ));
-    }
-    if p.serve == Serve::EntitledParty && evidence.policy_issuer != p.party_id.as_str() {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            "an entitled party holds only its own policies",
         ));
     }
     p.shared.policies.add(evidence.clone());

@@ -1,0 +1,303 @@
+//! The policy administration page of the testbed's registry and entitled party (`/admin`, test
+//! only): behind a sign-in, it lists the stored delegation policies, adds one (with the checks of
+//! POST /policy) and deletes one.
+
+use super::config::AdminConfig;
+use super::participant::Participant;
+use super::registry::new_policy;
+use crate::html::{escape, page};
+use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::jwe::random_value;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use moka::sync::Cache;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const ADMIN_PATH: &str = "/admin";
+const COOKIE: &str = "testbed-admin";
+const SESSION_TIME: Duration = Duration::from_secs(3600);
+
+pub struct PolicyAdmin {
+    p: Arc<Participant>,
+    admin: AdminConfig,
+    /// Session id → the token its forms must carry.
+    sessions: Cache<String, String>,
+}
+
+pub fn routes(p: Arc<Participant>, admin: AdminConfig) -> Router {
+    let state = Arc::new(PolicyAdmin {
+        p,
+        admin,
+        sessions: Cache::builder()
+            .max_capacity(1000)
+            .time_to_live(SESSION_TIME)
+            .build(),
+    });
+    Router::new()
+        .route(ADMIN_PATH, any(show))
+        .route("/admin/login", any(login))
+        .route("/admin/policies", any(add))
+        .route("/admin/policies/delete", any(delete))
+        .route("/admin/logout", any(logout))
+        .with_state(state)
+}
+
+fn form(body: &[u8]) -> std::collections::BTreeMap<String, String> {
+    url::form_urlencoded::parse(body)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn answer(status: StatusCode, title: &str, body: &str, cookie: Option<String>) -> Response {
+    let mut resp = (status, Html(page(title, body))).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(Ok(c)) = cookie.map(|c| HeaderValue::from_str(&c)) {
+        h.insert(header::SET_COOKIE, c);
+    }
+    resp
+}
+
+fn see_admin(cookie: Option<String>) -> Response {
+    let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, ADMIN_PATH)]).into_response();
+    if let Some(Ok(c)) = cookie.map(|c| HeaderValue::from_str(&c)) {
+        resp.headers_mut().insert(header::SET_COOKIE, c);
+    }
+    resp
+}
+
+fn login_form(problem: Option<&str>) -> String {
+    format!(
+        r#"{problem}<form method="post" action="/admin/login">
+<label for="username">User name</label><input type="text" id="username" name="username" required>
+<label for="password">Password</label><input type="password" id="password" name="password" required>
+<button type="submit" id="sign-in">Sign in</button></form>"#,
+        problem = problem
+            .map(|p| format!(r#"<p class="error" id="error">{}</p>"#, escape(p)))
+            .unwrap_or_default(),
+    )
+}
+
+impl PolicyAdmin {
+    /// The session of the request and its form token.
+    fn session(&self, headers: &HeaderMap) -> Option<(String, String)> {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(k, _)| *k == COOKIE)
+            .and_then(|(_, sid)| self.sessions.get(sid).map(|token| (sid.to_string(), token)))
+    }
+
+    fn title(&self) -> String {
+        format!("Policies of {} ({})", self.p.name, self.p.party_id)
+    }
+
+    fn listing(&self, token: &str, notice: Option<(&str, &str)>) -> String {
+        let rows: String = self
+            .p
+            .shared
+            .policies
+            .all()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| policy_row(i, e, token))
+            .collect();
+        let notice = notice
+            .map(|(class, text)| format!(r#"<p class="{class}" id="notice">{}</p>"#, escape(text)))
+            .unwrap_or_default();
+        format!(
+            r#"{notice}<table id="policies"><tr><th>Issuer</th><th>Subject</th><th>Policies</th><th></th></tr>{rows}</table>
+<form method="post" action="/admin/policies"><input type="hidden" name="token" value="{token}">
+<label for="policy">Add a policy (a delegationEvidence object)</label><textarea id="policy" name="policy" rows="12" required></textarea>
+<button type="submit" id="add">Add policy</button></form>
+<form method="post" action="/admin/logout"><input type="hidden" name="token" value="{token}"><button type="submit" class="secondary">Sign out</button></form>"#,
+            token = escape(token),
+        )
+    }
+}
+
+fn policy_row(i: usize, e: &DelegationEvidence, token: &str) -> String {
+    let policies: Vec<String> = e
+        .policy_sets
+        .iter()
+        .flat_map(|s| &s.policies)
+        .map(|p| {
+            format!(
+                "{} {} {}",
+                p.target.resource.resource_type,
+                p.target
+                    .resource
+                    .identifiers
+                    .as_ref()
+                    .map_or("*".to_string(), |ids| ids.join(",")),
+                p.target.actions.join(",")
+            )
+        })
+        .collect();
+    format!(
+        r#"<tr><td>{issuer}</td><td>{subject}</td><td>{policies}</td><td><form method="post" action="/admin/policies/delete"><input type="hidden" name="token" value="{token}"><input type="hidden" name="index" value="{i}"><input type="hidden" name="policy" value="{json}"><button type="submit" class="secondary">Delete</button></form></td></tr>"#,
+        issuer = escape(&e.policy_issuer),
+        subject = escape(&e.target.access_subject),
+        policies = escape(&policies.join("; ")),
+        token = escape(token),
+        json = escape(&serde_json::to_string(e).unwrap_or_default()),
+    )
+}
+
+/// GET /admin: the policies, or the sign-in form.
+async fn show(State(a): State<Arc<PolicyAdmin>>, method: Method, headers: HeaderMap) -> Response {
+    if method != Method::GET {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    match a.session(&headers) {
+        Some((_, token)) => answer(StatusCode::OK, &a.title(), &a.listing(&token, None), None),
+        None => answer(
+            StatusCode::OK,
+            "Sign in to manage policies",
+            &login_form(None),
+            None,
+        ),
+    }
+}
+
+async fn login(State(a): State<Arc<PolicyAdmin>>, method: Method, body: bytes::Bytes) -> Response {
+    if method != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let f = form(&body);
+    let digest = |s: &str| ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
+    let given = |k: &str| f.get(k).map(String::as_str).unwrap_or_default();
+    if given("username") != a.admin.username
+        || digest(given("password")).as_ref() != digest(&a.admin.password).as_ref()
+    {
+        return answer(
+            StatusCode::UNAUTHORIZED,
+            "Sign in to manage policies",
+            &login_form(Some("Wrong user name or password.")),
+            None,
+        );
+    }
+    let sid = random_value();
+    a.sessions.insert(sid.clone(), random_value());
+    see_admin(Some(format!(
+        "{COOKIE}={sid}; Path=/admin; Max-Age={}; Secure; HttpOnly; SameSite=Strict",
+        SESSION_TIME.as_secs()
+    )))
+}
+
+/// The session of a form post whose token matches, or the answer to give instead.
+fn authorised(
+    a: &PolicyAdmin,
+    headers: &HeaderMap,
+    f: &std::collections::BTreeMap<String, String>,
+) -> Result<(String, String), Response> {
+    match a.session(headers) {
+        Some((sid, token)) if f.get("token") == Some(&token) => Ok((sid, token)),
+        Some(_) => Err(answer(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            r#"<p class="error">The form is not from this session.</p>"#,
+            None,
+        )),
+        None => Err(answer(
+            StatusCode::UNAUTHORIZED,
+            "Sign in to manage policies",
+            &login_form(Some("Sign in first.")),
+            None,
+        )),
+    }
+}
+
+async fn add(
+    State(a): State<Arc<PolicyAdmin>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if method != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let f = form(&body);
+    let (_, token) = match authorised(&a, &headers, &f) {
+        Ok(s) => s,
+        Err(refusal) => return refusal,
+    };
+    let text = f.get("policy").cloned().unwrap_or_default();
+    match new_policy(&a.p, text.as_bytes()) {
+        Ok(evidence) => {
+            a.p.shared.policies.add(evidence);
+            answer(
+                StatusCode::CREATED,
+                &a.title(),
+                &a.listing(&token, Some(("note", "The policy is added."))),
+                None,
+            )
+        }
+        Err(e) => answer(
+            StatusCode::BAD_REQUEST,
+            &a.title(),
+            &a.listing(
+                &token,
+                Some(("error", &format!("Not added: {}", e.description))),
+            ),
+            None,
+        ),
+    }
+}
+
+async fn delete(
+    State(a): State<Arc<PolicyAdmin>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if method != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let f = form(&body);
+    let (_, token) = match authorised(&a, &headers, &f) {
+        Ok(s) => s,
+        Err(refusal) => return refusal,
+    };
+    let index = f.get("index").and_then(|i| i.parse().ok());
+    let shown: Option<DelegationEvidence> =
+        f.get("policy").and_then(|p| serde_json::from_str(p).ok());
+    let removed = match (index, shown) {
+        (Some(i), Some(p)) => a.p.shared.policies.remove(i, &p),
+        _ => false,
+    };
+    let (status, notice) = if removed {
+        (StatusCode::OK, ("note", "The policy is deleted."))
+    } else {
+        (
+            StatusCode::CONFLICT,
+            ("error", "The list changed meanwhile; nothing is deleted."),
+        )
+    };
+    answer(status, &a.title(), &a.listing(&token, Some(notice)), None)
+}
+
+async fn logout(
+    State(a): State<Arc<PolicyAdmin>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if method != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let f = form(&body);
+    if let Ok((sid, _)) = authorised(&a, &headers, &f) {
+        a.sessions.invalidate(&sid);
+    }
+    see_admin(Some(format!(
+        "{COOKIE}=; Path=/admin; Max-Age=0; Secure; HttpOnly; SameSite=Strict"
+    )))
+}
