@@ -1,6 +1,8 @@
 # The two commands of the README: `make demo` and `make test`. Both first install what a fresh
-# machine lacks: cmake (pingora's zlib-ng build needs it), and for the tests the real parts they
-# start: redis-server, curl, and python-ishare (from PyPI, in a virtual environment).
+# machine lacks: cmake (pingora's zlib-ng build needs it) and OpenSSL's headers (the JOSE crate's
+# encryption), and for the tests the real parts they start: redis-server, curl, headless Chromium
+# with its WebDriver (Debian's chromium and chromium-driver), and python-ishare (from PyPI, in a
+# virtual environment).
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -18,13 +20,16 @@ define need
 endef
 
 setup:
-	$(call need,cmake cmake)
+	$(call need,cmake cmake pkg-config pkg-config)
+	@pkg-config --exists openssl 2>/dev/null || { \
+		echo "installing libssl-dev"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev; }
 
 # python-ishare, a client library of the scheme, for tests/interop.rs.
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup $(INTEROP_VENV)/installed
-	$(call need,redis-server redis-server curl curl)
+	$(call need,redis-server redis-server curl curl chromium chromium chromedriver chromium-driver)
 
 $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 	$(call need,python3 python3)
