@@ -778,3 +778,76 @@ async fn an_expired_code_is_refused() {
     no_session(&page);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_on_redis_share_sessions_and_nobody_is_signed_in_when_it_is_gone() {
+    let redis = RedisServer::start().await;
+    let bed = Bed::start(BIN).await;
+    let secret = scratch_dir(BIN).join("session.key");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-test-only").unwrap();
+    let extra = format!(
+        "{}session_secret_file = \"{}\"\n[replay]\nstore = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n",
+        login_section(&bed.url(IDP)),
+        secret.display(),
+        redis.url()
+    );
+    let (dir_a, ports_a) = gateway_dir(&bed, BIN, RULES, &extra, |t| t);
+    let (dir_b, ports_b) = gateway_dir(&bed, BIN, RULES, &extra, |t| t);
+    let a = Env::launch(bed, dir_a, &ports_a).await;
+    let b_gateway = launch(&dir_b);
+    let b_url = format!("https://127.0.0.1:{}", ports_b.tls);
+    wait_ready(
+        &format!("http://127.0.0.1:{}", ports_b.admin),
+        &format!("http://127.0.0.1:{}", ports_b.plain),
+    )
+    .await;
+
+    // Signed in at one instance, known at the other.
+    let mut person = browser(&a);
+    let signed = person
+        .sign_in(&format!("{}/people/containers/C1", a.url), "jane", PASSWORD)
+        .await
+        .unwrap();
+    assert_eq!(signed.landing.map(|l| l.status), Some(200));
+    let at_b = person
+        .get(&format!("{b_url}/people/containers/C3"))
+        .await
+        .unwrap();
+    assert_eq!(at_b.status, 200, "{}", at_b.body);
+    assert_eq!(echoed(&at_b)["headers"]["x-person-id"], JANE);
+
+    // Signed out at one instance, out at every one.
+    let session = person.cookies["__Host-ishare-session"].clone();
+    assert_eq!(
+        person.get(&format!("{b_url}/logout")).await.unwrap().status,
+        200
+    );
+    person
+        .cookies
+        .insert("__Host-ishare-session".into(), session.clone());
+    let at_a = person
+        .get(&format!("{}/people/containers/C1", a.url))
+        .await
+        .unwrap();
+    assert!(at_a.body.contains(openid::AUTHORIZE_PATH), "{}", at_a.body);
+
+    // Without the store, a session cannot be checked: refused, never assumed.
+    let mut person = browser(&a);
+    person
+        .sign_in(&format!("{}/people/containers/C1", a.url), "jane", PASSWORD)
+        .await
+        .unwrap();
+    redis.kill();
+    let page = person
+        .get(&format!("{}/people/containers/C1", a.url))
+        .await
+        .unwrap();
+    assert_eq!(
+        (page.status, reason(&page).as_str()),
+        (503, "session_store_unavailable")
+    );
+    tokio::task::spawn_blocking(move || b_gateway.stop())
+        .await
+        .unwrap();
+    a.stop().await;
+}

@@ -322,6 +322,26 @@ pub fn launch(dir: &Path) -> ishare_gateway::gateway::server::RunningGateway {
     ishare_gateway::gateway::server::RunningGateway::start(built)
 }
 
+/// Wait (bounded) until a gateway's admin listener says ready and its plain listener answers.
+pub async fn wait_ready(admin: &str, plain: &str) {
+    let probe = reqwest::Client::new();
+    for _ in 0..100 {
+        if let Ok(r) = probe.get(format!("{admin}/ready")).send().await {
+            if r.status() == 200
+                && probe
+                    .get(format!("{plain}/capabilities"))
+                    .send()
+                    .await
+                    .is_ok()
+            {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the gateway did not become ready");
+}
+
 /// A gateway.toml for the testbed; `extra` is appended (more upstreams, registries, settings).
 pub fn gateway_toml(bed: &Bed, ports: &Ports, extra: &str) -> String {
     let data = bed.keys.data_dir.display().to_string();
@@ -413,22 +433,7 @@ impl Env {
 
     /// Wait (bounded) until the gateway accepts connections and /ready says so.
     pub async fn wait_ready(&self) {
-        let probe = reqwest::Client::new();
-        for _ in 0..100 {
-            if let Ok(r) = probe.get(format!("{}/ready", self.admin)).send().await {
-                if r.status() == 200
-                    && probe
-                        .get(format!("{}/capabilities", self.plain))
-                        .send()
-                        .await
-                        .is_ok()
-                {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the gateway did not become ready");
+        wait_ready(&self.admin, &self.plain).await
     }
 
     pub fn state(&self) -> &std::sync::Arc<ishare_gateway::gateway::snapshot::GatewayState> {
