@@ -1,6 +1,7 @@
 //! `ishare-gateway demo`: the testbed, its echo backend and the gateway in one process, and a walk
 //! through the scheme in the terminal — a token, a call without evidence, with evidence from the
-//! header, with evidence from the registry, a denied action — then ready-to-paste commands.
+//! header, with evidence from the registry, a denied action, a person's sign-in — then
+//! ready-to-paste commands and the pages to open in a browser.
 
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
@@ -8,6 +9,7 @@ use crate::peers::{join, PeerClient};
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
 use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
+use crate::testbed::person::Browser;
 use crate::testbed::Testbed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,10 @@ use std::time::Duration;
 
 const CONSUMER: &str = "EU.EORI.NL000000001";
 const OWNER: &str = "EU.EORI.NL000000005";
+/// A page for people of the shipped rules, and the testbed's person (test-only credentials).
+const PERSON_PAGE: &str = "/people/containers/C1";
+const PERSON: &str = "jane";
+const PERSON_PASSWORD: &str = "jane-testbed-password";
 
 /// A heading, bold on a terminal.
 fn heading(text: &str) {
@@ -85,7 +91,7 @@ async fn walk_through(
     let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
     let http = crate::tls::outbound_client(
         &crate::tls::OutboundTrust {
-            ca_pem: Some(ca),
+            ca_pem: Some(ca.clone()),
             system_roots: false,
         },
         Duration::from_secs(10),
@@ -180,6 +186,44 @@ async fn walk_through(
         .await
         .map_err(|e| e.to_string())?;
     show(resp, "PUT", &container).await?;
+
+    let page = format!("{gateway_url}{PERSON_PAGE}");
+    step(6, "Jane Doe of ABC Trucking opens a page for people in her browser: the same steps, from the command line");
+    let mut browser = Browser::new(&ca)?;
+    let signed = browser.sign_in(&page, PERSON, PERSON_PASSWORD).await?;
+    println!("   → GET {page}");
+    println!("   ← 200 OK: a page that posts the browser to the identity provider, with a request object");
+    println!("     the gateway signed and encrypted to the identity provider (and a fresh state and nonce)");
+    println!("   → POST {}", signed.login_page.url);
+    println!("   ← 200 OK: the login page (user, password, consent to share profile and company)");
+    println!("   → POST the login form as {PERSON}");
+    println!("   ← 303 See Other: back to the gateway with a code and the state");
+    println!(
+        "   → GET {}",
+        signed.return_url.split('?').next().unwrap_or_default()
+    );
+    println!(
+        "   ← {}: the code exchanged with the gateway's client assertion, id_token and userinfo verified,",
+        signed.returned.status
+    );
+    println!("     a session opened (a sealed, Secure, HttpOnly cookie)");
+    let landing = signed.landing.ok_or_else(|| {
+        format!(
+            "no session: {}",
+            crate::testbed::person::html_text(&signed.returned.body)
+        )
+    })?;
+    println!("   → GET {page} (with the session)");
+    println!(
+        "   ← {} : the backend's answer; it was told who she is:",
+        landing.status
+    );
+    let seen: Value = serde_json::from_str(&landing.body).map_err(|e| e.to_string())?;
+    if let Some(headers) = seen["headers"].as_object() {
+        for (name, value) in headers.iter().filter(|(n, _)| n.starts_with("x-person-")) {
+            println!("     {name}: {}", value.as_str().unwrap_or_default());
+        }
+    }
     Ok(())
 }
 
@@ -189,6 +233,7 @@ fn try_more(
     registry_url: &str,
     data_dir: &Path,
     admin: Option<std::net::SocketAddr>,
+    registry_admin: Option<String>,
 ) {
     let program = std::env::current_exe()
         .map(|p| shown(&p))
@@ -208,6 +253,11 @@ fn try_more(
     println!("  {c} call -H \"delegation_evidence: $(cat /tmp/evidence.jwt)\" {gateway_url}/api/containers/C7/documents");
     if let Some(admin) = admin {
         println!("  curl -s http://{admin}/metrics | grep ishare_gateway_requests_total");
+    }
+    heading("In a browser (the testbed's certificates come from its own CA, data/testbed/ca.pem):");
+    println!("  {gateway_url}{PERSON_PAGE}   sign in as {PERSON} / {PERSON_PASSWORD}; {gateway_url}/logout ends it");
+    if let Some(admin_page) = registry_admin {
+        println!("  {admin_page}   the registry's policies (admin / admin-testbed-password)");
     }
     println!(
         "\nThe gateway, the testbed and the echo backend keep serving. Ctrl-C stops everything."
@@ -284,6 +334,10 @@ pub fn run(testbed_config: PathBuf, gateway_config: PathBuf) -> Result<(), Strin
             &registry_url,
             &data_dir,
             admin,
+            testbed_conf
+                .admin
+                .as_ref()
+                .map(|_| format!("{registry_url}{}", crate::testbed::policy_admin::ADMIN_PATH)),
         ),
         Err(e) => eprintln!("the walk-through failed: {e}"),
     }
