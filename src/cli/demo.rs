@@ -215,7 +215,7 @@ async fn walk_through(
     })?;
     println!("   → GET {page} (with the session)");
     println!(
-        "   ← {} : the backend's answer; it was told who she is:",
+        "   ← {}: the backend's answer; it was told who she is:",
         landing.status
     );
     let seen: Value = serde_json::from_str(&landing.body).map_err(|e| e.to_string())?;
