@@ -56,6 +56,41 @@ td, th {{ border-bottom: 1px solid #dde; padding: .3rem; text-align: left; verti
     )
 }
 
+/// The hidden inputs and the action of the first form of a page.
+pub fn form_of(page: &str) -> Option<(String, Vec<(String, String)>)> {
+    let start = page.find("<form")?;
+    let form = &page[start..];
+    let end = form.find("</form>").unwrap_or(form.len());
+    let form = &form[..end];
+    let action = attribute(&form[..form.find('>')?], "action")?;
+    let mut fields = Vec::new();
+    for input in form.split("<input").skip(1) {
+        let tag = &input[..input.find('>').unwrap_or(input.len())];
+        if attribute(tag, "type").as_deref() == Some("hidden") {
+            if let (Some(name), Some(value)) = (attribute(tag, "name"), attribute(tag, "value")) {
+                fields.push((name, value));
+            }
+        }
+    }
+    Some((action, fields))
+}
+
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let marker = format!(" {name}=\"");
+    let start = tag.find(&marker)? + marker.len();
+    let end = tag[start..].find('"')? + start;
+    Some(unescape(&tag[start..end]))
+}
+
+/// HTML text back to plain text (the entities `escape` writes).
+pub fn unescape(text: &str) -> String {
+    text.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +102,16 @@ mod tests {
             "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
         );
         assert!(page("<b>", "").contains("<title>&lt;b&gt;</title>"));
+    }
+
+    #[test]
+    fn a_form_is_read_with_its_hidden_fields_unescaped() {
+        let page = page(
+            "t",
+            r#"<form id="f" method="post" action="https://idp.test/a?x=1&amp;y=2"><input type="hidden" name="request" value="a.b&amp;c"><input type="text" name="user"></form>"#,
+        );
+        let (action, fields) = form_of(&page).unwrap();
+        assert_eq!(action, "https://idp.test/a?x=1&y=2");
+        assert_eq!(fields, [("request".to_string(), "a.b&c".to_string())]);
     }
 }

@@ -141,6 +141,35 @@ async fn every_testbed_participant_passes_in_its_role() {
         };
         assert_passes(&report, at_least, skipped);
     }
+    let idp = "EU.EORI.NL000000007";
+    let report = check(
+        &bed,
+        "identity-provider",
+        &bed.url(idp),
+        idp,
+        &["--person", "jane:jane-testbed-password"],
+    )
+    .await;
+    assert_passes(&report, 54, &[]);
+    for name in [
+        "authorize: REQUEST OBJECT NOT ENCRYPTED",
+        "authorize: PLAIN SCOPE DIFFERS FROM THE REQUEST OBJECT",
+        "sign-in: THE SAME CODE AGAIN",
+        "sign-in: USERINFO",
+    ] {
+        assert_eq!(case(&report, name).outcome, Outcome::Pass, "{name}");
+    }
+    // Without a person to sign in as, the flow is skipped, never passed.
+    let report = check(&bed, "identity-provider", &bed.url(idp), idp, &[]).await;
+    assert_eq!(case(&report, "sign-in: SIGN IN").outcome, Outcome::Skipped);
+    // A service provider is no identity provider: its authorize cases fail, by name.
+    let report = check(&bed, "identity-provider", &bed.url(SP2), SP2, &[]).await;
+    for name in [
+        "authorize: AUTHORIZE",
+        "authorize: REQUEST OBJECT NOT ENCRYPTED",
+    ] {
+        assert_eq!(case(&report, name).outcome, Outcome::Fail, "{name}");
+    }
     bed.stop().await;
 }
 

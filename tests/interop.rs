@@ -34,6 +34,10 @@ path = "/api/reports"
 upstream = "echo"
 "#;
 
+/// The tests here start processes (curl, python, the gateway's binary) beside in-process servers;
+/// they take turns, so that one test's processes and shutdowns never overlap another's.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -80,6 +84,7 @@ fn interop_python() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_ishare_gets_tokens_capabilities_and_verifies_our_assertions() {
+    let _turn = TURN.lock().await;
     let python = interop_python();
     let env = Env::start(BIN, RULES, |_| String::new()).await;
     let keys = env.bed.keys;
@@ -157,6 +162,7 @@ async fn python_ishare_gets_tokens_capabilities_and_verifies_our_assertions() {
 /// every answer arrives whole, with curl's exit status 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_over_http2_gets_clean_answers_to_bodies_we_refuse() {
+    let _turn = TURN.lock().await;
     let env = Env::start(BIN, RULES, |_| String::new()).await;
     let token = env.token(CONSUMER).await;
     let body = env.dir.join("body.json");
@@ -255,6 +261,7 @@ async fn satellite_without_capabilities(so: String, http: reqwest::Client) -> St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabilities() {
+    let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
     let satellite = satellite_without_capabilities(bed.url(SO), bed.http.clone()).await;
     let data = bed.keys.data_dir.display().to_string();
@@ -306,6 +313,7 @@ async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabiliti
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_testbed_scheme_owner_serves_versions_and_full_subjects() {
+    let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
     let token = bed.token(SO, CONSUMER).await;
     // The signed payload of GET `path` at the scheme owner (with `token`, if any), read from
@@ -366,6 +374,7 @@ async fn check(config: &Path) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_refuses_a_chain_without_its_root_and_warns_of_plain_http() {
+    let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
     let data = bed.keys.data_dir.clone();
     let chain = std::fs::read_to_string(bed.keys.party_chain_file(SP)).unwrap();
@@ -412,6 +421,7 @@ async fn check_refuses_a_chain_without_its_root_and_warns_of_plain_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_says_when_our_own_chain_is_not_trusted() {
+    let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
     // An identity from a CA the scheme does not trust, with the scheme's trusted list given as a
     // file: the gateway can verify others, but every participant would refuse its assertions.

@@ -5,10 +5,11 @@
 
 mod support;
 
+use ishare_gateway::html::form_of;
 use ishare_gateway::scheme::jwe::encrypt_to_certificate;
 use ishare_gateway::scheme::openid;
 use ishare_gateway::scheme::Timestamp;
-use ishare_gateway::testbed::person::{form_of, html_text, Browser, Page};
+use ishare_gateway::testbed::person::{html_text, Browser, Page};
 use ishare_gateway::testbed::pki::TestPki;
 use serde_json::{json, Value};
 use std::sync::Arc;

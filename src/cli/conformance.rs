@@ -1,7 +1,7 @@
 //! `ishare-gateway conformance …`: run the scheme's conformance cases against a participant and
 //! print the table (and JUnit XML with --junit).
 
-use crate::conformance::{self, report, Broker, Masks, Options, Role};
+use crate::conformance::{self, report, Broker, Masks, Options, Person, Role};
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
@@ -86,6 +86,17 @@ pub struct ConformanceArgs {
     consumer_key: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     consumer_chain: Option<PathBuf>,
+    /// An identity provider: a person to sign in as on its login page (a form with `username` and
+    /// `password`), for the cases of the whole flow (code, token, userinfo).
+    #[arg(long, value_name = "USER:PASSWORD")]
+    person: Option<String>,
+    /// An identity provider: the redirect_uri of the request objects (never called).
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "https://localhost/openid_connect1.0/return"
+    )]
+    redirect_uri: String,
     /// The scheme's name: the token scope.
     #[arg(long, default_value = "iSHARE")]
     scheme: String,
@@ -258,6 +269,17 @@ pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
         trusted,
         masks,
         broker,
+        person: match &args.person {
+            None => None,
+            Some(p) => {
+                let (username, password) = p.split_once(':').ok_or("--person is USER:PASSWORD")?;
+                Some(Person {
+                    username: username.to_string(),
+                    password: password.to_string(),
+                })
+            }
+        },
+        redirect_uri: args.redirect_uri.clone(),
         scheme: args.scheme.clone(),
         http,
     })

@@ -22,10 +22,10 @@ use serde_json::Value;
 const STRANGER: &str = "EU.EORI.NL999999998";
 
 /// What a check concluded: `Ok` with what was verified, `Err` with what is wrong.
-type Verdict = Result<String, String>;
+pub(super) type Verdict = Result<String, String>;
 
 pub struct Run<'a> {
-    o: &'a Options,
+    pub(super) o: &'a Options,
     results: Vec<CaseResult>,
 }
 
@@ -41,11 +41,11 @@ impl<'a> Run<'a> {
         self.results
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         join(&self.o.target, path)
     }
 
-    fn record(
+    pub(super) fn record(
         &mut self,
         group: &'static str,
         name: &str,
@@ -67,7 +67,7 @@ impl<'a> Run<'a> {
         });
     }
 
-    fn skip(&mut self, group: &'static str, name: &str, expected: &str, why: &str) {
+    pub(super) fn skip(&mut self, group: &'static str, name: &str, expected: &str, why: &str) {
         self.results.push(CaseResult {
             group,
             name: name.to_string(),
@@ -79,7 +79,7 @@ impl<'a> Run<'a> {
     }
 
     /// Send a request and judge the answer with `judge`.
-    async fn case(
+    pub(super) async fn case(
         &mut self,
         group: &'static str,
         name: &str,
@@ -97,7 +97,7 @@ impl<'a> Run<'a> {
     }
 
     /// A case whose whole expectation is a status.
-    async fn status_case(
+    pub(super) async fn status_case(
         &mut self,
         group: &'static str,
         name: &str,
@@ -137,7 +137,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn client_id(&self) -> &str {
+    pub(super) fn client_id(&self) -> &str {
         self.o.client.party_id().as_str()
     }
 
@@ -659,7 +659,7 @@ impl<'a> Run<'a> {
     }
 }
 
-fn status_is(a: &Answer, expected: u16) -> Verdict {
+pub(super) fn status_is(a: &Answer, expected: u16) -> Verdict {
     if a.status == expected {
         Ok("the status the scheme expects".into())
     } else {
@@ -668,7 +668,7 @@ fn status_is(a: &Answer, expected: u16) -> Verdict {
 }
 
 /// The JWT in `member` of a 200 answer, verified as a response of the target to `audience`.
-fn signed_member(
+pub(super) fn signed_member(
     o: &Options,
     a: &Answer,
     member: &str,

@@ -5,6 +5,7 @@
 
 mod cases;
 mod defects;
+mod identity_provider;
 mod probe;
 pub mod report;
 mod signed;
@@ -19,6 +20,7 @@ pub enum Role {
     ServiceProvider,
     AuthorisationRegistry,
     SchemeOwner,
+    IdentityProvider,
 }
 
 impl Role {
@@ -27,6 +29,7 @@ impl Role {
             Role::ServiceProvider => "service-provider",
             Role::AuthorisationRegistry => "authorisation-registry",
             Role::SchemeOwner => "scheme-owner",
+            Role::IdentityProvider => "identity-provider",
         }
     }
 }
@@ -46,6 +49,13 @@ pub struct Broker {
     pub consumer: SigningIdentity,
     /// A party with the consumer's id whose certificate is issued under a root nobody trusts.
     pub foreign_consumer: SigningIdentity,
+}
+
+/// A person of an identity provider (test credentials).
+#[derive(Clone, Debug)]
+pub struct Person {
+    pub username: String,
+    pub password: String,
 }
 
 /// What a run needs: the target, who we are, and whom we may also act as.
@@ -70,6 +80,10 @@ pub struct Options {
     pub trusted: TrustedList,
     pub masks: Option<Masks>,
     pub broker: Option<Broker>,
+    /// An identity provider: a person to sign in as.
+    pub person: Option<Person>,
+    /// An identity provider: the redirect_uri of the request objects.
+    pub redirect_uri: String,
     /// The scheme's name: the token scope.
     pub scheme: String,
     pub http: reqwest::Client,
@@ -132,6 +146,7 @@ pub async fn run(options: &Options) -> Report {
         Role::ServiceProvider => cases.broker().await,
         Role::AuthorisationRegistry => cases.delegation().await,
         Role::SchemeOwner => cases.scheme_owner().await,
+        Role::IdentityProvider => cases.identity_provider().await,
     }
     Report {
         role: options.role,

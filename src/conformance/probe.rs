@@ -12,6 +12,8 @@ pub struct Answer {
     pub headers: reqwest::header::HeaderMap,
     /// The body as JSON, when it is JSON.
     pub json: Option<Value>,
+    /// The body as text (pages).
+    pub body: String,
 }
 
 impl Answer {
@@ -62,5 +64,6 @@ pub async fn send(request: reqwest::RequestBuilder) -> Result<Answer, String> {
         status,
         headers,
         json: serde_json::from_slice(&body).ok(),
+        body: String::from_utf8_lossy(&body).into_owned(),
     })
 }

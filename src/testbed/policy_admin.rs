@@ -192,26 +192,42 @@ async fn login(State(a): State<Arc<PolicyAdmin>>, method: Method, body: bytes::B
     )))
 }
 
-/// The session of a form post whose token matches, or the answer to give instead.
+/// Why a form post is not taken.
+enum Refusal {
+    /// The form's token is not the session's (another site's form).
+    ForeignForm,
+    NotSignedIn,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::ForeignForm => answer(
+                StatusCode::FORBIDDEN,
+                "Refused",
+                r#"<p class="error">The form is not from this session.</p>"#,
+                None,
+            ),
+            Refusal::NotSignedIn => answer(
+                StatusCode::UNAUTHORIZED,
+                "Sign in to manage policies",
+                &login_form(Some("Sign in first.")),
+                None,
+            ),
+        }
+    }
+}
+
+/// The session of a form post whose token matches.
 fn authorised(
     a: &PolicyAdmin,
     headers: &HeaderMap,
     f: &std::collections::BTreeMap<String, String>,
-) -> Result<(String, String), Response> {
+) -> Result<(String, String), Refusal> {
     match a.session(headers) {
         Some((sid, token)) if f.get("token") == Some(&token) => Ok((sid, token)),
-        Some(_) => Err(answer(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            r#"<p class="error">The form is not from this session.</p>"#,
-            None,
-        )),
-        None => Err(answer(
-            StatusCode::UNAUTHORIZED,
-            "Sign in to manage policies",
-            &login_form(Some("Sign in first.")),
-            None,
-        )),
+        Some(_) => Err(Refusal::ForeignForm),
+        None => Err(Refusal::NotSignedIn),
     }
 }
 
@@ -227,7 +243,7 @@ async fn add(
     let f = form(&body);
     let (_, token) = match authorised(&a, &headers, &f) {
         Ok(s) => s,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.into_response(),
     };
     let text = f.get("policy").cloned().unwrap_or_default();
     match new_policy(&a.p, text.as_bytes()) {
@@ -264,7 +280,7 @@ async fn delete(
     let f = form(&body);
     let (_, token) = match authorised(&a, &headers, &f) {
         Ok(s) => s,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.into_response(),
     };
     let index = f.get("index").and_then(|i| i.parse().ok());
     let shown: Option<DelegationEvidence> =
