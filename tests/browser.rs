@@ -107,6 +107,27 @@ async fn browser(bed: &Bed, driver: &Driver) -> fantoccini::Client {
         .expect("a Chromium session")
 }
 
+/// Type `text` into the field with this id.
+async fn type_into(client: &fantoccini::Client, id: &str, text: &str) {
+    client
+        .find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("#{id}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
+async fn click(client: &fantoccini::Client, id: &str) {
+    client
+        .find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("#{id}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
 async fn text_of(client: &fantoccini::Client, css: &str) -> String {
     client
         .wait()
@@ -152,27 +173,9 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
     .unwrap();
 
     // A wrong password first: the page says so and keeps the form.
-    client
-        .find(Locator::Id("username"))
-        .await
-        .unwrap()
-        .send_keys("jane")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("password"))
-        .await
-        .unwrap()
-        .send_keys("not-her-password")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("allow"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "username", "jane").await;
+    type_into(&client, "password", "not-her-password").await;
+    click(&client, "allow").await;
     assert_eq!(
         text_of(&client, "#error").await,
         "Wrong user name or password."
@@ -183,27 +186,9 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
     )
     .unwrap();
 
-    client
-        .find(Locator::Id("username"))
-        .await
-        .unwrap()
-        .send_keys("jane")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("password"))
-        .await
-        .unwrap()
-        .send_keys("jane-testbed-password")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("allow"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "username", "jane").await;
+    type_into(&client, "password", "jane-testbed-password").await;
+    click(&client, "allow").await;
 
     let landed = url::Url::parse(&protected).unwrap();
     client
@@ -289,27 +274,9 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
         .for_element(Locator::Id("username"))
         .await
         .unwrap();
-    client
-        .find(Locator::Id("username"))
-        .await
-        .unwrap()
-        .send_keys("admin")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("password"))
-        .await
-        .unwrap()
-        .send_keys("admin-testbed-password")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("sign-in"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "username", "admin").await;
+    type_into(&client, "password", "admin-testbed-password").await;
+    click(&client, "sign-in").await;
     let listed = text_of(&client, "#policies").await;
     assert!(
         listed.contains(OWNER) && !listed.contains(NEWCOMER),
@@ -326,20 +293,8 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
                        "actions": ["iSHARE.READ"], "environment": {"serviceProviders": [SP]}},
             "rules": [{"effect": "Deny"}]}]}]
     });
-    client
-        .find(Locator::Id("policy"))
-        .await
-        .unwrap()
-        .send_keys(&policy.to_string())
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("add"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "policy", &policy.to_string()).await;
+    click(&client, "add").await;
     let notice = text_of(&client, "#notice").await;
     assert!(
         notice.contains("does not contain a rule with the Effect 'Permit'"),
@@ -347,20 +302,8 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
     );
 
     policy["policySets"][0]["policies"][0]["rules"][0]["effect"] = json!("Permit");
-    client
-        .find(Locator::Id("policy"))
-        .await
-        .unwrap()
-        .send_keys(&policy.to_string())
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("add"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "policy", &policy.to_string()).await;
+    click(&client, "add").await;
     assert_eq!(text_of(&client, "#notice").await, "The policy is added.");
     assert!(text_of(&client, "#policies").await.contains(NEWCOMER));
     std::fs::write(

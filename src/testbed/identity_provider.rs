@@ -490,7 +490,7 @@ async fn token(
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "signing_failed", e.to_string()))?;
+        .map_err(ApiError::from)?;
     let access_token = random_value();
     idp.tokens.insert(access_token.clone(), grant);
     let mut answer = serde_json::to_value(TokenResponse::bearer(
@@ -547,13 +547,7 @@ async fn userinfo(
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "signing_failed",
-                e.to_string(),
-            )
-        })?;
+        .map_err(ApiError::from)?;
     Ok(token_answer(openid::USERINFO_TOKEN, token))
 }
 
@@ -610,12 +604,6 @@ impl IdentityProvider {
                 now,
                 super::participant::RESPONSE_TOKEN_LIFETIME,
             )
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "signing_failed",
-                    e.to_string(),
-                )
-            })
+            .map_err(ApiError::from)
     }
 }

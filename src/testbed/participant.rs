@@ -11,7 +11,7 @@ use crate::scheme::assertion::{
     MemoryJtiStore, TokenRequest,
 };
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
-use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt, SigningIdentity};
+use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt, SigningError, SigningIdentity};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::openid;
 use crate::scheme::party::PartyId;
@@ -110,6 +110,16 @@ impl ApiError {
     }
 }
 
+impl From<SigningError> for ApiError {
+    fn from(e: SigningError) -> Self {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "signing_failed",
+            e.to_string(),
+        )
+    }
+}
+
 impl From<AssertionError> for ApiError {
     fn from(e: AssertionError) -> Self {
         ApiError::bad_request(e.oauth_error(), format!("{e} ({})", e.code()))
@@ -188,13 +198,7 @@ impl Participant {
                 Timestamp::now(),
                 RESPONSE_TOKEN_LIFETIME,
             )
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "signing_failed",
-                    e.to_string(),
-                )
-            })
+            .map_err(ApiError::from)
     }
 
     /// A client assertion of `client_id` to us: its claims, signer and chain, and its jti never

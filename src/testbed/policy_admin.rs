@@ -46,7 +46,9 @@ pub fn routes(p: Arc<Participant>, admin: AdminConfig) -> Router {
         .with_state(state)
 }
 
-fn form(body: &[u8]) -> std::collections::BTreeMap<String, String> {
+type Form = std::collections::BTreeMap<String, String>;
+
+fn form(body: &[u8]) -> Form {
     url::form_urlencoded::parse(body)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
@@ -194,6 +196,7 @@ async fn login(State(a): State<Arc<PolicyAdmin>>, method: Method, body: bytes::B
 
 /// Why a form post is not taken.
 enum Refusal {
+    Method,
     /// The form's token is not the session's (another site's form).
     ForeignForm,
     NotSignedIn,
@@ -202,6 +205,7 @@ enum Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
+            Refusal::Method => StatusCode::METHOD_NOT_ALLOWED.into_response(),
             Refusal::ForeignForm => answer(
                 StatusCode::FORBIDDEN,
                 "Refused",
@@ -218,14 +222,19 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The session of a form post whose token matches.
-fn authorised(
+/// A form posted in a session, with the session's token: the form, the session id and the token.
+fn posted(
     a: &PolicyAdmin,
+    method: &Method,
     headers: &HeaderMap,
-    f: &std::collections::BTreeMap<String, String>,
-) -> Result<(String, String), Refusal> {
+    body: &[u8],
+) -> Result<(Form, String, String), Refusal> {
+    if method != Method::POST {
+        return Err(Refusal::Method);
+    }
+    let f = form(body);
     match a.session(headers) {
-        Some((sid, token)) if f.get("token") == Some(&token) => Ok((sid, token)),
+        Some((sid, token)) if f.get("token") == Some(&token) => Ok((f, sid, token)),
         Some(_) => Err(Refusal::ForeignForm),
         None => Err(Refusal::NotSignedIn),
     }
@@ -237,12 +246,8 @@ async fn add(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if method != Method::POST {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
-    let f = form(&body);
-    let (_, token) = match authorised(&a, &headers, &f) {
-        Ok(s) => s,
+    let (f, _, token) = match posted(&a, &method, &headers, &body) {
+        Ok(posted) => posted,
         Err(refusal) => return refusal.into_response(),
     };
     let text = f.get("policy").cloned().unwrap_or_default();
@@ -274,12 +279,8 @@ async fn delete(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if method != Method::POST {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
-    let f = form(&body);
-    let (_, token) = match authorised(&a, &headers, &f) {
-        Ok(s) => s,
+    let (f, _, token) = match posted(&a, &method, &headers, &body) {
+        Ok(posted) => posted,
         Err(refusal) => return refusal.into_response(),
     };
     let index = f.get("index").and_then(|i| i.parse().ok());
@@ -306,12 +307,10 @@ async fn logout(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    if method != Method::POST {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
-    let f = form(&body);
-    if let Ok((sid, _)) = authorised(&a, &headers, &f) {
-        a.sessions.invalidate(&sid);
+    match posted(&a, &method, &headers, &body) {
+        Ok((_, sid, _)) => a.sessions.invalidate(&sid),
+        Err(Refusal::Method) => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        Err(_) => {}
     }
     see_admin(Some(format!(
         "{COOKIE}=; Path=/admin; Max-Age=0; Secure; HttpOnly; SameSite=Strict"

@@ -11,7 +11,7 @@ use crate::scheme::evidence::{
     evaluate_policy_sets, AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest,
     Effect, Policy, PolicySet, Rule,
 };
-use crate::scheme::jwt::{self, SigningError};
+use crate::scheme::jwt;
 use crate::scheme::licence::Licence;
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM};
@@ -360,13 +360,7 @@ async fn delegation(
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
-        .map_err(|e: SigningError| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "signing_failed",
-                e.to_string(),
-            )
-        })?;
+        .map_err(ApiError::from)?;
     Ok(token_answer(member::DELEGATION, token))
 }
 
