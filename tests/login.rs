@@ -163,6 +163,32 @@ async fn a_person_signs_in_and_the_backend_learns_who_they_are() {
     assert_eq!(secret.status, 403, "{}", secret.body);
     assert!(secret.body.contains("\"reason\""), "{}", secret.body);
 
+    // A request that changes something must come from the gateway's own pages: another site's
+    // form would carry the session cookie too.
+    let post = |origin: Option<&str>| {
+        let mut request = env
+            .bed
+            .http
+            .post(&url)
+            .header("cookie", format!("__Host-ishare-session={session}"))
+            .body("{}");
+        if let Some(o) = origin {
+            request = request.header("origin", o);
+        }
+        request.send()
+    };
+    for origin in [None, Some("https://elsewhere.example")] {
+        let answer = post(origin).await.unwrap();
+        assert_eq!(answer.status(), 403, "{origin:?}");
+        assert!(answer.text().await.unwrap().contains("cross_site_request"));
+    }
+    // From our own origin it goes on to the decision: the registry denies the person creating.
+    let (status, body) = status_json(post(Some(&env.url)).await.unwrap()).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule"))
+    );
+
     // A bearer token is not a person.
     let answer = env
         .bed
@@ -347,6 +373,10 @@ async fn exchange(env: &Env, code: &str) -> reqwest::Response {
             ),
             ("client_assertion", &assertion),
             ("code", code),
+            (
+                "redirect_uri",
+                &format!("{}{}", env.url, openid::RETURN_PATH),
+            ),
         ])
         .send()
         .await
@@ -360,6 +390,8 @@ enum Tamper {
     Audience,
     /// The id_token carries another nonce.
     Nonce,
+    /// The id_token's person is a party of the scheme.
+    Subject,
 }
 
 /// A stand-in for the identity provider at another address: everything goes to the real one, and
@@ -395,6 +427,7 @@ async fn tampering_provider(bed: &Bed, tamper: Tamper) -> (String, tokio::task::
                 match tamper {
                     Tamper::Audience => claims["aud"] = json!(SP2),
                     Tamper::Nonce => claims["nonce"] = json!("another-nonce"),
+                    Tamper::Subject => claims["sub"] = json!(CONSUMER),
                 }
                 body["id_token"] = json!(identity.sign_raw(&claims).unwrap());
                 bytes = serde_json::to_vec(&body).unwrap();
@@ -421,6 +454,7 @@ async fn an_id_token_for_someone_else_and_a_provider_that_is_down_open_no_sessio
     for (tamper, expected) in [
         (Tamper::Audience, "aud does not name us"),
         (Tamper::Nonce, "nonce"),
+        (Tamper::Subject, "is a party of the scheme, not a person"),
     ] {
         let bed = Bed::start(BIN).await;
         let (proxy, task) = tampering_provider(&bed, tamper).await;

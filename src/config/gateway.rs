@@ -63,7 +63,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let server = server(&base, file.server, issues);
     let log = log(file.log, issues);
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
-    let login = file.login.and_then(|l| login(&base, l, issues));
+    let login = file
+        .login
+        .and_then(|l| login(&base, l, replay.redis_url.is_some(), issues));
     // A client's copy of a header that speaks for a signed-in person never reaches a backend.
     for (_, header) in login.iter().flat_map(|l| &l.headers) {
         if !strip_headers.contains(header) {
@@ -118,7 +120,12 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     })
 }
 
-fn login(base: &Path, l: LoginFile, issues: &mut Issues) -> Option<LoginSettings> {
+fn login(
+    base: &Path,
+    l: LoginFile,
+    shared_store: bool,
+    issues: &mut Issues,
+) -> Option<LoginSettings> {
     let identity_provider = match &l.identity_provider {
         Some(id) => issues.check("login.identity_provider", party(id)),
         None => {
@@ -158,6 +165,18 @@ fn login(base: &Path, l: LoginFile, issues: &mut Issues) -> Option<LoginSettings
             .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
     {
         issues.add("login.cookie_name", "use letters, digits, '-' and '_'");
+    }
+    if !cookie_name.starts_with("__Host-") {
+        issues.add(
+            "login.cookie_name",
+            "must start with __Host- (a cookie only this host sets: no other subdomain can plant one)",
+        );
+    }
+    if shared_store && l.session_secret_file.is_none() {
+        issues.add(
+            "login.session_secret_file",
+            "needed with [replay] store = \"redis\": every instance must open the others' cookies",
+        );
     }
     let secret = l.session_secret_file.and_then(|file| {
         let path = resolve(base, &file);

@@ -251,3 +251,59 @@ pub fn set_response_headers(
     }
     Ok(())
 }
+
+/// A backend never sets the gateway's own cookies (a session of its choosing, or none).
+pub fn drop_own_cookies(resp: &mut ResponseHeader, own: &[String]) -> pingora::Result<()> {
+    let set = http::header::SET_COOKIE;
+    let names_ours = |v: &http::HeaderValue| {
+        let text = String::from_utf8_lossy(v.as_bytes());
+        let name = text.split(['=', ';']).next().unwrap_or_default().trim();
+        own.iter().any(|o| o.eq_ignore_ascii_case(name))
+    };
+    if own.is_empty() || !resp.headers.get_all(&set).iter().any(names_ours) {
+        return Ok(());
+    }
+    let kept: Vec<http::HeaderValue> = resp
+        .headers
+        .get_all(&set)
+        .iter()
+        .filter(|v| !names_ours(v))
+        .cloned()
+        .collect();
+    resp.remove_header(&set);
+    for value in kept {
+        resp.append_header(set.clone(), value)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backend_cannot_set_the_gateways_cookies() {
+        let mut resp = ResponseHeader::build(200, None).unwrap();
+        for cookie in [
+            "theme=dark; Path=/",
+            "__Host-ishare-session=chosen; Path=/; Secure",
+            "__host-ishare-session-login=x",
+            "other=1",
+        ] {
+            resp.append_header(http::header::SET_COOKIE, cookie)
+                .unwrap();
+        }
+        let own = [
+            "__Host-ishare-session".to_string(),
+            "__Host-ishare-session-login".to_string(),
+        ];
+        drop_own_cookies(&mut resp, &own).unwrap();
+        let left: Vec<&str> = resp
+            .headers
+            .get_all(http::header::SET_COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(left, ["theme=dark; Path=/", "other=1"]);
+    }
+}

@@ -58,6 +58,10 @@ pub enum LoginFailure {
     ProviderUnavailable(String),
     #[error("the session store did not answer: {0}")]
     Store(ReplayError),
+    #[error(
+        "a request that changes something must come from the gateway's own pages (Origin {0:?})"
+    )]
+    CrossSite(String),
 }
 
 reason_codes! {
@@ -72,6 +76,7 @@ reason_codes! {
         LoginFailure::Userinfo(_) => "invalid_userinfo",
         LoginFailure::ProviderUnavailable(_) => "identity_provider_unavailable",
         LoginFailure::Store(_) => "session_store_unavailable",
+        LoginFailure::CrossSite(_) => "cross_site_request",
     }
 }
 
@@ -87,6 +92,7 @@ impl LoginFailure {
             | LoginFailure::Userinfo(_) => 401,
             LoginFailure::ProviderUnavailable(_) => 502,
             LoginFailure::Store(_) => 503,
+            LoginFailure::CrossSite(_) => 403,
         }
     }
 
@@ -146,18 +152,17 @@ struct StartBudget {
 
 impl StartBudget {
     fn take(&self, now_secs: u64) -> bool {
-        let current = self.window.load(Ordering::Relaxed);
-        let (second, count) = (current >> 32, current & 0xffff_ffff);
-        let next = if second == now_secs & 0xffff_ffff {
-            if count >= u64::from(self.per_second) {
-                return false;
-            }
-            current + 1
-        } else {
-            ((now_secs & 0xffff_ffff) << 32) | 1
-        };
+        let second = now_secs & 0xffff_ffff;
         self.window
-            .compare_exchange(current, next, Ordering::Relaxed, Ordering::Relaxed)
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
+                if current >> 32 != second {
+                    Some((second << 32) | 1)
+                } else if current & 0xffff_ffff < u64::from(self.per_second) {
+                    Some(current + 1)
+                } else {
+                    None
+                }
+            })
             .is_ok()
     }
 }
@@ -177,6 +182,8 @@ pub struct Login {
     sealed: SealedBox,
     our_id: PartyId,
     return_url: String,
+    /// The origin of `public_url`: where requests of the gateway's own pages come from.
+    origin: String,
     starts: StartBudget,
     own_cookies: [String; 2],
 }
@@ -220,6 +227,9 @@ impl Login {
                 public_url.trim_end_matches('/'),
                 openid::RETURN_PATH
             ),
+            origin: url::Url::parse(public_url)
+                .map(|u| u.origin().ascii_serialization())
+                .map_err(|e| format!("public_url: {e}"))?,
             starts: StartBudget {
                 window: AtomicU64::new(0),
                 per_second: settings.starts_per_second,
@@ -240,6 +250,24 @@ impl Login {
     fn seal<T: Serialize>(&self, value: &T) -> Result<String, Reject> {
         let json = serde_json::to_vec(value).map_err(|_| Reject::Internal)?;
         self.sealed.seal(&json).map_err(|_| Reject::Internal)
+    }
+
+    /// A request with a session that would change something must come from a page of the
+    /// gateway's own origin: the browser's `Origin`, or `Sec-Fetch-Site: same-origin`. A session
+    /// cookie is sent by browsers on other sites' requests too.
+    pub fn check_same_origin(&self, method: &Method, headers: &HeaderMap) -> Result<(), Reject> {
+        if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            return Ok(());
+        }
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        match (header("origin"), header("sec-fetch-site")) {
+            (Some(origin), _) if origin == self.origin => Ok(()),
+            (None, Some("same-origin")) => Ok(()),
+            (origin, _) => Err(LoginFailure::CrossSite(
+                origin.unwrap_or("none").chars().take(100).collect(),
+            )
+            .into()),
+        }
     }
 
     /// The person of the request's session, if it has a valid one.
@@ -447,6 +475,14 @@ impl Login {
         )
         .map_err(|e| LoginFailure::IdToken(e.to_string()))?
         .to_string();
+        if let Ok(party) = PartyId::parse(&sub) {
+            if cx.trust.party(&party).await?.is_some() {
+                return Err(LoginFailure::IdToken(format!(
+                    "its sub {sub} is a party of the scheme, not a person"
+                ))
+                .into());
+            }
+        }
         let access_token = tokens
             .get("access_token")
             .and_then(Value::as_str)
@@ -455,6 +491,14 @@ impl Login {
             })?;
         let attributes = self.userinfo(access_token, &sub, cx, now).await?;
         let person = Person { sub, attributes };
+        for value in cookie_values(headers, &self.settings.cookie_name) {
+            if let Some(earlier) = self.open::<SessionCookie>(value) {
+                cx.store
+                    .remove(Kind::Session, &earlier.sid)
+                    .await
+                    .map_err(LoginFailure::Store)?;
+            }
+        }
         let sid = random_value();
         let lifetime = self.settings.session_lifetime;
         cx.store

@@ -224,6 +224,7 @@ impl Gateway {
                 let now = Timestamp::now();
                 match login.person(&req.headers, &shared.sessions, now).await? {
                     Some(person) => {
+                        login.check_same_origin(&method, &req.headers)?;
                         ctx.person_headers = login.headers_for(&person);
                         Some(person.sub)
                     }
@@ -393,6 +394,9 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> pingora::Result<()> {
+        if let Some(login) = ctx.snap.as_ref().and_then(|s| s.login.as_ref()) {
+            forward::drop_own_cookies(resp, login.cookie_names())?;
+        }
         forward::set_response_headers(resp, &ctx.licence_headers)
     }
 

@@ -446,6 +446,8 @@ pub async fn respond(session: &mut Session, answer: &Answer) -> pingora::Result<
     resp.insert_header("content-length", body.len().to_string())?;
     if matches!(answer.body, Body::Html(_)) {
         resp.insert_header("cache-control", "no-store")?;
+        resp.insert_header("x-frame-options", "DENY")?;
+        resp.insert_header("content-security-policy", "frame-ancestors 'none'")?;
     }
     for (name, value) in &answer.headers {
         resp.append_header(*name, value.as_str())?;
@@ -507,6 +509,7 @@ mod tests {
             Reject::Login(LoginFailure::Userinfo("x".into())),
             Reject::Login(LoginFailure::ProviderUnavailable("x".into())),
             Reject::Login(LoginFailure::Store(ReplayError::Full)),
+            Reject::Login(LoginFailure::CrossSite("https://elsewhere.example".into())),
             Reject::Internal,
         ];
         for r in &all {

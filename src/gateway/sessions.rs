@@ -10,7 +10,8 @@ use moka::Expiry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Entries held at once in memory (states and sessions together).
+/// Entries held at once in memory, of each kind: a flood of sign-ins started never pushes out
+/// sessions.
 pub const MEMORY_CAPACITY: u64 = 100_000;
 
 /// What is kept: sign-ins in progress, or sessions.
@@ -53,7 +54,10 @@ impl Expiry<String, Entry> for OwnLifetime {
 }
 
 pub enum SessionStore {
-    Memory(Cache<String, Entry>),
+    Memory {
+        states: Cache<String, Entry>,
+        sessions: Cache<String, Entry>,
+    },
     Redis(RedisStore),
 }
 
@@ -61,18 +65,36 @@ impl SessionStore {
     /// The store `[replay]` names (Redis is connected lazily).
     pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
         Ok(match &settings.redis_url {
-            None => SessionStore::Memory(
-                Cache::builder()
-                    .max_capacity(MEMORY_CAPACITY)
-                    .expire_after(OwnLifetime)
-                    .build(),
-            ),
+            None => {
+                let cache = || {
+                    Cache::builder()
+                        .max_capacity(MEMORY_CAPACITY)
+                        .expire_after(OwnLifetime)
+                        .build()
+                };
+                SessionStore::Memory {
+                    states: cache(),
+                    sessions: cache(),
+                }
+            }
             Some(url) => SessionStore::Redis(RedisStore::new(url, namespace, settings.timeout)?),
         })
     }
 
     fn key(kind: Kind, id: &str) -> String {
         format!("{}:{id}", kind.prefix())
+    }
+
+    /// The memory cache of `kind`.
+    fn cache<'a>(
+        kind: Kind,
+        states: &'a Cache<String, Entry>,
+        sessions: &'a Cache<String, Entry>,
+    ) -> &'a Cache<String, Entry> {
+        match kind {
+            Kind::State => states,
+            Kind::Session => sessions,
+        }
     }
 
     fn redis_key(store: &RedisStore, kind: Kind, id: &str) -> String {
@@ -87,8 +109,8 @@ impl SessionStore {
         ttl: Duration,
     ) -> Result<(), ReplayError> {
         match self {
-            SessionStore::Memory(cache) => {
-                cache.insert(
+            SessionStore::Memory { states, sessions } => {
+                Self::cache(kind, states, sessions).insert(
                     Self::key(kind, id),
                     Entry {
                         value: Arc::new(value),
@@ -118,9 +140,9 @@ impl SessionStore {
     /// The value, which is gone from the store afterwards (a state is used once).
     pub async fn take(&self, kind: Kind, id: &str) -> Result<Option<Vec<u8>>, ReplayError> {
         match self {
-            SessionStore::Memory(cache) => {
-                Ok(cache.remove(&Self::key(kind, id)).and_then(Entry::live))
-            }
+            SessionStore::Memory { states, sessions } => Ok(Self::cache(kind, states, sessions)
+                .remove(&Self::key(kind, id))
+                .and_then(Entry::live)),
             SessionStore::Redis(r) => {
                 let mut command = redis::cmd("GETDEL");
                 command.arg(Self::redis_key(r, kind, id));
@@ -131,9 +153,9 @@ impl SessionStore {
 
     pub async fn get(&self, kind: Kind, id: &str) -> Result<Option<Vec<u8>>, ReplayError> {
         match self {
-            SessionStore::Memory(cache) => {
-                Ok(cache.get(&Self::key(kind, id)).and_then(Entry::live))
-            }
+            SessionStore::Memory { states, sessions } => Ok(Self::cache(kind, states, sessions)
+                .get(&Self::key(kind, id))
+                .and_then(Entry::live)),
             SessionStore::Redis(r) => {
                 let mut command = redis::cmd("GET");
                 command.arg(Self::redis_key(r, kind, id));
@@ -144,8 +166,8 @@ impl SessionStore {
 
     pub async fn remove(&self, kind: Kind, id: &str) -> Result<(), ReplayError> {
         match self {
-            SessionStore::Memory(cache) => {
-                cache.invalidate(&Self::key(kind, id));
+            SessionStore::Memory { states, sessions } => {
+                Self::cache(kind, states, sessions).invalidate(&Self::key(kind, id));
                 Ok(())
             }
             SessionStore::Redis(r) => {

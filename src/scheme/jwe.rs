@@ -23,6 +23,8 @@ pub enum JweError {
     NotText,
     #[error("cannot encrypt: {0}")]
     Encrypt(String),
+    #[error("compressed content (zip) is not accepted")]
+    Compressed,
 }
 
 /// 256 random bits, base64url: for codes, states, nonces, session and login ids.
@@ -77,6 +79,9 @@ impl Decryption {
         }
         let header =
             josekit::jwt::decode_header(token).map_err(|e| JweError::Decrypt(e.to_string()))?;
+        if header.claim("zip").is_some() {
+            return Err(JweError::Compressed);
+        }
         let decrypter: &dyn JweDecrypter =
             match header.claim("alg").and_then(serde_json::Value::as_str) {
                 Some("RSA-OAEP-256") => self.oaep_256.as_ref(),

@@ -174,6 +174,18 @@ fn a_request_object_encrypted_to_a_certificate_opens_with_its_key_only() {
     let other = Decryption::from_pem(pki.party(SP).key_pem.as_bytes()).unwrap();
     assert!(matches!(other.decrypt(&jwe), Err(JweError::Decrypt(_))));
     assert_eq!(ours.decrypt(&jws), Err(JweError::NotEncrypted));
+
+    // Compressed content would be inflated before any signature is checked: refused unread.
+    let (_, cert) = x509_parser::parse_x509_certificate(&idp.chain_der[0]).unwrap();
+    let encrypter = josekit::jwe::RSA_OAEP_256
+        .encrypter_from_der(cert.tbs_certificate.subject_pki.raw)
+        .unwrap();
+    let mut header = josekit::jwe::JweHeader::new();
+    header.set_content_encryption("A256GCM");
+    header.set_compression("DEF");
+    let zipped =
+        josekit::jwe::serialize_compact(&vec![b'a'; 100_000], &header, &encrypter).unwrap();
+    assert_eq!(ours.decrypt(&zipped), Err(JweError::Compressed));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::registry::mirror;
 use crate::html::{escape, page};
 use crate::scheme::assertion::{check_assertion, AssertionRules, ASSERTION_TYPE};
 use crate::scheme::evidence::DelegationRequest;
-use crate::scheme::jwe::{is_encrypted, random_value, Decryption};
+use crate::scheme::jwe::{is_encrypted, random_value, Decryption, JweError};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::openid::{
     self, attributes_of, check_request_claims, client_of, error_redirect_target, AuthorizeParams,
@@ -127,10 +127,16 @@ fn error_page(status: StatusCode, error: &str, description: &str) -> Response {
     (status, no_store(), Html(page("Sign-in refused", &body))).into_response()
 }
 
-fn no_store() -> [(header::HeaderName, HeaderValue); 2] {
+/// Not cached, and never shown inside another site's frame.
+fn no_store() -> [(header::HeaderName, HeaderValue); 4] {
     [
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
         (header::PRAGMA, HeaderValue::from_static("no-cache")),
+        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("frame-ancestors 'none'"),
+        ),
     ]
 }
 
@@ -200,10 +206,14 @@ impl IdentityProvider {
             ));
         }
         let jws = self.decryption.decrypt(&request).map_err(|e| {
+            let why = match e {
+                JweError::Compressed | JweError::Algorithm(_) => e.to_string(),
+                _ => "it cannot be decrypted with the identity provider's key".into(),
+            };
             error_page(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_object",
-                &format!("the request object: {e}"),
+                &format!("the request object: {why}"),
             )
         })?;
         let now = Timestamp::now();
@@ -475,7 +485,7 @@ async fn token(
     if grant.client_id != client_id.as_str() {
         return Err(invalid_grant("the code was issued to another client"));
     }
-    if value(&form, "redirect_uri").is_some_and(|r| r != grant.redirect_uri) {
+    if field("redirect_uri")? != grant.redirect_uri {
         return Err(invalid_grant(
             "redirect_uri is not the one of the authorize request",
         ));

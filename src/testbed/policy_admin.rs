@@ -58,6 +58,7 @@ fn answer(status: StatusCode, title: &str, body: &str, cookie: Option<String>) -
     let mut resp = (status, Html(page(title, body))).into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if let Some(Ok(c)) = cookie.map(|c| HeaderValue::from_str(&c)) {
         h.insert(header::SET_COOKIE, c);
     }
