@@ -154,7 +154,6 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
-/// A header name as underscore-folding backends read it.
 /// Every cookie of the request but `own`, as one Cookie header value.
 fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
     headers
@@ -173,6 +172,7 @@ fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
         .join("; ")
 }
 
+/// A header name as underscore-folding backends read it.
 fn fold(name: &str) -> String {
     name.to_ascii_lowercase().replace('_', "-")
 }
