@@ -243,7 +243,7 @@ async fn parties_search_filters_and_pages() {
     let (_, inactive) = parties(&bed, &token, "eori=*&active_only=false").await;
     assert_eq!(ids(&inactive), vec![INACTIVE]);
     let (_, active) = parties(&bed, &token, "name=*&active_only=true").await;
-    assert_eq!(active["count"], 14);
+    assert_eq!(active["count"], 15);
     let (_, uncertified) = parties(&bed, &token, "eori=*&certified_only=false").await;
     assert_eq!(ids(&uncertified), vec![INACTIVE]);
     let (_, then) = parties(
