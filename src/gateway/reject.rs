@@ -2,7 +2,6 @@
 //! `Reject::row` is the table that maps each to its status, `error` code, reason code, metrics
 //! outcome and description; every answer the gateway writes itself goes through it.
 
-use super::login::LoginFailure;
 use super::replay::ReplayError;
 use crate::access_token::AccessTokenError;
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
@@ -155,6 +154,87 @@ reason_codes! {
     } nested {
         EvidenceRefusal::Token(e) => e: EvidenceTokenError,
         EvidenceRefusal::NoRegistry(e) => e: NoRegistry,
+    }
+}
+
+/// Why a person is not signed in (or out). Each is a page with its status; none opens a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginFailure {
+    #[error("this route needs a signed-in person; sign in with a GET of a page first")]
+    Required,
+    #[error("more sign-ins are starting than the gateway allows per second; try again shortly")]
+    TooManyStarts,
+    #[error("the sign-in cannot be matched to this browser: {0}")]
+    StateMismatch(&'static str),
+    #[error("the answer of the identity provider is not usable: {0}")]
+    InvalidReturn(String),
+    #[error("the identity provider refused the sign-in: {error}: {description}")]
+    RefusedByProvider { error: String, description: String },
+    #[error("the identity provider refused the code: {0}")]
+    CodeRefused(String),
+    #[error("the id_token is not acceptable: {0}")]
+    IdToken(String),
+    #[error("the userinfo answer is not acceptable: {0}")]
+    Userinfo(String),
+    #[error("the identity provider gave no usable answer: {0}")]
+    ProviderUnavailable(String),
+    #[error("the session store did not answer: {0}")]
+    Store(ReplayError),
+    #[error(
+        "a request that changes something must come from the gateway's own pages (Origin {0:?})"
+    )]
+    CrossSite(String),
+}
+
+reason_codes! {
+    LoginFailure {
+        LoginFailure::Required => "login_required",
+        LoginFailure::TooManyStarts => "too_many_logins",
+        LoginFailure::StateMismatch(_) => "state_mismatch",
+        LoginFailure::InvalidReturn(_) => "invalid_return",
+        LoginFailure::RefusedByProvider { .. } => "login_refused",
+        LoginFailure::CodeRefused(_) => "code_refused",
+        LoginFailure::IdToken(_) => "invalid_id_token",
+        LoginFailure::Userinfo(_) => "invalid_userinfo",
+        LoginFailure::ProviderUnavailable(_) => "identity_provider_unavailable",
+        LoginFailure::Store(_) => "session_store_unavailable",
+        LoginFailure::CrossSite(_) => "cross_site_request",
+    }
+}
+
+impl LoginFailure {
+    pub fn status(&self) -> u16 {
+        match self {
+            LoginFailure::Required => 401,
+            LoginFailure::TooManyStarts => 429,
+            LoginFailure::StateMismatch(_) | LoginFailure::InvalidReturn(_) => 400,
+            LoginFailure::RefusedByProvider { .. }
+            | LoginFailure::CodeRefused(_)
+            | LoginFailure::IdToken(_)
+            | LoginFailure::Userinfo(_) => 401,
+            LoginFailure::ProviderUnavailable(_) => 502,
+            LoginFailure::Store(_) => 503,
+            LoginFailure::CrossSite(_) => 403,
+        }
+    }
+
+    /// What a person is told; what failed at the identity provider or the store is logged.
+    pub fn description(&self) -> String {
+        match self {
+            LoginFailure::ProviderUnavailable(_) => {
+                "the identity provider gave no usable answer; try again later".into()
+            }
+            LoginFailure::Store(_) => {
+                "the gateway cannot keep sessions right now; try again later".into()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<LoginFailure> for Reject {
+    fn from(e: LoginFailure) -> Self {
+        Reject::Login(e)
     }
 }
 

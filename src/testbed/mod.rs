@@ -294,7 +294,13 @@ impl Testbed {
             let router = match serve {
                 Serve::SchemeOwner => scheme_owner::router(participant),
                 Serve::AuthorisationRegistry | Serve::EntitledParty => {
-                    registry::router(participant, config.admin.clone())
+                    let router = registry::router(participant.clone());
+                    match &config.admin {
+                        Some(admin) => {
+                            router.merge(policy_admin::routes(participant, admin.clone()))
+                        }
+                        None => router,
+                    }
                 }
                 Serve::ServiceProvider => service_provider::router(participant),
                 Serve::IdentityProvider => identity_provider::router(

@@ -2,7 +2,7 @@
 //! a mask with mirror-the-mask evidence, and POST /policy. An entitled party runs the same engine
 //! but answers only for delegations it issued itself.
 
-use super::config::{AdminConfig, Serve};
+use super::config::Serve;
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
@@ -24,15 +24,11 @@ use axum::Router;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-pub fn router(p: Arc<Participant>, admin: Option<AdminConfig>) -> Router {
-    let router = super::common_routes()
+pub fn router(p: Arc<Participant>) -> Router {
+    super::common_routes()
         .route("/delegation", any(delegation))
         .route("/policy", any(add_policy))
-        .with_state(p.clone());
-    match admin {
-        Some(admin) => router.merge(super::policy_admin::routes(p, admin)),
-        None => router,
-    }
+        .with_state(p)
 }
 
 /// The problems of a mask or a policy that make it unusable, all at once.
