@@ -76,20 +76,20 @@ pub fn table(report: &Report) -> String {
     out
 }
 
+/// Text for XML: the markup escapes of pages, and control characters (which XML 1.0 cannot
+/// carry) as spaces.
 fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    let text: String = text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    crate::html::escape(&text)
 }
 
 /// JUnit XML: one test suite for the run, one test case per case, with its failure or skip.

@@ -156,17 +156,10 @@ const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-for
 
 /// Every cookie of the request but `own`, as one Cookie header value.
 fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| {
-            !pair.is_empty()
-                && !own
-                    .iter()
-                    .any(|name| pair.split_once('=').map_or(*pair, |(k, _)| k) == name)
+    crate::request::cookies(headers)
+        .filter(|c| {
+            !own.iter()
+                .any(|name| crate::request::cookie_name(c) == name)
         })
         .collect::<Vec<_>>()
         .join("; ")

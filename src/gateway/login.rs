@@ -13,6 +13,7 @@ use crate::html::{escape, page};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Trust, VerifyError};
 use crate::peers::PeerClient;
+use crate::request::cookie_values;
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, random_value, SealedBox};
 use crate::scheme::jwt::{certificate_from_base64, decode, AlgorithmPolicy};
@@ -105,29 +106,6 @@ pub struct Login {
     own_cookies: [String; 2],
 }
 
-fn cookie_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .filter(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim())
-        .collect()
-}
-
-/// The query's single values; a key given twice makes the answer unusable.
-fn query_values(query: Option<&str>) -> Result<BTreeMap<String, String>, LoginFailure> {
-    let mut out = BTreeMap::new();
-    for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(LoginFailure::InvalidReturn(format!("{k} is given twice")));
-        }
-    }
-    Ok(out)
-}
-
 impl Login {
     pub fn new(
         settings: LoginSettings,
@@ -194,7 +172,7 @@ impl Login {
         store: &SessionStore,
         now: Timestamp,
     ) -> Result<Option<Person>, Reject> {
-        let values = cookie_values(headers, &self.settings.cookie_name);
+        let values: Vec<&str> = cookie_values(headers, &self.settings.cookie_name).collect();
         let [value] = values.as_slice() else {
             return Ok(None);
         };
@@ -327,12 +305,14 @@ impl Login {
         cx: &Context<'_>,
         now: Timestamp,
     ) -> Result<(Answer, Person), Reject> {
-        let params = query_values(query)?;
+        let params = openid::single_params(query.unwrap_or_default().as_bytes())
+            .map_err(LoginFailure::InvalidReturn)?;
         let state = params
             .get("state")
             .filter(|s| !s.is_empty())
             .ok_or(LoginFailure::StateMismatch("the answer has no state"))?;
-        let bound = cookie_values(headers, &login_cookie(&self.settings));
+        let bound_name = login_cookie(&self.settings);
+        let bound: Vec<&str> = cookie_values(headers, &bound_name).collect();
         let bound: Option<LoginCookie> = match bound.as_slice() {
             [value] => self.open(value),
             _ => None,
@@ -660,8 +640,8 @@ mod tests {
     fn our_cookie_is_found_only_once() {
         let mut headers = HeaderMap::new();
         headers.insert(http::header::COOKIE, "a=1; s=xyz; b=2".parse().unwrap());
-        assert_eq!(cookie_values(&headers, "s"), ["xyz"]);
+        assert_eq!(cookie_values(&headers, "s").collect::<Vec<_>>(), ["xyz"]);
         headers.append(http::header::COOKIE, "s=other".parse().unwrap());
-        assert_eq!(cookie_values(&headers, "s").len(), 2);
+        assert_eq!(cookie_values(&headers, "s").count(), 2);
     }
 }

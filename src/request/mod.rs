@@ -1,6 +1,6 @@
 //! The parts of an HTTP request that rules decide on, as pure code: the canonical form of the path
 //! and the query (what a rule decides on is exactly what the backend receives), route path
-//! patterns, and value templates. Config and gateway both build on these.
+//! patterns, value templates, and cookies. Config and gateway both build on these.
 
 pub mod path;
 pub mod pattern;
@@ -9,6 +9,33 @@ pub mod template;
 
 use serde::Deserialize;
 use std::fmt;
+
+/// Every cookie of a request (`name=value`, trimmed), across all its Cookie headers.
+pub fn cookies(headers: &http::HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+}
+
+/// The name of a cookie as `cookies` gives it.
+pub fn cookie_name(cookie: &str) -> &str {
+    cookie.split_once('=').map_or(cookie, |(name, _)| name)
+}
+
+/// The values of the cookies named `name`: more than one when a client sends it twice.
+pub fn cookie_values<'a>(
+    headers: &'a http::HeaderMap,
+    name: &'a str,
+) -> impl Iterator<Item = &'a str> {
+    cookies(headers)
+        .filter_map(|c| c.split_once('='))
+        .filter(move |(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
 
 /// A form of request that backends read in different ways, so that a decision made on one reading
 /// could let another reach the backend. Refused unless the route accepts it.

@@ -7,6 +7,7 @@ use super::assertion::AssertionError;
 use super::jwt::DecodedJwt;
 use super::party::PartyId;
 use super::Timestamp;
+use std::collections::BTreeMap;
 
 pub const AUTHORIZE_PATH: &str = "/openid_connect1.0/authorize";
 pub const TOKEN_PATH: &str = "/openid_connect1.0/token";
@@ -34,6 +35,18 @@ pub fn attributes_of(scope: &str) -> Option<&'static [&'static str]> {
         .iter()
         .find(|(s, _)| *s == scope)
         .map(|(_, attributes)| *attributes)
+}
+
+/// The parameters of a form or query, each given once: a key given twice is refused (which of
+/// the two counts would be a guess).
+pub fn single_params(input: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in url::form_urlencoded::parse(input) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(format!("the parameter {k} is given twice"));
+        }
+    }
+    Ok(out)
 }
 
 /// The plain parameters of an authorize request beside `request`.

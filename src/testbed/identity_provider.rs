@@ -25,6 +25,7 @@ use axum::routing::any;
 use axum::Router;
 use moka::sync::Cache;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,22 +100,11 @@ pub fn router(
     Ok(super::common_routes().with_state(p).merge(own))
 }
 
-/// The single values of a form or query; a key given twice is refused.
-fn single_values(input: &[u8]) -> Result<Map<String, Value>, String> {
-    let mut out = Map::new();
-    for (k, v) in url::form_urlencoded::parse(input) {
-        if out
-            .insert(k.to_string(), Value::String(v.to_string()))
-            .is_some()
-        {
-            return Err(format!("the parameter {k} is given twice"));
-        }
-    }
-    Ok(out)
-}
+/// A form's parameters, each given once.
+type Form = BTreeMap<String, String>;
 
-fn value(form: &Map<String, Value>, name: &str) -> Option<String> {
-    form.get(name).and_then(Value::as_str).map(str::to_string)
+fn value(form: &Form, name: &str) -> Option<String> {
+    form.get(name).cloned()
 }
 
 /// An error page a person reads.
@@ -179,7 +169,7 @@ impl IdentityProvider {
     }
 
     /// Check an authorize request up to the login page: the page, or the refusal to answer.
-    async fn check_authorize(&self, form: &Map<String, Value>) -> Result<Login, Response> {
+    async fn check_authorize(&self, form: &Form) -> Result<Login, Response> {
         let page = |status, e: RequestError| error_page(status, e.oauth_error(), &e.to_string());
         let params = AuthorizeParams {
             response_type: value(form, "response_type"),
@@ -323,7 +313,7 @@ async fn authorize(
         Method::POST => body.to_vec(),
         _ => return ApiError::method_not_allowed(&Method::POST).into_response(),
     };
-    let form = match single_values(&input) {
+    let form = match openid::single_params(&input) {
         Ok(form) => form,
         Err(e) => return error_page(StatusCode::BAD_REQUEST, "invalid_request", &e),
     };
@@ -348,12 +338,12 @@ async fn login(
         return ApiError::method_not_allowed(&Method::POST).into_response();
     }
     let mut consented = Vec::new();
-    let mut form = Map::new();
+    let mut form = Form::new();
     for (k, v) in url::form_urlencoded::parse(&body) {
         if k == "scope" {
             consented.push(v.to_string());
         } else {
-            form.insert(k.to_string(), Value::String(v.to_string()));
+            form.insert(k.to_string(), v.to_string());
         }
     }
     let login_id = value(&form, "login_id").unwrap_or_default();
@@ -450,7 +440,8 @@ async fn token(
     body: bytes::Bytes,
 ) -> ApiResult {
     require(&method, Method::POST)?;
-    let form = single_values(&body).map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let form =
+        openid::single_params(&body).map_err(|e| ApiError::bad_request("invalid_request", e))?;
     let field = |name: &'static str| {
         value(&form, name)
             .filter(|v| !v.is_empty())
@@ -539,7 +530,8 @@ async fn userinfo(
             }
         }
     }
-    let form = single_values(&body).map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let form =
+        openid::single_params(&body).map_err(|e| ApiError::bad_request("invalid_request", e))?;
     if let Some(request) = value(&form, "request") {
         let evidence = idp.delegation(&grant, &request, now).await?;
         claims.insert(

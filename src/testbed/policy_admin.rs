@@ -88,14 +88,9 @@ fn login_form(problem: Option<&str>) -> String {
 impl PolicyAdmin {
     /// The session of the request and its form token.
     fn session(&self, headers: &HeaderMap) -> Option<(String, String)> {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(k, _)| *k == COOKIE)
-            .and_then(|(_, sid)| self.sessions.get(sid).map(|token| (sid.to_string(), token)))
+        crate::request::cookie_values(headers, COOKIE)
+            .next()
+            .and_then(|sid| self.sessions.get(sid).map(|token| (sid.to_string(), token)))
     }
 
     fn title(&self) -> String {
