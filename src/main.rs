@@ -126,14 +126,23 @@ fn check(paths: Vec<PathBuf>) -> Result<(), String> {
                 for warning in &c.warnings {
                     println!("warning: {warning}");
                 }
-                println!(
+                let summary = format!(
                     "{}: ok ({} listeners, {} upstreams, {} routes from {})",
                     path.display(),
                     c.listeners.len(),
                     c.upstreams.len(),
                     c.routes.len(),
                     c.rules_dir.display()
-                )
+                );
+                // Everything `run` does before it binds its listeners, so that what passes here
+                // starts there.
+                match server::build(c, path.clone(), None, false) {
+                    Ok(_) => println!("{summary}"),
+                    Err(e) => {
+                        failed = true;
+                        println!("{}: {e}", path.display());
+                    }
+                }
             }
             Err(errors) => {
                 failed = true;

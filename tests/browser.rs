@@ -9,7 +9,7 @@ mod support;
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use support::*;
 
@@ -32,38 +32,43 @@ identifiers = ["{path.id}"]
 attributes = ["*"]
 "#;
 
-/// chromedriver on a free port, stopped when dropped.
+/// chromedriver on a free port, and the Chromium it starts with a profile of its own: both killed
+/// when dropped (Chromium by its profile directory, since it may leave chromedriver's group).
 struct Driver {
-    child: Child,
+    process: process::ChildProcess,
     url: String,
+    profile: PathBuf,
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
+        process::kill_processes_naming(&self.profile.display().to_string());
     }
 }
 
-fn driver() -> Driver {
+async fn driver() -> Driver {
     let port = free_port();
-    let child = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver (Debian's chromium-driver; `make test` installs it)");
-    let driver = Driver {
-        child,
+    let mut command = Command::new("chromedriver");
+    command.arg(format!("--port={port}"));
+    let mut driver = Driver {
+        process: process::ChildProcess::spawn("chromedriver", command),
         url: format!("http://127.0.0.1:{port}"),
+        profile: scratch_dir(BIN).join("chromium-profile"),
     };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return driver;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let up = process::eventually(Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    if !up || driver.process.exited().is_some() {
+        panic!(
+            "chromedriver did not listen on {port} (Debian's chromium-driver; `make test` installs it)\n{}",
+            driver.process.tail()
+        );
     }
-    panic!("chromedriver did not listen on {port}");
+    driver
 }
 
 /// base64(SHA-256(SPKI)) of the testbed's TLS certificate: the one certificate the browser accepts
@@ -83,7 +88,7 @@ fn screenshots() -> PathBuf {
 
 async fn browser(bed: &Bed, driver: &Driver) -> fantoccini::Client {
     ishare_gateway::tls::ensure_crypto_provider();
-    let profile = scratch_dir(BIN).join("chromium-profile");
+    let profile = &driver.profile;
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -118,7 +123,10 @@ async fn type_into(client: &fantoccini::Client, id: &str, text: &str) {
         .unwrap();
 }
 
-async fn click(client: &fantoccini::Client, id: &str) {
+/// Click the button with this id, which submits its form, and wait (bounded) until the page it
+/// was on is gone: an element read afterwards is of the answer, never of the page before it.
+async fn submit(client: &fantoccini::Client, id: &str) {
+    let before = client.find(Locator::Css("html")).await.unwrap();
     client
         .find(Locator::Id(id))
         .await
@@ -126,6 +134,17 @@ async fn click(client: &fantoccini::Client, id: &str) {
         .click()
         .await
         .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match before.tag_name().await {
+            Err(e) if e.is_stale_element_reference() => return,
+            Err(e) => panic!("after #{id}: {e}"),
+            Ok(_) if std::time::Instant::now() > deadline => {
+                panic!("#{id} did not lead to a new page within 15 s")
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }
 
 async fn text_of(client: &fantoccini::Client, css: &str) -> String {
@@ -149,7 +168,7 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
         )
     })
     .await;
-    let driver = driver();
+    let driver = driver().await;
     let client = browser(&env.bed, &driver).await;
     let shots = screenshots();
 
@@ -175,7 +194,7 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
     // A wrong password first: the page says so and keeps the form.
     type_into(&client, "username", "jane").await;
     type_into(&client, "password", "not-her-password").await;
-    click(&client, "allow").await;
+    submit(&client, "allow").await;
     assert_eq!(
         text_of(&client, "#error").await,
         "Wrong user name or password."
@@ -188,7 +207,7 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
 
     type_into(&client, "username", "jane").await;
     type_into(&client, "password", "jane-testbed-password").await;
-    click(&client, "allow").await;
+    submit(&client, "allow").await;
 
     let landed = url::Url::parse(&protected).unwrap();
     client
@@ -260,7 +279,7 @@ fn mask() -> Value {
 async fn an_administrator_adds_a_policy_on_the_registry_page() {
     let bed = Bed::start(BIN).await;
     assert_eq!(ask(&bed).await.0, 404, "no policy yet");
-    let driver = driver();
+    let driver = driver().await;
     let client = browser(&bed, &driver).await;
     let shots = screenshots();
 
@@ -276,7 +295,7 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
         .unwrap();
     type_into(&client, "username", "admin").await;
     type_into(&client, "password", "admin-testbed-password").await;
-    click(&client, "sign-in").await;
+    submit(&client, "sign-in").await;
     let listed = text_of(&client, "#policies").await;
     assert!(
         listed.contains(OWNER) && !listed.contains(NEWCOMER),
@@ -294,7 +313,7 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
             "rules": [{"effect": "Deny"}]}]}]
     });
     type_into(&client, "policy", &policy.to_string()).await;
-    click(&client, "add").await;
+    submit(&client, "add").await;
     let notice = text_of(&client, "#notice").await;
     assert!(
         notice.contains("does not contain a rule with the Effect 'Permit'"),
@@ -303,7 +322,7 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
 
     policy["policySets"][0]["policies"][0]["rules"][0]["effect"] = json!("Permit");
     type_into(&client, "policy", &policy.to_string()).await;
-    click(&client, "add").await;
+    submit(&client, "add").await;
     assert_eq!(text_of(&client, "#notice").await, "The policy is added.");
     assert!(text_of(&client, "#policies").await.contains(NEWCOMER));
     std::fs::write(

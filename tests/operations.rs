@@ -3,11 +3,10 @@
 
 mod support;
 
-use serde_json::Value;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::process::{self, GatewayProcess};
 use support::*;
 
 const BIN: &str = "operations";
@@ -27,81 +26,15 @@ upstream = "echo"
 auth = "public"
 "#;
 
-struct Process {
-    child: Child,
-    admin: String,
-    /// Everything the process wrote to its standard output, read as it comes (a full pipe would
-    /// block the process).
-    output: std::thread::JoinHandle<String>,
-}
-
-impl Process {
-    fn start(dir: &std::path::Path, admin_port: u16) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
-            .args([
-                "run",
-                "--config",
-                dir.join("gateway.toml").to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let output = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-            text
-        });
-        Process {
-            child,
-            admin: format!("http://127.0.0.1:{admin_port}"),
-            output,
-        }
-    }
-
-    async fn generation(&self) -> Option<u64> {
-        let r = reqwest::get(format!("{}/ready", self.admin)).await.ok()?;
-        let body: Value = r.json().await.ok()?;
-        body["config_generation"].as_u64()
-    }
-
-    async fn wait_ready(&self) -> u64 {
-        for _ in 0..200 {
-            if let Some(g) = self.generation().await {
-                return g;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the gateway process did not become ready");
-    }
-
-    /// Send SIGHUP and wait (bounded) until the generation is past `after`.
-    async fn reload(&self, after: u64) -> u64 {
-        signal(self.child.id(), "-HUP");
-        for _ in 0..100 {
-            if let Some(g) = self.generation().await.filter(|g| *g > after) {
-                return g;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no reload after generation {after}");
-    }
-
-    /// Stop with SIGTERM; the process's standard output.
-    async fn stop(mut self) -> String {
-        signal(self.child.id(), "-TERM");
-        tokio::task::spawn_blocking(move || {
-            let _ = self.child.wait();
-            self.output.join().unwrap()
-        })
-        .await
-        .unwrap()
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+/// Send SIGHUP to a configuration that is refused: wait (bounded) until the log says so.
+async fn refused_reload(gateway: &GatewayProcess) {
+    let before = gateway.process.output().matches("reload refused").count();
+    gateway.process.signal(libc::SIGHUP);
+    let refused = process::eventually(Duration::from_secs(10), || async {
+        gateway.process.output().matches("reload refused").count() > before
+    })
+    .await;
+    assert!(refused, "no refusal logged\n{}", gateway.process.tail());
 }
 
 /// The testbed in-process and a gateway configuration for the binary in a scratch directory.
@@ -118,7 +51,7 @@ async fn token(bed: &Bed, plain: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_reloads_under_load_lose_no_request_and_a_broken_config_is_refused() {
     let (bed, dir, ports) = setup("").await;
-    let gateway = Process::start(&dir, ports.admin);
+    let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
     let mut generation = gateway.wait_ready().await;
     let plain = format!("http://127.0.0.1:{}", ports.plain);
     let token = token(&bed, &plain).await;
@@ -181,8 +114,7 @@ async fn ten_reloads_under_load_lose_no_request_and_a_broken_config_is_refused()
         good.replace("[admin]", "[admin]\nbogus = 1"),
     )
     .unwrap();
-    signal(gateway.child.id(), "-HUP");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    refused_reload(&gateway).await;
     assert_eq!(
         gateway.generation().await,
         Some(generation),
@@ -201,7 +133,7 @@ async fn ten_reloads_under_load_lose_no_request_and_a_broken_config_is_refused()
         ok + failed
     );
     assert!(ok > 50, "the load ran: {ok} requests");
-    let log = gateway.stop().await;
+    let (_, log) = gateway.terminate().await;
     assert_eq!(log.matches("configuration reloaded").count(), 10, "{log}");
     assert!(
         log.contains("reload refused") && log.contains("admin.bogus"),
@@ -253,7 +185,7 @@ async fn tls_certificates_rotate_on_reload_without_a_restart() {
             dir.join("tls.key").to_str().unwrap(),
         );
     std::fs::write(dir.join("gateway.toml"), config).unwrap();
-    let gateway = Process::start(&dir, ports.admin);
+    let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
     let generation = gateway.wait_ready().await;
     let url = format!("https://127.0.0.1:{}/capabilities", ports.tls);
     let ca = bed.keys.ca_file.clone();
@@ -276,11 +208,10 @@ async fn tls_certificates_rotate_on_reload_without_a_restart() {
 
     // A key that does not match its certificate is refused; the rotated certificate stays.
     std::fs::write(dir.join("tls.key"), &first.key_pem).unwrap();
-    signal(gateway.child.id(), "-HUP");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    refused_reload(&gateway).await;
     assert_eq!(gateway.generation().await, Some(after));
     assert_eq!(peer_certificate(&ca, &url).await, second.chain_der[0]);
-    let log = gateway.stop().await;
+    let (_, log) = gateway.terminate().await;
     assert!(log.contains("reload refused"), "{log}");
     let _ = std::fs::remove_dir_all(dir);
     bed.stop().await;

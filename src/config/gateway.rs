@@ -14,6 +14,7 @@ use crate::scheme::vocabulary::{
 };
 use crate::tls::OutboundTrust;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -58,6 +59,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
+    distinct_addresses(&listeners, admin, issues);
     let mut strip_headers = strip_headers(file.forwarding.strip_headers.as_deref(), issues);
     let party_headers = party_headers(file.forwarding, issues);
     let server = server(&base, file.server, issues);
@@ -413,6 +415,32 @@ fn listeners(base: &Path, files: Vec<ListenerFile>, issues: &mut Issues) -> Vec<
         }
     }
     listeners
+}
+
+/// Every listener and the admin listener on an address of its own: two on one port of one host
+/// cannot both bind (pingora would even hand one socket to both, mixing their connections).
+fn distinct_addresses(listeners: &[Listener], admin: Option<SocketAddr>, issues: &mut Issues) {
+    let named = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (format!("listener[{i}].address"), l.address))
+        .chain(admin.map(|a| ("admin.address".to_string(), a)));
+    let mut seen: Vec<(String, SocketAddr)> = Vec::new();
+    for (key, address) in named {
+        let clash = seen.iter().find(|(_, other)| {
+            other.port() == address.port()
+                && (other.ip() == address.ip()
+                    || other.ip().is_unspecified()
+                    || address.ip().is_unspecified())
+        });
+        if let Some((other_key, other)) = clash {
+            issues.add(
+                key.as_str(),
+                format!("{address} overlaps {other_key} ({other}): each listener needs an address of its own"),
+            );
+        }
+        seen.push((key, address));
+    }
 }
 
 fn listener_tls(base: &Path, key: &str, t: ListenerTlsFile, issues: &mut Issues) -> ListenerTls {

@@ -119,6 +119,8 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("key = \"id.key.pem\"", "key = \"missing.pem\"", ""), "gateway.toml: identity.key: missing.pem: No such file or directory (os error 2)"),
         (gateway("key = \"id.key.pem\"", "key = \"other.key.pem\"", ""), "gateway.toml: identity: the private key does not belong to the first certificate of the chain"),
         (gateway("address = \"127.0.0.1:8443\"", "address = \"nowhere\"", ""), "gateway.toml: listener[0].address: \"nowhere\" is not an address: invalid socket address"),
+        (gateway("", "", "[admin]\naddress = \"127.0.0.1:8443\"\n"), "gateway.toml: admin.address: 127.0.0.1:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own"),
+        (gateway("", "", "[[listener]]\naddress = \"0.0.0.0:8443\"\n"), "gateway.toml: listener[1].address: 0.0.0.0:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own"),
         (gateway("key = \"tls.key.pem\"", "key = \"tls.key.pem\"\nclient_auth = \"sometimes\"", ""), "gateway.toml: listener[0].tls.client_auth: unknown variant `sometimes`, expected `optional` or `required`"),
         (gateway("key = \"tls.key.pem\"", "key = \"tls.key.pem\"\nclient_auth = \"required\"", ""), "gateway.toml: listener[0].tls.client_auth: needs tls.client_ca"),
         (gateway("key = \"tls.key.pem\"", "key = \"root.pem\"", ""), "gateway.toml: listener[0].tls.key: root.pem: no private key found"),

@@ -8,7 +8,7 @@ use crate::config::model::ReplaySettings;
 use crate::scheme::Timestamp;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 const SHARDS: usize = 16;
@@ -114,10 +114,31 @@ impl MemoryStore {
     }
 }
 
+/// The runtime every Redis connection lives on, one for the process: the connections' I/O and
+/// reconnections run there, whichever runtime a caller is on (pingora's runtimes per thread, the
+/// admin service, a reload) and also when a store is built outside any runtime, as at start-up.
+fn redis_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("redis")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("a runtime for Redis: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// jtis on Redis: `SET key 1 NX PX ms`, each call bounded in time. A call that times out may still
-/// have stored the jti; the assertion is refused all the same.
+/// have stored the jti; the assertion is refused all the same. The connection is made on the first
+/// call, on the Redis runtime: building a store starts no thread, so a store built before
+/// pingora daemonizes (a fork keeps no thread) works after it.
 pub struct RedisStore {
-    connection: ConnectionManager,
+    client: redis::Client,
+    connection: OnceLock<Result<ConnectionManager, String>>,
     pub(super) namespace: String,
     timeout: Duration,
 }
@@ -125,29 +146,42 @@ pub struct RedisStore {
 impl RedisStore {
     pub(super) fn new(url: &str, namespace: &str, timeout: Duration) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("replay store: {e}"))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("replay store: {e}"))?;
         Ok(RedisStore {
-            connection,
+            client,
+            connection: OnceLock::new(),
             namespace: namespace.to_string(),
             timeout,
         })
     }
 
+    fn connection(&self, runtime: &tokio::runtime::Runtime) -> Result<ConnectionManager, String> {
+        self.connection
+            .get_or_init(|| {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(Some(self.timeout))
+                    .set_number_of_retries(1)
+                    .set_min_delay(Duration::from_millis(50))
+                    .set_max_delay(Duration::from_millis(500));
+                let _inside = runtime.enter();
+                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+    }
+
+    /// One command, run on the Redis runtime and bounded in time.
     pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
-        let mut connection = self.connection.clone();
-        match tokio::time::timeout(self.timeout * 2, command.query_async(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(ReplayError::Unavailable(e.to_string())),
+        let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
+        let mut connection = self.connection(runtime).map_err(ReplayError::Unavailable)?;
+        let within = self.timeout * 2;
+        let call = runtime.spawn(async move { command.query_async(&mut connection).await });
+        match tokio::time::timeout(within, call).await {
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(ReplayError::Unavailable(e.to_string())),
+            Ok(Err(e)) => Err(ReplayError::Unavailable(format!("the call ended: {e}"))),
             Err(_) => Err(ReplayError::Unavailable(format!(
-                "no answer within {:?}",
-                self.timeout * 2
+                "no answer within {within:?}"
             ))),
         }
     }

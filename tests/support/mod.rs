@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod process;
+
 use ishare_gateway::scheme::jwt::SigningIdentity;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
@@ -230,13 +232,22 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, serde_json::Value) {
     (status, body)
 }
 
-/// A free loopback port (bound and released; the gateway binds it right after).
+/// A free loopback port (bound and released; the gateway binds it right after), never one this
+/// test process handed out before: two listeners given one port would share one socket.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Wait (bounded) for the admin listener at `admin` to answer /ready: its status and body.
@@ -560,7 +571,7 @@ pub fn h2_client(ca_file: &Path) -> reqwest::Client {
 /// A real redis-server on a free loopback port, for as long as the value lives.
 pub struct RedisServer {
     pub port: u16,
-    child: std::process::Child,
+    pub process: process::ChildProcess,
 }
 
 impl RedisServer {
@@ -569,32 +580,34 @@ impl RedisServer {
     }
 
     pub async fn start_on(port: u16) -> RedisServer {
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server (the README's test command installs it)");
-        let server = RedisServer { port, child };
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let mut command = std::process::Command::new("redis-server");
+        command.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]);
+        let mut server = RedisServer {
+            port,
+            process: process::ChildProcess::spawn("redis-server", command),
+        };
+        let up = process::eventually(Duration::from_secs(10), || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .is_ok()
-            {
-                return server;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        })
+        .await;
+        if !up || server.process.exited().is_some() {
+            panic!(
+                "redis-server did not start on port {port} (the README's test command installs it)\n{}",
+                server.process.tail()
+            );
         }
-        panic!("redis-server did not start on port {port}");
+        server
     }
 
     pub fn url(&self) -> String {
@@ -603,15 +616,7 @@ impl RedisServer {
 
     /// Kill the server at once (as a crash would).
     pub fn kill(mut self) -> u16 {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
         self.port
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
