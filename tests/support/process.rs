@@ -214,6 +214,31 @@ impl GatewayProcess {
         }
     }
 
+    /// Wait (bounded) until /ready answers with `needle` in its body; its status and body.
+    /// Panics with the process's log tail if the process ends or the time runs out.
+    pub async fn wait_ready_saying(&mut self, needle: &str) -> (u16, serde_json::Value) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = None;
+        loop {
+            if let Some(status) = self.process.exited() {
+                panic!("the gateway ended ({status})\n{}", self.process.tail());
+            }
+            if let Some((status, body)) = self.ready().await {
+                if body.to_string().contains(needle) {
+                    return (status, body);
+                }
+                last = Some((status, body));
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "/ready did not say {needle:?} within 30 s (last: {last:?})\n{}",
+                    self.process.tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Send SIGHUP and wait (bounded) until the generation is past `after`; the new generation.
     pub async fn reload(&self, after: u64) -> u64 {
         self.process.signal(libc::SIGHUP);

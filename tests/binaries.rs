@@ -1,0 +1,495 @@
+//! What operators run: `ishare-gateway run --config …` and `ishare-gateway testbed …` as child
+//! processes, with the shipped configuration and the README's examples. `check` and `run` agree on
+//! every one of them (what `check` refuses, `run` refuses with the same message; what `check`
+//! accepts, `run` serves), and every mode the README documents starts through the binary: memory
+//! and Redis stores, sign-in on and off, TLS and mTLS listeners, several listeners, reload on
+//! SIGHUP, SIGTERM and SIGKILL.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::process::{self, ChildProcess, GatewayProcess};
+use support::*;
+
+const BIN: &str = "binaries";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+}
+
+/// Where the testbed's participants serve: party id (or "echo") → base URL.
+struct Urls(Vec<(String, String)>);
+
+impl Urls {
+    fn of(&self, party: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(p, _)| p == party)
+            .map(|(_, u)| u.as_str())
+            .unwrap_or_else(|| panic!("no URL for {party}"))
+    }
+
+    fn of_bed(bed: &Bed) -> Urls {
+        let mut urls: Vec<(String, String)> = [SO, AR, "EU.EORI.NL000000007"]
+            .iter()
+            .map(|p| (p.to_string(), bed.url(p)))
+            .collect();
+        urls.push(("echo".into(), bed.testbed.echo_url.clone()));
+        Urls(urls)
+    }
+}
+
+/// conf/gateway.toml as shipped, for a testbed with its key material in `data` serving at `urls`,
+/// on the ports given, with a grace period of one second.
+fn shipped_gateway(data: &Path, urls: &Urls, ports: &Ports) -> String {
+    let data = data.display().to_string();
+    std::fs::read_to_string(repo().join("conf/gateway.toml"))
+        .unwrap()
+        .replace("../data/testbed", &data)
+        .replace(
+            "../policies",
+            &repo().join("policies").display().to_string(),
+        )
+        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", ports.tls))
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", ports.plain))
+        .replace("127.0.0.1:9901", &format!("127.0.0.1:{}", ports.admin))
+        .replace("https://127.0.0.1:9100", urls.of(SO))
+        .replace("https://127.0.0.1:9104", urls.of(AR))
+        .replace("https://127.0.0.1:9107", urls.of("EU.EORI.NL000000007"))
+        .replace(
+            "127.0.0.1:9180",
+            urls.of("echo").trim_start_matches("http://"),
+        )
+        .replace("grace_period = \"5s\"", "grace_period = \"1s\"")
+}
+
+/// `ishare-gateway check --config FILE`: whether it passed, and what it printed.
+fn check(config: &Path) -> (bool, String) {
+    let out = binary()
+        .args(["check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Write `text` as `name` in a scratch directory; its path.
+fn config_file(name: &str, text: &str) -> PathBuf {
+    let path = scratch_dir(BIN).join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// 32 bytes of secret for the session cookies, in a file (the same for every instance).
+fn session_secret() -> PathBuf {
+    let path = scratch_dir(BIN).join("session.key");
+    std::fs::write(
+        &path,
+        hex::encode(
+            ring::rand::generate::<[u8; 32]>(&ring::rand::SystemRandom::new())
+                .unwrap()
+                .expose(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The shipped configuration with the replay store (and so sessions) on Redis at `url`.
+fn on_redis(text: &str, url: &str, secret: &Path) -> String {
+    text.replace(
+        "# session_secret_file = \"/etc/ishare-gateway/session.key\"",
+        &format!("session_secret_file = \"{}\"", secret.display()),
+    ) + &format!("\n[replay]\nstore = \"redis\"\nurl = \"{url}\"\n")
+}
+
+/// A configuration `check` accepts: `run` serves it until SIGTERM, then ends cleanly.
+async fn accepted_and_served(name: &str, config: &Path, admin: u16) -> GatewayProcess {
+    let (ok, report) = check(config);
+    assert!(ok, "{name}: check refuses\n{report}");
+    let mut gateway = GatewayProcess::start(name, config, admin);
+    gateway.wait_ready().await;
+    gateway
+}
+
+/// A configuration `check` refuses: `run` exits non-zero, and every problem `check` names is in
+/// what `run` says.
+async fn refused_alike(name: &str, config: &Path) {
+    let (ok, report) = check(config);
+    assert!(!ok, "{name}: check accepts\n{report}");
+    let mut command = binary();
+    command.args(["run", "--config", config.to_str().unwrap()]);
+    let mut run = ChildProcess::spawn(name, command);
+    let status = run.wait_exit(Duration::from_secs(30)).await;
+    assert!(!status.success(), "{name}: run accepts\n{}", run.tail());
+    let said = run.output();
+    let problems: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains(": ") && !l.starts_with("error: "))
+        .collect();
+    assert!(!problems.is_empty(), "{report}");
+    for problem in problems {
+        assert!(
+            said.contains(problem),
+            "{name}: run does not say {problem:?}\n{}",
+            run.tail()
+        );
+    }
+}
+
+/// A fresh client assertion of the testbed consumer for the gateway, from the client command.
+fn assertion(data: &Path) -> String {
+    let out = binary()
+        .args([
+            "client",
+            "--testbed",
+            data.to_str().unwrap(),
+            "--as",
+            CONSUMER,
+            "--raw",
+            "assertion",
+            "--audience",
+            SP,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// POST a token request with `assertion` to a gateway's plain listener: status and body.
+async fn token_with(plain: &str, assertion: &str) -> (u16, Value) {
+    let form: Vec<(String, String)> = [
+        ("grant_type", "client_credentials"),
+        ("scope", "iSHARE"),
+        ("client_id", CONSUMER),
+        (
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        ),
+        ("client_assertion", assertion),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    status_json(request_token(&reqwest::Client::new(), plain, form).await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
+    let bed = Bed::start(BIN).await;
+    let urls = Urls::of_bed(&bed);
+    let data = bed.keys.data_dir.clone();
+
+    // The shipped configuration: TLS and plain listeners, sign-in on, memory stores.
+    let ports = Ports::free();
+    let shipped = config_file("shipped.toml", &shipped_gateway(&data, &urls, &ports));
+    let gateway = accepted_and_served("shipped", &shipped, ports.admin).await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let (status, body) = token_with(&plain, &assertion(&data)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "SIGTERM ends it cleanly: {status}\n{log}");
+
+    // The same on Redis, sessions and replays shared.
+    let redis = RedisServer::start().await;
+    let ports = Ports::free();
+    let text = on_redis(
+        &shipped_gateway(&data, &urls, &ports),
+        &redis.url(),
+        &session_secret(),
+    );
+    let config = config_file("redis.toml", &text);
+    let mut gateway = accepted_and_served("redis", &config, ports.admin).await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let once = assertion(&data);
+    assert_eq!(token_with(&plain, &once).await.0, 200);
+    let (status, body) = token_with(&plain, &once).await;
+    assert_eq!(status, 400, "a replay is refused: {body}");
+    let generation = gateway.generation().await.unwrap();
+    gateway.reload(generation).await;
+    assert_eq!(token_with(&plain, &assertion(&data)).await.0, 200);
+    gateway.process.signal(libc::SIGKILL);
+    gateway.process.wait_exit(Duration::from_secs(10)).await;
+
+    // Redis not there at start: the gateway runs, /ready says why, token requests fail closed.
+    let port = redis.kill();
+    let ports = Ports::free();
+    let text = on_redis(
+        &shipped_gateway(&data, &urls, &ports),
+        &format!("redis://127.0.0.1:{port}/0"),
+        &session_secret(),
+    );
+    let config = config_file("redis-down.toml", &text);
+    let (ok, report) = check(&config);
+    assert!(ok, "{report}");
+    let mut gateway = GatewayProcess::start("redis-down", &config, ports.admin);
+    let (status, body) = gateway.wait_ready_saying("replay store").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        gateway.process.exited().is_none(),
+        "{}",
+        gateway.process.tail()
+    );
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let (status, body) = token_with(&plain, &assertion(&data)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (503, Some("replay_store_unavailable")),
+        "{body}"
+    );
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+
+    // The README's first example as written: its files are not here, and both say so alike.
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let example = readme
+        .split("`gateway.toml`:\n\n```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's first gateway.toml");
+    let dir = scratch_dir(BIN);
+    std::fs::write(dir.join("policies/api.toml"), readme_rules(&readme)).unwrap();
+    let verbatim = dir.join("gateway.toml");
+    std::fs::write(&verbatim, example).unwrap();
+    refused_alike("readme-verbatim", &verbatim).await;
+
+    // With its files given (and free ports), it runs; its scheme owner is not reachable here, so
+    // /ready says 503, and the process keeps serving.
+    let ports = Ports::free();
+    let d = data.display();
+    let given = example
+        .replace(
+            "/etc/ishare-gateway/key.pem",
+            &format!("{d}/parties/{SP}.key.pem"),
+        )
+        .replace(
+            "/etc/ishare-gateway/chain.pem",
+            &format!("{d}/parties/{SP}.chain.pem"),
+        )
+        .replace(
+            "/etc/ishare-gateway/tls.pem",
+            &format!("{d}/tls/server.chain.pem"),
+        )
+        .replace(
+            "/etc/ishare-gateway/tls.key",
+            &format!("{d}/tls/server.key.pem"),
+        )
+        .replace("0.0.0.0:443", &format!("127.0.0.1:{}", ports.tls))
+        + &format!("[admin]\naddress = \"127.0.0.1:{}\"\n", ports.admin);
+    std::fs::write(&verbatim, given).unwrap();
+    let (ok, report) = check(&verbatim);
+    assert!(ok, "{report}");
+    let mut gateway = GatewayProcess::start("readme-given", &verbatim, ports.admin);
+    let answered = process::eventually(Duration::from_secs(30), || async {
+        gateway.ready().await.is_some()
+    })
+    .await;
+    assert!(answered, "{}", gateway.process.tail());
+    assert!(
+        gateway.process.exited().is_none(),
+        "{}",
+        gateway.process.tail()
+    );
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+
+    // The README's sign-in example on the shipped configuration with Redis.
+    let login = readme
+        .split("## People signing in")
+        .nth(1)
+        .and_then(|rest| rest.split("```toml\n").nth(1))
+        .and_then(|rest| rest.split("# policies/people.toml").next())
+        .expect("the README's [login] example");
+    let redis = RedisServer::start().await;
+    let ports = Ports::free();
+    let shipped = shipped_gateway(&data, &urls, &ports);
+    let without_login = shipped.split("\n[login]").next().unwrap();
+    let secret = session_secret();
+    let text = format!(
+        "{without_login}\n{}\n[replay]\nstore = \"redis\"\nurl = \"{}\"\n",
+        login
+            .replace("https://idp.example", urls.of("EU.EORI.NL000000007"))
+            .replace("/etc/ishare-gateway/session.key", secret.to_str().unwrap()),
+        redis.url()
+    );
+    let config = config_file("readme-login.toml", &text);
+    let gateway = accepted_and_served("readme-login", &config, ports.admin).await;
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+    bed.stop().await;
+}
+
+/// The rules of the README's first example (policies/api.toml).
+fn readme_rules(readme: &str) -> String {
+    readme
+        .split("and `policies/api.toml` next to it:\n\n```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's policies/api.toml")
+        .to_string()
+}
+
+/// `ishare-gateway testbed` on conf/testbed.toml with every port free and its key material in a
+/// directory of its own: the process and where each participant serves.
+async fn testbed_binary() -> (ChildProcess, PathBuf, Urls) {
+    let dir = scratch_dir(BIN);
+    let data = dir.join("testbed");
+    let text = std::fs::read_to_string(repo().join("conf/testbed.toml"))
+        .unwrap()
+        .replace(
+            "\"../data/testbed\"",
+            &format!("{:?}", data.display().to_string()),
+        )
+        .replace(
+            "\"testbed-policies.json\"",
+            &format!(
+                "{:?}",
+                repo()
+                    .join("conf/testbed-policies.json")
+                    .display()
+                    .to_string()
+            ),
+        )
+        .lines()
+        .map(|l| {
+            if l.starts_with("port = ") {
+                "port = 0"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = dir.join("testbed.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut command = binary();
+    command.args(["testbed", "--config", config.to_str().unwrap()]);
+    let mut testbed = ChildProcess::spawn("testbed", command);
+    // Key material is generated at the first start: bounded, generously for a debug build.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !testbed.output().contains("Ctrl-C stops it.") {
+        if let Some(status) = testbed.exited() {
+            panic!("the testbed ended ({status})\n{}", testbed.tail());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the testbed did not start\n{}",
+            testbed.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its summary: one line per participant with its party id and URL, and the echo backend.
+    let urls = testbed
+        .output()
+        .lines()
+        .filter_map(|l| {
+            let url = l.split_whitespace().find(|w| w.starts_with("http"))?;
+            let who = if l.trim_start().starts_with("echo backend") {
+                "echo"
+            } else {
+                l.split_whitespace().find(|w| w.contains(".EORI."))?
+            };
+            Some((who.to_string(), url.to_string()))
+        })
+        .collect();
+    (testbed, data, Urls(urls))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
+    let (testbed, data, urls) = testbed_binary().await;
+    let ports = Ports::free();
+    let mtls = free_port();
+    let d = data.display();
+    // The shipped configuration (TLS and plain listeners) and a third listener that requires a
+    // client certificate from the testbed's CA.
+    let text = shipped_gateway(&data, &urls, &ports)
+        + &format!(
+            "\n[[listener]]\naddress = \"127.0.0.1:{mtls}\"\n[listener.tls]\ncertificate = \"{d}/tls/server.chain.pem\"\nkey = \"{d}/tls/server.key.pem\"\nclient_ca = \"{d}/ca.pem\"\nclient_auth = \"required\"\n"
+        );
+    let config = config_file("scheme.toml", &text);
+    let gateway = accepted_and_served("scheme", &config, ports.admin).await;
+
+    // A token from the TLS listener, by the client command as a consumer would get it.
+    let tls = format!("https://127.0.0.1:{}", ports.tls);
+    let out = binary()
+        .args([
+            "client",
+            "--testbed",
+            data.to_str().unwrap(),
+            "--as",
+            CONSUMER,
+            "--raw",
+            "token",
+            "--url",
+            &tls,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    // Decided with the registry's evidence: the backend answers, told who the consumer is.
+    let ca = reqwest::Certificate::from_pem_bundle(&std::fs::read(data.join("ca.pem")).unwrap())
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .tls_certs_only(ca.clone())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (status, body) = status_json(
+        http.get(format!("{tls}/api/containers/C1"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+
+    // The mTLS listener: no client certificate, no handshake; with one, the same answer.
+    let mutual = format!("https://127.0.0.1:{mtls}/api/containers/C1");
+    let refused = http.get(&mutual).bearer_auth(&token).send().await;
+    assert!(refused.is_err(), "{refused:?}");
+    let key = std::fs::read_to_string(data.join(format!("parties/{CONSUMER}.key.pem"))).unwrap();
+    let chain =
+        std::fs::read_to_string(data.join(format!("parties/{CONSUMER}.chain.pem"))).unwrap();
+    let with_cert = reqwest::Client::builder()
+        .tls_certs_only(ca)
+        .identity(reqwest::Identity::from_pem(format!("{key}{chain}").as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let resp = with_cert
+        .get(&mutual)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // SIGKILL: gone at once, nothing left listening.
+    let GatewayProcess { mut process, .. } = gateway;
+    process.signal(libc::SIGKILL);
+    let status = process.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", ports.plain)).is_err());
+    drop(testbed);
+}
