@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod process;
 
 use ishare_gateway::scheme::jwt::SigningIdentity;

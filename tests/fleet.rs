@@ -1,0 +1,231 @@
+//! Several gateway binaries on one Redis behind HAProxy, and the faults a fleet meets: Redis killed
+//! and back under load, an instance killed under load, reloads of every instance in turn under
+//! load, and one client assertion presented to both instances at once.
+
+mod support;
+
+use std::time::{Duration, Instant};
+use support::fleet::{Fleet, Load};
+use support::process::eventually;
+use support::*;
+
+const BIN: &str = "fleet";
+
+const RULES: &str = r#"
+[[route]]
+name = "mine"
+path = "/api/mine/{*rest}"
+upstream = "echo"
+"#;
+
+/// A token of the consumer from the instance at `base`.
+async fn token(bed: &Bed, base: &str) -> String {
+    access_token(&reqwest::Client::new(), base, &bed.identity(CONSUMER)).await
+}
+
+/// A load of GETs through the balancer with a bearer token.
+fn gets(fleet: &Fleet, token: &str, workers: usize) -> Load {
+    let (url, token) = (format!("{}/api/mine/x", fleet.url), token.to_string());
+    Load::start(workers, move |c| c.get(&url).bearer_auth(&token))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_replays_are_shared_and_one_assertion_is_accepted_once_across_instances() {
+    let bed = Bed::start(BIN).await;
+    let fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+
+    // A token from A is good at B.
+    let from_a = token(&bed, &a).await;
+    let resp = reqwest::Client::new()
+        .get(format!("{b}/api/mine/x"))
+        .bearer_auth(&from_a)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // One assertion, 200 times at once, half at each instance: exactly one token.
+    let assertion = bed
+        .identity(CONSUMER)
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    let http = reqwest::Client::new();
+    let tries: Vec<_> = (0..200)
+        .map(|i| {
+            let base = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let form = token_form(&bed.identity(CONSUMER), SP, Some(assertion.clone()));
+            let http = http.clone();
+            tokio::spawn(async move { status_json(request_token(&http, &base, form).await).await })
+        })
+        .collect();
+    let mut granted = 0;
+    for t in tries {
+        let (status, body) = t.await.unwrap();
+        match status {
+            200 => granted += 1,
+            400 => assert_eq!(body["reason"], "replayed_jti", "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(granted, 1, "one assertion, one token across the fleet");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_back() {
+    let bed = Bed::start(BIN).await;
+    let mut fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let a = fleet.instances[0].plain();
+    let token_before = token(&bed, &a).await;
+    let identity = bed.identity(CONSUMER);
+
+    // Token requests with fresh assertions (each needs the store) from both instances, while
+    // Redis is killed: every answer is a token or the store's 503, nothing else.
+    let token_load = |fleet: &Fleet| {
+        let urls: Vec<String> = fleet
+            .instances
+            .iter()
+            .map(|i| format!("{}/connect/token", i.plain()))
+            .collect();
+        let identity = bed.identity(CONSUMER);
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        Load::start(4, move |c| {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            c.post(&urls[i % urls.len()])
+                .form(&token_form(&identity, SP, None))
+        })
+    };
+    let load = token_load(&fleet);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    fleet.redis.take().unwrap().kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let across = load.stop().await;
+    println!("token requests while Redis is killed: {:?}", across.by_status);
+    assert!(across.of(200) > 0, "{across:?}");
+    assert_eq!(across.not(200), across.of(503), "{across:?}");
+
+    // Once it is gone, nothing that needs it is accepted: every token request fails closed,
+    // within the configured timeout (500 ms; the store's bound is twice that).
+    let after = token_load(&fleet);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after = after.stop().await;
+    println!("token requests after Redis is gone: {:?}", after.by_status);
+    assert!(
+        after.total() > 0 && after.of(503) == after.total(),
+        "{after:?}"
+    );
+    assert!(
+        after
+            .samples
+            .iter()
+            .all(|s| s.contains("replay_store_unavailable")),
+        "{after:?}"
+    );
+    let http = reqwest::Client::new();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..10 {
+        let started = Instant::now();
+        let (status, body) = status_json(
+            request_token(&http, &a, token_form(&bed.identity(CONSUMER), SP, None)).await,
+        )
+        .await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (503, Some("replay_store_unavailable")),
+            "{body}"
+        );
+    }
+    assert!(
+        slowest < Duration::from_secs(3),
+        "fail closed in time: {slowest:?}"
+    );
+    println!("slowest refusal while Redis is gone: {slowest:?}");
+    for instance in &mut fleet.instances {
+        let (status, body) = instance.gateway.wait_ready_saying("replay store").await;
+        assert_eq!(status, 503, "{body}");
+    }
+    // What needs no store still passes, through the balancer (no instance is ready: the live
+    // ones serve).
+    let bearer = token_before;
+    let resp = http
+        .get(format!("{}/api/mine/x", fleet.url))
+        .bearer_auth(&bearer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    // Redis back on its port: service resumes without restarting any gateway.
+    fleet.restart_redis().await;
+    for instance in &mut fleet.instances {
+        instance.gateway.wait_ready().await;
+    }
+    let (status, body) =
+        status_json(request_token(&http, &a, token_form(&bed.identity(CONSUMER), SP, None)).await)
+            .await;
+    assert_eq!(status, 200, "{body}");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_killed_under_load_is_taken_out_and_costs_at_most_what_was_in_flight() {
+    let bed = Bed::start(BIN).await;
+    let mut fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let bearer = token(&bed, &fleet.instances[0].plain()).await;
+    const WORKERS: usize = 8;
+    let load = gets(&fleet, &bearer, WORKERS);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut killed = fleet.instances.remove(0);
+    killed.gateway.process.kill();
+    // The balancer's checks take it out: every answer then comes from the other one.
+    let survivor = format!("g{}", 1);
+    let http = reqwest::Client::new();
+    let url = format!("{}/api/mine/x", fleet.url);
+    let only_survivor = eventually(Duration::from_secs(10), || async {
+        let mut from = Vec::new();
+        for _ in 0..4 {
+            if let Ok(r) = http.get(&url).bearer_auth(&bearer).send().await {
+                from.push(
+                    r.headers()
+                        .get("x-instance")
+                        .map(|v| v.to_str().unwrap_or_default().to_string()),
+                );
+            }
+        }
+        from.len() == 4 && from.iter().all(|f| f.as_deref() == Some(survivor.as_str()))
+    })
+    .await;
+    assert!(only_survivor, "{}", fleet.balancer.tail());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counts = load.stop().await;
+    println!("one instance killed under load: {counts:?}");
+    assert!(counts.of(200) > 0, "{counts:?}");
+    assert!(
+        counts.not(200) <= WORKERS as u64,
+        "no more failures than requests in flight ({WORKERS}): {counts:?}"
+    );
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_reloaded_in_turn_under_load_loses_no_request() {
+    let bed = Bed::start(BIN).await;
+    let fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let bearer = token(&bed, &fleet.instances[0].plain()).await;
+    let load = gets(&fleet, &bearer, 8);
+    for round in 0..2 {
+        for instance in &fleet.instances {
+            let generation = instance.gateway.generation().await.unwrap();
+            let after = instance.gateway.reload(generation).await;
+            assert!(after > generation, "round {round}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let counts = load.stop().await;
+    println!("reloads in turn under load: {counts:?}");
+    assert!(counts.of(200) > 50, "{counts:?}");
+    assert_eq!(counts.not(200), 0, "{counts:?}");
+    bed.stop().await;
+}

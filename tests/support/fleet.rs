@@ -1,0 +1,242 @@
+//! A fleet as operators run it: a real redis-server, gateway binaries sharing it, and HAProxy from
+//! Debian in front (round robin, health checks on /ready, retries of idempotent requests); and a
+//! load of concurrent clients that counts every answer.
+
+use super::process::{eventually, ChildProcess, GatewayProcess};
+use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One gateway instance of the fleet.
+pub struct Instance {
+    pub gateway: GatewayProcess,
+    pub dir: PathBuf,
+    pub ports: Ports,
+}
+
+impl Instance {
+    /// http://127.0.0.1:PORT of its plain listener
+    pub fn plain(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.plain)
+    }
+}
+
+/// Gateway binaries on one Redis behind HAProxy.
+pub struct Fleet {
+    pub redis: Option<RedisServer>,
+    pub redis_port: u16,
+    pub instances: Vec<Instance>,
+    pub balancer: ChildProcess,
+    /// http://127.0.0.1:PORT of the balancer
+    pub url: String,
+}
+
+impl Fleet {
+    /// `count` instances of the gateway with `rules`, on one Redis, behind HAProxy.
+    pub async fn start(bed: &Bed, binary: &str, rules: &str, count: usize) -> Fleet {
+        let redis = RedisServer::start().await;
+        let secret = scratch_dir(binary).join("session.key");
+        std::fs::write(&secret, "f".repeat(64)).unwrap();
+        let mut instances = Vec::new();
+        for i in 0..count {
+            let extra = format!(
+                "[replay]\nstore = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+                redis.url()
+            );
+            let (dir, ports) = gateway_dir(bed, binary, rules, &extra, |t| t);
+            let mut gateway = GatewayProcess::start(
+                &format!("{binary}-gateway-{i}"),
+                &dir.join("gateway.toml"),
+                ports.admin,
+            );
+            gateway.wait_ready().await;
+            instances.push(Instance {
+                gateway,
+                dir,
+                ports,
+            });
+        }
+        let port = free_port();
+        let config = scratch_dir(binary).join("haproxy.cfg");
+        std::fs::write(&config, haproxy_config(port, &instances)).unwrap();
+        let mut command = std::process::Command::new("haproxy");
+        command.args(["-db", "-f", config.to_str().unwrap()]);
+        let mut fleet = Fleet {
+            redis_port: redis.port,
+            redis: Some(redis),
+            instances,
+            balancer: ChildProcess::spawn(&format!("{binary}-haproxy"), command),
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        fleet.wait_all_up().await;
+        fleet
+    }
+
+    /// Wait (bounded) until the balancer forwards to every instance: each one's /capabilities
+    /// reached through it.
+    pub async fn wait_all_up(&mut self) {
+        let url = format!("{}/capabilities", self.url);
+        let count = self.instances.len();
+        let http = reqwest::Client::new();
+        let up = eventually(Duration::from_secs(20), || async {
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..count * 2 {
+                if let Ok(r) = http.get(&url).send().await {
+                    if r.status() == 200 {
+                        if let Some(id) = r.headers().get("x-instance") {
+                            seen.insert(id.to_str().unwrap_or_default().to_string());
+                        }
+                    }
+                }
+            }
+            seen.len() == count
+        })
+        .await;
+        if !up || self.balancer.exited().is_some() {
+            panic!(
+                "the balancer does not reach every instance\n{}",
+                self.balancer.tail()
+            );
+        }
+    }
+
+    /// Start Redis again on its port.
+    pub async fn restart_redis(&mut self) {
+        self.redis = Some(RedisServer::start_on(self.redis_port).await);
+    }
+}
+
+/// HAProxy in front of the instances' plain listeners, round robin, as the README's "Several
+/// instances" recommends: an instance whose /ready is not 200 (checked every 200 ms) is taken out;
+/// when none is ready (Redis gone: every one says so), the live ones still serve, so that what
+/// needs no store passes and what does gets the gateway's own 503. Idempotent requests are retried
+/// on another instance when the connection fails or the answer is empty. Each answer names the
+/// server that gave it (`X-Instance`).
+fn haproxy_config(port: u16, instances: &[Instance]) -> String {
+    let servers: String = instances
+        .iter()
+        .enumerate()
+        .map(|(i, inst)| {
+            format!(
+                "  server g{i} 127.0.0.1:{} check port {}\n",
+                inst.ports.plain, inst.ports.admin
+            )
+        })
+        .collect();
+    format!(
+        r#"global
+  maxconn 2000
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+  retries 3
+  option redispatch 1
+  retry-on conn-failure empty-response response-timeout
+  default-server inter 200ms fall 2 rise 2
+frontend gateways
+  bind 127.0.0.1:{port}
+  http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
+  use_backend ready if {{ nbsrv(ready) gt 0 }}
+  default_backend live
+backend ready
+  balance roundrobin
+  option httpchk GET /ready
+  http-check expect status 200
+  http-response set-header X-Instance %s
+{servers}backend live
+  balance roundrobin
+  option httpchk GET /live
+  http-check expect status 200
+  http-response set-header X-Instance %s
+{servers}"#
+    )
+}
+
+/// Answers counted by status, and the first few unexpected ones.
+#[derive(Default, Debug)]
+pub struct Counts {
+    pub by_status: std::collections::BTreeMap<u16, u64>,
+    pub transport_errors: u64,
+    pub samples: Vec<String>,
+}
+
+impl Counts {
+    pub fn total(&self) -> u64 {
+        self.by_status.values().sum::<u64>() + self.transport_errors
+    }
+
+    pub fn of(&self, status: u16) -> u64 {
+        self.by_status.get(&status).copied().unwrap_or_default()
+    }
+
+    pub fn not(&self, status: u16) -> u64 {
+        self.total() - self.of(status)
+    }
+}
+
+/// `workers` clients sending requests until stopped, each over a connection of its own.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    workers: Vec<tokio::task::JoinHandle<Counts>>,
+}
+
+impl Load {
+    /// Start: each worker sends `request(client)` again and again.
+    pub fn start<F>(workers: usize, request: F) -> Load
+    where
+        F: Fn(&reqwest::Client) -> reqwest::RequestBuilder + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let request = Arc::new(request);
+        let workers = (0..workers)
+            .map(|_| {
+                let (stop, request) = (stop.clone(), request.clone());
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .timeout(Duration::from_secs(10))
+                    .build()
+                    .unwrap();
+                tokio::spawn(async move {
+                    let mut counts = Counts::default();
+                    while !stop.load(Ordering::Relaxed) {
+                        match request(&client).send().await {
+                            Ok(r) => {
+                                let status = r.status().as_u16();
+                                *counts.by_status.entry(status).or_default() += 1;
+                                if status != 200 && counts.samples.len() < 3 {
+                                    let text = r.text().await.unwrap_or_default();
+                                    counts.samples.push(format!("{status} {text}"));
+                                }
+                            }
+                            Err(e) => {
+                                counts.transport_errors += 1;
+                                if counts.samples.len() < 3 {
+                                    counts.samples.push(format!("{e:?}"));
+                                }
+                            }
+                        }
+                    }
+                    counts
+                })
+            })
+            .collect();
+        Load { stop, workers }
+    }
+
+    /// Stop and add up what every worker saw.
+    pub async fn stop(self) -> Counts {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut all = Counts::default();
+        for w in self.workers {
+            let c = w.await.unwrap();
+            for (s, n) in c.by_status {
+                *all.by_status.entry(s).or_default() += n;
+            }
+            all.transport_errors += c.transport_errors;
+            all.samples.extend(c.samples);
+        }
+        all
+    }
+}
