@@ -78,7 +78,6 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
     let mut fleet = Fleet::start(&bed, BIN, RULES, 2).await;
     let a = fleet.instances[0].plain();
     let token_before = token(&bed, &a).await;
-    let identity = bed.identity(CONSUMER);
 
     // Token requests with fresh assertions (each needs the store) from both instances, while
     // Redis is killed: every answer is a token or the store's 503, nothing else.
