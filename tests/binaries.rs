@@ -493,3 +493,91 @@ async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", ports.plain)).is_err());
     drop(testbed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_over_tls_with_an_acl_user_whose_password_is_in_a_file() {
+    let bed = Bed::start(BIN).await;
+    let d = bed.keys.data_dir.display().to_string();
+    let port = free_port();
+    let (tls_port, cert, key, ca) = (
+        port.to_string(),
+        format!("{d}/tls/server.chain.pem"),
+        format!("{d}/tls/server.key.pem"),
+        format!("{d}/ca.pem"),
+    );
+    let redis = RedisServer::start_with(
+        port,
+        &[
+            "--port",
+            "0",
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "gateway",
+            "on",
+            ">gateway-test-password",
+            "~*",
+            "&*",
+            "+@all",
+        ],
+    )
+    .await;
+    let dir = scratch_dir(BIN);
+    let credentials = dir.join("redis.credentials");
+    std::fs::write(&credentials, "gateway:gateway-test-password\n").unwrap();
+    let extra = format!(
+        "[replay]\nstore = \"redis\"\nurl = \"rediss://127.0.0.1:{port}/0\"\ncredentials_file = \"{}\"\nca_file = \"{ca}\"\n",
+        credentials.display()
+    );
+    let (dir, ports) = gateway_dir(&bed, BIN, "", &extra, |t| t);
+    let config = dir.join("gateway.toml");
+    let mut gateway = accepted_and_served("rediss", &config, ports.admin).await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let once = bed
+        .identity(CONSUMER)
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    assert_eq!(token_with(&plain, &once).await.0, 200);
+    let (status, body) = token_with(&plain, &once).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("replayed_jti")),
+        "{body}"
+    );
+
+    // A wrong password: the store cannot answer, /ready says so, tokens fail closed; the password
+    // never reaches the log.
+    std::fs::write(&credentials, "gateway:not-the-password\n").unwrap();
+    let generation = gateway.generation().await.unwrap();
+    gateway.reload(generation).await;
+    let (status, body) = gateway.wait_ready_saying("replay store").await;
+    assert_eq!(status, 503, "{body}");
+    let fresh = bed
+        .identity(CONSUMER)
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    let (status, body) = token_with(&plain, &fresh).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (503, Some("replay_store_unavailable")),
+        "{body}"
+    );
+    let (_, log) = gateway.terminate().await;
+    assert!(
+        !log.contains("not-the-password") && !log.contains("gateway-test-password"),
+        "{log}"
+    );
+    drop(redis);
+    bed.stop().await;
+}

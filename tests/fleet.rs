@@ -100,7 +100,10 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
     fleet.redis.take().unwrap().kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let across = load.stop().await;
-    println!("token requests while Redis is killed: {:?}", across.by_status);
+    println!(
+        "token requests while Redis is killed: {:?}",
+        across.by_status
+    );
     assert!(across.of(200) > 0, "{across:?}");
     assert_eq!(across.not(200), across.of(503), "{across:?}");
 
@@ -226,5 +229,179 @@ async fn every_instance_reloaded_in_turn_under_load_loses_no_request() {
     println!("reloads in turn under load: {counts:?}");
     assert!(counts.of(200) > 50, "{counts:?}");
     assert_eq!(counts.not(200), 0, "{counts:?}");
+    bed.stop().await;
+}
+
+/// The answer of a Redis command at `port` (with the password), for the test to watch the servers.
+async fn redis_info(port: u16, password: &str, section: &str) -> String {
+    let url = format!("redis://:{password}@127.0.0.1:{port}/0");
+    let Ok(client) = redis::Client::open(url) else {
+        return String::new();
+    };
+    let Ok(mut c) = client.get_multiplexed_async_connection().await else {
+        return String::new();
+    };
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async::<String>(&mut c)
+        .await
+        .unwrap_or_default()
+}
+
+/// redis-server as a Sentinel on `port`, watching the master `fleet` at `master`.
+fn sentinel(port: u16, master: u16, password: &str) -> support::process::ChildProcess {
+    let config = scratch_dir(BIN).join("sentinel.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "port {port}\nbind 127.0.0.1\nrequirepass {password}\n\
+             sentinel monitor fleet 127.0.0.1 {master} 2\n\
+             sentinel auth-pass fleet {password}\nsentinel sentinel-pass {password}\n\
+             sentinel down-after-milliseconds fleet 1000\nsentinel failover-timeout fleet 10000\n"
+        ),
+    )
+    .unwrap();
+    let mut command = std::process::Command::new("redis-server");
+    command.arg(&config).arg("--sentinel");
+    support::process::ChildProcess::spawn("redis-sentinel", command)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_closed_meanwhile() {
+    const PASSWORD: &str = "fleet-test-password";
+    let bed = Bed::start(BIN).await;
+    let master_port = free_port();
+    let auth = ["--requirepass", PASSWORD, "--masterauth", PASSWORD];
+    let master_arg = master_port.to_string();
+    let mut master = Some(
+        RedisServer::start_with(master_port, &[&["--port", &master_arg][..], &auth].concat()).await,
+    );
+    let replica_port = free_port();
+    let replica_arg = replica_port.to_string();
+    let _replica = RedisServer::start_with(
+        replica_port,
+        &[
+            &[
+                "--port",
+                &replica_arg,
+                "--replicaof",
+                "127.0.0.1",
+                &master_arg,
+            ][..],
+            &auth,
+        ]
+        .concat(),
+    )
+    .await;
+    let sentinel_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let _sentinels: Vec<_> = sentinel_ports
+        .iter()
+        .map(|p| sentinel(*p, master_port, PASSWORD))
+        .collect();
+    // The Sentinels know the replica and each other before the master is killed.
+    let watching = eventually(Duration::from_secs(30), || async {
+        let mut all = true;
+        for p in &sentinel_ports {
+            all &= redis_info(*p, PASSWORD, "sentinel")
+                .await
+                .contains("status=ok,address=127.0.0.1");
+            all &= redis_info(*p, PASSWORD, "sentinel")
+                .await
+                .contains("slaves=1,sentinels=3");
+        }
+        all
+    })
+    .await;
+    assert!(
+        watching,
+        "{}",
+        redis_info(sentinel_ports[0], PASSWORD, "sentinel").await
+    );
+
+    let dir = scratch_dir(BIN);
+    let credentials = dir.join("redis.credentials");
+    std::fs::write(&credentials, format!("{PASSWORD}\n")).unwrap();
+    let nodes: Vec<String> = sentinel_ports
+        .iter()
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let extra = format!(
+        "[replay]\nstore = \"redis\"\nsentinels = [{}]\nmaster_name = \"fleet\"\ncredentials_file = \"{}\"\ntimeout = \"500ms\"\n",
+        nodes.join(", "),
+        credentials.display()
+    );
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, &extra, |t| t);
+    let mut gateway = support::process::GatewayProcess::start(
+        "sentinel-gateway",
+        &dir.join("gateway.toml"),
+        ports.admin,
+    );
+    gateway.wait_ready().await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let http = reqwest::Client::new();
+    let once = |bed: &Bed| {
+        token_form(
+            &bed.identity(CONSUMER),
+            SP,
+            Some(
+                bed.identity(CONSUMER)
+                    .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+                    .unwrap(),
+            ),
+        )
+    };
+    let form = once(&bed);
+    assert_eq!(
+        request_token(&http, &plain, form.clone()).await.status(),
+        200
+    );
+    assert_eq!(request_token(&http, &plain, form).await.status(), 400);
+
+    // The master dies: until the Sentinels promote the replica, token requests fail closed; then
+    // they pass again, on the new master, with no restart.
+    master.take().unwrap().kill();
+    let killed = Instant::now();
+    let mut refused = 0;
+    let recovered = loop {
+        let (status, body) = status_json(
+            request_token(&http, &plain, token_form(&bed.identity(CONSUMER), SP, None)).await,
+        )
+        .await;
+        match status {
+            200 => break Some(killed.elapsed()),
+            503 => {
+                assert_eq!(body["reason"], "replay_store_unavailable", "{body}");
+                refused += 1;
+            }
+            other => panic!("{other}: {body}"),
+        }
+        if killed.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let recovered = recovered.unwrap_or_else(|| {
+        panic!(
+            "no token within 60 s of the failover\n{}",
+            gateway.process.tail()
+        )
+    });
+    println!("failover: {refused} token requests refused, service back after {recovered:?}");
+    assert!(refused > 0, "the switch was not noticed");
+    assert!(redis_info(replica_port, PASSWORD, "replication")
+        .await
+        .contains("role:master"));
+    let form = once(&bed);
+    assert_eq!(
+        request_token(&http, &plain, form.clone()).await.status(),
+        200
+    );
+    let (status, body) = status_json(request_token(&http, &plain, form).await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("replayed_jti")),
+        "{body}"
+    );
+    gateway.wait_ready().await;
     bed.stop().await;
 }

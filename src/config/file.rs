@@ -267,8 +267,20 @@ pub struct DelegationFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct ReplayFile {
     pub store: Option<Choice<ReplayStoreKind>>,
-    /// `redis://[:password@]host:port/db` for `store = "redis"`.
+    /// `redis://host:port/db` (or `rediss://`) for `store = "redis"` on one server.
     pub url: Option<String>,
+    /// `host:port` of Redis Sentinels, instead of `url`: the master they name is used.
+    pub sentinels: Option<Vec<String>>,
+    /// The master's name at the Sentinels.
+    pub master_name: Option<String>,
+    /// The database on the Sentinels' master.
+    pub db: Option<i64>,
+    /// TLS to the Sentinels and the master.
+    pub tls: Option<bool>,
+    /// `PASSWORD` or `USER:PASSWORD` (an ACL user), for Redis (and the Sentinels).
+    pub credentials_file: Option<PathBuf>,
+    /// Extra CA certificates for Redis over TLS.
+    pub ca_file: Option<PathBuf>,
     #[serde(default, with = "humantime_serde")]
     pub timeout: Option<Duration>,
     /// The most jtis the memory store holds at once.

@@ -55,7 +55,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let upstreams = upstreams(&base, file.upstreams, issues);
     let registries = registries(file.registries, issues);
     let delegation = delegation(file.delegation);
-    let replay = replay(file.replay, issues);
+    let replay = super::redis::replay(&base, file.replay, issues);
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
@@ -67,7 +67,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
     let login = file
         .login
-        .and_then(|l| login(&base, l, replay.redis_url.is_some(), issues));
+        .and_then(|l| login(&base, l, replay.redis.is_some(), issues));
     // A client's copy of a header that speaks for a signed-in person never reaches a backend.
     for (_, header) in login.iter().flat_map(|l| &l.headers) {
         if !strip_headers.contains(header) {
@@ -745,43 +745,6 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
 }
 
 /// The headers that tell the backend who called: the consumer, and the consumer a broker acts for.
-fn replay(r: ReplayFile, issues: &mut Issues) -> ReplaySettings {
-    let kind = r.store.and_then(|k| issues.choice("replay.store", k));
-    let redis_url = match (kind, r.url) {
-        (Some(ReplayStoreKind::Redis), Some(url)) => {
-            let parsed = url::Url::parse(&url)
-                .ok()
-                .filter(|u| matches!(u.scheme(), "redis" | "rediss"));
-            if parsed.is_none() {
-                issues.add(
-                    "replay.url",
-                    "a Redis URL: redis://[:password@]host:port/db",
-                );
-            }
-            Some(url)
-        }
-        (Some(ReplayStoreKind::Redis), None) => {
-            issues.add("replay.url", "the Redis server to keep jtis on is needed");
-            None
-        }
-        (_, Some(_)) => {
-            issues.add("replay.url", "needs store = \"redis\"");
-            None
-        }
-        (_, None) => None,
-    };
-    ReplaySettings {
-        redis_url,
-        timeout: issues
-            .check(
-                "replay.timeout",
-                nonzero(r.timeout.unwrap_or(default::REPLAY_TIMEOUT), "timeout"),
-            )
-            .unwrap_or(default::REPLAY_TIMEOUT),
-        capacity: r.capacity.unwrap_or(default::REPLAY_CAPACITY).max(1),
-    }
-}
-
 fn party_headers(
     f: ForwardingFile,
     issues: &mut Issues,

@@ -7,6 +7,7 @@ pub mod defaults;
 pub mod file;
 mod gateway;
 pub mod model;
+mod redis;
 mod rules;
 
 use crate::scheme::party::PartyId;

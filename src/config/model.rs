@@ -139,9 +139,45 @@ pub struct Tokens {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplaySettings {
     /// None: in memory.
-    pub redis_url: Option<String>,
+    pub redis: Option<RedisSettings>,
     pub timeout: Duration,
     pub capacity: usize,
+}
+
+/// The Redis the instances of a fleet share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisSettings {
+    pub target: RedisTarget,
+    /// From `credentials_file`: an ACL user (None: the default user) and its password.
+    pub credentials: Option<RedisCredentials>,
+    /// Extra roots for `rediss://` and Sentinel over TLS (PEM).
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One server: `redis://host:port/db` or `rediss://…`, without credentials.
+    Server(String),
+    /// The master that Sentinels name, found anew when it fails over.
+    Sentinel {
+        /// `host:port` of each Sentinel.
+        nodes: Vec<(String, u16)>,
+        master: String,
+        db: i64,
+        tls: bool,
+    },
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisCredentials {
+    pub username: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for RedisCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RedisCredentials({:?}, ..)", self.username)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -66,7 +66,7 @@ impl ServeHttp for Admin {
             "/ready" => {
                 let snap = self.state.current.load_full();
                 let mut problems = snap.trust.readiness().err().unwrap_or_default();
-                if let Err(e) = self.state.shared.replay.check().await {
+                if let Err(e) = snap.stores.replay.check().await {
                     problems.push(e.to_string());
                 }
                 if problems.is_empty() {
@@ -75,7 +75,10 @@ impl ServeHttp for Admin {
                         json!({"status": "ready", "config_generation": snap.generation}),
                     )
                 } else {
-                    json(503, json!({"status": "not_ready", "problems": problems}))
+                    json(
+                        503,
+                        json!({"status": "not_ready", "problems": problems, "config_generation": snap.generation}),
+                    )
                 }
             }
             _ => refusal(Reject::NotFound),

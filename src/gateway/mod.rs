@@ -14,6 +14,7 @@ pub mod forward;
 pub mod header_evidence;
 pub mod listener;
 pub mod login;
+pub mod redis;
 pub mod reject;
 pub mod replay;
 pub mod route;
@@ -153,7 +154,7 @@ impl Gateway {
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
             ctx.label = "token".into();
-            let (answer, client) = token_endpoint::answer(session, snap, shared).await?;
+            let (answer, client) = token_endpoint::answer(session, snap).await?;
             shared.metrics.tokens.with_label_values(&["issued"]).inc();
             ctx.consumer = Some(client);
             ctx.outcome = "token_issued";
@@ -179,7 +180,7 @@ impl Gateway {
                 if method != Method::GET {
                     return Err(Reject::MethodNotAllowed(vec![Method::GET]));
                 }
-                let cx = snap.login_context(shared);
+                let cx = snap.login_context();
                 let (answer, person) = login
                     .finish(uri.query(), &req.headers, &cx, Timestamp::now())
                     .await?;
@@ -193,7 +194,9 @@ impl Gateway {
                     return Err(Reject::MethodNotAllowed(vec![Method::GET, Method::POST]));
                 }
                 ctx.outcome = "signed_out";
-                return Ok(Some(login.logout(&req.headers, &shared.sessions).await?));
+                return Ok(Some(
+                    login.logout(&req.headers, &snap.stores.sessions).await?,
+                ));
             }
         }
         let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;
@@ -222,7 +225,10 @@ impl Gateway {
                     return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
                 }
                 let now = Timestamp::now();
-                match login.person(&req.headers, &shared.sessions, now).await? {
+                match login
+                    .person(&req.headers, &snap.stores.sessions, now)
+                    .await?
+                {
                     Some(person) => {
                         login.check_same_origin(&method, &req.headers)?;
                         ctx.person_headers = login.headers_for(&person);
@@ -233,7 +239,7 @@ impl Gateway {
                             Some(q) => format!("{path}?{q}"),
                             None => path.clone(),
                         };
-                        let cx = snap.login_context(shared);
+                        let cx = snap.login_context();
                         let answer = login.start(&method, &return_to, &cx, now).await?;
                         ctx.outcome = "login_started";
                         return Ok(Some(answer));

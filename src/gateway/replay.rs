@@ -4,12 +4,11 @@
 //! refuses rather than forgetting a jti early), or on Redis, shared by every instance behind a
 //! balancer. When the store cannot answer, the assertion is refused: never a replay accepted.
 
+use super::redis::RedisStore;
 use crate::config::model::ReplaySettings;
 use crate::scheme::Timestamp;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::Mutex;
 
 const SHARDS: usize = 16;
 
@@ -31,9 +30,9 @@ pub enum ReplayStore {
 impl ReplayStore {
     /// The store the settings name; Redis is connected lazily (start-up never waits for it).
     pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
-        Ok(match &settings.redis_url {
+        Ok(match &settings.redis {
             None => ReplayStore::Memory(MemoryStore::new(settings.capacity)),
-            Some(url) => ReplayStore::Redis(RedisStore::new(url, namespace, settings.timeout)?),
+            Some(redis) => ReplayStore::Redis(RedisStore::new(redis, namespace, settings.timeout)?),
         })
     }
 
@@ -114,78 +113,9 @@ impl MemoryStore {
     }
 }
 
-/// The runtime every Redis connection lives on, one for the process: the connections' I/O and
-/// reconnections run there, whichever runtime a caller is on (pingora's runtimes per thread, the
-/// admin service, a reload) and also when a store is built outside any runtime, as at start-up.
-fn redis_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("redis")
-                .enable_all()
-                .build()
-                .map_err(|e| format!("a runtime for Redis: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// jtis on Redis: `SET key 1 NX PX ms`, each call bounded in time. A call that times out may still
-/// have stored the jti; the assertion is refused all the same. The connection is made on the first
-/// call, on the Redis runtime: building a store starts no thread, so a store built before
-/// pingora daemonizes (a fork keeps no thread) works after it.
-pub struct RedisStore {
-    client: redis::Client,
-    connection: OnceLock<Result<ConnectionManager, String>>,
-    pub(super) namespace: String,
-    timeout: Duration,
-}
-
+/// jtis on Redis: `SET key 1 NX PX ms`. A call that times out may still have stored the jti; the
+/// assertion is refused all the same.
 impl RedisStore {
-    pub(super) fn new(url: &str, namespace: &str, timeout: Duration) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("replay store: {e}"))?;
-        Ok(RedisStore {
-            client,
-            connection: OnceLock::new(),
-            namespace: namespace.to_string(),
-            timeout,
-        })
-    }
-
-    fn connection(&self, runtime: &tokio::runtime::Runtime) -> Result<ConnectionManager, String> {
-        self.connection
-            .get_or_init(|| {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
-                    .set_number_of_retries(1)
-                    .set_min_delay(Duration::from_millis(50))
-                    .set_max_delay(Duration::from_millis(500));
-                let _inside = runtime.enter();
-                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-                    .map_err(|e| e.to_string())
-            })
-            .clone()
-    }
-
-    /// One command, run on the Redis runtime and bounded in time.
-    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
-        let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
-        let mut connection = self.connection(runtime).map_err(ReplayError::Unavailable)?;
-        let within = self.timeout * 2;
-        let call = runtime.spawn(async move { command.query_async(&mut connection).await });
-        match tokio::time::timeout(within, call).await {
-            Ok(Ok(Ok(value))) => Ok(value),
-            Ok(Ok(Err(e))) => Err(ReplayError::Unavailable(e.to_string())),
-            Ok(Err(e)) => Err(ReplayError::Unavailable(format!("the call ended: {e}"))),
-            Err(_) => Err(ReplayError::Unavailable(format!(
-                "no answer within {within:?}"
-            ))),
-        }
-    }
-
     async fn first_use(
         &self,
         issuer: &str,

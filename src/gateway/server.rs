@@ -6,8 +6,6 @@ use super::admin::Admin;
 use super::background::Maintenance;
 use super::connections::{Deadlines, Entry, Guard};
 use super::listener::{tls_acceptor, CertResolver};
-use super::replay::ReplayStore;
-use super::sessions::SessionStore;
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
 use crate::config::model::Config;
@@ -59,9 +57,7 @@ pub fn build(
             certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
         }
     }
-    let replay = ReplayStore::new(&config.replay, config.identity.party_id.as_str())?;
-    let sessions = SessionStore::new(&config.replay, config.identity.party_id.as_str())?;
-    let shared = Shared::new(certificates, replay, sessions);
+    let shared = Shared::new(certificates);
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),

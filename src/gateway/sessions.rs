@@ -3,7 +3,8 @@
 //! every instance behind a balancer. Each entry expires with its own lifetime; a state is taken
 //! once. When Redis does not answer, nobody is signed in: never a session on a guess.
 
-use super::replay::{RedisStore, ReplayError};
+use super::redis::RedisStore;
+use super::replay::ReplayError;
 use crate::config::model::ReplaySettings;
 use moka::sync::Cache;
 use moka::Expiry;
@@ -64,7 +65,7 @@ pub enum SessionStore {
 impl SessionStore {
     /// The store `[replay]` names (Redis is connected lazily).
     pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
-        Ok(match &settings.redis_url {
+        Ok(match &settings.redis {
             None => {
                 let cache = || {
                     Cache::builder()
@@ -77,7 +78,9 @@ impl SessionStore {
                     sessions: cache(),
                 }
             }
-            Some(url) => SessionStore::Redis(RedisStore::new(url, namespace, settings.timeout)?),
+            Some(redis) => {
+                SessionStore::Redis(RedisStore::new(redis, namespace, settings.timeout)?)
+            }
         })
     }
 
@@ -196,7 +199,7 @@ mod tests {
     fn memory() -> SessionStore {
         SessionStore::new(
             &ReplaySettings {
-                redis_url: None,
+                redis: None,
                 timeout: Duration::from_millis(100),
                 capacity: 10,
             },

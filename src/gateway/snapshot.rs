@@ -1,6 +1,8 @@
 //! What the gateway runs on. A `Snapshot` is built from one validated configuration and is
 //! immutable; a reload builds a new one and swaps it in, so requests in flight finish under the one
-//! they started with. `Shared` lives across reloads: metrics, the jti replay store, certificates.
+//! they started with. `Shared` lives across reloads: metrics, certificates. The stores (jtis,
+//! sessions) are kept across reloads that leave `[replay]` as it was, and made anew when it changes
+//! (new Redis credentials, another server).
 
 use super::authz::Authorizer;
 use super::capabilities::Capabilities;
@@ -24,9 +26,6 @@ use std::sync::Arc;
 /// What lives across reloads.
 pub struct Shared {
     pub metrics: Metrics,
-    pub replay: Arc<ReplayStore>,
-    /// Sign-ins in progress and people's sessions.
-    pub sessions: SessionStore,
     /// The key sessions are sealed with when the configuration names none.
     pub session_secret: SessionSecret,
     /// The certificates of the TLS listeners, by listener index; swapped on reload.
@@ -35,22 +34,32 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(
-        certificates: BTreeMap<usize, Arc<CertResolver>>,
-        replay: ReplayStore,
-        sessions: SessionStore,
-    ) -> Self {
+    pub fn new(certificates: BTreeMap<usize, Arc<CertResolver>>) -> Self {
         let mut secret = [0u8; 32];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
             .expect("the system's random source");
         Shared {
             metrics: Metrics::new(),
-            replay: Arc::new(replay),
-            sessions,
             session_secret: SessionSecret(secret),
             certificates,
             generation: AtomicU64::new(0),
         }
+    }
+}
+
+/// Where jtis, sign-ins in progress and sessions are kept: in memory, or on the fleet's Redis.
+pub struct Stores {
+    pub replay: Arc<ReplayStore>,
+    pub sessions: SessionStore,
+}
+
+impl Stores {
+    pub fn new(config: &Config) -> Result<Stores, String> {
+        let namespace = config.identity.party_id.as_str();
+        Ok(Stores {
+            replay: Arc::new(ReplayStore::new(&config.replay, namespace)?),
+            sessions: SessionStore::new(&config.replay, namespace)?,
+        })
     }
 }
 
@@ -68,13 +77,14 @@ pub struct Snapshot {
     pub authz: Authorizer,
     /// People's sign-in, when configured.
     pub login: Option<Arc<Login>>,
+    pub stores: Arc<Stores>,
 }
 
 impl Snapshot {
     /// What a sign-in needs of this snapshot.
-    pub fn login_context<'a>(&'a self, shared: &'a Shared) -> LoginContext<'a> {
+    pub fn login_context(&self) -> LoginContext<'_> {
         LoginContext {
-            store: &shared.sessions,
+            store: &self.stores.sessions,
             trust: &self.trust,
             peer: &self.peer,
             algorithms: self.algorithms,
@@ -142,9 +152,19 @@ impl Snapshot {
                 shared.metrics.clone(),
             )),
         };
+        let stores = match previous {
+            Some(p)
+                if p.config.replay == config.replay
+                    && p.config.identity.party_id == config.identity.party_id =>
+            {
+                p.stores.clone()
+            }
+            _ => Arc::new(Stores::new(&config)?),
+        };
         let authz = match previous {
             Some(p)
                 if same_peers
+                    && Arc::ptr_eq(&p.stores, &stores)
                     && p.config.registries == config.registries
                     && p.config.delegation == config.delegation
                     && p.config.tokens == config.tokens =>
@@ -154,7 +174,7 @@ impl Snapshot {
             _ => Authorizer::new(
                 &config,
                 peer.clone(),
-                shared.replay.clone(),
+                stores.replay.clone(),
                 shared.metrics.clone(),
             ),
         };
@@ -192,6 +212,7 @@ impl Snapshot {
             peer,
             authz,
             login,
+            stores,
             config,
         })
     }

@@ -3,7 +3,8 @@
 //! the party checked at the scheme owner, and jti replays refused.
 
 use super::reject::{Answer, Body, BodyError, Reject};
-use super::snapshot::{Shared, Snapshot};
+use super::replay::ReplayStore;
+use super::snapshot::Snapshot;
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{
     check_assertion, jti_retention, AssertionError, AssertionRules, TokenRequest,
@@ -39,11 +40,7 @@ pub async fn read_body(session: &mut Session, limit: usize) -> Result<Vec<u8>, R
 }
 
 /// Handle a token request; the answer and the client it was issued to.
-pub async fn answer(
-    session: &mut Session,
-    snap: &Snapshot,
-    shared: &Shared,
-) -> Result<(Answer, String), Reject> {
+pub async fn answer(session: &mut Session, snap: &Snapshot) -> Result<(Answer, String), Reject> {
     if session.req_header().method != Method::POST {
         return Err(Reject::MethodNotAllowed(vec![Method::POST]));
     }
@@ -54,16 +51,16 @@ pub async fn answer(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = read_body(session, MAX_BODY).await?;
-    issue(content_type.as_deref(), &body, snap, shared).await
+    issue(content_type.as_deref(), &body, snap, &snap.stores.replay).await
 }
 
-/// The token request in `body` (of `content_type`) checked, and the token issued; the answer and
-/// the client it was issued to.
+/// The token request in `body` (of `content_type`) checked, its jti kept in `replay`, and the token
+/// issued; the answer and the client it was issued to.
 pub async fn issue(
     content_type: Option<&str>,
     body: &[u8],
     snap: &Snapshot,
-    shared: &Shared,
+    replay: &ReplayStore,
 ) -> Result<(Answer, String), Reject> {
     let request = TokenRequest::from_body(content_type, body)
         .map_err(|e| Reject::UnreadableBody(e.into()))?;
@@ -89,8 +86,7 @@ pub async fn issue(
     // The party as the scheme owner spells it, whatever letter case the client used.
     let client = PartyId::parse(&signer.record.party_id).unwrap_or(assertion.client_id.clone());
     let until = jti_retention(&assertion, &rules, now);
-    if !shared
-        .replay
+    if !replay
         .first_use(client.as_str(), &assertion.jti, until, now)
         .await
         .map_err(|e| Reject::Unavailable(e.into()))?

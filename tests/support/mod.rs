@@ -581,17 +581,15 @@ impl RedisServer {
     }
 
     pub async fn start_on(port: u16) -> RedisServer {
+        Self::start_with(port, &["--port", &port.to_string()]).await
+    }
+
+    /// redis-server with these arguments (its `--port` or `--tls-port` being `port`).
+    pub async fn start_with(port: u16, args: &[&str]) -> RedisServer {
         let mut command = std::process::Command::new("redis-server");
-        command.args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ]);
+        command
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(args);
         let mut server = RedisServer {
             port,
             process: process::ChildProcess::spawn("redis-server", command),

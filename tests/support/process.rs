@@ -18,6 +18,9 @@ pub struct ChildProcess {
 impl ChildProcess {
     /// Start `command` as `name`; its standard output and error go to a log file of its own.
     pub fn spawn(name: &str, mut command: Command) -> ChildProcess {
+        // The tests' HTTP clients (rustls) need the process's crypto provider, whichever test
+        // runs first.
+        ishare_gateway::tls::ensure_crypto_provider();
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("logs");

@@ -1,0 +1,203 @@
+//! The Redis a fleet shares (replays, sign-ins, sessions): one server, or the master that Redis
+//! Sentinels name. Every command runs on a runtime of its own and is bounded in time; a call that
+//! fails is an error for the caller to fail closed on. With Sentinels, a connection that fails (or
+//! lands on a master demoted to replica) is dropped, and the next call asks the Sentinels anew:
+//! during a failover, calls fail until the new master is named, then go there without a restart.
+
+use super::replay::ReplayError;
+use crate::config::model::{RedisSettings, RedisTarget};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates, TlsMode};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The runtime every Redis connection lives on, one for the process: the connections' I/O and
+/// reconnections run there, whichever runtime a caller is on (pingora's runtimes per thread, the
+/// admin service, a reload). It starts with the first call, so that nothing runs before pingora
+/// daemonizes (a fork keeps no thread).
+fn redis_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("redis")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("a runtime for Redis: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Where connections go.
+enum Target {
+    Server(redis::Client),
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+}
+
+struct Inner {
+    target: Target,
+    timeout: Duration,
+    /// The connection in use; None: made (with Sentinels: the master found) on the next call.
+    connection: tokio::sync::Mutex<Option<ConnectionManager>>,
+}
+
+/// A handle on the shared Redis, with the key prefix of this gateway's party.
+pub struct RedisStore {
+    inner: Arc<Inner>,
+    pub(super) namespace: String,
+}
+
+impl RedisStore {
+    /// Check the settings and prepare the client; no connection is made (nor thread started).
+    pub fn new(
+        settings: &RedisSettings,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let certificates = || TlsCertificates {
+            client_tls: None,
+            root_cert: settings.ca_pem.clone(),
+        };
+        let target = match &settings.target {
+            RedisTarget::Server(url) => {
+                let mut info = url
+                    .as_str()
+                    .into_connection_info()
+                    .map_err(|e| format!("replay store: {e}"))?;
+                if let Some(c) = &settings.credentials {
+                    let mut redis = info.redis_settings().clone().set_password(&c.password);
+                    if let Some(user) = &c.username {
+                        redis = redis.set_username(user);
+                    }
+                    info = info.set_redis_settings(redis);
+                }
+                let client = if settings.ca_pem.is_some() {
+                    redis::Client::build_with_tls(info, certificates())
+                } else {
+                    redis::Client::open(info)
+                };
+                Target::Server(client.map_err(|e| format!("replay store: {e}"))?)
+            }
+            RedisTarget::Sentinel {
+                nodes,
+                master,
+                db,
+                tls,
+            } => {
+                let addresses = nodes.iter().map(|(host, port)| match tls {
+                    false => ConnectionAddr::Tcp(host.clone(), *port),
+                    true => ConnectionAddr::TcpTls {
+                        host: host.clone(),
+                        port: *port,
+                        insecure: false,
+                        tls_params: None,
+                    },
+                });
+                let mut builder =
+                    SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
+                        .map_err(|e| format!("replay store: {e}"))?
+                        .set_client_to_redis_db(*db);
+                if *tls {
+                    builder = builder
+                        .set_client_to_redis_tls_mode(TlsMode::Secure)
+                        .set_client_to_sentinel_tls_mode(TlsMode::Secure);
+                    if settings.ca_pem.is_some() {
+                        builder = builder
+                            .set_client_to_redis_certificates(certificates())
+                            .set_client_to_sentinel_certificates(certificates());
+                    }
+                }
+                if let Some(c) = &settings.credentials {
+                    builder = builder
+                        .set_client_to_redis_password(&c.password)
+                        .set_client_to_sentinel_password(&c.password);
+                    if let Some(user) = &c.username {
+                        builder = builder
+                            .set_client_to_redis_username(user)
+                            .set_client_to_sentinel_username(user);
+                    }
+                }
+                let client = builder.build().map_err(|e| format!("replay store: {e}"))?;
+                Target::Sentinel(tokio::sync::Mutex::new(client))
+            }
+        };
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                target,
+                timeout,
+                connection: tokio::sync::Mutex::new(None),
+            }),
+            namespace: namespace.to_string(),
+        })
+    }
+
+    /// One command, run on the Redis runtime and bounded in time (twice the configured timeout:
+    /// finding the master, then the command).
+    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
+        let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
+        let inner = self.inner.clone();
+        let within = self.inner.timeout * 2;
+        let call = runtime.spawn(async move { inner.query(command).await });
+        match tokio::time::timeout(within, call).await {
+            Ok(Ok(answer)) => answer.map_err(ReplayError::Unavailable),
+            Ok(Err(e)) => Err(ReplayError::Unavailable(format!("the call ended: {e}"))),
+            Err(_) => Err(ReplayError::Unavailable(format!(
+                "no answer within {within:?}"
+            ))),
+        }
+    }
+}
+
+impl Inner {
+    async fn query(&self, command: redis::Cmd) -> Result<redis::Value, String> {
+        let mut connection = self.connection().await?;
+        match command.query_async(&mut connection).await {
+            Ok(value) => Ok(value),
+            Err(e) => {
+                if matches!(self.target, Target::Sentinel(_)) && fails_over(&e) {
+                    *self.connection.lock().await = None;
+                }
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// The connection in use, or a new one: to the server, or to the master the Sentinels name.
+    async fn connection(&self) -> Result<ConnectionManager, String> {
+        let mut current = self.connection.lock().await;
+        if let Some(c) = current.as_ref() {
+            return Ok(c.clone());
+        }
+        let client = match &self.target {
+            Target::Server(client) => client.clone(),
+            Target::Sentinel(sentinel) => sentinel
+                .lock()
+                .await
+                .async_get_client()
+                .await
+                .map_err(|e| format!("no master from the Sentinels: {e}"))?,
+        };
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let manager =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
+        *current = Some(manager.clone());
+        Ok(manager)
+    }
+}
+
+/// An error after which the master may be another: the connection failed, or it is a replica now.
+fn fails_over(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+}
