@@ -6,7 +6,7 @@
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup demo test check conformance bench load-bench
+.PHONY: setup test-setup demo cluster test check conformance bench load-bench
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -42,6 +42,11 @@ $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 
 demo: setup
 	cargo run --release -- demo
+
+# Several instances: Redis, the testbed, two gateways sharing Redis, and HAProxy in front.
+cluster: setup
+	$(call need,redis-server redis-server haproxy haproxy)
+	cargo run --release -- cluster
 
 test: test-setup
 	cargo test

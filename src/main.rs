@@ -54,6 +54,9 @@ enum Command {
         #[arg(long, default_value = "conf/gateway.toml")]
         config: PathBuf,
     },
+    /// Several instances on one machine: Redis, the testbed, two gateways sharing Redis, HAProxy in
+    /// front; walks through what they share, then serves until Ctrl-C.
+    Cluster(cli::cluster::ClusterArgs),
     /// The consumer's side of the scheme: assertions, tokens, parties, evidence, service calls.
     Client(Box<cli::client::ClientArgs>),
     /// Test a participant (service provider, registry or scheme owner) against the scheme's
@@ -208,6 +211,7 @@ fn main() -> ExitCode {
             let _log = telemetry::init_logging(false, "info", true);
             runtime().block_on(run_testbed(config, prepare))
         }
+        Command::Cluster(args) => cli::cluster::run(args),
         Command::Client(args) => runtime().block_on(cli::client::run(*args)),
         Command::Conformance(args) => runtime().block_on(cli::conformance::run(*args)),
     };

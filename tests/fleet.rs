@@ -405,3 +405,82 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
     gateway.wait_ready().await;
     bed.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_command_walks_a_fleet_through_what_it_shares() {
+    // conf/testbed.toml on free ports, its key material in a directory of its own, and
+    // conf/gateway.toml pointed at it: what `make cluster` runs, elsewhere.
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = scratch_dir(BIN);
+    let mut gateway = std::fs::read_to_string(repo.join("conf/gateway.toml"))
+        .unwrap()
+        .replace("../data/testbed", &dir.join("data").display().to_string())
+        .replace("../policies", &repo.join("policies").display().to_string());
+    let mut testbed = Vec::new();
+    for line in std::fs::read_to_string(repo.join("conf/testbed.toml"))
+        .unwrap()
+        .lines()
+    {
+        match line.strip_prefix("port = ") {
+            Some(port) => {
+                let free = free_port();
+                gateway =
+                    gateway.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{free}"));
+                testbed.push(format!("port = {free}"));
+            }
+            None => testbed.push(line.to_string()),
+        }
+    }
+    let testbed = testbed
+        .join("\n")
+        .replace(
+            "\"../data/testbed\"",
+            &format!("{:?}", dir.join("data").display().to_string()),
+        )
+        .replace(
+            "\"testbed-policies.json\"",
+            &format!(
+                "{:?}",
+                repo.join("conf/testbed-policies.json")
+                    .display()
+                    .to_string()
+            ),
+        );
+    std::fs::write(dir.join("testbed.toml"), testbed).unwrap();
+    std::fs::write(dir.join("gateway.toml"), gateway).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
+    command.args([
+        "cluster",
+        "--testbed-config",
+        dir.join("testbed.toml").to_str().unwrap(),
+        "--config",
+        dir.join("gateway.toml").to_str().unwrap(),
+        "--exit",
+    ]);
+    let mut cluster = support::process::ChildProcess::spawn("cluster", command);
+    let status = cluster.wait_exit(Duration::from_secs(240)).await;
+    let out = cluster.output();
+    assert!(status.success(), "{}", cluster.tail());
+    for said in [
+        "← 200: the backend got X-Consumer-Party-Id: EU.EORI.NL000000001",
+        "(the same assertion)   ← 400: replayed_jti",
+        "(the same cookie)   ← 200: the backend got X-Person-Id: did:ishare:person.jane-doe",
+        "← 200: the way to sign in again",
+        "gateway a reloaded (SIGHUP)",
+        "gateway b stopped (SIGTERM)\n",
+        " × 200, 0 failed",
+        "gateway b started again",
+    ] {
+        assert!(out.contains(said), "{said:?} missing from:\n{out}");
+    }
+    // Nothing of the cluster is left running.
+    let marker = dir.join("data").display().to_string();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&marker))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

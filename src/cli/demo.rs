@@ -3,9 +3,10 @@
 //! header, with evidence from the registry, a denied action, a person's sign-in — then
 //! ready-to-paste commands and the pages to open in a browser.
 
+use super::walk::{consumer, heading, shown, step, CONSUMER};
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
-use crate::peers::{join, PeerClient};
+use crate::peers::join;
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
 use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
@@ -15,36 +16,11 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const CONSUMER: &str = "EU.EORI.NL000000001";
 const OWNER: &str = "EU.EORI.NL000000005";
 /// A page for people of the shipped rules, and the testbed's person (test-only credentials).
 const PERSON_PAGE: &str = "/people/containers/C1";
 const PERSON: &str = "jane";
 const PERSON_PASSWORD: &str = "jane-testbed-password";
-
-/// A heading, bold on a terminal.
-fn heading(text: &str) {
-    use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() {
-        println!("\n\x1b[1m{text}\x1b[0m");
-    } else {
-        println!("\n{text}");
-    }
-}
-
-fn step(n: usize, title: &str) {
-    heading(&format!("{n}. {title}"));
-}
-
-/// A path as short as it can be said from the current directory.
-fn shown(path: &Path) -> String {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    match absolute.strip_prefix(&cwd) {
-        Ok(relative) => format!("./{}", relative.display()),
-        Err(_) => absolute.display().to_string(),
-    }
-}
 
 /// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
 /// the body (the backend's view of the request, or the gateway's reason).
@@ -88,26 +64,8 @@ async fn walk_through(
     data_dir: &Path,
     scheme: &str,
 ) -> Result<(), String> {
+    let (http, consumer) = consumer(data_dir, scheme)?;
     let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
-    let http = crate::tls::outbound_client(
-        &crate::tls::OutboundTrust {
-            ca_pem: Some(ca.clone()),
-            system_roots: false,
-        },
-        Duration::from_secs(10),
-    )
-    .map_err(|e| e.to_string())?;
-    let read = |kind: &str| {
-        std::fs::read_to_string(crate::testbed::keys::party_file(data_dir, CONSUMER, kind))
-            .map_err(|e| e.to_string())
-    };
-    let identity = crate::scheme::jwt::SigningIdentity::from_pem(
-        crate::scheme::party::PartyId::parse(CONSUMER).map_err(|e| e.to_string())?,
-        &read("key")?,
-        &read("chain")?,
-    )
-    .map_err(|e| e.to_string())?;
-    let consumer = PeerClient::new(http.clone(), identity, scheme);
 
     step(1, &format!("ABC Trucking ({CONSUMER}) gets an access token from the gateway with a signed client assertion"));
     let token = consumer

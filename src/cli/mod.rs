@@ -2,9 +2,11 @@
 //! conformance checker, and the demo.
 
 pub mod client;
+pub mod cluster;
 pub mod conformance;
 pub mod demo;
 pub mod display;
+pub mod walk;
 
 /// Ctrl-C or SIGTERM.
 pub async fn wait_for_stop() {
