@@ -48,8 +48,9 @@ cluster: setup
 	$(call need,redis-server redis-server haproxy haproxy)
 	cargo run --release -- cluster
 
+# Every test binary runs, whatever fails first, so that one run names every failure.
 test: test-setup
-	cargo test
+	cargo test --no-fail-fast
 
 check: setup
 	cargo run -q -- testbed --config conf/testbed.toml --prepare
