@@ -144,6 +144,26 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
         "fail closed in time: {slowest:?}"
     );
     println!("slowest refusal while Redis is gone: {slowest:?}");
+    // The metrics count the store's calls: answered before, failed since.
+    let metrics = http
+        .get(format!("{}/metrics", fleet.instances[0].gateway.admin))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let calls = |outcome| {
+        metric(
+            &metrics,
+            "ishare_gateway_redis_calls_total",
+            &[("command", "SET"), ("outcome", outcome)],
+        )
+    };
+    assert!(
+        calls("ok") > 0.0 && calls("error") + calls("timeout") > 0.0,
+        "{metrics}"
+    );
     for instance in &mut fleet.instances {
         let (status, body) = instance.gateway.wait_ready_saying("replay store").await;
         assert_eq!(status, 503, "{body}");

@@ -6,6 +6,7 @@
 
 use super::replay::ReplayError;
 use crate::config::model::{RedisSettings, RedisTarget};
+use crate::telemetry::metrics::Metrics;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates, TlsMode};
@@ -48,6 +49,7 @@ struct Inner {
 pub struct RedisStore {
     inner: Arc<Inner>,
     pub(super) namespace: String,
+    metrics: Metrics,
 }
 
 impl RedisStore {
@@ -56,6 +58,7 @@ impl RedisStore {
         settings: &RedisSettings,
         namespace: &str,
         timeout: Duration,
+        metrics: Metrics,
     ) -> Result<Self, String> {
         let certificates = || TlsCertificates {
             client_tls: None,
@@ -131,23 +134,34 @@ impl RedisStore {
                 connection: tokio::sync::Mutex::new(None),
             }),
             namespace: namespace.to_string(),
+            metrics,
         })
     }
 
     /// One command, run on the Redis runtime and bounded in time (twice the configured timeout:
-    /// finding the master, then the command).
+    /// finding the master, then the command); counted and timed by command.
     pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
+        let name = command_name(&command);
+        let started = std::time::Instant::now();
         let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
         let inner = self.inner.clone();
         let within = self.inner.timeout * 2;
         let call = runtime.spawn(async move { inner.query(command).await });
-        match tokio::time::timeout(within, call).await {
-            Ok(Ok(answer)) => answer.map_err(ReplayError::Unavailable),
-            Ok(Err(e)) => Err(ReplayError::Unavailable(format!("the call ended: {e}"))),
-            Err(_) => Err(ReplayError::Unavailable(format!(
-                "no answer within {within:?}"
-            ))),
-        }
+        let (outcome, answer) = match tokio::time::timeout(within, call).await {
+            Ok(Ok(Ok(value))) => ("ok", Ok(value)),
+            Ok(Ok(Err(e))) => ("error", Err(e)),
+            Ok(Err(e)) => ("error", Err(format!("the call ended: {e}"))),
+            Err(_) => ("timeout", Err(format!("no answer within {within:?}"))),
+        };
+        self.metrics
+            .redis_latency
+            .with_label_values(&[name])
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .redis_calls
+            .with_label_values(&[name, outcome])
+            .inc();
+        answer.map_err(ReplayError::Unavailable)
     }
 }
 
@@ -190,6 +204,17 @@ impl Inner {
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
         *current = Some(manager.clone());
         Ok(manager)
+    }
+}
+
+/// The command's name, for metric labels (a closed set: the commands the stores send).
+fn command_name(command: &redis::Cmd) -> &'static str {
+    match command.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => ["SET", "GET", "GETDEL", "DEL", "PING"]
+            .into_iter()
+            .find(|known| name.eq_ignore_ascii_case(known.as_bytes()))
+            .unwrap_or("other"),
+        _ => "other",
     }
 }
 

@@ -7,6 +7,7 @@
 use super::redis::RedisStore;
 use crate::config::model::ReplaySettings;
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::Metrics;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -29,10 +30,19 @@ pub enum ReplayStore {
 
 impl ReplayStore {
     /// The store the settings name; Redis is connected lazily (start-up never waits for it).
-    pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
+    pub fn new(
+        settings: &ReplaySettings,
+        namespace: &str,
+        metrics: &Metrics,
+    ) -> Result<Self, String> {
         Ok(match &settings.redis {
             None => ReplayStore::Memory(MemoryStore::new(settings.capacity)),
-            Some(redis) => ReplayStore::Redis(RedisStore::new(redis, namespace, settings.timeout)?),
+            Some(redis) => ReplayStore::Redis(RedisStore::new(
+                redis,
+                namespace,
+                settings.timeout,
+                metrics.clone(),
+            )?),
         })
     }
 

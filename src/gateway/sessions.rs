@@ -6,6 +6,7 @@
 use super::redis::RedisStore;
 use super::replay::ReplayError;
 use crate::config::model::ReplaySettings;
+use crate::telemetry::metrics::Metrics;
 use moka::sync::Cache;
 use moka::Expiry;
 use std::sync::Arc;
@@ -64,7 +65,11 @@ pub enum SessionStore {
 
 impl SessionStore {
     /// The store `[replay]` names (Redis is connected lazily).
-    pub fn new(settings: &ReplaySettings, namespace: &str) -> Result<Self, String> {
+    pub fn new(
+        settings: &ReplaySettings,
+        namespace: &str,
+        metrics: &Metrics,
+    ) -> Result<Self, String> {
         Ok(match &settings.redis {
             None => {
                 let cache = || {
@@ -78,9 +83,12 @@ impl SessionStore {
                     sessions: cache(),
                 }
             }
-            Some(redis) => {
-                SessionStore::Redis(RedisStore::new(redis, namespace, settings.timeout)?)
-            }
+            Some(redis) => SessionStore::Redis(RedisStore::new(
+                redis,
+                namespace,
+                settings.timeout,
+                metrics.clone(),
+            )?),
         })
     }
 
@@ -204,6 +212,7 @@ mod tests {
                 capacity: 10,
             },
             "test",
+            &Metrics::new(),
         )
         .unwrap()
     }

@@ -54,11 +54,11 @@ pub struct Stores {
 }
 
 impl Stores {
-    pub fn new(config: &Config) -> Result<Stores, String> {
+    pub fn new(config: &Config, metrics: &Metrics) -> Result<Stores, String> {
         let namespace = config.identity.party_id.as_str();
         Ok(Stores {
-            replay: Arc::new(ReplayStore::new(&config.replay, namespace)?),
-            sessions: SessionStore::new(&config.replay, namespace)?,
+            replay: Arc::new(ReplayStore::new(&config.replay, namespace, metrics)?),
+            sessions: SessionStore::new(&config.replay, namespace, metrics)?,
         })
     }
 }
@@ -159,7 +159,7 @@ impl Snapshot {
             {
                 p.stores.clone()
             }
-            _ => Arc::new(Stores::new(&config)?),
+            _ => Arc::new(Stores::new(&config, &shared.metrics)?),
         };
         let authz = match previous {
             Some(p)

@@ -27,6 +27,10 @@ pub struct Metrics {
     pub registry_calls: IntCounterVec,
     /// Latency of calls to authorisation registries.
     pub registry_latency: HistogramVec,
+    /// Commands sent to the fleet's Redis by command and outcome (ok, error, timeout).
+    pub redis_calls: IntCounterVec,
+    /// Latency of commands sent to Redis, by command.
+    pub redis_latency: HistogramVec,
     /// Configuration reloads by outcome.
     pub reloads: IntCounterVec,
     /// Age of the trusted list in seconds.
@@ -144,6 +148,18 @@ impl Metrics {
                 "registry_call_duration_seconds",
                 "Latency of registry calls",
                 &["registry"],
+            ),
+            redis_calls: counter(
+                &registry,
+                "redis_calls_total",
+                "Commands sent to Redis, by command and outcome",
+                &["command", "outcome"],
+            ),
+            redis_latency: histogram(
+                &registry,
+                "redis_call_duration_seconds",
+                "Latency of commands sent to Redis",
+                &["command"],
             ),
             reloads: counter(
                 &registry,
