@@ -66,5 +66,5 @@ bench: setup
 
 # The load benchmark's tools; `make load-bench LOAD_ARGS="--cores 1,2,4"` passes options on.
 load-bench: setup
-	$(call need,wrk wrk nginx nginx-light haproxy haproxy curl curl openssl openssl python3 python3)
+	$(call need,wrk wrk nginx nginx-light haproxy haproxy redis-server redis-server curl curl openssl openssl python3 python3)
 	benches/load.sh $(LOAD_ARGS)

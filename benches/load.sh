@@ -34,12 +34,12 @@ if [ "$DURATION" -gt 25 ]; then
 fi
 
 missing=()
-for tool in wrk nginx haproxy curl openssl python3 taskset; do
+for tool in wrk nginx haproxy redis-server curl openssl python3 taskset; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]}" >&2
-  echo "install them with: apt-get install -y wrk nginx-light haproxy curl openssl python3 util-linux" >&2
+  echo "install them with: apt-get install -y wrk nginx-light haproxy redis-server curl openssl python3 util-linux" >&2
   echo "(or run: make load-bench)" >&2
   exit 1
 fi
@@ -90,7 +90,9 @@ PIDS+=($!)
 wait_for http://127.0.0.1:9180/
 
 # Ports: backend 9200; per core count, nginx 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203,
-# bare pingora 9204, gateway 9205 (TLS 9215, admin 9225), gateway with access log 9206 (admin 9226).
+# bare pingora 9204, gateway 9205 (TLS 9215, admin 9225), gateway with access log 9206 (admin 9226);
+# the cluster: Redis 9230, two gateways on it 9207 and 9208 (TLS 9217, 9218; admin 9227, 9228),
+# HAProxy in front of both 9209, and of the first alone 9210.
 TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
 TLS_KEY=$PWD/data/testbed/tls/server.key.pem
 CA=$PWD/data/testbed/ca.pem
@@ -226,6 +228,35 @@ EOF
   }
   gateway_cfg 9205 9215 9225 warn >"$D/gateway.toml"
   gateway_cfg 9206 9216 9226 info >"$D/gateway-log.toml"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/session.key"
+  for i in 7 8; do # the cluster's instances: the stores on Redis, one session secret
+    gateway_cfg 920$i 921$i 922$i warn |
+      sed -e "s|^# session_secret_file = .*|session_secret_file = \"$D/session.key\"|" >"$D/gateway-$i.toml"
+    printf '\n[replay]\nstore = "redis"\nurl = "redis://127.0.0.1:9230/0"\n' >>"$D/gateway-$i.toml"
+  done
+  balancer_cfg() { # port server...
+    local port=$1
+    shift
+    cat <<EOF
+global
+  nbthread $N
+  maxconn 8192
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+  http-reuse always
+frontend front
+  bind 127.0.0.1:$port
+  default_backend gateways
+backend gateways
+  balance roundrobin
+EOF
+    for server in "$@"; do echo "  server g$server 127.0.0.1:$server"; done
+  }
+  balancer_cfg 9209 9207 9208 >"$D/balancer-2.cfg"
+  balancer_cfg 9210 9207 >"$D/balancer-1.cfg"
 
   start "$CLIENT_CPUS" "$D/backend.log" nginx -c "$D/backend.conf"
   start "$SERVER_CPUS" "$D/nginx.log" nginx -c "$D/nginx.conf"
@@ -235,8 +266,15 @@ EOF
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
   GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
+  start "$SERVER_CPUS" "$D/redis.log" redis-server --port 9230 --bind 127.0.0.1 --save "" --appendonly no
+  start "$SERVER_CPUS" "$D/gateway-7.out" "$BIN" run --config "$D/gateway-7.toml"
+  CLUSTER_PID=${PIDS[-1]}
+  start "$SERVER_CPUS" "$D/gateway-8.out" "$BIN" run --config "$D/gateway-8.toml"
+  start "$SERVER_CPUS" "$D/balancer-2.log" haproxy -db -f "$D/balancer-2.cfg"
+  start "$SERVER_CPUS" "$D/balancer-1.log" haproxy -db -f "$D/balancer-1.cfg"
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
-    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready; do
+    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready \
+    http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status; do
     wait_for "$url"
   done
   curl -fs -o /dev/null -H "Authorization: Bearer $JWT" http://127.0.0.1:9203/ ||
@@ -270,6 +308,10 @@ EOF
     run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
     warm 9206
     run "gateway: delegated, access log on" http://127.0.0.1:9206/api/containers/C1 "$BEARER"
+    warm 9207
+    warm 9208
+    run "cluster: balancer, 1 gateway" http://127.0.0.1:9210/api/containers/C1 "$BEARER"
+    run "cluster: balancer, 2 gateways" http://127.0.0.1:9209/api/containers/C1 "$BEARER"
     run "nginx TLS, keep-alive" https://127.0.0.1:9211/status
     run "gateway TLS, keep-alive" https://127.0.0.1:9215/status
     run "nginx TLS, new connections" https://127.0.0.1:9211/status "Connection: close"
@@ -311,9 +353,10 @@ PY
 
   # /connect/token: fresh assertions (they live 30 s, so they are made right before), each sent
   # once; wrk stops after $ISSUANCES answers. The gateway's CPU time per issuance gives the rate
-  # one core sustains.
-  "$FORMS" data/testbed "$CONSUMER" EU.EORI.NL000000003 $((ISSUANCES + 2 * CONNECTIONS)) >"$D/forms.txt"
-  cat >"$D/token.lua" <<LUA
+  # one core sustains; on Redis, the metrics give the share of each issuance spent waiting for it.
+  issuance() { # label port admin-port pid
+    "$FORMS" data/testbed "$CONSUMER" EU.EORI.NL000000003 $((ISSUANCES + 2 * CONNECTIONS)) >"$D/forms.txt"
+    cat >"$D/token.lua" <<LUA
 local forms, sent, answered = {}, 0, 0
 for line in io.lines("$D/forms.txt") do forms[#forms + 1] = line end
 wrk.method = "POST"
@@ -327,18 +370,35 @@ response = function(status)
   if answered >= $ISSUANCES then wrk.thread:stop() end
 end
 LUA
-  cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$GATEWAY_PID/stat"; }
-  before=$(cpu_ticks)
-  # wrk runs out its duration after the thread stops, so its req/s says nothing here.
-  out=$(taskset -c "$CLIENT_CPUS" wrk -t1 -c"$CONNECTIONS" -d10s -s "$D/token.lua" http://127.0.0.1:9205)
-  after=$(cpu_ticks)
-  answered=$(awk '/requests in/ { print $1 }' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
-  awk -v n="$answered" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v bad="${non2xx:-0}" 'BEGIN {
-    us = ticks / hz * 1e6 / n
-    printf "token issuance, fresh assertions: %d answered; %.0f us of gateway CPU each = %.0f issuances/s per core; %d non-2xx\n", n, us, 1e6 / us, bad
-    if (bad > 0) print "!!! token issuance: " bad " non-2xx answers: the figure does not count"
-  }'
+    local pid=$4 before after out answered non2xx token_before redis_before token_after redis_after
+    cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+    # seconds spent in token requests and in Redis commands, from the metrics
+    seconds() {
+      curl -s "http://127.0.0.1:$3/metrics" | awk '
+        /^ishare_gateway_request_duration_seconds_sum\{route="token"\}/ { t = $2 }
+        /^ishare_gateway_redis_call_duration_seconds_sum/ { r += $2 }
+        END { printf "%f %f\n", t, r }'
+    }
+    read -r token_before redis_before <<<"$(seconds "$@")"
+    before=$(cpu_ticks)
+    # wrk runs out its duration after the thread stops, so its req/s says nothing here.
+    out=$(taskset -c "$CLIENT_CPUS" wrk -t1 -c"$CONNECTIONS" -d10s -s "$D/token.lua" "http://127.0.0.1:$2")
+    after=$(cpu_ticks)
+    read -r token_after redis_after <<<"$(seconds "$@")"
+    answered=$(awk '/requests in/ { print $1 }' <<<"$out")
+    non2xx=$(awk '/Non-2xx/ { print $5 }' <<<"$out")
+    awk -v label="$1" -v n="$answered" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+      -v bad="${non2xx:-0}" -v t="$token_before $token_after" -v r="$redis_before $redis_after" 'BEGIN {
+      split(t, tt, " "); split(r, rr, " ")
+      us = ticks / hz * 1e6 / n
+      printf "token issuance, %s, fresh assertions: %d answered; %.0f us of gateway CPU each = %.0f issuances/s per core; %d non-2xx", label, n, us, 1e6 / us, bad
+      if (rr[2] > rr[1]) printf "; %.1f %% of the time in token requests waiting for Redis", 100 * (rr[2] - rr[1]) / (tt[2] - tt[1])
+      print ""
+      if (bad > 0) print "!!! token issuance " label ": " bad " non-2xx answers: the figure does not count"
+    }'
+  }
+  issuance "memory store" 9205 9225 "$GATEWAY_PID"
+  issuance "Redis store" 9207 9227 "$CLUSTER_PID"
   for pid in "${PIDS[@]:1}"; do kill "$pid" 2>/dev/null || true; done
   wait "${PIDS[@]:1}" 2>/dev/null || true
   PIDS=("${PIDS[0]}")
