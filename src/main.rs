@@ -53,6 +53,9 @@ enum Command {
         testbed_config: PathBuf,
         #[arg(long, default_value = "conf/gateway.toml")]
         config: PathBuf,
+        /// Stop after the walk-through instead of serving until Ctrl-C.
+        #[arg(long)]
+        exit: bool,
     },
     /// Several instances on one machine: Redis, the testbed, two gateways sharing Redis, HAProxy in
     /// front; walks through what they share, then serves until Ctrl-C.
@@ -206,7 +209,8 @@ fn main() -> ExitCode {
         Command::Demo {
             testbed_config,
             config,
-        } => cli::demo::run(testbed_config, config),
+            exit,
+        } => cli::demo::run(testbed_config, config, exit),
         Command::Testbed { config, prepare } => {
             let _log = telemetry::init_logging(false, "info", true);
             runtime().block_on(run_testbed(config, prepare))

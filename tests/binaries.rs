@@ -581,3 +581,38 @@ async fn redis_over_tls_with_an_acl_user_whose_password_is_in_a_file() {
     drop(redis);
     bed.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
+    let dir = scratch_dir(BIN);
+    shipped_on_free_ports(&dir);
+    let redis = RedisServer::start().await;
+    let config = dir.join("gateway.toml");
+    let text = on_redis(
+        &std::fs::read_to_string(&config).unwrap(),
+        &redis.url(),
+        &session_secret(),
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut command = binary();
+    command.args([
+        "demo",
+        "--testbed-config",
+        dir.join("testbed.toml").to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--exit",
+    ]);
+    let mut demo = ChildProcess::spawn("demo", command);
+    let status = demo.wait_exit(Duration::from_secs(240)).await;
+    assert!(status.success(), "{}", demo.tail());
+    let out = demo.output();
+    for said in [
+        "← 200 OK: a Bearer token",
+        "← 403 Forbidden",
+        "the backend got GET /api/containers/C1 with X-Consumer-Party-Id: EU.EORI.NL000000001",
+        "x-person-id: did:ishare:person.jane-doe",
+    ] {
+        assert!(out.contains(said), "{said:?} missing from:\n{out}");
+    }
+}

@@ -428,46 +428,8 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_command_walks_a_fleet_through_what_it_shares() {
-    // conf/testbed.toml on free ports, its key material in a directory of its own, and
-    // conf/gateway.toml pointed at it: what `make cluster` runs, elsewhere.
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = scratch_dir(BIN);
-    let mut gateway = std::fs::read_to_string(repo.join("conf/gateway.toml"))
-        .unwrap()
-        .replace("../data/testbed", &dir.join("data").display().to_string())
-        .replace("../policies", &repo.join("policies").display().to_string());
-    let mut testbed = Vec::new();
-    for line in std::fs::read_to_string(repo.join("conf/testbed.toml"))
-        .unwrap()
-        .lines()
-    {
-        match line.strip_prefix("port = ") {
-            Some(port) => {
-                let free = free_port();
-                gateway =
-                    gateway.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{free}"));
-                testbed.push(format!("port = {free}"));
-            }
-            None => testbed.push(line.to_string()),
-        }
-    }
-    let testbed = testbed
-        .join("\n")
-        .replace(
-            "\"../data/testbed\"",
-            &format!("{:?}", dir.join("data").display().to_string()),
-        )
-        .replace(
-            "\"testbed-policies.json\"",
-            &format!(
-                "{:?}",
-                repo.join("conf/testbed-policies.json")
-                    .display()
-                    .to_string()
-            ),
-        );
-    std::fs::write(dir.join("testbed.toml"), testbed).unwrap();
-    std::fs::write(dir.join("gateway.toml"), gateway).unwrap();
+    shipped_on_free_ports(&dir);
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
     command.args([
         "cluster",

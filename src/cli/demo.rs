@@ -222,8 +222,9 @@ fn try_more(
     );
 }
 
-/// Run the demo with the testbed and gateway configurations given.
-pub fn run(testbed_config: PathBuf, gateway_config: PathBuf) -> Result<(), String> {
+/// Run the demo with the testbed and gateway configurations given; serve until Ctrl-C unless
+/// `exit`.
+pub fn run(testbed_config: PathBuf, gateway_config: PathBuf, exit: bool) -> Result<(), String> {
     // Quiet, so the walk-through reads well (RUST_LOG overrides). pingora reports a benign race when
     // it cannot reuse a pooled upstream connection (it opens a new one) at error level.
     let _log = crate::telemetry::init_logging(false, "warn,pingora_core::connectors=off", true);
@@ -299,7 +300,7 @@ pub fn run(testbed_config: PathBuf, gateway_config: PathBuf) -> Result<(), Strin
         ),
         Err(e) => eprintln!("the walk-through failed: {e}"),
     }
-    if walked.is_ok() {
+    if walked.is_ok() && !exit {
         runtime.block_on(super::wait_for_stop());
     }
     println!("\nStopping...");

@@ -569,6 +569,57 @@ pub fn h2_client(ca_file: &Path) -> reqwest::Client {
         .unwrap()
 }
 
+/// conf/testbed.toml with every port free and its key material in `dir`/data, as
+/// `dir`/testbed.toml, and conf/gateway.toml pointed at it as `dir`/gateway.toml: what `make demo`
+/// and `make cluster` run, elsewhere.
+pub fn shipped_on_free_ports(dir: &Path) {
+    let data = dir.join("data").display().to_string();
+    let mut gateway = std::fs::read_to_string(repo().join("conf/gateway.toml"))
+        .unwrap()
+        .replace("../data/testbed", &data)
+        .replace(
+            "../policies",
+            &repo().join("policies").display().to_string(),
+        );
+    let mut testbed = Vec::new();
+    for line in std::fs::read_to_string(repo().join("conf/testbed.toml"))
+        .unwrap()
+        .lines()
+    {
+        match line.strip_prefix("port = ") {
+            Some(port) => {
+                let free = free_port();
+                gateway =
+                    gateway.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{free}"));
+                testbed.push(format!("port = {free}"));
+            }
+            None => testbed.push(line.to_string()),
+        }
+    }
+    // The gateway's own listeners and admin address.
+    for port in ["8443", "8080", "9901"] {
+        gateway = gateway.replace(
+            &format!("127.0.0.1:{port}"),
+            &format!("127.0.0.1:{}", free_port()),
+        );
+    }
+    let testbed = testbed
+        .join("\n")
+        .replace("\"../data/testbed\"", &format!("{data:?}"))
+        .replace(
+            "\"testbed-policies.json\"",
+            &format!(
+                "{:?}",
+                repo()
+                    .join("conf/testbed-policies.json")
+                    .display()
+                    .to_string()
+            ),
+        );
+    std::fs::write(dir.join("testbed.toml"), testbed).unwrap();
+    std::fs::write(dir.join("gateway.toml"), gateway).unwrap();
+}
+
 /// A real redis-server on a free loopback port, for as long as the value lives.
 pub struct RedisServer {
     pub port: u16,
