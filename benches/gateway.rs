@@ -17,7 +17,6 @@ use ishare_gateway::request::Ambiguities;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::Timestamp;
-use ishare_gateway::telemetry::metrics::Metrics;
 use ishare_gateway::testbed::config::TestbedConfig;
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
 use ishare_gateway::testbed::Testbed;
@@ -105,12 +104,7 @@ fn shared() -> Shared {
 
 /// A replay store of its own, so that the assertions the bench cycles through are each new to it.
 fn replay(config: &Config) -> ReplayStore {
-    ReplayStore::new(
-        &config.replay,
-        config.identity.party_id.as_str(),
-        &Metrics::new(),
-    )
-    .unwrap()
+    ReplayStore::new(config.replay.capacity, None)
 }
 
 impl Bench {

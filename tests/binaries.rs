@@ -330,6 +330,54 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     let gateway = accepted_and_served("readme-login", &config, ports.admin).await;
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
+
+    // The README's fleet example: as written, its credentials file is not here, and both say so;
+    // with the file and a Redis of ours, it serves.
+    let fleet = readme
+        .split("**Deploying several instances.**")
+        .nth(1)
+        .and_then(|rest| rest.split("```toml\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's [replay] example");
+    let ports = Ports::free();
+    let shipped = shipped_gateway(&data, &urls, &ports).replace(
+        "# session_secret_file = \"/etc/ishare-gateway/session.key\"",
+        &format!("session_secret_file = \"{}\"", secret.display()),
+    );
+    let config = config_file("readme-fleet.toml", &format!("{shipped}\n{fleet}"));
+    refused_alike("readme-fleet-verbatim", &config).await;
+    let credentials = scratch_dir(BIN).join("redis.credentials");
+    std::fs::write(&credentials, "").unwrap();
+    let given = fleet
+        .replace("redis://10.0.0.7:6379/0", &redis.url())
+        .replace(
+            "/etc/ishare-gateway/redis.credentials",
+            credentials.to_str().unwrap(),
+        );
+    std::fs::write(&config, format!("{shipped}\n{given}")).unwrap();
+    refused_alike("readme-fleet-empty-credentials", &config).await;
+    let port = free_port();
+    let guarded = RedisServer::start_with(
+        port,
+        &[
+            "--port",
+            &port.to_string(),
+            "--requirepass",
+            "fleet-example-password",
+        ],
+    )
+    .await;
+    std::fs::write(&credentials, "fleet-example-password\n").unwrap();
+    let given = fleet
+        .replace("redis://10.0.0.7:6379/0", &guarded.url())
+        .replace(
+            "/etc/ishare-gateway/redis.credentials",
+            credentials.to_str().unwrap(),
+        );
+    std::fs::write(&config, format!("{shipped}\n{given}")).unwrap();
+    let gateway = accepted_and_served("readme-fleet", &config, ports.admin).await;
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
     bed.stop().await;
 }
 

@@ -117,3 +117,30 @@ async fn instances_share_replays_and_tokens_and_refuse_when_the_store_is_gone() 
     b.stop().await;
     bed.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_jtis_of_the_memory_store() {
+    let env = Env::start(BIN, RULES, |_| String::new()).await;
+    let identity = env.bed.identity(CONSUMER);
+    let assertion = identity.client_assertion(SP, Timestamp::now()).unwrap();
+    let first = env.token_response(&identity, Some(assertion.clone())).await;
+    assert_eq!(first.status(), 200);
+    // Another capacity and timeout: the store in memory, and what it holds, stay.
+    let config = env.config_path();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[replay]\ncapacity = 5000\ntimeout = \"1s\"\n"),
+    )
+    .unwrap();
+    let before = env.state().current.load().generation;
+    let after = ishare_gateway::gateway::background::reload(env.state(), &config).unwrap();
+    assert!(after > before);
+    let (status, body) = status_json(env.token_response(&identity, Some(assertion)).await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("replayed_jti")),
+        "{body}"
+    );
+    env.stop().await;
+}

@@ -5,7 +5,8 @@
 //! signed in at one known at the other and signed out at both, and traffic that flows while one
 //! instance reloads and another stops.
 
-use super::walk::{consumer, heading, shown, step, CONSUMER};
+use super::walk::{consumer, heading, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD};
+use crate::peers::PeerClient;
 use crate::scheme::vocabulary::TOKEN_PATH;
 use crate::scheme::Timestamp;
 use crate::testbed::config::TestbedConfig;
@@ -18,10 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A page for people of the shipped rules, and the testbed's person (test-only credentials).
-const PERSON_PAGE: &str = "/people/containers/C1";
-const PERSON: &str = "jane";
-const PERSON_PASSWORD: &str = "jane-testbed-password";
 /// A route of the shipped rules decided with the registry.
 const CONTAINER: &str = "/api/containers/C1";
 
@@ -52,7 +49,8 @@ impl Child {
         let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| e.to_string())?;
         // A group of its own, so that Ctrl-C reaches the cluster alone (which stops each in
-        // turn); and killed if the cluster itself dies.
+        // turn); and killed if the cluster itself dies (the parent-death signal follows the
+        // thread that spawns: every child is spawned on the thread that runs the cluster).
         command
             .stdin(Stdio::null())
             .stdout(file)
@@ -114,19 +112,45 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the process group this child leads; not reaped yet, so not reused.
-        unsafe {
-            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) on the process group this child leads; not reaped yet, so its id is
+            // not reused.
+            unsafe {
+                libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+            }
+            let _ = self.child.wait();
         }
-        let _ = self.child.wait();
     }
 }
 
+/// A free loopback port, never one handed out before by this process.
 fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("a free port: {e}"))
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| format!("a free port: {e}"))?;
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+}
+
+/// Write a secret readable by its owner alone.
+fn write_secret(path: &Path, contents: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(contents))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// One gateway instance: its configuration, listeners and process.
@@ -376,7 +400,7 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
     let mut bytes = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .map_err(|_| "the system's random source failed")?;
-    std::fs::write(&secret, hex::encode(bytes)).map_err(|e| e.to_string())?;
+    write_secret(&secret, hex::encode(bytes).as_bytes())?;
     let tls_dir = data_dir.join("tls");
     let (cert, key) = (
         tls_dir.join("server.chain.pem").display().to_string(),
@@ -429,7 +453,7 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?
         .concat();
-    std::fs::write(&pem, both).map_err(|e| e.to_string())?;
+    write_secret(&pem, both.as_bytes())?;
     let haproxy = dir.join("haproxy.cfg");
     std::fs::write(&haproxy, haproxy_config(public_port, &pem, &instances))
         .map_err(|e| e.to_string())?;
@@ -509,12 +533,25 @@ fn person_on(page: &crate::testbed::person::Page) -> Option<String> {
 
 async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
     let data_dir = cluster.testbed.keys.data_dir.clone();
-    let (http, consumer) = consumer(&data_dir, &cluster.testbed.scheme)?;
+    let (_, consumer) = consumer(&data_dir, &cluster.testbed.scheme)?;
+    let http = cluster.http.clone();
     let (a, b) = (
         cluster.instances[0].tls.clone(),
         cluster.instances[1].tls.clone(),
     );
+    let token = tokens_are_shared(&http, &consumer, (&a, &b), sp).await?;
+    replays_are_refused(&http, &consumer, (&a, &b), sp, &cluster.testbed.scheme).await?;
+    sessions_are_shared(&data_dir, (&a, &b), &cluster.url).await?;
+    traffic_flows(cluster, &http, &token).await
+}
 
+/// Step 1: a token of one instance is good at the other; the token.
+async fn tokens_are_shared(
+    http: &reqwest::Client,
+    consumer: &PeerClient,
+    (a, b): (&str, &str),
+    sp: &str,
+) -> Result<String, String> {
     step(1, "A token from gateway a, used at gateway b: instances with one identity accept each other's tokens");
     let token = consumer
         .token(&format!("{a}{TOKEN_PATH}"), sp)
@@ -522,12 +559,22 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .access_token;
     println!("   → POST {a}{TOKEN_PATH}   ← 200 OK: a token for {CONSUMER}");
-    let (status, said) = call(&http, &format!("{b}{CONTAINER}"), &token).await?;
+    let (status, said) = call(http, &format!("{b}{CONTAINER}"), &token).await?;
     println!("   → GET {b}{CONTAINER}   ← {status}: {said}");
     if status != 200 {
         return Err(format!("gateway b answered {status} to a's token"));
     }
+    Ok(token)
+}
 
+/// Step 2: an assertion accepted at one instance is refused at the other.
+async fn replays_are_refused(
+    http: &reqwest::Client,
+    consumer: &PeerClient,
+    (a, b): (&str, &str),
+    sp: &str,
+    scheme: &str,
+) -> Result<(), String> {
     step(
         2,
         "A client assertion used at gateway a, replayed at gateway b: the jti is on Redis, refused",
@@ -538,7 +585,7 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let form = [
         ("grant_type", "client_credentials"),
-        ("scope", cluster.testbed.scheme.as_str()),
+        ("scope", scheme),
         ("client_id", CONSUMER),
         (
             "client_assertion_type",
@@ -546,7 +593,7 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
         ),
         ("client_assertion", assertion.as_str()),
     ];
-    for (name, base) in [("a", &a), ("b", &b)] {
+    for (name, base) in [("a", a), ("b", b)] {
         let r = http
             .post(format!("{base}{TOKEN_PATH}"))
             .form(&form)
@@ -562,7 +609,15 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
             return Err(format!("gateway {name} answered {status}, not {expected}"));
         }
     }
+    Ok(())
+}
 
+/// Steps 3 and 4: a person signed in at one instance is known at the other, and signed out at both.
+async fn sessions_are_shared(
+    data_dir: &Path,
+    (a, b): (&str, &str),
+    public_url: &str,
+) -> Result<(), String> {
     step(
         3,
         "Jane Doe signs in at gateway a: gateway b knows her session",
@@ -575,7 +630,7 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
     let landing = signed.landing.ok_or("the sign-in opened no session")?;
     println!(
         "   → GET {a}{PERSON_PAGE}, the identity provider's login page, back at {}   ← {}: signed in",
-        cluster.url, landing.status
+        public_url, landing.status
     );
     let at_b = browser.get(&format!("{b}{PERSON_PAGE}")).await?;
     let known = person_on(&at_b).ok_or("gateway b does not know the session")?;
@@ -598,7 +653,15 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
         "   → GET {a}{PERSON_PAGE}   ← {}: the way to sign in again",
         at_a.status
     );
+    Ok(())
+}
 
+/// Step 5: requests through the balancer while one instance reloads and the other stops.
+async fn traffic_flows(
+    cluster: &mut Cluster,
+    http: &reqwest::Client,
+    token: &str,
+) -> Result<(), String> {
     step(
         5,
         "Traffic through the balancer while gateway a reloads and gateway b stops",
@@ -613,7 +676,7 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
                 ok.clone(),
                 failed.clone(),
                 target.clone(),
-                token.clone(),
+                token.to_string(),
                 http.clone(),
             );
             tokio::spawn(async move {

@@ -3,7 +3,7 @@
 //! header, with evidence from the registry, a denied action, a person's sign-in — then
 //! ready-to-paste commands and the pages to open in a browser.
 
-use super::walk::{consumer, heading, shown, step, CONSUMER};
+use super::walk::{consumer, heading, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD};
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
 use crate::peers::join;
@@ -17,10 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const OWNER: &str = "EU.EORI.NL000000005";
-/// A page for people of the shipped rules, and the testbed's person (test-only credentials).
-const PERSON_PAGE: &str = "/people/containers/C1";
-const PERSON: &str = "jane";
-const PERSON_PASSWORD: &str = "jane-testbed-password";
 
 /// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
 /// the body (the backend's view of the request, or the gateway's reason).

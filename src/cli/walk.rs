@@ -7,6 +7,10 @@ use std::time::Duration;
 
 /// The testbed's consumer, ABC Trucking.
 pub const CONSUMER: &str = "EU.EORI.NL000000001";
+/// A page for people of the shipped rules, and the testbed's person (test-only credentials).
+pub const PERSON_PAGE: &str = "/people/containers/C1";
+pub const PERSON: &str = "jane";
+pub const PERSON_PASSWORD: &str = "jane-testbed-password";
 
 /// A heading, bold on a terminal.
 pub fn heading(text: &str) {

@@ -427,12 +427,7 @@ fn distinct_addresses(listeners: &[Listener], admin: Option<SocketAddr>, issues:
         .chain(admin.map(|a| ("admin.address".to_string(), a)));
     let mut seen: Vec<(String, SocketAddr)> = Vec::new();
     for (key, address) in named {
-        let clash = seen.iter().find(|(_, other)| {
-            other.port() == address.port()
-                && (other.ip() == address.ip()
-                    || other.ip().is_unspecified()
-                    || address.ip().is_unspecified())
-        });
+        let clash = seen.iter().find(|(_, other)| overlaps(*other, address));
         if let Some((other_key, other)) = clash {
             issues.add(
                 key.as_str(),
@@ -441,6 +436,16 @@ fn distinct_addresses(listeners: &[Listener], admin: Option<SocketAddr>, issues:
         }
         seen.push((key, address));
     }
+}
+
+/// Whether two listen addresses cannot both be bound: one port (not 0, which the system picks), and
+/// one address, or an unspecified one covering the other (`[::]` covers IPv4 too, as Linux binds
+/// it by default; `0.0.0.0` covers IPv4 only).
+pub(super) fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    let covers = |wide: SocketAddr, other: SocketAddr| {
+        wide.ip().is_unspecified() && (wide.is_ipv6() || other.is_ipv4())
+    };
+    a.port() == b.port() && a.port() != 0 && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
 }
 
 fn listener_tls(base: &Path, key: &str, t: ListenerTlsFile, issues: &mut Issues) -> ListenerTls {

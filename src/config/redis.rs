@@ -79,6 +79,17 @@ fn redis(base: &Path, r: ReplayFile, issues: &mut Issues) -> Option<RedisSetting
         let path = resolve(base, &file);
         issues.check("replay.credentials_file", credentials(&path))
     });
+    let tls = match &target {
+        Some(RedisTarget::Server(url)) => url.starts_with("rediss://"),
+        Some(RedisTarget::Sentinel { tls, .. }) => *tls,
+        None => true,
+    };
+    if r.ca_file.is_some() && !tls {
+        issues.add(
+            "replay.ca_file",
+            "only with TLS to Redis (rediss://, or tls = true with sentinels)",
+        );
+    }
     let ca_pem = r.ca_file.and_then(|file| {
         let path = resolve(base, &file);
         check_pem_certs(&path, "replay.ca_file", issues)?;
@@ -103,6 +114,11 @@ fn server_url(text: &str) -> Result<String, String> {
                 .into(),
         );
     }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(
+            "no options after the database (`#insecure` would skip the certificate check)".into(),
+        );
+    }
     Ok(text.to_string())
 }
 
@@ -123,9 +139,15 @@ fn sentinel(
             let parsed = node
                 .rsplit_once(':')
                 .and_then(|(host, port)| Some((host.trim_matches(['[', ']']), port.parse().ok()?)))
-                .filter(|(host, _)| !host.is_empty())
+                .filter(|(host, _)| !host.is_empty() && !host.contains(['@', '/']))
                 .map(|(host, port)| (host.to_string(), port))
-                .ok_or_else(|| format!("{node:?} is not host:port"));
+                .ok_or_else(|| match node.contains('@') {
+                    true => {
+                        "holds credentials: put them in replay.credentials_file, not in the config"
+                            .to_string()
+                    }
+                    false => format!("{node:?} is not host:port"),
+                });
             issues.check(&format!("replay.sentinels[{i}]"), parsed)
         })
         .collect();

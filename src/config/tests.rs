@@ -151,6 +151,9 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"redis://127.0.0.1/0\"\nmaster_name = \"m\"\n"), "gateway.toml: replay.master_name: only with sentinels (the url says it for one server)"),
         (gateway("", "", "[replay]\nstore = \"redis\"\nsentinels = [\"127.0.0.1\", \"[::1]:26379\"]\n"), "gateway.toml: replay.sentinels[0]: \"127.0.0.1\" is not host:port|gateway.toml: replay.master_name: needed with sentinels: the name the Sentinels know the master by"),
         (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"redis://127.0.0.1/0\"\ncredentials_file = \"missing\"\n"), "gateway.toml: replay.credentials_file: missing: No such file or directory (os error 2)"),
+        (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"rediss://127.0.0.1/0#insecure\"\n"), "gateway.toml: replay.url: no options after the database (`#insecure` would skip the certificate check)"),
+        (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"redis://127.0.0.1/0\"\nca_file = \"root.pem\"\n"), "gateway.toml: replay.ca_file: only with TLS to Redis (rediss://, or tls = true with sentinels)"),
+        (gateway("", "", "[replay]\nstore = \"redis\"\nmaster_name = \"m\"\nsentinels = [\"user:pw@127.0.0.1:26379\"]\n"), "gateway.toml: replay.sentinels[0]: holds credentials: put them in replay.credentials_file, not in the config"),
         (gateway("", "", "[replay]\nsentinels = [\"127.0.0.1:26379\"]\ncredentials_file = \"x\"\n"), "gateway.toml: replay.sentinels: needs store = \"redis\"|gateway.toml: replay.credentials_file: needs store = \"redis\""),
         (gateway("", "", "[replay]\nstore = \"disk\"\n"), "gateway.toml: replay.store: unknown variant `disk`, expected `memory` or `redis`"),
         (gateway("", "", "public_url = \"gateway\"\n"), "gateway.toml: public_url: \"gateway\" is not a URL: relative URL without a base"),
@@ -308,4 +311,18 @@ fn the_readme_configuration_table_shows_every_default() {
             "README: {key} should default to `{value}`, found {row:?}"
         );
     }
+}
+
+#[test]
+fn listen_addresses_overlap_when_both_cannot_be_bound() {
+    let a = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+    let overlap = |x: &str, y: &str| super::gateway::overlaps(a(x), a(y));
+    assert!(overlap("127.0.0.1:80", "127.0.0.1:80"));
+    assert!(overlap("0.0.0.0:80", "127.0.0.1:80"));
+    assert!(overlap("[::]:80", "127.0.0.1:80"));
+    assert!(overlap("[::]:80", "[::1]:80"));
+    assert!(!overlap("0.0.0.0:80", "[::1]:80"));
+    assert!(!overlap("127.0.0.1:80", "127.0.0.2:80"));
+    assert!(!overlap("127.0.0.1:80", "127.0.0.1:81"));
+    assert!(!overlap("127.0.0.1:0", "127.0.0.1:0"));
 }

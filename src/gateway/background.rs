@@ -29,6 +29,9 @@ pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, Confi
     if config.listeners != current.config.listeners {
         tracing::warn!("the listeners changed: they take effect with a graceful upgrade (SIGQUIT and a new process with --upgrade); the current ones stay");
     }
+    if config.replay.redis.is_some() != current.config.replay.redis.is_some() {
+        tracing::warn!("[replay] store changed between memory and redis: it takes effect at a restart; the current store stays");
+    }
     let mut certificates = Vec::new();
     for (i, listener) in config.listeners.iter().enumerate() {
         if let (Some(tls), Some(resolver)) = (&listener.tls, state.shared.certificates.get(&i)) {

@@ -1,8 +1,10 @@
 //! The Redis a fleet shares (replays, sign-ins, sessions): one server, or the master that Redis
-//! Sentinels name. Every command runs on a runtime of its own and is bounded in time; a call that
-//! fails is an error for the caller to fail closed on. With Sentinels, a connection that fails (or
-//! lands on a master demoted to replica) is dropped, and the next call asks the Sentinels anew:
-//! during a failover, calls fail until the new master is named, then go there without a restart.
+//! Sentinels name, on one connection for the replay store and the sessions. Every command runs on
+//! a runtime of its own, bounded in time and aborted when its caller stops waiting; a call that
+//! fails is an error for the caller to fail closed on. A connection that fails (or lands on a
+//! master demoted to replica) is dropped, and the next call makes a new one, with Sentinels to the
+//! master they name then: during a failover, calls fail until the new master is named, then go
+//! there without a restart.
 
 use super::replay::ReplayError;
 use crate::config::model::{RedisSettings, RedisTarget};
@@ -41,8 +43,20 @@ enum Target {
 struct Inner {
     target: Target,
     timeout: Duration,
-    /// The connection in use; None: made (with Sentinels: the master found) on the next call.
-    connection: tokio::sync::Mutex<Option<ConnectionManager>>,
+    /// The connection in use and its generation; None: made (with Sentinels: the master found)
+    /// on the next call.
+    connection: tokio::sync::Mutex<Option<(u64, ConnectionManager)>>,
+    generations: std::sync::atomic::AtomicU64,
+}
+
+/// A call on the Redis runtime, aborted if its caller stops waiting for it (a timeout, a request
+/// that ends): calls in flight are never more than the requests waiting for them.
+struct Call(tokio::task::JoinHandle<Result<redis::Value, String>>);
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A handle on the shared Redis, with the key prefix of this gateway's party.
@@ -132,6 +146,7 @@ impl RedisStore {
                 target,
                 timeout,
                 connection: tokio::sync::Mutex::new(None),
+                generations: std::sync::atomic::AtomicU64::new(0),
             }),
             namespace: namespace.to_string(),
             metrics,
@@ -146,8 +161,8 @@ impl RedisStore {
         let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
         let inner = self.inner.clone();
         let within = self.inner.timeout * 2;
-        let call = runtime.spawn(async move { inner.query(command).await });
-        let (outcome, answer) = match tokio::time::timeout(within, call).await {
+        let mut call = Call(runtime.spawn(async move { inner.query(command).await }));
+        let (outcome, answer) = match tokio::time::timeout(within, &mut call.0).await {
             Ok(Ok(Ok(value))) => ("ok", Ok(value)),
             Ok(Ok(Err(e))) => ("error", Err(e)),
             Ok(Err(e)) => ("error", Err(format!("the call ended: {e}"))),
@@ -167,32 +182,38 @@ impl RedisStore {
 
 impl Inner {
     async fn query(&self, command: redis::Cmd) -> Result<redis::Value, String> {
-        let mut connection = self.connection().await?;
+        let (generation, mut connection) = self.connection().await?;
         match command.query_async(&mut connection).await {
             Ok(value) => Ok(value),
             Err(e) => {
-                if matches!(self.target, Target::Sentinel(_)) && fails_over(&e) {
-                    *self.connection.lock().await = None;
+                if fails_over(&e) {
+                    // Only the connection this call used: another call may have made a new one.
+                    let mut current = self.connection.lock().await;
+                    if current.as_ref().is_some_and(|(g, _)| *g == generation) {
+                        *current = None;
+                    }
                 }
                 Err(e.to_string())
             }
         }
     }
 
-    /// The connection in use, or a new one: to the server, or to the master the Sentinels name.
-    async fn connection(&self) -> Result<ConnectionManager, String> {
+    /// The connection in use, or a new one: to the server, or to the master the Sentinels name
+    /// (asked within the timeout).
+    async fn connection(&self) -> Result<(u64, ConnectionManager), String> {
         let mut current = self.connection.lock().await;
         if let Some(c) = current.as_ref() {
             return Ok(c.clone());
         }
         let client = match &self.target {
             Target::Server(client) => client.clone(),
-            Target::Sentinel(sentinel) => sentinel
-                .lock()
-                .await
-                .async_get_client()
-                .await
-                .map_err(|e| format!("no master from the Sentinels: {e}"))?,
+            Target::Sentinel(sentinel) => {
+                let mut sentinel = sentinel.lock().await;
+                tokio::time::timeout(self.timeout, sentinel.async_get_client())
+                    .await
+                    .map_err(|_| format!("no master from the Sentinels within {:?}", self.timeout))?
+                    .map_err(|e| format!("no master from the Sentinels: {e}"))?
+            }
         };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -202,8 +223,11 @@ impl Inner {
             .set_max_delay(Duration::from_millis(500));
         let manager =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
-        *current = Some(manager.clone());
-        Ok(manager)
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *current = Some((generation, manager.clone()));
+        Ok((generation, manager))
     }
 }
 
@@ -218,11 +242,12 @@ fn command_name(command: &redis::Cmd) -> &'static str {
     }
 }
 
-/// An error after which the master may be another: the connection failed, or it is a replica now.
+/// An error after which the connection is made anew (with Sentinels: to the master they name now):
+/// it failed, or its server is a replica now (a failover, also one a managed service makes behind
+/// one name). A slow answer is not one.
 fn fails_over(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
-        || e.is_timeout()
         || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
 }

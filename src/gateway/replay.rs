@@ -5,11 +5,9 @@
 //! balancer. When the store cannot answer, the assertion is refused: never a replay accepted.
 
 use super::redis::RedisStore;
-use crate::config::model::ReplaySettings;
 use crate::scheme::Timestamp;
-use crate::telemetry::metrics::Metrics;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 16;
 
@@ -25,25 +23,17 @@ pub enum ReplayError {
 /// Where jtis are kept.
 pub enum ReplayStore {
     Memory(MemoryStore),
-    Redis(RedisStore),
+    Redis(Arc<RedisStore>),
 }
 
 impl ReplayStore {
     /// The store the settings name; Redis is connected lazily (start-up never waits for it).
-    pub fn new(
-        settings: &ReplaySettings,
-        namespace: &str,
-        metrics: &Metrics,
-    ) -> Result<Self, String> {
-        Ok(match &settings.redis {
-            None => ReplayStore::Memory(MemoryStore::new(settings.capacity)),
-            Some(redis) => ReplayStore::Redis(RedisStore::new(
-                redis,
-                namespace,
-                settings.timeout,
-                metrics.clone(),
-            )?),
-        })
+    /// On the fleet's Redis, or (without it) in memory for at most `capacity` jtis.
+    pub fn new(capacity: usize, redis: Option<Arc<RedisStore>>) -> Self {
+        match redis {
+            None => ReplayStore::Memory(MemoryStore::new(capacity)),
+            Some(redis) => ReplayStore::Redis(redis),
+        }
     }
 
     /// Remember `jti` of `issuer` until `until` (seconds since the epoch); false when it was seen

@@ -5,8 +5,6 @@
 
 use super::redis::RedisStore;
 use super::replay::ReplayError;
-use crate::config::model::ReplaySettings;
-use crate::telemetry::metrics::Metrics;
 use moka::sync::Cache;
 use moka::Expiry;
 use std::sync::Arc;
@@ -60,17 +58,13 @@ pub enum SessionStore {
         states: Cache<String, Entry>,
         sessions: Cache<String, Entry>,
     },
-    Redis(RedisStore),
+    Redis(Arc<RedisStore>),
 }
 
 impl SessionStore {
     /// The store `[replay]` names (Redis is connected lazily).
-    pub fn new(
-        settings: &ReplaySettings,
-        namespace: &str,
-        metrics: &Metrics,
-    ) -> Result<Self, String> {
-        Ok(match &settings.redis {
+    pub fn new(redis: Option<Arc<RedisStore>>) -> Self {
+        match redis {
             None => {
                 let cache = || {
                     Cache::builder()
@@ -83,13 +77,8 @@ impl SessionStore {
                     sessions: cache(),
                 }
             }
-            Some(redis) => SessionStore::Redis(RedisStore::new(
-                redis,
-                namespace,
-                settings.timeout,
-                metrics.clone(),
-            )?),
-        })
+            Some(redis) => SessionStore::Redis(redis),
+        }
     }
 
     fn key(kind: Kind, id: &str) -> String {
@@ -205,16 +194,7 @@ mod tests {
     use super::*;
 
     fn memory() -> SessionStore {
-        SessionStore::new(
-            &ReplaySettings {
-                redis: None,
-                timeout: Duration::from_millis(100),
-                capacity: 10,
-            },
-            "test",
-            &Metrics::new(),
-        )
-        .unwrap()
+        SessionStore::new(None)
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ use super::authz::Authorizer;
 use super::capabilities::Capabilities;
 use super::listener::CertResolver;
 use super::login::{Context as LoginContext, Login};
+use super::redis::RedisStore;
 use super::replay::ReplayStore;
 use super::route::RouteTable;
 use super::sessions::SessionStore;
@@ -54,11 +55,31 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// Whether a reload from `old` to `new` keeps the stores: in memory always (what they hold
+    /// must outlive a reload, or a jti accepted before it would be accepted again), on Redis while
+    /// its settings stay. A switch between memory and Redis takes effect at a restart.
+    pub fn kept(old: &Config, new: &Config) -> bool {
+        old.identity.party_id == new.identity.party_id
+            && match (&old.replay.redis, &new.replay.redis) {
+                (Some(a), Some(b)) => a == b && old.replay.timeout == new.replay.timeout,
+                _ => true,
+            }
+    }
+
+    /// In memory, or on one connection to the fleet's Redis for both.
     pub fn new(config: &Config, metrics: &Metrics) -> Result<Stores, String> {
-        let namespace = config.identity.party_id.as_str();
+        let redis = match &config.replay.redis {
+            None => None,
+            Some(settings) => Some(Arc::new(RedisStore::new(
+                settings,
+                config.identity.party_id.as_str(),
+                config.replay.timeout,
+                metrics.clone(),
+            )?)),
+        };
         Ok(Stores {
-            replay: Arc::new(ReplayStore::new(&config.replay, namespace, metrics)?),
-            sessions: SessionStore::new(&config.replay, namespace, metrics)?,
+            replay: Arc::new(ReplayStore::new(config.replay.capacity, redis.clone())),
+            sessions: SessionStore::new(redis),
         })
     }
 }
@@ -153,12 +174,7 @@ impl Snapshot {
             )),
         };
         let stores = match previous {
-            Some(p)
-                if p.config.replay == config.replay
-                    && p.config.identity.party_id == config.identity.party_id =>
-            {
-                p.stores.clone()
-            }
+            Some(p) if Stores::kept(&p.config, &config) => p.stores.clone(),
             _ => Arc::new(Stores::new(&config, &shared.metrics)?),
         };
         let authz = match previous {
