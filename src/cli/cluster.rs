@@ -287,17 +287,32 @@ fn instance_config(
     table
 }
 
-/// HAProxy: TLS at the front, round robin over the instances that are ready (over the live ones
-/// when none is: a Redis outage makes every instance unready, and what needs no store should still
-/// pass), retries of idempotent requests on another instance.
-fn haproxy_config(port: u16, certificate: &Path, instances: &[Instance]) -> String {
-    let servers: String = instances
+/// One gateway instance as the balancer sees it.
+pub struct Backend {
+    pub name: String,
+    /// host:port of its plain listener
+    pub address: String,
+    pub admin_port: u16,
+}
+
+/// HAProxy in front of gateway instances, as the README's "Several instances" describes: TLS at the
+/// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
+/// instances that are ready (over the live ones when none is: a Redis outage makes every instance
+/// unready, and what needs no store should still pass), retries of idempotent requests on another
+/// instance, and each answer naming the instance that gave it (`X-Instance`).
+pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
+    let servers: String = backends
         .iter()
-        .map(|i| {
-            let admin_port = i.admin.rsplit(':').next().unwrap_or_default();
-            format!("  server {} {} check port {admin_port}\n", i.name, i.plain)
+        .map(|b| {
+            format!(
+                "  server {} {} check port {}\n",
+                b.name, b.address, b.admin_port
+            )
         })
         .collect();
+    let tls = certificate
+        .map(|c| format!(" ssl crt {}", c.display()))
+        .unwrap_or_default();
     format!(
         r#"global
   maxconn 4000
@@ -311,7 +326,7 @@ defaults
   retry-on conn-failure empty-response response-timeout
   default-server inter 500ms fall 2 rise 2
 frontend gateways
-  bind 127.0.0.1:{port} ssl crt {certificate}
+  bind 127.0.0.1:{port}{tls}
   option forwardfor
   http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
   use_backend ready if {{ nbsrv(ready) gt 0 }}
@@ -326,8 +341,7 @@ backend ready
   option httpchk GET /live
   http-check expect status 200
   http-response set-header X-Instance %s
-{servers}"#,
-        certificate = certificate.display()
+{servers}"#
     )
 }
 
@@ -455,7 +469,20 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
         .concat();
     write_secret(&pem, both.as_bytes())?;
     let haproxy = dir.join("haproxy.cfg");
-    std::fs::write(&haproxy, haproxy_config(public_port, &pem, &instances))
+    let backends: Vec<Backend> = instances
+        .iter()
+        .map(|i| Backend {
+            name: i.name.to_string(),
+            address: i.plain.clone(),
+            admin_port: i
+                .admin
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_default(),
+        })
+        .collect();
+    std::fs::write(&haproxy, haproxy_config(public_port, Some(&pem), &backends))
         .map_err(|e| e.to_string())?;
     let mut command = Command::new("haproxy");
     command.args(["-db", "-f", &haproxy.display().to_string()]);

@@ -4,6 +4,7 @@
 
 use super::process::{eventually, ChildProcess, GatewayProcess};
 use super::*;
+use ishare_gateway::cli::cluster::{haproxy_config, Backend};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -58,7 +59,17 @@ impl Fleet {
         }
         let port = free_port();
         let config = scratch_dir(binary).join("haproxy.cfg");
-        std::fs::write(&config, haproxy_config(port, &instances)).unwrap();
+        let backends: Vec<Backend> = instances
+            .iter()
+            .enumerate()
+            .map(|(i, inst)| Backend {
+                name: format!("g{i}"),
+                address: format!("127.0.0.1:{}", inst.ports.plain),
+                admin_port: inst.ports.admin,
+            })
+            .collect();
+        // The balancer's configuration as the cluster command writes it, in plain HTTP.
+        std::fs::write(&config, haproxy_config(port, None, &backends)).unwrap();
         let mut command = std::process::Command::new("haproxy");
         command.args(["-db", "-f", config.to_str().unwrap()]);
         let mut fleet = Fleet {
@@ -104,54 +115,6 @@ impl Fleet {
     pub async fn restart_redis(&mut self) {
         self.redis = Some(RedisServer::start_on(self.redis_port).await);
     }
-}
-
-/// HAProxy in front of the instances' plain listeners, round robin, as the README's "Several
-/// instances" recommends: an instance whose /ready is not 200 (checked every 200 ms) is taken out;
-/// when none is ready (Redis gone: every one says so), the live ones still serve, so that what
-/// needs no store passes and what does gets the gateway's own 503. Idempotent requests are retried
-/// on another instance when the connection fails or the answer is empty. Each answer names the
-/// server that gave it (`X-Instance`).
-fn haproxy_config(port: u16, instances: &[Instance]) -> String {
-    let servers: String = instances
-        .iter()
-        .enumerate()
-        .map(|(i, inst)| {
-            format!(
-                "  server g{i} 127.0.0.1:{} check port {}\n",
-                inst.ports.plain, inst.ports.admin
-            )
-        })
-        .collect();
-    format!(
-        r#"global
-  maxconn 2000
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  retries 3
-  option redispatch 1
-  retry-on conn-failure empty-response response-timeout
-  default-server inter 200ms fall 2 rise 2
-frontend gateways
-  bind 127.0.0.1:{port}
-  http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
-  use_backend ready if {{ nbsrv(ready) gt 0 }}
-  default_backend live
-backend ready
-  balance roundrobin
-  option httpchk GET /ready
-  http-check expect status 200
-  http-response set-header X-Instance %s
-{servers}backend live
-  balance roundrobin
-  option httpchk GET /live
-  http-check expect status 200
-  http-response set-header X-Instance %s
-{servers}"#
-    )
 }
 
 /// Answers counted by status, and the first few unexpected ones.
