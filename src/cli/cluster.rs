@@ -5,6 +5,8 @@
 //! signed in at one known at the other and signed out at both, and traffic that flows while one
 //! instance reloads and another stops.
 
+use super::balancer::{haproxy_config, Backend};
+use super::child::{free_port, write_secret, Child};
 use super::walk::{consumer, heading, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD};
 use crate::peers::PeerClient;
 use crate::scheme::vocabulary::TOKEN_PATH;
@@ -12,9 +14,8 @@ use crate::scheme::Timestamp;
 use crate::testbed::config::TestbedConfig;
 use crate::testbed::person::Browser;
 use crate::testbed::Testbed;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,124 +34,6 @@ pub struct ClusterArgs {
     /// Stop everything after the walk-through instead of serving until Ctrl-C.
     #[arg(long)]
     pub exit: bool,
-}
-
-/// A process of the cluster, in a process group of its own, its output in a log file; stopped
-/// (with everything it started) when dropped.
-struct Child {
-    name: String,
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl Child {
-    fn spawn(name: &str, mut command: Command, logs: &Path) -> Result<Child, String> {
-        let log = logs.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = file.try_clone().map_err(|e| e.to_string())?;
-        // A group of its own, so that Ctrl-C reaches the cluster alone (which stops each in
-        // turn); and killed if the cluster itself dies (the parent-death signal follows the
-        // thread that spawns: every child is spawned on the thread that runs the cluster).
-        command
-            .stdin(Stdio::null())
-            .stdout(file)
-            .stderr(err)
-            .process_group(0);
-        // SAFETY: prctl(2) is async-signal-safe; it only sets this child's parent-death signal.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
-        let child = command
-            .spawn()
-            .map_err(|e| format!("{name} ({:?}) does not start: {e}", command.get_program()))?;
-        Ok(Child {
-            name: name.to_string(),
-            child,
-            log,
-        })
-    }
-
-    fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) on the pid of a child this value owns and has not reaped.
-        unsafe {
-            libc::kill(self.child.id() as i32, signal);
-        }
-    }
-
-    /// Whether it ended, and how; an error that quotes its log.
-    fn ended(&mut self) -> Option<String> {
-        let status = self.child.try_wait().ok().flatten()?;
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(15).collect();
-        Some(format!(
-            "{} ended ({status}); the end of {}:\n{}",
-            self.name,
-            self.log.display(),
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        ))
-    }
-
-    /// SIGTERM, and wait (at most `within`) for it to end.
-    async fn stop(&mut self, within: Duration) -> bool {
-        self.signal(libc::SIGTERM);
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill(2) on the process group this child leads; not reaped yet, so its id is
-            // not reused.
-            unsafe {
-                libc::kill(-(self.child.id() as i32), libc::SIGKILL);
-            }
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A free loopback port, never one handed out before by this process.
-fn free_port() -> Result<u16, String> {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("a free port: {e}"))?;
-        if !given.contains(&port) {
-            given.push(port);
-            return Ok(port);
-        }
-    }
-}
-
-/// Write a secret readable by its owner alone.
-fn write_secret(path: &Path, contents: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(contents))
-        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// One gateway instance: its configuration, listeners and process.
@@ -285,64 +168,6 @@ fn instance_config(
         server.insert("graceful_shutdown_timeout".into(), "2s".into());
     }
     table
-}
-
-/// One gateway instance as the balancer sees it.
-pub struct Backend {
-    pub name: String,
-    /// host:port of its plain listener
-    pub address: String,
-    pub admin_port: u16,
-}
-
-/// HAProxy in front of gateway instances, as the README's "Several instances" describes: TLS at the
-/// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
-/// instances that are ready (over the live ones when none is: a Redis outage makes every instance
-/// unready, and what needs no store should still pass), retries of idempotent requests on another
-/// instance, and each answer naming the instance that gave it (`X-Instance`).
-pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
-    let servers: String = backends
-        .iter()
-        .map(|b| {
-            format!(
-                "  server {} {} check port {}\n",
-                b.name, b.address, b.admin_port
-            )
-        })
-        .collect();
-    let tls = certificate
-        .map(|c| format!(" ssl crt {}", c.display()))
-        .unwrap_or_default();
-    format!(
-        r#"global
-  maxconn 4000
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  retries 3
-  option redispatch 1
-  retry-on conn-failure empty-response response-timeout
-  default-server inter 500ms fall 2 rise 2
-frontend gateways
-  bind 127.0.0.1:{port}{tls}
-  option forwardfor
-  http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
-  use_backend ready if {{ nbsrv(ready) gt 0 }}
-  default_backend live
-backend ready
-  balance roundrobin
-  option httpchk GET /ready
-  http-check expect status 200
-  http-response set-header X-Instance %s
-{servers}backend live
-  balance roundrobin
-  option httpchk GET /live
-  http-check expect status 200
-  http-response set-header X-Instance %s
-{servers}"#
-    )
 }
 
 /// Everything the cluster runs; dropped, it stops.

@@ -1,6 +1,8 @@
 //! The subcommands that are more than wiring: the consumer's side on the command line, the
 //! conformance checker, and the demo.
 
+pub mod balancer;
+pub mod child;
 pub mod client;
 pub mod cluster;
 pub mod conformance;

@@ -4,7 +4,7 @@
 
 use super::process::{eventually, ChildProcess, GatewayProcess};
 use super::*;
-use ishare_gateway::cli::cluster::{haproxy_config, Backend};
+use ishare_gateway::cli::balancer::{haproxy_config, Backend};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

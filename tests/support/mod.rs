@@ -233,22 +233,11 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, serde_json::Value) {
     (status, body)
 }
 
-/// A free loopback port (bound and released; the gateway binds it right after), never one this
-/// test process handed out before: two listeners given one port would share one socket.
+/// A free loopback port for a server to bind a moment later: never one this test process handed
+/// out before (two listeners given one port would share one socket), and outside the range the
+/// system hands out to other sockets meanwhile.
 pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
+    ishare_gateway::cli::child::free_port().unwrap()
 }
 
 /// Wait (bounded) for the admin listener at `admin` to answer /ready: its status and body.

@@ -1,0 +1,62 @@
+//! The balancer in front of a fleet: HAProxy's configuration, as the cluster command writes it, the
+//! fleet tests run it and the README's "Several instances" describes it.
+
+use std::path::Path;
+
+/// One gateway instance as the balancer sees it.
+pub struct Backend {
+    pub name: String,
+    /// host:port of its plain listener
+    pub address: String,
+    pub admin_port: u16,
+}
+
+/// HAProxy in front of gateway instances, as the README's "Several instances" describes: TLS at the
+/// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
+/// instances that are ready (over the live ones when none is: a Redis outage makes every instance
+/// unready, and what needs no store should still pass), retries of idempotent requests on another
+/// instance, and each answer naming the instance that gave it (`X-Instance`).
+pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
+    let servers: String = backends
+        .iter()
+        .map(|b| {
+            format!(
+                "  server {} {} check port {}\n",
+                b.name, b.address, b.admin_port
+            )
+        })
+        .collect();
+    let tls = certificate
+        .map(|c| format!(" ssl crt {}", c.display()))
+        .unwrap_or_default();
+    format!(
+        r#"global
+  maxconn 4000
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+  retries 3
+  option redispatch 1
+  retry-on conn-failure empty-response response-timeout
+  default-server inter 500ms fall 2 rise 2
+frontend gateways
+  bind 127.0.0.1:{port}{tls}
+  option forwardfor
+  http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
+  use_backend ready if {{ nbsrv(ready) gt 0 }}
+  default_backend live
+backend ready
+  balance roundrobin
+  option httpchk GET /ready
+  http-check expect status 200
+  http-response set-header X-Instance %s
+{servers}backend live
+  balance roundrobin
+  option httpchk GET /live
+  http-check expect status 200
+  http-response set-header X-Instance %s
+{servers}"#
+    )
+}
