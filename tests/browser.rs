@@ -124,9 +124,14 @@ async fn type_into(client: &fantoccini::Client, id: &str, text: &str) {
 }
 
 /// Click the button with this id, which submits its form, and wait (bounded) until the page it
-/// was on is gone: an element read afterwards is of the answer, never of the page before it.
+/// was on is gone: an element read afterwards is of the answer, never of the page before it. The
+/// old page is marked with a script variable; a new document has none (while the browser is
+/// between the two, WebDriver may answer with an error: it is waited out).
 async fn submit(client: &fantoccini::Client, id: &str) {
-    let before = client.find(Locator::Css("html")).await.unwrap();
+    client
+        .execute("window.submittedFrom = true; return null;", vec![])
+        .await
+        .unwrap();
     client
         .find(Locator::Id(id))
         .await
@@ -136,14 +141,16 @@ async fn submit(client: &fantoccini::Client, id: &str) {
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        match before.tag_name().await {
-            Err(e) if e.is_stale_element_reference() => return,
-            Err(e) => panic!("after #{id}: {e}"),
-            Ok(_) if std::time::Instant::now() > deadline => {
-                panic!("#{id} did not lead to a new page within 15 s")
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        let old = client
+            .execute("return window.submittedFrom === true;", vec![])
+            .await;
+        if matches!(old, Ok(Value::Bool(false))) {
+            return;
         }
+        if std::time::Instant::now() > deadline {
+            panic!("#{id} did not lead to a new page within 15 s (last: {old:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
