@@ -3,7 +3,6 @@
 
 use super::defaults as default;
 use super::file::{ReplayFile, ReplayStoreKind};
-use super::gateway::check_pem_certs;
 use super::model::{RedisCredentials, RedisSettings, RedisTarget, ReplaySettings};
 use super::{nonzero, resolve, Issues};
 use std::path::Path;
@@ -92,8 +91,14 @@ fn redis(base: &Path, r: ReplayFile, issues: &mut Issues) -> Option<RedisSetting
     }
     let ca_pem = r.ca_file.and_then(|file| {
         let path = resolve(base, &file);
-        check_pem_certs(&path, "replay.ca_file", issues)?;
-        std::fs::read(&path).ok()
+        let pem = std::fs::read(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|pem| {
+                crate::tls::certs_from_pem(&pem, &path.display().to_string())
+                    .map(|_| pem)
+                    .map_err(|e| e.to_string())
+            });
+        issues.check("replay.ca_file", pem)
     });
     Some(RedisSettings {
         target: target?,

@@ -6,7 +6,6 @@
 //! master they name then: during a failover, calls fail until the new master is named, then go
 //! there without a restart.
 
-use super::replay::ReplayError;
 use crate::config::model::{RedisSettings, RedisTarget};
 use crate::telemetry::metrics::Metrics;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -155,10 +154,10 @@ impl RedisStore {
 
     /// One command, run on the Redis runtime and bounded in time (twice the configured timeout:
     /// finding the master, then the command); counted and timed by command.
-    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, ReplayError> {
+    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, String> {
         let name = command_name(&command);
         let started = std::time::Instant::now();
-        let runtime = redis_runtime().map_err(ReplayError::Unavailable)?;
+        let runtime = redis_runtime()?;
         let inner = self.inner.clone();
         let within = self.inner.timeout * 2;
         let mut call = Call(runtime.spawn(async move { inner.query(command).await }));
@@ -176,7 +175,7 @@ impl RedisStore {
             .redis_calls
             .with_label_values(&[name, outcome])
             .inc();
-        answer.map_err(ReplayError::Unavailable)
+        answer
     }
 }
 

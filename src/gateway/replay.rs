@@ -135,7 +135,7 @@ impl RedisStore {
             .arg("NX")
             .arg("PX")
             .arg(millis);
-        match self.run(command).await? {
+        match self.run(command).await.map_err(ReplayError::Unavailable)? {
             redis::Value::Okay => Ok(true),
             redis::Value::Nil => Ok(false),
             other => Err(ReplayError::Unavailable(format!(
@@ -145,7 +145,11 @@ impl RedisStore {
     }
 
     async fn ping(&self) -> Result<(), ReplayError> {
-        match self.run(redis::cmd("PING")).await? {
+        match self
+            .run(redis::cmd("PING"))
+            .await
+            .map_err(ReplayError::Unavailable)?
+        {
             redis::Value::SimpleString(s) if s == "PONG" => Ok(()),
             other => Err(ReplayError::Unavailable(format!(
                 "unexpected answer {other:?}"

@@ -127,7 +127,7 @@ impl SessionStore {
                     .arg(value)
                     .arg("PX")
                     .arg(ttl.as_millis().max(1) as u64);
-                match r.run(command).await? {
+                match r.run(command).await.map_err(ReplayError::Unavailable)? {
                     redis::Value::Okay => Ok(()),
                     other => Err(ReplayError::Unavailable(format!(
                         "unexpected answer {other:?}"
@@ -146,7 +146,7 @@ impl SessionStore {
             SessionStore::Redis(r) => {
                 let mut command = redis::cmd("GETDEL");
                 command.arg(Self::redis_key(r, kind, id));
-                bytes_of(r.run(command).await?)
+                bytes_of(r.run(command).await.map_err(ReplayError::Unavailable)?)
             }
         }
     }
@@ -159,7 +159,7 @@ impl SessionStore {
             SessionStore::Redis(r) => {
                 let mut command = redis::cmd("GET");
                 command.arg(Self::redis_key(r, kind, id));
-                bytes_of(r.run(command).await?)
+                bytes_of(r.run(command).await.map_err(ReplayError::Unavailable)?)
             }
         }
     }
@@ -173,7 +173,10 @@ impl SessionStore {
             SessionStore::Redis(r) => {
                 let mut command = redis::cmd("DEL");
                 command.arg(Self::redis_key(r, kind, id));
-                r.run(command).await.map(|_| ())
+                r.run(command)
+                    .await
+                    .map_err(ReplayError::Unavailable)
+                    .map(|_| ())
             }
         }
     }
