@@ -256,13 +256,18 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
 
     // The README's first example as written: its files are not here, and both say so alike.
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let example = readme
-        .split("`gateway.toml`:\n\n```toml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the README's first gateway.toml");
+    let example = readme_block(&readme, "`gateway.toml`:\n\n", "```toml\n", "```");
     let dir = scratch_dir(BIN);
-    std::fs::write(dir.join("policies/api.toml"), readme_rules(&readme)).unwrap();
+    std::fs::write(
+        dir.join("policies/api.toml"),
+        readme_block(
+            &readme,
+            "and `policies/api.toml` next to it:\n\n",
+            "```toml\n",
+            "```",
+        ),
+    )
+    .unwrap();
     let verbatim = dir.join("gateway.toml");
     std::fs::write(&verbatim, example).unwrap();
     refused_alike("readme-verbatim", &verbatim).await;
@@ -308,12 +313,12 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     assert!(status.success(), "{status}\n{log}");
 
     // The README's sign-in example on the shipped configuration with Redis.
-    let login = readme
-        .split("## People signing in")
-        .nth(1)
-        .and_then(|rest| rest.split("```toml\n").nth(1))
-        .and_then(|rest| rest.split("# policies/people.toml").next())
-        .expect("the README's [login] example");
+    let login = readme_block(
+        &readme,
+        "## People signing in",
+        "```toml\n",
+        "# policies/people.toml",
+    );
     let redis = RedisServer::start().await;
     let ports = Ports::free();
     let shipped = shipped_gateway(&data, &urls, &ports);
@@ -333,12 +338,12 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
 
     // The README's fleet example: as written, its credentials file is not here, and both say so;
     // with the file and a Redis of ours, it serves.
-    let fleet = readme
-        .split("**Deploying several instances.**")
-        .nth(1)
-        .and_then(|rest| rest.split("```toml\n").nth(1))
-        .and_then(|rest| rest.split("```").next())
-        .expect("the README's [replay] example");
+    let fleet = readme_block(
+        &readme,
+        "**Deploying several instances.**",
+        "```toml\n",
+        "```",
+    );
     let ports = Ports::free();
     let shipped = shipped_gateway(&data, &urls, &ports).replace(
         "# session_secret_file = \"/etc/ishare-gateway/session.key\"",
@@ -381,49 +386,23 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     bed.stop().await;
 }
 
-/// The rules of the README's first example (policies/api.toml).
-fn readme_rules(readme: &str) -> String {
+/// The text of the README between `start` and `end`, first after `section`.
+fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
     readme
-        .split("and `policies/api.toml` next to it:\n\n```toml\n")
+        .split(section)
         .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the README's policies/api.toml")
-        .to_string()
+        .and_then(|rest| rest.split(start).nth(1))
+        .and_then(|rest| rest.split(end).next())
+        .unwrap_or_else(|| panic!("the README's example after {section:?}"))
 }
 
 /// `ishare-gateway testbed` on conf/testbed.toml with every port free and its key material in a
 /// directory of its own: the process and where each participant serves.
 async fn testbed_binary() -> (ChildProcess, PathBuf, Urls) {
     let dir = scratch_dir(BIN);
-    let data = dir.join("testbed");
-    let text = std::fs::read_to_string(repo().join("conf/testbed.toml"))
-        .unwrap()
-        .replace(
-            "\"../data/testbed\"",
-            &format!("{:?}", data.display().to_string()),
-        )
-        .replace(
-            "\"testbed-policies.json\"",
-            &format!(
-                "{:?}",
-                repo()
-                    .join("conf/testbed-policies.json")
-                    .display()
-                    .to_string()
-            ),
-        )
-        .lines()
-        .map(|l| {
-            if l.starts_with("port = ") {
-                "port = 0"
-            } else {
-                l
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    shipped_on_free_ports(&dir);
+    let data = dir.join("data");
     let config = dir.join("testbed.toml");
-    std::fs::write(&config, text).unwrap();
     let mut command = binary();
     command.args(["testbed", "--config", config.to_str().unwrap()]);
     let mut testbed = ChildProcess::spawn("testbed", command);
