@@ -420,7 +420,14 @@ async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
             .header("X-Rewrite-URL", "/admin")
             .header("Forwarded", "for=10.0.0.1;host=evil")
             .header("X-Forwarded-Host", "evil")
-            .header("X-Forwarded-For", "10.9.9.9")
+            .header("X-Original-Method", "DELETE")
+            .header("X-Forwarded-Method", "DELETE")
+            .header("X-Override-Method", "DELETE")
+            .header("X-Forwarded-For", "7.7.7.7")
+            .header("X_Forwarded_For", "6.6.6.6")
+            .header("X.Forwarded.For", "5.5.5.5")
+            .header("X_Forwarded_Proto", "http")
+            .header("X_Forwarded_Host", "evil")
             .header("X-Kept", "yes"),
     )
     .await;
@@ -430,16 +437,112 @@ async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
         "x-http-method-override",
         "x_http_method_override",
         "x-method-override",
+        "x-original-method",
+        "x-forwarded-method",
+        "x-override-method",
         "x-original-url",
         "x-rewrite-url",
         "forwarded",
         "x-forwarded-host",
+        "x_forwarded_for",
+        "x.forwarded.for",
+        "x_forwarded_proto",
+        "x_forwarded_host",
     ] {
         assert!(!headers.contains_key(gone), "{gone}: {echo}");
     }
     assert_eq!(headers["x-kept"], "yes");
-    assert_eq!(headers["x-forwarded-for"], "10.9.9.9, 127.0.0.1");
+    // What the gateway saw, not what the client says (its peer is no trusted proxy).
+    assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
     assert_eq!(headers["x-forwarded-proto"], "https");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxys_forwarded_for_is_appended_to() {
+    let env = Env::start(BIN, &rules(), |_| {
+        "[forwarding]\ntrusted_proxies = [\"127.0.0.0/8\"]\n".to_string()
+    })
+    .await;
+    let (status, echo) = send(
+        env.bed
+            .http
+            .get(format!("{}/files/a", env.url))
+            .header("X-Forwarded-For", "7.7.7.7")
+            .header("X_Forwarded_For", "6.6.6.6"),
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert_eq!(echo["headers"]["x-forwarded-for"], "7.7.7.7, 127.0.0.1");
+    assert!(echo["headers"].get("x_forwarded_for").is_none(), "{echo}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_any_spelling_and_forged_licences_stay_away_from_the_backend() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, echo) = send(
+        env.bed
+            .http
+            .get(format!("{}/api/containers/C1", env.url))
+            .bearer_auth(&token)
+            .header("Delegation-Evidence", "forged")
+            .header("Service-Consumer-Assertion", "forged")
+            .header("DELEGATION.EVIDENCE", "forged")
+            .header("LicensePurpose", "forged")
+            .header("LicenseEndDate", "forged"),
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    let headers = echo["headers"].as_object().unwrap();
+    for gone in [
+        "delegation-evidence",
+        "service-consumer-assertion",
+        "delegation.evidence",
+        "licensepurpose",
+        "licenseenddate",
+    ] {
+        assert!(!headers.contains_key(gone), "{gone}: {echo}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_needs_one_valid_host_and_trace_a_route_that_lists_it() {
+    let env = env().await;
+    let addr = env.plain.trim_start_matches("http://").to_string();
+    for (request, why) in [
+        (
+            "GET /files/a HTTP/1.1\r\nHost: evil.example/../x\r\nConnection: close\r\n\r\n"
+                .to_string(),
+            "a path in Host",
+        ),
+        (
+            "GET /files/a HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
+            "no Host",
+        ),
+    ] {
+        let answer = raw_request(&env.plain, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{why}: {answer}");
+        assert_eq!(
+            raw_body(&answer)["reason"],
+            "invalid_host",
+            "{why}: {answer}"
+        );
+    }
+    // Two Hosts: refused by the HTTP parser itself, before the gateway reads the request.
+    let two =
+        format!("GET /files/a HTTP/1.1\r\nHost: {addr}\r\nHost: evil\r\nConnection: close\r\n\r\n");
+    let answer = raw_request(&env.plain, two.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // HTTP/1.0 may go without a Host.
+    let answer = raw_request(&env.plain, b"GET /files/a HTTP/1.0\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let trace = format!("TRACE /files/a HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let answer = raw_request(&env.plain, trace.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert_eq!(raw_body(&answer)["reason"], "method_not_allowed");
     env.stop().await;
 }
 

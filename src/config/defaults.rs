@@ -1,6 +1,7 @@
 //! Every default of `gateway.toml` and the rules, in one place. The README's configuration table is
 //! held to these by a test (`documented`).
 
+use super::model::ForwardedFor;
 use std::time::Duration;
 
 pub const SCHEME: &str = "iSHARE";
@@ -37,10 +38,13 @@ pub const PARTY_HEADER: &str = "X-Consumer-Party-Id";
 pub const ORIGINAL_CONSUMER_HEADER: &str = "X-Original-Consumer-Party-Id";
 /// Client headers the backend never receives: method and path overrides, and forwarding details a
 /// client could forge.
-pub const STRIP_HEADERS: [&str; 10] = [
+pub const STRIP_HEADERS: [&str; 13] = [
     "X-HTTP-Method-Override",
     "X-HTTP-Method",
     "X-Method-Override",
+    "X-Original-Method",
+    "X-Forwarded-Method",
+    "X-Override-Method",
     "X-Original-URL",
     "X-Rewrite-URL",
     "Forwarded",
@@ -49,6 +53,8 @@ pub const STRIP_HEADERS: [&str; 10] = [
     "X-Forwarded-Prefix",
     "X-Real-IP",
 ];
+
+pub const FORWARDED_FOR: ForwardedFor = ForwardedFor::Replace;
 
 pub const THREADS: usize = 2;
 pub const H2C: bool = false;
@@ -128,6 +134,8 @@ pub fn documented() -> Vec<(&'static str, String)> {
             "forwarding.strip_headers",
             format!("[{}]", STRIP_HEADERS.map(text).join(", ")),
         ),
+        ("forwarding.forwarded_for", text(FORWARDED_FOR.as_str())),
+        ("forwarding.trusted_proxies", "[]".to_string()),
         ("server.threads", THREADS.to_string()),
         ("server.work_stealing", WORK_STEALING.to_string()),
         ("server.h2c", H2C.to_string()),

@@ -2,6 +2,7 @@
 //! every field optional where a default exists, closed sets of words as enums. The loader (`mod.rs`)
 //! turns them into the validated model (`model.rs`).
 
+use super::model::ForwardedFor;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -312,6 +313,10 @@ pub struct ForwardingFile {
     pub original_consumer_header: Option<String>,
     /// Client headers never passed to the backend (replaces the default list).
     pub strip_headers: Option<Vec<String>>,
+    /// `replace` (the default) or `append` the client's `X-Forwarded-For`.
+    pub forwarded_for: Option<Choice<ForwardedFor>>,
+    /// Peers whose `X-Forwarded-For` is appended to, whatever `forwarded_for` says.
+    pub trusted_proxies: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -9,9 +9,7 @@ use super::{header_name, nonzero, party, resolve, socket_addr, url_of, ConfigIss
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::openid;
-use crate::scheme::vocabulary::{
-    BROKER_HEADER, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH,
-};
+use crate::scheme::vocabulary::{CAPABILITIES_PATH, DELEGATION_PATH, TOKEN_PATH};
 use crate::tls::OutboundTrust;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -60,8 +58,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
     distinct_addresses(&listeners, admin, issues);
-    let mut strip_headers = strip_headers(file.forwarding.strip_headers.as_deref(), issues);
-    let party_headers = party_headers(file.forwarding, issues);
+    let forwarding = super::forwarding::build(file.forwarding, issues);
+    let mut strip_headers = forwarding.strip_headers;
+    let party_headers = forwarding.party_headers;
     let server = server(&base, file.server, issues);
     let log = log(file.log, issues);
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
@@ -115,6 +114,8 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         party_header: party_headers.clone()?.0,
         original_consumer_header: party_headers?.1,
         strip_headers,
+        forwarded_for: forwarding.forwarded_for,
+        trusted_proxies: forwarding.trusted_proxies,
         server,
         log,
         warnings: Vec::new(),
@@ -747,59 +748,6 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
             .header_evidence_max_age
             .unwrap_or(default::HEADER_EVIDENCE_MAX_AGE),
     }
-}
-
-/// The headers that tell the backend who called: the consumer, and the consumer a broker acts for.
-fn party_headers(
-    f: ForwardingFile,
-    issues: &mut Issues,
-) -> Option<(http::HeaderName, http::HeaderName)> {
-    let mut header = |key: &str, configured: Option<String>, default: &str| {
-        let name = issues.check(key, header_name(configured.as_deref().unwrap_or(default)))?;
-        let reserved = [
-            "authorization",
-            "host",
-            EVIDENCE_HEADER,
-            BROKER_HEADER,
-            "content-length",
-        ];
-        if reserved.contains(&name.as_str()) {
-            issues.add(key, format!("{name} cannot carry a party id"));
-        }
-        Some(name)
-    };
-    let party = header(
-        "forwarding.party_header",
-        f.party_header,
-        default::PARTY_HEADER,
-    );
-    let original = header(
-        "forwarding.original_consumer_header",
-        f.original_consumer_header,
-        default::ORIGINAL_CONSUMER_HEADER,
-    );
-    let (party, original) = (party?, original?);
-    if party == original {
-        issues.add(
-            "forwarding.original_consumer_header",
-            "must differ from party_header",
-        );
-    }
-    Some((party, original))
-}
-
-fn strip_headers(configured: Option<&[String]>, issues: &mut Issues) -> Vec<http::HeaderName> {
-    let names: Vec<&str> = match configured {
-        Some(list) => list.iter().map(String::as_str).collect(),
-        None => default::STRIP_HEADERS.to_vec(),
-    };
-    names
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| {
-            issues.check(&format!("forwarding.strip_headers[{i}]"), header_name(n))
-        })
-        .collect()
 }
 
 fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {

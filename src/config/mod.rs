@@ -5,6 +5,7 @@
 
 pub mod defaults;
 pub mod file;
+mod forwarding;
 mod gateway;
 pub mod model;
 mod redis;

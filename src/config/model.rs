@@ -38,6 +38,10 @@ pub struct Config {
     pub original_consumer_header: http::HeaderName,
     /// Client headers never passed to the backend.
     pub strip_headers: Vec<http::HeaderName>,
+    /// What the backend's `X-Forwarded-For` says.
+    pub forwarded_for: ForwardedFor,
+    /// Peers (balancers) whose `X-Forwarded-For` is kept and appended to.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub server: Server,
     pub log: Log,
     /// What `check` reports and start-up logs without refusing the configuration.
@@ -252,6 +256,25 @@ pub struct Server {
     pub upgrade_sock: Option<PathBuf>,
 }
 
+/// What the backend's `X-Forwarded-For` holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForwardedFor {
+    /// The address the gateway saw, alone: a client's own header is not passed on.
+    Replace,
+    /// The client's header with the address the gateway saw appended.
+    Append,
+}
+
+impl ForwardedFor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardedFor::Replace => "replace",
+            ForwardedFor::Append => "append",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -332,8 +355,29 @@ pub struct Route {
 }
 
 impl Route {
+    /// Whether the route takes `method`: one it lists, or without a list any but TRACE (which
+    /// would echo the request, credentials included, back to the client).
     pub fn allows(&self, method: &Method) -> bool {
-        self.methods.as_ref().is_none_or(|m| m.contains(method))
+        match &self.methods {
+            Some(listed) => listed.contains(method),
+            None => *method != Method::TRACE,
+        }
+    }
+
+    /// The methods the route takes, for an `Allow` header.
+    pub fn allowed_methods(&self) -> Vec<Method> {
+        self.methods.clone().unwrap_or_else(|| {
+            [
+                Method::GET,
+                Method::HEAD,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
+            ]
+            .to_vec()
+        })
     }
 
     /// Every request header the route's rule or upstream path reads (lower case).

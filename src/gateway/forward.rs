@@ -4,7 +4,7 @@
 use super::authz::Grant;
 use super::reject::{HeaderRefusal, MissingValue, Reject};
 use super::upstream::UpstreamPool;
-use crate::config::model::{Auth, Config, HeaderSource, Route};
+use crate::config::model::{Auth, Config, ForwardedFor, HeaderSource, Route};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use crate::scheme::licence::Licence;
@@ -80,7 +80,8 @@ pub struct Forwarding<'a> {
     /// The consumer a broker acts for.
     pub original_consumer: Option<&'a str>,
     pub config: &'a Config,
-    pub client_addr: Option<String>,
+    /// The address the connection came from.
+    pub client_addr: Option<std::net::IpAddr>,
     pub tls: bool,
     /// What the backend is told about a signed-in person: (header, value).
     pub person: &'a [(http::HeaderName, String)],
@@ -89,29 +90,21 @@ pub struct Forwarding<'a> {
 }
 
 /// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
-/// route forwards it; no credentials of the scheme (evidence, consumer assertions); the consumer's
-/// party id (and the original consumer's, for a broker) in their headers, never a client's copy;
-/// none of the headers the configuration strips (method and path overrides, forwarding details a
-/// client could forge), nor an underscore look-alike of any header the gateway vouches for or
-/// decided on; and X-Forwarded-For and X-Forwarded-Proto.
+/// route forwards it; no credentials of the scheme (evidence, consumer assertions) in any spelling;
+/// the consumer's party id (and the original consumer's, for a broker) in their headers, never a
+/// client's copy; none of the headers the configuration strips (method and path overrides,
+/// forwarding details a client could forge), nor the client's copies of the licence headers a
+/// delegated route answers with; no look-alike (`X_Forwarded_For`, `Delegation-Evidence`) of a
+/// header the gateway sets, vouches for or decided on; and X-Forwarded-For and X-Forwarded-Proto.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
     let config = f.config;
+    let forwarded_for = forwarded_for(&req.headers, f);
     // One pass over the request's headers finds what must go: most requests carry none of it.
     let removed: Vec<http::HeaderName> = req
         .headers
         .keys()
-        .filter(|name| {
-            (*name == http::header::AUTHORIZATION && !f.route.forward_authorization)
-                || *name == EVIDENCE_HEADER
-                || *name == BROKER_HEADER
-                || **name == config.party_header
-                || **name == config.original_consumer_header
-                || config.strip_headers.contains(name)
-                // Backends that fold `_` into `-` (CGI, WSGI, Rack) would read a look-alike of a
-                // header the gateway vouches for or decided on as that header.
-                || (name.as_str().contains('_') && is_guarded(&fold(name.as_str()), f.route, config))
-        })
+        .filter(|name| is_removed(name.as_str(), f.route, config))
         .cloned()
         .collect();
     for name in removed {
@@ -136,16 +129,8 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     if let Some(host) = &f.pool.config.host_header {
         req.insert_header(http::header::HOST, host.as_str())?;
     }
-    if let Some(addr) = &f.client_addr {
-        let forwarded_for = match req
-            .headers
-            .get(X_FORWARDED_FOR)
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(prev) => format!("{prev}, {addr}"),
-            None => addr.clone(),
-        };
-        req.insert_header(X_FORWARDED_FOR, forwarded_for)?;
+    if let Some(value) = forwarded_for {
+        req.insert_header(X_FORWARDED_FOR, value)?;
     }
     req.insert_header(X_FORWARDED_PROTO, if f.tls { "https" } else { "http" })?;
     Ok(())
@@ -153,6 +138,32 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
 
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
+
+/// The backend's X-Forwarded-For: the address the gateway saw, appended to the client's header
+/// when the configuration says so or the peer is a trusted proxy, else alone.
+fn forwarded_for(headers: &http::HeaderMap, f: &Forwarding) -> Option<String> {
+    let addr = f.client_addr?;
+    let keep = f.config.forwarded_for == ForwardedFor::Append
+        || f.config
+            .trusted_proxies
+            .iter()
+            .any(|net| net.contains(&addr));
+    let earlier: Vec<&str> = if keep {
+        headers
+            .get_all(X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Some(match earlier.is_empty() {
+        true => addr.to_string(),
+        false => format!("{}, {addr}", earlier.join(", ")),
+    })
+}
 
 /// Every cookie of the request but `own`, as one Cookie header value.
 fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
@@ -165,25 +176,51 @@ fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
         .join("; ")
 }
 
-/// A header name as underscore-folding backends read it.
-fn fold(name: &str) -> String {
-    name.to_ascii_lowercase().replace('_', "-")
+/// Whether two header names read the same to a backend that folds every character but letters
+/// and digits into one (CGI, WSGI and Rack read `X_Forwarded_For` as `X-Forwarded-For`).
+fn same_folded(a: &str, b: &str) -> bool {
+    let fold = |c: u8| match c.is_ascii_alphanumeric() {
+        true => c.to_ascii_lowercase(),
+        false => b'-',
+    };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
 }
 
-/// Whether a folded header name is one whose look-alikes are removed: the party headers, the
-/// scheme's credentials, the stripped headers, and every header the route's rule reads.
-fn is_guarded(folded: &str, route: &Route, config: &Config) -> bool {
-    [
+/// Whether a request header (lower case, as HTTP gives it) stays away from the backend: any
+/// spelling of a header the gateway sets or vouches for, of the scheme's credentials and of the
+/// stripped headers, the client's copies of the route's licence headers, and look-alikes of the
+/// headers the route's rule reads (which themselves pass, as decided on).
+fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
+    let authorization = http::header::AUTHORIZATION.as_str();
+    let always = [
         config.party_header.as_str(),
         config.original_consumer_header.as_str(),
-        http::header::AUTHORIZATION.as_str(),
         EVIDENCE_HEADER,
         BROKER_HEADER,
+        "x-forwarded-for",
+        "x-forwarded-proto",
     ]
     .into_iter()
     .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
-    .chain(route.header_names())
-    .any(|guarded| fold(guarded) == folded)
+    .chain(licence_header_names(route))
+    .chain((!route.forward_authorization).then_some(authorization));
+    let look_alikes_only = route
+        .header_names()
+        .chain(route.forward_authorization.then_some(authorization));
+    always.into_iter().any(|h| same_folded(name, h))
+        || look_alikes_only
+            .into_iter()
+            .any(|h| same_folded(name, h) && !name.eq_ignore_ascii_case(h))
+}
+
+/// The licence headers a delegated route answers with.
+fn licence_header_names(route: &Route) -> impl Iterator<Item = &str> {
+    let delegated = matches!(route.auth, Auth::Delegation(_));
+    let configured = route.response_headers.iter().map(|(n, _)| n.as_str());
+    let default = LICENCE_HEADERS
+        .into_iter()
+        .filter(move |_| route.response_headers.is_empty());
+    configured.chain(default).filter(move |_| delegated)
 }
 
 /// The licence headers of a delegated route: as the rule says, or all three from the evidence.

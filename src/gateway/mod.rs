@@ -128,11 +128,34 @@ fn logged(value: &str) -> String {
     out
 }
 
-fn client_addr(session: &Session) -> Option<String> {
+fn client_addr(session: &Session) -> Option<std::net::IpAddr> {
     session
         .client_addr()
         .and_then(|a| a.as_inet())
-        .map(|a| a.ip().to_string())
+        .map(|a| a.ip().to_canonical())
+}
+
+/// One valid `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with two, or with one that is
+/// not a host and port is refused before anything else reads it. HTTP/2 names its authority in the
+/// request line, which must be valid too.
+fn check_host(req: &RequestHeader) -> Result<(), Reject> {
+    let refuse = |why| Err(Reject::BadHeader(HeaderRefusal::Host(why)));
+    let mut hosts = req.headers.get_all(http::header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => return refuse("is given more than once"),
+        (Some(value), None) => value.to_str().ok(),
+        (None, _) if req.version == http::Version::HTTP_11 => return refuse("is missing"),
+        (None, _) => None,
+    };
+    let authority = req.uri.authority().map(http::uri::Authority::as_str);
+    if host
+        .or(authority)
+        .is_some_and(|h| !crate::request::valid_host(h))
+        || (host.is_none() && req.headers.contains_key(http::header::HOST))
+    {
+        return refuse("is not a host name or address with an optional port");
+    }
+    Ok(())
 }
 
 fn is_tls(session: &Session) -> bool {
@@ -147,6 +170,7 @@ impl Gateway {
         ctx: &mut Ctx,
         snap: &Snapshot,
     ) -> Result<Option<Answer>, Reject> {
+        check_host(session.req_header())?;
         let uri = &session.req_header().uri;
         let canonical = canonical_path(uri.path()).map_err(Reject::BadPath)?;
         let path = canonical.path;

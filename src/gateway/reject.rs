@@ -89,6 +89,8 @@ pub enum HeaderRefusal {
     Invalid,
     #[error("the service_consumer_assertion header is for a machine acting for another; a signed-in person acts for themselves")]
     BrokerWithPerson,
+    #[error("the Host header {0}")]
+    Host(&'static str),
 }
 
 reason_codes! {
@@ -97,6 +99,7 @@ reason_codes! {
         HeaderRefusal::ConnectionNamesRuleHeader(_) => "connection_names_rule_header",
         HeaderRefusal::Upgrade => "upgrade_not_allowed",
         HeaderRefusal::BrokerWithPerson => "broker_with_person",
+        HeaderRefusal::Host(_) => "invalid_host",
     }
 }
 

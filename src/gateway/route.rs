@@ -72,12 +72,13 @@ impl RouteTable {
                 if route.allows(method) {
                     return Lookup::Found(route.clone(), captures);
                 }
-                allowed.extend(route.methods.iter().flatten().cloned());
+                allowed.extend(route.allowed_methods());
             }
         }
         if allowed.is_empty() {
             Lookup::NotFound
         } else {
+            allowed.sort_by(|a, b| a.as_str().cmp(b.as_str()));
             allowed.dedup();
             Lookup::MethodNotAllowed(allowed)
         }
@@ -119,9 +120,10 @@ mod tests {
                 if r.allows(method) {
                     return (Some(r.name.clone()), Vec::new());
                 }
-                allowed.extend(r.methods.iter().flatten().cloned());
+                allowed.extend(r.allowed_methods());
             }
         }
+        allowed.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         allowed.dedup();
         (None, allowed)
     }
@@ -165,6 +167,25 @@ mod tests {
             only_get.lookup(&Method::GET, "/d/1"),
             Lookup::NotFound
         ));
+    }
+
+    #[test]
+    fn trace_is_taken_only_by_a_route_that_lists_it() {
+        let table = RouteTable::new(vec![
+            route("any", "/files/{*rest}", None),
+            route("echoing", "/debug", Some(&[Method::TRACE])),
+        ]);
+        match table.lookup(&Method::TRACE, "/files/a") {
+            Lookup::MethodNotAllowed(allowed) => {
+                assert!(allowed.contains(&Method::GET), "{allowed:?}");
+                assert!(!allowed.contains(&Method::TRACE), "{allowed:?}");
+            }
+            _ => panic!("TRACE must not reach a route that does not list it"),
+        }
+        assert_eq!(
+            indexed(&table, &Method::TRACE, "/debug").0.as_deref(),
+            Some("echoing")
+        );
     }
 
     /// A pattern of literal `a`/`b` segments and captures (`None`), maybe ending in a rest.

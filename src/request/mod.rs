@@ -153,6 +153,28 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     found
 }
 
+/// Whether a `Host` value is a host name or an address, with an optional port (RFC 9110 §7.2): no
+/// path, user, percent-encoding or other character a backend might build a URL or a file name of.
+pub fn valid_host(value: &str) -> bool {
+    let (host, port) = match value.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.ends_with(']') => (host, Some(port)),
+        _ => (value, None),
+    };
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(literal) => literal.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+        }
+    };
+    port_ok && host_ok
+}
+
 /// Whether a decoded value holds a control character (never accepted).
 pub fn has_control(value: &str) -> bool {
     value.chars().any(char::is_control)
@@ -166,3 +188,39 @@ pub const ENCODE_ALL_BUT_UNRESERVED: &percent_encoding::AsciiSet =
         .remove(b'.')
         .remove(b'_')
         .remove(b'~');
+
+#[cfg(test)]
+mod tests {
+    use super::valid_host;
+
+    #[test]
+    fn a_host_is_a_name_or_an_address_with_an_optional_port() {
+        for good in [
+            "api.example.com",
+            "api.example.com:8443",
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "[::1]",
+            "[::1]:9000",
+            "localhost",
+        ] {
+            assert!(valid_host(good), "{good}");
+        }
+        for bad in [
+            "",
+            "evil.example/../x",
+            "evil.example?x",
+            "user@evil.example",
+            "evil%2eexample",
+            "evil example",
+            "a.example:",
+            "a.example:80a",
+            "a.example:123456",
+            "::1",
+            "[not-an-address]",
+            "a.example:80:80",
+        ] {
+            assert!(!valid_host(bad), "{bad}");
+        }
+    }
+}
