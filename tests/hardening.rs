@@ -81,6 +81,17 @@ resource_type = "CONTAINER"
 identifiers = ["{{path.id}}"]
 
 [[route]]
+name = "nocase"
+methods = ["GET"]
+path = "/api/nocase/{{id}}"
+upstream = "echo"
+identifier_case = "upper"
+[route.delegation]
+policy_issuer = "{OWNER}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}", "{{query.also}}"]
+
+[[route]]
 name = "socket"
 path = "/socket"
 upstream = "echo"
@@ -145,6 +156,14 @@ async fn identifiers_are_decided_on_in_the_form_the_backend_reads() {
         ("/api/lookup?id=SECRET-1%00", "invalid_query"),
         ("/api/lookup?id=SECRET-1%2C", "ambiguous_request"),
         ("/api/lookup?id=%20SECRET-1", "ambiguous_request"),
+        ("/api/lookup?id=C1&%20id=SECRET-1", "ambiguous_request"),
+        ("/api/lookup?id=C1&id+=SECRET-1", "ambiguous_request"),
+        ("/api/containers/%EF%BC%B3ECRET-1", "ambiguous_request"),
+        ("/api/containers/SECRET-1%E2%80%8B", "ambiguous_request"),
+        ("/api/containers/SE%C2%ADCRET-1", "ambiguous_request"),
+        ("/api/containers/SECRET-1%3Fx=1", "ambiguous_request"),
+        ("/api/containers/SECRET-1%23x", "ambiguous_request"),
+        ("/api/lookup?id=SECRET-1%3Fx%3D1", "ambiguous_request"),
     ];
     for client in [h1, &h2] {
         for (path, reason) in variants {
@@ -166,6 +185,17 @@ async fn identifiers_are_decided_on_in_the_form_the_backend_reads() {
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("denied_by_rule"))
+    );
+    // A backend that compares identifiers without case is given them, decided on, in one case.
+    let (status, body) = send(get(h1, "/api/nocase/secret-1?also=c2")).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule"))
+    );
+    let (status, body) = send(get(h1, "/api/nocase/c1?also=c2&note=keep")).await;
+    assert_eq!(
+        (status, body["path"].as_str(), body["query"].as_str()),
+        (200, Some("/api/nocase/C1"), Some("also=C2&note=keep"))
     );
     // A route that accepts path parameters decides on, and forwards, the whole segment.
     let (status, body) = send(get(h1, "/api/lenient/SECRET-1;v=2?a=1&a=2")).await;

@@ -381,6 +381,8 @@ pub struct RouteFile {
     /// A person signs in at the identity provider ([login]); their session replaces the token.
     #[serde(default)]
     pub login: bool,
+    /// `upper` or `lower`: the backend compares identifiers without case.
+    pub identifier_case: Option<Choice<crate::request::Case>>,
 }
 
 #[derive(Debug, Deserialize)]

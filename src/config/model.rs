@@ -352,6 +352,9 @@ pub struct Route {
     pub source: PathBuf,
     /// The caller is a person with a session ([login]) instead of a token holder.
     pub login: bool,
+    /// The backend compares identifiers without case: the path's captures and the query values
+    /// the route reads are decided on and forwarded in this case.
+    pub identifier_case: Option<crate::request::Case>,
 }
 
 impl Route {
@@ -380,8 +383,8 @@ impl Route {
         })
     }
 
-    /// Every request header the route's rule or upstream path reads (lower case).
-    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+    /// Every template of the route: its rule's values and its upstream path.
+    fn templates(&self) -> Vec<&Template> {
         let mut templates: Vec<&Template> = self.upstream_path.iter().collect();
         if let Auth::Delegation(rule) = &self.auth {
             templates.push(&rule.policy_issuer);
@@ -393,6 +396,18 @@ impl Route {
                     .chain(&rule.delegation_path),
             );
         }
-        templates.into_iter().flat_map(Template::header_names)
+        templates
+    }
+
+    /// Every request header the route's rule or upstream path reads (lower case).
+    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+        self.templates()
+            .into_iter()
+            .flat_map(Template::header_names)
+    }
+
+    /// Every query parameter the route's rule or upstream path reads.
+    pub fn query_names(&self) -> impl Iterator<Item = &str> {
+        self.templates().into_iter().flat_map(Template::query_names)
     }
 }

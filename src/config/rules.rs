@@ -211,6 +211,9 @@ fn route(
         response_headers,
         source: path.to_path_buf(),
         login: r.login,
+        identifier_case: r
+            .identifier_case
+            .and_then(|c| issues.choice(&format!("{key}.identifier_case"), c)),
     })
 }
 

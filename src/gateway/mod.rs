@@ -231,6 +231,18 @@ impl Gateway {
         };
         ctx.label = route.name.clone();
         ctx.route = Some(route.clone());
+        // A backend that compares identifiers without case gets them in one case, decided on.
+        let (path, captures, query) = match route.identifier_case {
+            Some(case) => (
+                route.pattern.recase_captures(&path, case),
+                captures
+                    .into_iter()
+                    .map(|(name, value)| (name, case.apply(&value)))
+                    .collect(),
+                query.recased(route.query_names(), case),
+            ),
+            None => (path, captures, query),
+        };
         let ambiguities = canonical.ambiguities.union(query.ambiguities);
         if let Some(a) = ambiguities.first_not_in(route.accept) {
             return Err(Reject::Ambiguous(a));

@@ -109,6 +109,7 @@ mod tests {
             response_headers: Vec::new(),
             source: Default::default(),
             login: false,
+            identifier_case: None,
         }
     }
 

@@ -58,10 +58,19 @@ pub enum Ambiguity {
     BracketedQueryKey,
     /// `;` in the query: a separator to some backends.
     QuerySemicolon,
+    /// A character that shows nothing (zero-width, bidirectional controls, spaces beyond ASCII)
+    /// in a value the rule reads: one identifier to a person, another to the backend.
+    Invisible,
+    /// A letter beyond ASCII in a value the rule reads: full-width and look-alike letters that
+    /// some backends fold into ASCII (`ＳECRET-1`).
+    NonAscii,
+    /// An encoded `?` or `#` in a value the rule reads: a query or a fragment to a backend that
+    /// decodes before it splits (an encoded `;` counts as a path parameter).
+    EncodedDelimiter,
 }
 
 impl Ambiguity {
-    const ALL: [Ambiguity; 8] = [
+    const ALL: [Ambiguity; 11] = [
         Ambiguity::PathParameters,
         Ambiguity::EncodedPercent,
         Ambiguity::TrailingDot,
@@ -70,6 +79,9 @@ impl Ambiguity {
         Ambiguity::RepeatedQueryKey,
         Ambiguity::BracketedQueryKey,
         Ambiguity::QuerySemicolon,
+        Ambiguity::Invisible,
+        Ambiguity::NonAscii,
+        Ambiguity::EncodedDelimiter,
     ];
 
     fn bit(self) -> u16 {
@@ -87,6 +99,9 @@ impl Ambiguity {
             Ambiguity::RepeatedQueryKey => "repeated_query_key",
             Ambiguity::BracketedQueryKey => "bracketed_query_key",
             Ambiguity::QuerySemicolon => "query_semicolon",
+            Ambiguity::Invisible => "invisible",
+            Ambiguity::NonAscii => "non_ascii",
+            Ambiguity::EncodedDelimiter => "encoded_delimiter",
         }
     }
 }
@@ -94,7 +109,7 @@ impl Ambiguity {
 impl fmt::Display for Ambiguity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Ambiguity::PathParameters => "a path parameter (;)",
+            Ambiguity::PathParameters => "a path parameter (;), or a ; in a value the rule reads",
             Ambiguity::EncodedPercent => "an encoded percent sign (%25)",
             Ambiguity::TrailingDot => "a path segment ending in a dot",
             Ambiguity::EdgeWhitespace => "white space at the start or end of a value",
@@ -102,7 +117,28 @@ impl fmt::Display for Ambiguity {
             Ambiguity::RepeatedQueryKey => "a query parameter given more than once",
             Ambiguity::BracketedQueryKey => "a query parameter name with brackets",
             Ambiguity::QuerySemicolon => "a semicolon in the query",
+            Ambiguity::Invisible => "an invisible character in a value the rule reads",
+            Ambiguity::NonAscii => "a character beyond ASCII in a value the rule reads",
+            Ambiguity::EncodedDelimiter => "an encoded ? or # in a value the rule reads",
         })
+    }
+}
+
+/// The letter case a backend that compares identifiers without case is given them in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Case {
+    Upper,
+    Lower,
+}
+
+impl Case {
+    /// `value` with its ASCII letters in this case (other characters are left as they are).
+    pub fn apply(self, value: &str) -> String {
+        match self {
+            Case::Upper => value.to_ascii_uppercase(),
+            Case::Lower => value.to_ascii_lowercase(),
+        }
     }
 }
 
@@ -141,7 +177,8 @@ impl FromIterator<Ambiguity> for Ambiguities {
     }
 }
 
-/// The ambiguities of a value a rule reads: a comma, or white space at its edges.
+/// The ambiguities of a value a rule reads: a comma, white space at its edges, an encoded
+/// delimiter, characters beyond ASCII and invisible ones.
 pub fn value_ambiguities(value: &str) -> Ambiguities {
     let mut found = Ambiguities::default();
     if value.contains(',') {
@@ -150,7 +187,46 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
         found.insert(Ambiguity::EdgeWhitespace);
     }
+    if value.contains(['?', '#']) {
+        found.insert(Ambiguity::EncodedDelimiter);
+    }
+    if value.contains(';') {
+        found.insert(Ambiguity::PathParameters);
+    }
+    if !value.is_ascii() {
+        found.insert(Ambiguity::NonAscii);
+        if value.chars().any(is_invisible) {
+            found.insert(Ambiguity::Invisible);
+        }
+    }
     found
+}
+
+/// A character beyond ASCII that shows nothing: white space, format characters (zero-width,
+/// bidirectional controls, the byte order mark, the soft hyphen), variation selectors, tags.
+fn is_invisible(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFF8}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 /// Whether a `Host` value is a host name or an address, with an optional port (RFC 9110 §7.2): no
@@ -191,7 +267,23 @@ pub const ENCODE_ALL_BUT_UNRESERVED: &percent_encoding::AsciiSet =
 
 #[cfg(test)]
 mod tests {
-    use super::valid_host;
+    use super::{valid_host, value_ambiguities, Ambiguity};
+
+    #[test]
+    fn values_that_read_as_another_identifier_are_ambiguous() {
+        let has = |v: &str, a: Ambiguity| value_ambiguities(v).contains(a);
+        assert_eq!(value_ambiguities("SECRET-1"), Default::default());
+        assert!(has("\u{FF33}ECRET-1", Ambiguity::NonAscii));
+        assert!(!has("\u{FF33}ECRET-1", Ambiguity::Invisible));
+        assert!(has("SECRET-1\u{200B}", Ambiguity::Invisible));
+        assert!(has("SE\u{00AD}CRET-1", Ambiguity::Invisible));
+        assert!(has("SECRET-1\u{3000}", Ambiguity::Invisible));
+        for delimiter in ["SECRET-1?x=1", "SECRET-1#x"] {
+            assert!(has(delimiter, Ambiguity::EncodedDelimiter), "{delimiter}");
+        }
+        assert!(has("SECRET-1;v=2", Ambiguity::PathParameters));
+        assert!(has("caf\u{e9}", Ambiguity::NonAscii));
+    }
 
     #[test]
     fn a_host_is_a_name_or_an_address_with_an_optional_port() {

@@ -157,6 +157,24 @@ impl PathPattern {
         (parts.len() == self.segments.len() && trailing == self.trailing_slash).then_some(captures)
     }
 
+    /// `path` (which the pattern matches) with the segments its captures take in `case`.
+    pub fn recase_captures(&self, path: &str, case: super::Case) -> String {
+        let variable = |i: usize| match self.segments.get(i) {
+            Some(Segment::Literal(_)) => false,
+            Some(_) => true,
+            None => matches!(self.segments.last(), Some(Segment::Rest(_))),
+        };
+        let mut out = String::with_capacity(path.len());
+        for (i, part) in path.split('/').skip(1).enumerate() {
+            out.push('/');
+            match variable(i) {
+                true => out.push_str(&case.apply(part)),
+                false => out.push_str(part),
+            }
+        }
+        out
+    }
+
     /// Literal segments first: a more specific pattern wins over a broader one.
     pub fn specificity(&self) -> (usize, bool) {
         let literals = self

@@ -61,6 +61,16 @@ fn decode(component: &str) -> Result<String, QueryError> {
     Ok(text)
 }
 
+/// A query key as the backends that read it most loosely do: without white space at its edges
+/// (PHP drops it, and frameworks trim), in lower case, with ` ` and `.` read as `_` (PHP).
+fn same_name(key: &str) -> String {
+    key.trim()
+        .chars()
+        .map(|c| if c == ' ' || c == '.' { '_' } else { c })
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
 impl Query {
     /// Parse the raw query of a request (without the `?`).
     pub fn parse(raw: Option<&str>) -> Result<Query, QueryError> {
@@ -83,7 +93,7 @@ impl Query {
             if key.contains('[') || key.contains(']') {
                 query.ambiguities.insert(Ambiguity::BracketedQueryKey);
             }
-            let folded = key.to_lowercase();
+            let folded = same_name(&key);
             if seen.contains(&folded) {
                 query.ambiguities.insert(Ambiguity::RepeatedQueryKey);
             } else {
@@ -94,14 +104,28 @@ impl Query {
         Ok(query)
     }
 
-    /// The value of `name`, when it is given exactly once (a bare `?name` has the empty value).
+    /// The value of `name`, when it is given exactly once (a bare `?name` has the empty value)
+    /// and no other key reads as the same name to a backend.
     pub fn get(&self, name: &str) -> Option<&str> {
-        let mut found = self.pairs.iter().filter(|p| p.key == name);
+        let folded = same_name(name);
+        let mut found = self.pairs.iter().filter(|p| same_name(&p.key) == folded);
         let first = found.next()?;
-        found
-            .next()
-            .is_none()
-            .then(|| first.value.as_deref().unwrap_or(""))
+        (found.next().is_none() && first.key == name).then(|| first.value.as_deref().unwrap_or(""))
+    }
+
+    /// The query with the values of the keys in `names` in `case`.
+    pub fn recased<'a>(mut self, names: impl Iterator<Item = &'a str>, case: super::Case) -> Query {
+        for name in names {
+            let folded = same_name(name);
+            for pair in self
+                .pairs
+                .iter_mut()
+                .filter(|p| same_name(&p.key) == folded)
+            {
+                pair.value = pair.value.as_deref().map(|v| case.apply(v));
+            }
+        }
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -159,12 +183,26 @@ mod tests {
         let has = |raw: &str, a: Ambiguity| ambiguities(raw).contains(a);
         assert!(has("id=C1&ID=SECRET-1", Ambiguity::RepeatedQueryKey));
         assert!(has("id=C1&id=SECRET-1", Ambiguity::RepeatedQueryKey));
+        assert!(has("id=C1&%20id=SECRET-1", Ambiguity::RepeatedQueryKey));
+        assert!(has("id=C1&id+=SECRET-1", Ambiguity::RepeatedQueryKey));
+        assert!(has(
+            "user_id=C1&user.id=SECRET-1",
+            Ambiguity::RepeatedQueryKey
+        ));
         assert!(has("id[]=C1", Ambiguity::BracketedQueryKey));
         assert!(has("id%5B0%5D=C1", Ambiguity::BracketedQueryKey));
         assert!(has("id=C1;id=SECRET-1", Ambiguity::QuerySemicolon));
         assert!(has("id=SECRET%252e", Ambiguity::EncodedPercent));
         let repeated = Query::parse(Some("id=C1&id=SECRET-1")).unwrap();
         assert_eq!(repeated.get("id"), None, "a repeated value is never picked");
+        let padded = Query::parse(Some("id=C1&%20id=SECRET-1")).unwrap();
+        assert_eq!(padded.get("id"), None, "nor one a backend reads twice");
+        let other_case = Query::parse(Some("ID=C1")).unwrap();
+        assert_eq!(
+            other_case.get("id"),
+            None,
+            "nor a key the backend may not read"
+        );
     }
 
     #[test]

@@ -97,6 +97,14 @@ impl Template {
         })
     }
 
+    /// The query parameters the template reads.
+    pub fn query_names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Query(n) => Some(n.as_str()),
+            _ => None,
+        })
+    }
+
     /// The path captures the template uses, to check them against the route's pattern.
     pub fn path_names(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
