@@ -40,6 +40,16 @@ policy_issuer = "{header.X-Data-Owner}"
 caller_names_owner = true
 resource_type = "CONTAINER"
 identifiers = ["{path.id}"]
+
+[[route]]
+name = "containers"
+methods = ["GET"]
+path = "/api/containers/{id}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
 "#;
 
 const LIMITS: &str = r#"
@@ -279,6 +289,49 @@ async fn strangers_cannot_make_the_gateway_look_up_parties_or_chains_without_bou
     assert_eq!(
         (status, body["reason"].as_str()),
         (400, Some("certificate_chain_too_long"))
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_causes_no_more_registry_calls_than_its_budget() {
+    let env = env_with(|t| format!("{t}\n[delegation]\nregistry_calls_per_minute = 5\n")).await;
+    let token = env.token(CONSUMER).await;
+    let get = |id: String| {
+        env.bed
+            .http
+            .get(format!("{}/api/containers/{id}", env.url))
+            .bearer_auth(&token)
+            .send()
+    };
+    for i in 0..5 {
+        let (status, body) = status_json(get(format!("C{i}")).await.unwrap()).await;
+        assert_eq!(status, 200, "C{i}: {body}");
+    }
+    let resp = get("C5".into()).await.unwrap();
+    let retry_after: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=12).contains(&retry_after), "{retry_after}");
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (429, Some("too_many_registry_calls")),
+        "{body}"
+    );
+    // What is decided already costs nothing.
+    let (status, _) = status_json(get("C0".into()).await.unwrap()).await;
+    assert_eq!(status, 200);
+    let m = env.metrics().await;
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_budget_exhausted_total",
+            &[("budget", "registry_calls")]
+        ),
+        1.0
     );
     env.stop().await;
 }

@@ -32,6 +32,8 @@ pub const DENY_CACHE_TTL: Duration = Duration::from_secs(10);
 /// 64 MiB.
 pub const DECISION_CACHE_SIZE: u64 = 64 << 20;
 pub const HEADER_EVIDENCE_MAX_AGE: Duration = Duration::from_secs(3600);
+/// Registry calls (decision-cache misses) a caller may cause per minute.
+pub const REGISTRY_CALLS_PER_MINUTE: u32 = 600;
 
 pub const RULES_DIRECTORY: &str = "policies";
 pub const PARTY_HEADER: &str = "X-Consumer-Party-Id";
@@ -123,6 +125,10 @@ pub fn documented() -> Vec<(&'static str, String)> {
         (
             "delegation.header_evidence_max_age",
             time(HEADER_EVIDENCE_MAX_AGE),
+        ),
+        (
+            "delegation.registry_calls_per_minute",
+            REGISTRY_CALLS_PER_MINUTE.to_string(),
         ),
         ("rules.directory", text(RULES_DIRECTORY)),
         ("forwarding.party_header", text(PARTY_HEADER)),

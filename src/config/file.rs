@@ -262,6 +262,8 @@ pub struct DelegationFile {
     /// The oldest `iat` accepted for evidence in the delegation_evidence header.
     #[serde(default, with = "humantime_serde")]
     pub header_evidence_max_age: Option<Duration>,
+    /// Registry calls a caller may cause per minute.
+    pub registry_calls_per_minute: Option<u32>,
 }
 
 /// Where the jtis of accepted assertions are kept.

@@ -52,7 +52,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let outbound = outbound(&base, file.outbound, issues);
     let upstreams = upstreams(&base, file.upstreams, issues);
     let registries = registries(file.registries, issues);
-    let delegation = delegation(file.delegation);
+    let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
     let admin = file
         .admin
@@ -738,7 +738,16 @@ fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String,
     registries
 }
 
-fn delegation(d: DelegationFile) -> DelegationSettings {
+fn delegation(d: DelegationFile, issues: &mut Issues) -> DelegationSettings {
+    let calls = d
+        .registry_calls_per_minute
+        .unwrap_or(default::REGISTRY_CALLS_PER_MINUTE);
+    if calls == 0 {
+        issues.add(
+            "delegation.registry_calls_per_minute",
+            "must be at least 1: with none, no request could be decided at a registry",
+        );
+    }
     DelegationSettings {
         registry_timeout: d.registry_timeout.unwrap_or(default::REGISTRY_TIMEOUT),
         cache_ttl: d.cache_ttl.unwrap_or(default::DECISION_CACHE_TTL),
@@ -747,6 +756,7 @@ fn delegation(d: DelegationFile) -> DelegationSettings {
         header_evidence_max_age: d
             .header_evidence_max_age
             .unwrap_or(default::HEADER_EVIDENCE_MAX_AGE),
+        registry_calls_per_minute: calls,
     }
 }
 

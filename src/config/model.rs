@@ -233,6 +233,8 @@ pub struct DelegationSettings {
     /// The decision cache's size in bytes.
     pub cache_size: u64,
     pub header_evidence_max_age: Duration,
+    /// Registry calls (decision-cache misses) a caller may cause per minute.
+    pub registry_calls_per_minute: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

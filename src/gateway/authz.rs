@@ -4,6 +4,7 @@
 //! cache. The rules of evidence tokens live in `scheme`; registries are asked through `peers`.
 
 use super::broker;
+use super::budget::CallerBudget;
 use super::decision_cache::{DecisionCache, DecisionKey};
 use super::header_evidence::{Expected, HeaderEvidence};
 use super::reject::{EvidenceRefusal, HeaderProblem, MissingValue, Reject, RuleValue, Unavailable};
@@ -57,6 +58,8 @@ struct Inner {
     decisions: DecisionCache,
     /// Per caller: the data owners it named this minute that were not known yet.
     named_owners: moka::sync::Cache<String, Arc<AtomicU32>>,
+    /// Registry calls each caller may cause.
+    registry_budget: CallerBudget,
     metrics: Metrics,
 }
 
@@ -130,6 +133,7 @@ impl Authorizer {
                 metrics.clone(),
             ),
             decisions: DecisionCache::new(d, metrics.clone()),
+            registry_budget: CallerBudget::new(d.registry_calls_per_minute),
             named_owners: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(Duration::from_secs(60))
@@ -303,6 +307,18 @@ impl Authorizer {
         };
         let timeout = self.0.registry_timeout;
         let fetch = async {
+            let budget = &self.0.registry_budget;
+            if let Err(retry_after) = budget.take(facts.caller, std::time::Instant::now()) {
+                self.0
+                    .metrics
+                    .budget_exhausted
+                    .with_label_values(&["registry_calls"])
+                    .inc();
+                return Err(Reject::TooManyRegistryCalls {
+                    per_minute: budget.per_minute(),
+                    retry_after,
+                });
+            }
             let owner =
                 PartyId::parse(&request.policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
             let configured = rule.registry.as_deref();

@@ -7,6 +7,7 @@ pub mod authn;
 pub mod authz;
 pub mod background;
 pub mod broker;
+pub mod budget;
 pub mod capabilities;
 pub mod connections;
 pub mod decision_cache;

@@ -56,6 +56,11 @@ pub enum Reject {
     TooManyNewOwners {
         per_minute: u32,
     },
+    /// The caller caused more registry calls than it may per minute.
+    TooManyRegistryCalls {
+        per_minute: u32,
+        retry_after: Duration,
+    },
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
     NoHealthyBackend(String),
@@ -387,6 +392,7 @@ impl Reject {
             Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
+            Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", "rate_limited", format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", retry_secs(*retry_after))),
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", "rate_limited", format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{value} is longer than {limit} bytes")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
@@ -419,6 +425,9 @@ impl Reject {
                 vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())]
             }
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
+            Reject::TooManyRegistryCalls { retry_after, .. } => {
+                vec![("retry-after", retry_secs(*retry_after).to_string())]
+            }
             Reject::TokenRequest(_) | Reject::UnreadableBody(_) => vec![
                 ("cache-control", "no-store".into()),
                 ("pragma", "no-cache".into()),
@@ -426,6 +435,11 @@ impl Reject {
             _ => Vec::new(),
         }
     }
+}
+
+/// Whole seconds to wait, at least one (`Retry-After`).
+fn retry_secs(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
 fn methods(m: &[Method]) -> String {
@@ -575,6 +589,10 @@ mod tests {
                 limit: 256,
             },
             Reject::TooManyNewOwners { per_minute: 30 },
+            Reject::TooManyRegistryCalls {
+                per_minute: 600,
+                retry_after: Duration::from_millis(100),
+            },
             Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
@@ -612,6 +630,7 @@ mod tests {
                 | Reject::MissingRequestValue(_)
                 | Reject::ValueTooLong { .. }
                 | Reject::TooManyNewOwners { .. }
+                | Reject::TooManyRegistryCalls { .. }
                 | Reject::Unavailable(_)
                 | Reject::NoHealthyBackend(_)
                 | Reject::BackendUnreachable

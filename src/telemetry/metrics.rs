@@ -27,6 +27,8 @@ pub struct Metrics {
     pub registry_calls: IntCounterVec,
     /// Latency of calls to authorisation registries.
     pub registry_latency: HistogramVec,
+    /// Requests refused because their caller spent its budget, by budget (registry_calls).
+    pub budget_exhausted: IntCounterVec,
     /// Commands sent to the fleet's Redis by command and outcome (ok, error, timeout).
     pub redis_calls: IntCounterVec,
     /// Latency of commands sent to Redis, by command.
@@ -148,6 +150,12 @@ impl Metrics {
                 "registry_call_duration_seconds",
                 "Latency of registry calls",
                 &["registry"],
+            ),
+            budget_exhausted: counter(
+                &registry,
+                "budget_exhausted_total",
+                "Requests refused because their caller spent its budget",
+                &["budget"],
             ),
             redis_calls: counter(
                 &registry,
