@@ -52,6 +52,7 @@ async fn main() {
         deny_cache_ttl: Duration::from_secs(10),
         cache_size: 1 << 30,
         header_evidence_max_age: Duration::from_secs(3600),
+        registry_calls_per_minute: 600,
     };
     let cache = DecisionCache::new(&settings, Metrics::new());
     let not_on_or_after = Timestamp::now().secs() + 3600;

@@ -165,6 +165,7 @@ mod tests {
             deny_cache_ttl: Duration::from_secs(60),
             cache_size: size,
             header_evidence_max_age: Duration::from_secs(60),
+            registry_calls_per_minute: 600,
         }
     }
 
