@@ -417,3 +417,178 @@ async fn log_lines_are_bounded_and_never_hold_a_query() {
     let _ = std::fs::remove_dir_all(dir);
     env.stop().await;
 }
+
+/// `[server]` with a short body deadline.
+fn short_body_deadline(toml: String) -> String {
+    toml.replace(
+        "[server]",
+        "[server]\nbody_deadline = \"2s\"\nbody_min_rate = 1000",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dripped_bodies_are_cut_off_at_their_deadline_and_steady_ones_are_not() {
+    let env = env_with(short_body_deadline).await;
+    let addr = env.plain.trim_start_matches("http://").to_string();
+    // The token endpoint reads its body itself; /status forwards it to the backend.
+    for path in ["/connect/token", "/status"] {
+        let mut drip = TcpStream::connect(&addr).await.unwrap();
+        let started = Instant::now();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+        );
+        drip.write_all(head.as_bytes()).await.unwrap();
+        // A byte every 300 ms: the whole body would take 30 s.
+        let mut cut = false;
+        while !cut && started.elapsed() < Duration::from_secs(10) {
+            cut = drip.write_all(b"a").await.is_err()
+                || closed_within(&mut drip, Duration::from_millis(300)).await;
+        }
+        let took = started.elapsed();
+        assert!(
+            cut,
+            "{path}: the dripped body was still read after {took:?}"
+        );
+        assert!(
+            (Duration::from_millis(1800)..Duration::from_secs(5)).contains(&took),
+            "{path}: cut after {took:?}, the deadline being 2 s"
+        );
+    }
+    // A body that arrives at the minimum rate earns its time, past the deadline.
+    let mut steady = TcpStream::connect(&addr).await.unwrap();
+    let body = vec![b'a'; 4000];
+    steady
+        .write_all(
+            format!(
+                "POST /status HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    for part in body.chunks(1000) {
+        steady.write_all(part).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(5), steady.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(raw_body(&answer)["body_length"], 4000);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_count_against_their_listener_and_dripped_ones_end() {
+    let env = env_with(|t| {
+        short_body_deadline(t).replacen(
+            "[[listener]]\naddress = \"127.0.0.1:",
+            "[[listener]]\nmax_connections = 4\naddress = \"127.0.0.1:",
+            2,
+        )
+    })
+    .await;
+    let client = h2_client(&env.bed.keys.ca_file);
+    // One connection first, so that every stream below shares it.
+    let resp = client
+        .get(format!("{}/status", env.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+    let started = Instant::now();
+    let mut streams = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let drip = futures::stream::unfold(0, |sent| async move {
+            if sent == 100 {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Some((
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"a")),
+                sent + 1,
+            ))
+        });
+        let request = client
+            .post(format!("{}/status", env.url))
+            .body(reqwest::Body::wrap_stream(drip));
+        streams.spawn(async move {
+            match request.send().await {
+                Ok(resp) => {
+                    let (status, body) = status_json(resp).await;
+                    format!("{status} {}", body["reason"].as_str().unwrap_or("-"))
+                }
+                Err(_) => "reset".to_string(),
+            }
+        });
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(10), streams.join_all())
+        .await
+        .expect("every stream ends: refused, or cut off at the body deadline");
+    let full = ended.iter().filter(|e| *e == "503 listener_full").count();
+    // The connection holds one permit of four: three streams at most are served at once.
+    assert!(full >= 5, "{ended:?}");
+    assert!(
+        ended
+            .iter()
+            .all(|e| e == "503 listener_full" || !e.starts_with("200")),
+        "a dripped body was read to its end: {ended:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+    let m = env.metrics().await;
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_connections_closed_total",
+            &[("reason", "stream_limit")]
+        ) >= 5.0
+    );
+    // The permits are back: the listener serves again.
+    let (status, _) = status_json(
+        client
+            .get(format!("{}/status", env.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_refused_before_it_is_read_still_gets_its_answer() {
+    let env = env_with(|t| t).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body");
+    std::fs::write(&file, vec![b'a'; 1 << 20]).unwrap();
+    let data = format!("@{}", file.display());
+    let ca = env.bed.keys.ca_file.display().to_string();
+    let token_url = |base: &str| format!("{base}/connect/token");
+    let plain = token_url(&env.plain);
+    let tls = token_url(&env.url);
+    for (version, url) in [("--http1.1", &plain), ("--http2", &tls)] {
+        for round in 0..20 {
+            let out = std::process::Command::new("curl")
+                .args(["-sS", version, "--cacert", &ca, "--max-time", "10"])
+                .args(["-H", "Content-Type: application/x-www-form-urlencoded"])
+                .args(["--data-binary", &data, "-w", "\n%{http_code}", url])
+                .output()
+                .expect("curl (make test installs it)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+            assert_eq!(
+                code,
+                "413",
+                "{version} round {round}: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let body: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+            assert_eq!(body["reason"], "body_too_large", "{version} round {round}");
+        }
+    }
+    env.stop().await;
+}

@@ -65,6 +65,10 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const BODY_DEADLINE: Duration = Duration::from_secs(30);
+/// Bytes per second.
+pub const BODY_MIN_RATE: u64 = 1024;
+pub const H2_MAX_STREAMS: u32 = 100;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const GRACE_PERIOD: Duration = Duration::from_secs(5);
 pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -149,6 +153,9 @@ pub fn documented() -> Vec<(&'static str, String)> {
         ("server.keepalive_timeout", time(KEEPALIVE_TIMEOUT)),
         ("server.header_timeout", time(HEADER_TIMEOUT)),
         ("server.body_timeout", time(BODY_TIMEOUT)),
+        ("server.body_deadline", time(BODY_DEADLINE)),
+        ("server.body_min_rate", BODY_MIN_RATE.to_string()),
+        ("server.h2_max_streams", H2_MAX_STREAMS.to_string()),
         ("server.handshake_timeout", time(HANDSHAKE_TIMEOUT)),
         ("server.grace_period", time(GRACE_PERIOD)),
         (

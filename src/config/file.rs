@@ -333,6 +333,13 @@ pub struct ServerFile {
     pub header_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub body_timeout: Option<Duration>,
+    /// The time a request body may take before it must arrive at `body_min_rate`.
+    #[serde(default, with = "humantime_serde")]
+    pub body_deadline: Option<Duration>,
+    /// Bytes per second that each earn a request body a second more.
+    pub body_min_rate: Option<u64>,
+    /// Concurrent HTTP/2 streams per connection.
+    pub h2_max_streams: Option<u32>,
     #[serde(default, with = "humantime_serde")]
     pub handshake_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde")]

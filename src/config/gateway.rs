@@ -780,6 +780,9 @@ fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {
         ),
         header_timeout: positive("header_timeout", s.header_timeout, default::HEADER_TIMEOUT),
         body_timeout: positive("body_timeout", s.body_timeout, default::BODY_TIMEOUT),
+        body_deadline: positive("body_deadline", s.body_deadline, default::BODY_DEADLINE),
+        body_min_rate: s.body_min_rate.unwrap_or(default::BODY_MIN_RATE).max(1),
+        h2_max_streams: s.h2_max_streams.unwrap_or(default::H2_MAX_STREAMS).max(1),
         handshake_timeout: positive(
             "handshake_timeout",
             s.handshake_timeout,

@@ -250,6 +250,11 @@ pub struct Server {
     pub header_timeout: Duration,
     /// Each read of a request body must complete within this.
     pub body_timeout: Duration,
+    /// The time a whole request body may take, one second more per `body_min_rate` bytes.
+    pub body_deadline: Duration,
+    pub body_min_rate: u64,
+    /// Concurrent HTTP/2 streams per connection (each also counts against `max_connections`).
+    pub h2_max_streams: u32,
     /// A TLS handshake must complete within this.
     pub handshake_timeout: Duration,
     pub grace_period: Duration,

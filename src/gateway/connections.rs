@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long each phase of a connection may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,6 +307,7 @@ pub struct Entry {
     open: IntGauge,
     refused: IntCounter,
     handshake_failed: IntCounter,
+    stream_refused: IntCounter,
     closed: Closed,
 }
 
@@ -325,6 +326,7 @@ impl Entry {
             open: metrics.connections.with_label_values(&[name.as_str()]),
             refused: closed("limit"),
             handshake_failed: closed("tls_handshake"),
+            stream_refused: closed("stream_limit"),
             closed: Closed {
                 idle: closed("idle_timeout"),
                 header: closed("header_timeout"),
@@ -333,9 +335,58 @@ impl Entry {
     }
 
     fn serves(&self, local: &SocketAddr) -> bool {
-        self.address.port() == local.port()
-            && (self.address.ip().is_unspecified() || self.address.ip() == local.ip())
+        serves(self.address, local)
     }
+}
+
+impl Entry {
+    /// The limit this listener's HTTP/2 streams count against.
+    pub fn stream_limit(&self) -> StreamLimit {
+        StreamLimit {
+            address: self.address,
+            permits: self.permits.clone(),
+            refused: self.stream_refused.clone(),
+        }
+    }
+}
+
+/// A listener has as many connections and streams open as it may.
+#[derive(Debug)]
+pub struct ListenerFull;
+
+/// A listener's connection limit as its HTTP/2 streams share it: each open stream holds a permit
+/// beside its connection's, so that one connection cannot hold more backend connections than the
+/// listener allows connections.
+#[derive(Clone)]
+pub struct StreamLimit {
+    address: SocketAddr,
+    permits: Arc<Semaphore>,
+    refused: IntCounter,
+}
+
+impl StreamLimit {
+    /// A permit for a stream that arrived at `local`, or Err when its listener is full (a stream
+    /// at an address no listener serves needs none).
+    pub fn admit(
+        limits: &[StreamLimit],
+        local: Option<SocketAddr>,
+    ) -> Result<Option<OwnedSemaphorePermit>, ListenerFull> {
+        let Some(limit) = local.and_then(|l| limits.iter().find(|s| serves(s.address, &l))) else {
+            return Ok(None);
+        };
+        match limit.permits.clone().try_acquire_owned() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(_) => {
+                limit.refused.inc();
+                Err(ListenerFull)
+            }
+        }
+    }
+}
+
+/// Whether a listener on `address` takes connections arriving at `local`.
+fn serves(address: SocketAddr, local: &SocketAddr) -> bool {
+    address.port() == local.port() && (address.ip().is_unspecified() || address.ip() == local.ip())
 }
 
 /// Decrements the open-connections gauge when the connection ends.

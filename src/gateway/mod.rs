@@ -6,6 +6,7 @@ pub mod admin;
 pub mod authn;
 pub mod authz;
 pub mod background;
+pub mod body;
 pub mod broker;
 pub mod budget;
 pub mod capabilities;
@@ -33,7 +34,8 @@ use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
-use connections::Guarded;
+use body::BodyClock;
+use connections::{Guarded, StreamLimit};
 use http::Method;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
@@ -43,16 +45,18 @@ use reject::{respond, Answer, HeaderRefusal, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The policy enforcement gateway.
 pub struct Gateway {
     state: Arc<GatewayState>,
+    /// The connection limits of the listeners, which HTTP/2 streams count against.
+    streams: Vec<StreamLimit>,
 }
 
 impl Gateway {
-    pub fn new(state: Arc<GatewayState>) -> Self {
-        Gateway { state }
+    pub fn new(state: Arc<GatewayState>, streams: Vec<StreamLimit>) -> Self {
+        Gateway { state, streams }
     }
 }
 
@@ -78,6 +82,10 @@ pub struct Ctx {
     reject: Option<Reject>,
     /// What the backend is told about a signed-in person.
     person_headers: Vec<(http::HeaderName, String)>,
+    /// The time the request body may still take.
+    body: Option<BodyClock>,
+    /// An HTTP/2 stream's share of its listener's connection limit.
+    _stream: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Ctx {
@@ -88,29 +96,6 @@ impl Ctx {
         self.reason = row.reason;
         Answer::refusal(reject, row)
     }
-}
-
-/// What is read at most of a request body the gateway answers itself without using it.
-const DRAIN_LIMIT: usize = 64 * 1024;
-const DRAIN_TIME: Duration = Duration::from_secs(1);
-
-/// Read what is left of a request body (bounded in size and time) before answering it ourselves:
-/// HTTP/2 clients such as curl 7.88 fail on an answer that is followed by a reset of the stream they
-/// are still sending the body on.
-async fn drain_body(session: &mut Session) {
-    if session.is_body_done() || session.is_body_empty() {
-        return;
-    }
-    let mut left = DRAIN_LIMIT;
-    let _ = tokio::time::timeout(DRAIN_TIME, async {
-        while let Ok(Some(chunk)) = session.read_request_body().await {
-            left = left.saturating_sub(chunk.len());
-            if left == 0 {
-                break;
-            }
-        }
-    })
-    .await;
 }
 
 /// The longest request value written to a log line.
@@ -179,7 +164,10 @@ impl Gateway {
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
             ctx.label = "token".into();
-            let (answer, client) = token_endpoint::answer(session, snap).await?;
+            let clock = ctx
+                .body
+                .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
+            let (answer, client) = token_endpoint::answer(session, snap, clock).await?;
             shared.metrics.tokens.with_label_values(&["issued"]).inc();
             ctx.consumer = Some(client);
             ctx.outcome = "token_issued";
@@ -334,6 +322,8 @@ impl ProxyHttp for Gateway {
             connect_attempts: 0,
             reject: None,
             person_headers: Vec::new(),
+            body: None,
+            _stream: None,
         }
     }
 
@@ -344,7 +334,9 @@ impl ProxyHttp for Gateway {
     ) -> pingora::Result<()> {
         // Requests in flight finish under the snapshot they started with.
         let snap = self.state.current.load_full();
-        session.set_read_timeout(Some(snap.config.server.body_timeout));
+        let mut clock = BodyClock::new(&snap.config.server, Instant::now());
+        session.set_read_timeout(clock.next_read(0, Instant::now()));
+        ctx.body = Some(clock);
         if let Some(phase) = session.stream().and_then(Guarded::phase_of) {
             phase.header_read();
         }
@@ -357,7 +349,23 @@ impl ProxyHttp for Gateway {
             .snap
             .get_or_insert_with(|| self.state.current.load_full())
             .clone();
-        let answer = match self.decide(session, ctx, &snap).await {
+        let admitted = match session.is_http2() {
+            true => StreamLimit::admit(
+                &self.streams,
+                session.server_addr().and_then(|a| a.as_inet()).copied(),
+            ),
+            false => Ok(None),
+        };
+        let decided = match admitted {
+            Ok(permit) => {
+                ctx._stream = permit;
+                self.decide(session, ctx, &snap).await
+            }
+            Err(connections::ListenerFull) => {
+                Err(Reject::Unavailable(reject::Unavailable::ListenerFull))
+            }
+        };
+        let answer = match decided {
             Ok(None) => return Ok(false),
             Ok(Some(answer)) => answer,
             Err(reject) => {
@@ -376,9 +384,38 @@ impl ProxyHttp for Gateway {
                 answer
             }
         };
-        drain_body(session).await;
+        // A body left unread: answer first, then read what is left within bounds before the
+        // connection closes (HTTP/1.1) or the stream ends, so the client reads the answer.
+        if !session.is_body_done() && !session.is_body_empty() {
+            session.set_keepalive(None);
+        }
         respond(session, &answer).await?;
+        let mut clock = ctx
+            .body
+            .unwrap_or_else(|| BodyClock::new(&snap.config.server, ctx.started));
+        body::linger(session, &mut clock).await;
         Ok(true)
+    }
+
+    async fn request_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<bytes::Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
+        let Some(clock) = ctx.body.as_mut() else {
+            return Ok(());
+        };
+        let received = body.as_ref().map_or(0, bytes::Bytes::len);
+        match clock.next_read(received, Instant::now()) {
+            Some(wait) => {
+                session.set_read_timeout(Some(wait));
+                Ok(())
+            }
+            None if end_of_stream => Ok(()),
+            None => Err(body::too_slow()),
+        }
     }
 
     async fn upstream_peer(

@@ -294,6 +294,8 @@ pub enum Unavailable {
     Signing(SigningError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    #[error("the listener's connections and HTTP/2 streams are at its max_connections")]
+    ListenerFull,
 }
 
 impl Unavailable {
@@ -311,6 +313,9 @@ impl Unavailable {
             Unavailable::Replay(_) => {
                 "the gateway cannot tell whether the assertion was used before; try again later"
             }
+            Unavailable::ListenerFull => {
+                "the gateway serves as many requests on this listener as it may; try again shortly"
+            }
         }
     }
 }
@@ -321,6 +326,7 @@ reason_codes! {
         Unavailable::Signing(_) => "signing_failed",
         Unavailable::Replay(ReplayError::Full) => "replay_store_full",
         Unavailable::Replay(ReplayError::Unavailable(_)) => "replay_store_unavailable",
+        Unavailable::ListenerFull => "listener_full",
     } nested {
         Unavailable::SchemeOwner(e) => e: TrustError,
         Unavailable::Registry(e) => e: RegistryFailure,
@@ -425,6 +431,7 @@ impl Reject {
                 vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())]
             }
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
+            Reject::Unavailable(Unavailable::ListenerFull) => vec![("retry-after", "1".into())],
             Reject::TooManyRegistryCalls { retry_after, .. } => {
                 vec![("retry-after", retry_secs(*retry_after).to_string())]
             }
@@ -594,6 +601,7 @@ mod tests {
                 retry_after: Duration::from_millis(100),
             },
             Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
+            Reject::Unavailable(Unavailable::ListenerFull),
             Reject::NoHealthyBackend("legacy".into()),
             Reject::BackendUnreachable,
             Reject::BackendTimeout,

@@ -12,6 +12,7 @@ use crate::config::model::Config;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
+use pingora::protocols::http::v2::server::default_h2_options;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
@@ -64,11 +65,6 @@ pub fn build(
         shared,
     });
 
-    let mut proxy = pingora::proxy::http_proxy(&server.configuration, Gateway::new(state.clone()));
-    let mut options = HttpServerOptions::default();
-    options.h2c = config.server.h2c;
-    options.h2_idle_timeout = Some(config.server.keepalive_timeout);
-    proxy.server_options = Some(options);
     let mut entries = Vec::new();
     for (i, listener) in config.listeners.iter().enumerate() {
         let tls = match &listener.tls {
@@ -80,6 +76,16 @@ pub fn build(
         };
         entries.push(Entry::new(listener, tls, &state.shared.metrics));
     }
+    let streams = entries.iter().map(Entry::stream_limit).collect();
+    let mut proxy =
+        pingora::proxy::http_proxy(&server.configuration, Gateway::new(state.clone(), streams));
+    let mut options = HttpServerOptions::default();
+    options.h2c = config.server.h2c;
+    options.h2_idle_timeout = Some(config.server.keepalive_timeout);
+    proxy.server_options = Some(options);
+    let mut h2 = default_h2_options();
+    h2.max_concurrent_streams(config.server.h2_max_streams);
+    proxy.h2_options = Some(h2);
     let guard = Guard::new(proxy, entries, Deadlines::of(&config.server));
     let mut service = Service::new("gateway".to_string(), guard);
     for listener in &config.listeners {

@@ -2,7 +2,8 @@
 //! token out. Every check of the scheme in its order, trust from the scheme owner's trusted list,
 //! the party checked at the scheme owner, and jti replays refused.
 
-use super::reject::{Answer, Body, BodyError, Reject};
+use super::body::{check_declared_length, read_chunk, BodyClock};
+use super::reject::{Answer, Body, Reject};
 use super::replay::ReplayStore;
 use super::snapshot::Snapshot;
 use crate::peers::trust::{Trust, VerifyError};
@@ -18,29 +19,30 @@ use pingora::proxy::Session;
 /// The largest token request body read.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// Read a request body of at most `limit` bytes.
-pub async fn read_body(session: &mut Session, limit: usize) -> Result<Vec<u8>, Reject> {
+/// Read a request body of at most `limit` bytes within the body's deadline: a declared length over
+/// the limit is refused before anything is read.
+async fn read_body(
+    session: &mut Session,
+    limit: usize,
+    clock: &mut BodyClock,
+) -> Result<Vec<u8>, Reject> {
+    check_declared_length(session, limit)?;
     let mut body = Vec::new();
-    loop {
-        match session.read_request_body().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > limit {
-                    return Err(Reject::BodyTooLarge);
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body),
-            Err(e) => {
-                return Err(Reject::UnreadableBody(BodyError::Unreadable(
-                    e.etype().as_str(),
-                )))
-            }
+    while let Some(chunk) = read_chunk(session, clock).await? {
+        if body.len() + chunk.len() > limit {
+            return Err(Reject::BodyTooLarge);
         }
+        body.extend_from_slice(&chunk);
     }
+    Ok(body)
 }
 
 /// Handle a token request; the answer and the client it was issued to.
-pub async fn answer(session: &mut Session, snap: &Snapshot) -> Result<(Answer, String), Reject> {
+pub async fn answer(
+    session: &mut Session,
+    snap: &Snapshot,
+    clock: &mut BodyClock,
+) -> Result<(Answer, String), Reject> {
     if session.req_header().method != Method::POST {
         return Err(Reject::MethodNotAllowed(vec![Method::POST]));
     }
@@ -50,7 +52,7 @@ pub async fn answer(session: &mut Session, snap: &Snapshot) -> Result<(Answer, S
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = read_body(session, MAX_BODY).await?;
+    let body = read_body(session, MAX_BODY, clock).await?;
     issue(content_type.as_deref(), &body, snap, &snap.stores.replay).await
 }
 
