@@ -7,7 +7,10 @@ mod cases;
 mod defects;
 mod identity_provider;
 mod probe;
+mod registry;
 pub mod report;
+mod scheme_owner;
+mod service_provider;
 mod signed;
 
 use crate::scheme::evidence::DelegationBody;

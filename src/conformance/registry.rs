@@ -1,0 +1,242 @@
+//! The cases of an authorisation registry (or entitled party): delegation requests with the Permit
+//! and the Deny mask, as the access subject and as a service provider with the subject's assertion
+//! in previous_steps, and the endpoint's refusals.
+
+use super::cases::{signed_member, Run, Verdict, STRANGER, VERIFIED};
+use super::defects::defective_assertions;
+use super::probe::Answer;
+use super::Options;
+use crate::scheme::evidence::{DelegationBody, DelegationEvidence, Effect, PolicyEnvironment};
+use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PATH};
+use crate::scheme::Timestamp;
+
+impl Run<'_> {
+    /// POST /delegation with the Permit and Deny masks, as the access subject and as a service
+    /// provider with the subject's assertion in previous_steps; the endpoint's refusals.
+    pub async fn delegation(&mut self) {
+        const G: &str = "delegation";
+        let Some(masks) = self.o.masks.clone() else {
+            self.skip(G, "DELEGATION", "200", "give --permit-mask and --deny-mask");
+            return;
+        };
+        let url = self.url(DELEGATION_PATH);
+        let http = self.o.http.clone();
+        let o = self.o;
+        let client = self.client_id().to_string();
+        let token = match self.access_token(&self.o.client).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.record(G, "PERMIT MASK", "200, Permit", "-".into(), Err(e));
+                return;
+            }
+        };
+        let post =
+            |token: &str, body: &DelegationBody| http.post(&url).bearer_auth(token).json(body);
+        self.case(
+            G,
+            "PERMIT MASK",
+            "200, Permit",
+            post(&token, &masks.permit),
+            |a| check_evidence(o, a, &masks.permit, &client, Effect::Permit),
+        )
+        .await;
+        self.case(
+            G,
+            "DENY MASK",
+            "200 Deny or 404",
+            post(&token, &masks.deny),
+            |a| check_evidence(o, a, &masks.deny, &client, Effect::Deny),
+        )
+        .await;
+        self.status_case(
+            G,
+            "HTTP WRONG METHOD",
+            405,
+            http.get(&url).bearer_auth(&token),
+        )
+        .await;
+        self.status_case(
+            G,
+            "MISSING AUTHORIZATION HEADER",
+            400,
+            http.post(&url).json(&masks.permit),
+        )
+        .await;
+        self.status_case(
+            G,
+            "AUTHORIZATION NOT BEARER",
+            400,
+            http.post(&url)
+                .header("Authorization", format!("Token {token}"))
+                .json(&masks.permit),
+        )
+        .await;
+        self.status_case(
+            G,
+            "ACCESS TOKEN INVALID",
+            401,
+            post(&format!("{token}x"), &masks.permit),
+        )
+        .await;
+        let mut stranger_issuer = masks.permit.clone();
+        stranger_issuer.request.policy_issuer = STRANGER.into();
+        self.status_case(G, "UNKNOWN MASK ID", 400, post(&token, &stranger_issuer))
+            .await;
+        match &self.o.inactive {
+            Some(inactive) => {
+                let mut body = masks.permit.clone();
+                body.request.policy_issuer = inactive.party_id().to_string();
+                self.status_case(G, "MASK ID NOT ACTIVE", 400, post(&token, &body))
+                    .await;
+            }
+            None => self.skip(
+                G,
+                "MASK ID NOT ACTIVE",
+                "400",
+                "give an inactive party (--inactive-as), or --testbed",
+            ),
+        }
+        let Some(sp) = &self.o.service_provider else {
+            self.skip(
+                G,
+                "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
+                "200, Permit",
+                "give the service provider of the masks (--sp-as), or --testbed",
+            );
+            return;
+        };
+        let sp_id = sp.party_id().to_string();
+        let sp_token = match self.access_token(sp).await {
+            Ok(t) => t,
+            Err(e) => {
+                self.record(
+                    G,
+                    "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
+                    "200, Permit",
+                    "-".into(),
+                    Err(e),
+                );
+                return;
+            }
+        };
+        let with_step = |step: String| {
+            let mut body = masks.permit.clone();
+            body.previous_steps = vec![step];
+            body
+        };
+        match self.o.client.client_assertion(&sp_id, Timestamp::now()) {
+            Ok(step) => {
+                let body = with_step(step);
+                self.case(
+                    G,
+                    "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
+                    "200, Permit",
+                    post(&sp_token, &body),
+                    |a| check_evidence(o, a, &body, &sp_id, Effect::Permit),
+                )
+                .await;
+            }
+            Err(e) => self.record(
+                G,
+                "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
+                "200, Permit",
+                "-".into(),
+                Err(e.to_string()),
+            ),
+        }
+        self.status_case(
+            G,
+            "MISSING CLIENT ASSERTION",
+            400,
+            post(&sp_token, &with_step(String::new())),
+        )
+        .await;
+        let mut not_named = masks.permit.clone();
+        for policy in not_named
+            .request
+            .policy_sets
+            .iter_mut()
+            .flat_map(|s| s.policies.iter_mut())
+        {
+            policy.target.environment = Some(PolicyEnvironment {
+                service_providers: Some(vec![STRANGER.into()]),
+            });
+        }
+        self.status_case(G, "CLIENT ID NOT ALLOWED", 400, post(&sp_token, &not_named))
+            .await;
+        match defective_assertions(
+            &self.o.client,
+            &self.o.foreign,
+            &sp_id,
+            STRANGER,
+            Timestamp::now(),
+        ) {
+            Ok(defects) => {
+                for (name, step) in defects {
+                    let name = format!("PREVIOUS STEPS: {name}");
+                    self.status_case(G, &name, 400, post(&sp_token, &with_step(step)))
+                        .await;
+                }
+            }
+            Err(e) => self.record(G, "PREVIOUS STEPS", "400", "-".into(), Err(e.to_string())),
+        }
+    }
+}
+
+fn check_evidence(
+    o: &Options,
+    a: &Answer,
+    mask: &DelegationBody,
+    audience: &str,
+    expected: Effect,
+) -> Verdict {
+    if expected == Effect::Deny && a.status == 404 {
+        return Ok("404: no policy, which the scheme reads as Deny".into());
+    }
+    let claims = signed_member(o, a, member::DELEGATION, Some(audience))?;
+    let evidence: DelegationEvidence = claims
+        .get(DELEGATION_EVIDENCE_CLAIM)
+        .cloned()
+        .ok_or("the delegation token has no delegationEvidence")
+        .and_then(|v| {
+            serde_json::from_value(v)
+                .map_err(|_| "delegationEvidence does not have the scheme's shape")
+        })
+        .map_err(str::to_string)?;
+    let request = &mask.request;
+    if evidence.policy_issuer != request.policy_issuer
+        || evidence.target.access_subject != request.target.access_subject
+    {
+        return Err(format!(
+            "the evidence is from {} for {}, the mask asked {} for {}",
+            evidence.policy_issuer,
+            evidence.target.access_subject,
+            request.policy_issuer,
+            request.target.access_subject
+        ));
+    }
+    let effects: Vec<Effect> = evidence
+        .policy_sets
+        .iter()
+        .flat_map(|s| &s.policies)
+        .filter_map(|p| p.rules.first().map(|r| r.effect))
+        .collect();
+    let now = Timestamp::now().secs();
+    let holds = match expected {
+        Effect::Permit => {
+            !effects.is_empty()
+                && effects.iter().all(|e| *e == Effect::Permit)
+                && evidence.not_before <= now
+                && now < evidence.not_on_or_after
+        }
+        Effect::Deny => effects.contains(&Effect::Deny),
+    };
+    if !holds {
+        return Err(format!(
+            "the evidence does not say {expected:?} now (first rules: {effects:?})"
+        ));
+    }
+    Ok(format!(
+        "delegation_token: {VERIFIED}; the mask's parties, {expected:?}"
+    ))
+}
