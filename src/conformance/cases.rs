@@ -63,15 +63,32 @@ impl<'a> Run<'a> {
         });
     }
 
-    pub(super) fn skip(&mut self, group: &'static str, name: &str, expected: &str, why: &str) {
+    fn not_run(
+        &mut self,
+        group: &'static str,
+        name: &str,
+        expected: &str,
+        outcome: Outcome,
+        why: &str,
+    ) {
         self.results.push(CaseResult {
             group,
             name: name.to_string(),
             expected: expected.to_string(),
             got: "-".into(),
-            outcome: Outcome::Skipped,
+            outcome,
             reason: why.to_string(),
         });
+    }
+
+    /// A case not run because what it needs was not given.
+    pub(super) fn skip(&mut self, group: &'static str, name: &str, expected: &str, why: &str) {
+        self.not_run(group, name, expected, Outcome::Skipped, why);
+    }
+
+    /// A case not tried because a case it depends on failed; `why` names that case.
+    pub(super) fn not_tried(&mut self, group: &'static str, name: &str, expected: &str, why: &str) {
+        self.not_run(group, name, expected, Outcome::NotTried, why);
     }
 
     /// Send a request and judge the answer with `judge`.
@@ -243,12 +260,11 @@ impl<'a> Run<'a> {
             self.status_case(G, "ASSERTION REPLAYED", 400, http.post(&url).form(&form))
                 .await;
         } else {
-            self.record(
+            self.not_tried(
                 G,
                 "ASSERTION REPLAYED",
                 "400",
-                "-".into(),
-                Err("not tried: the assertion's first use was refused".into()),
+                "the assertion's first use was refused (VALID ASSERTION)",
             );
         }
         self.status_case(G, "HTTP WRONG METHOD", 405, http.get(&url))
@@ -331,7 +347,20 @@ pub(super) fn status_is(a: &Answer, expected: u16) -> Verdict {
     if a.status == expected {
         Ok("the status the scheme expects".into())
     } else {
-        Err(format!("expected {expected}, got {}", a.status))
+        Err(wrong_status(a.status, (200..300).contains(&expected)).into())
+    }
+}
+
+/// What a status the scheme does not expect means, in words that leave the status itself to the
+/// report's `expected` and `got`.
+pub(super) fn wrong_status(got: u16, success_expected: bool) -> &'static str {
+    match got {
+        200..=299 if success_expected => "another success than the scheme's",
+        200..=299 => "served, where the scheme refuses",
+        404 => "not found here",
+        500..=599 => "a server error",
+        _ if success_expected => "refused",
+        _ => "refused, but not as the scheme says",
     }
 }
 

@@ -4,7 +4,7 @@
 //! given a person to sign in as, the whole flow: the code, the token answer with its id_token, the
 //! code refused the second time, and userinfo.
 
-use super::cases::{signed_member, status_is, Run, Verdict};
+use super::cases::{signed_member, status_is, wrong_status, Run, Verdict};
 use super::probe::{send, Answer};
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, random_value};
@@ -60,10 +60,7 @@ fn refused(a: &Answer, state: &str) -> Verdict {
             (Some(_), _) => Err("an error redirect without our state".into()),
             _ => Err("a redirect without an error".into()),
         },
-        None => Err(format!(
-            "expected 400 or an error redirect, got {}",
-            a.status
-        )),
+        None => Err(wrong_status(a.status, false).into()),
     }
 }
 

@@ -99,6 +99,8 @@ pub enum Outcome {
     Fail,
     /// Not run: what it needs was not given.
     Skipped,
+    /// Not run: a case it depends on failed, and that case counts the failure.
+    NotTried,
 }
 
 /// One case: what the scheme expects, what the target answered, and why that passes or not.

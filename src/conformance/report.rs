@@ -8,6 +8,7 @@ fn outcome_word(o: Outcome) -> &'static str {
         Outcome::Pass => "pass",
         Outcome::Fail => "FAIL",
         Outcome::Skipped => "skipped",
+        Outcome::NotTried => "not tried",
     }
 }
 
@@ -67,11 +68,12 @@ pub fn table(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "{} cases: {} passed, {} failed, {} skipped",
+        "{} cases: {} passed, {} failed, {} skipped, {} not tried",
         report.cases.len(),
         report.count(Outcome::Pass),
         report.count(Outcome::Fail),
-        report.count(Outcome::Skipped)
+        report.count(Outcome::Skipped),
+        report.count(Outcome::NotTried)
     );
     out
 }
@@ -92,7 +94,8 @@ fn xml_escape(text: &str) -> String {
     crate::html::escape(&text)
 }
 
-/// JUnit XML: one test suite for the run, one test case per case, with its failure or skip.
+/// JUnit XML: one test suite for the run, one test case per case, with its failure or skip. JUnit
+/// knows no case that was not tried: such a case is skipped, and its message says so.
 pub fn junit(report: &Report) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let suite = format!("conformance {} {}", report.role.as_str(), report.target_id);
@@ -102,7 +105,7 @@ pub fn junit(report: &Report) -> String {
         xml_escape(&suite),
         report.cases.len(),
         report.count(Outcome::Fail),
-        report.count(Outcome::Skipped)
+        report.count(Outcome::Skipped) + report.count(Outcome::NotTried)
     );
     if !report.warnings.is_empty() {
         let _ = writeln!(
@@ -118,14 +121,18 @@ pub fn junit(report: &Report) -> String {
             xml_escape(c.group),
             xml_escape(&c.name)
         );
-        let detail = format!("expected {}, got {}: {}", c.expected, c.got, c.reason);
         match c.outcome {
             Outcome::Pass => {}
             Outcome::Fail => {
+                let detail = format!("expected {}, got {}: {}", c.expected, c.got, c.reason);
                 let _ = write!(out, "<failure message=\"{}\"/>", xml_escape(&detail));
             }
             Outcome::Skipped => {
                 let _ = write!(out, "<skipped message=\"{}\"/>", xml_escape(&c.reason));
+            }
+            Outcome::NotTried => {
+                let detail = format!("not tried: {}", c.reason);
+                let _ = write!(out, "<skipped message=\"{}\"/>", xml_escape(&detail));
             }
         }
         let _ = writeln!(out, "</testcase>");
@@ -154,13 +161,14 @@ mod tests {
             target_id: "EU.EORI.NL000000003".into(),
             warnings: vec!["plain <HTTP>".into()],
             cases: vec![
-                case(
-                    "ASSERTION EXPIRED",
-                    Outcome::Fail,
-                    "expected 400, got 200 & more",
-                ),
+                case("ASSERTION EXPIRED", Outcome::Fail, "accepted & more"),
                 case("VALID ASSERTION", Outcome::Pass, ""),
                 case("UNKNOWN CLIENT ID", Outcome::Skipped, "give --unknown-as"),
+                case(
+                    "ASSERTION REPLAYED",
+                    Outcome::NotTried,
+                    "depends on VALID ASSERTION",
+                ),
             ],
         }
     }
@@ -174,24 +182,36 @@ mod tests {
             .find(|l| l.contains("ASSERTION EXPIRED"))
             .unwrap_or_default();
         assert!(
-            failed.contains("FAIL") && failed.contains("got 200"),
+            failed.contains("FAIL") && failed.contains(" 200 "),
             "{failed}"
         );
+        let not_tried = text
+            .lines()
+            .find(|l| l.contains("ASSERTION REPLAYED"))
+            .unwrap_or_default();
         assert!(
-            text.ends_with("3 cases: 1 passed, 1 failed, 1 skipped\n"),
+            not_tried.contains("not tried  depends on VALID ASSERTION"),
+            "{not_tried}"
+        );
+        assert!(
+            text.ends_with("4 cases: 1 passed, 1 failed, 1 skipped, 1 not tried\n"),
             "{text}"
         );
     }
 
     #[test]
-    fn junit_escapes_text_and_marks_failures_and_skips() {
+    fn junit_escapes_text_and_marks_failures_skips_and_cases_not_tried() {
         let xml = junit(&report());
         assert!(
-            xml.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            xml.contains("tests=\"4\" failures=\"1\" skipped=\"2\""),
             "{xml}"
         );
         assert!(
-            xml.contains("<testcase classname=\"token\" name=\"ASSERTION EXPIRED\"><failure message=\"expected 400, got 200: expected 400, got 200 &amp; more\"/></testcase>"),
+            xml.contains("<testcase classname=\"token\" name=\"ASSERTION EXPIRED\"><failure message=\"expected 400, got 200: accepted &amp; more\"/></testcase>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("name=\"ASSERTION REPLAYED\"><skipped message=\"not tried: depends on VALID ASSERTION\"/>"),
             "{xml}"
         );
         assert!(

@@ -1,6 +1,6 @@
 //! The cases of a service provider beyond every role's: the broker pattern.
 
-use super::cases::{Run, STRANGER};
+use super::cases::{wrong_status, Run, STRANGER};
 use super::defects::good_parts;
 use super::probe::Answer;
 use crate::scheme::jwt::SigningIdentity;
@@ -73,7 +73,7 @@ impl Run<'_> {
                 if (200..300).contains(&a.status) {
                     Ok("the call for the consumer is served".into())
                 } else {
-                    Err(format!("expected 2xx, got {}", a.status))
+                    Err(wrong_status(a.status, true).into())
                 }
             },
         )
@@ -82,7 +82,7 @@ impl Run<'_> {
             if [401, 403].contains(&a.status) {
                 Ok("refused".into())
             } else {
-                Err(format!("expected 401 or 403, got {}", a.status))
+                Err(wrong_status(a.status, false).into())
             }
         };
         self.case(
