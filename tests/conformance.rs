@@ -290,3 +290,34 @@ async fn a_broken_participant_fails_and_the_report_names_the_cases() {
     assert_messages_say_each_thing_once(&xml);
     bed.stop().await;
 }
+
+/// A satellite (the testbed's scheme owner behind a proxy) that answers a good assertion with a
+/// token but without `Cache-Control: no-store`, and accepts the same assertion again: the missing
+/// header fails a case of its own, and the replay is still tried, and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_answer_that_may_be_stored_does_not_hide_a_replay() {
+    let bed = Bed::start(BIN).await;
+    let quirks = satellite::Quirks {
+        cacheable: true,
+        replays_accepted: true,
+        ..Default::default()
+    };
+    let satellite = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
+    let report = check(&bed, "scheme-owner", &satellite.url, SO, &[]).await;
+    let table = report::table(&report);
+    let valid = case(&report, "token: VALID ASSERTION");
+    assert_eq!(valid.outcome, Outcome::Pass, "{table}");
+    let no_store = case(&report, "token: CACHE-CONTROL NO-STORE");
+    assert_eq!(no_store.outcome, Outcome::Fail, "{table}");
+    assert_eq!(no_store.got, "no Cache-Control", "{table}");
+    assert!(no_store.reason.contains("RFC 6749 §5.1"), "{table}");
+    let replayed = case(&report, "token: ASSERTION REPLAYED");
+    assert_eq!(replayed.outcome, Outcome::Fail, "{table}");
+    assert!(replayed.got.starts_with("200"), "{table}");
+    assert_eq!(
+        replayed.reason, "served, where the scheme refuses",
+        "{table}"
+    );
+    satellite.stop().await;
+    bed.stop().await;
+}

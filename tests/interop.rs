@@ -221,49 +221,16 @@ async fn curl_over_http2_gets_clean_answers_to_bodies_we_refuse() {
     env.stop().await;
 }
 
-/// A satellite-like scheme owner without `/capabilities`: everything else is forwarded to the
-/// testbed's scheme owner.
-async fn satellite_without_capabilities(so: String, http: reqwest::Client) -> String {
-    use axum::extract::Request;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    let app = axum::Router::new().fallback(move |req: Request| {
-        let (so, http) = (so.clone(), http.clone());
-        async move {
-            if req.uri().path() == "/capabilities" {
-                return (StatusCode::NOT_FOUND, "no such endpoint").into_response();
-            }
-            let url = format!("{so}{}", req.uri());
-            let mut forward = http.request(req.method().clone(), url);
-            for name in ["authorization", "content-type"] {
-                if let Some(v) = req.headers().get(name) {
-                    forward = forward.header(name, v.as_bytes());
-                }
-            }
-            let body = axum::body::to_bytes(req.into_body(), 1 << 20)
-                .await
-                .unwrap();
-            let answer = forward.body(body).send().await.unwrap();
-            let status = StatusCode::from_u16(answer.status().as_u16()).unwrap();
-            (
-                status,
-                [("content-type", "application/json")],
-                answer.bytes().await.unwrap(),
-            )
-                .into_response()
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabilities() {
     let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
-    let satellite = satellite_without_capabilities(bed.url(SO), bed.http.clone()).await;
+    let quirks = satellite::Quirks {
+        missing: vec!["/capabilities"],
+        ..Default::default()
+    };
+    let proxy = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
+    let satellite = proxy.url.clone();
     let data = bed.keys.data_dir.display().to_string();
     let client = |extra: &[&str]| {
         let mut args = vec!["client", "--testbed", data.as_str(), "--as", CONSUMER];
@@ -308,6 +275,7 @@ async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabiliti
             text(&out)
         );
     }
+    proxy.stop().await;
     bed.stop().await;
 }
 

@@ -91,7 +91,7 @@ impl<'a> Run<'a> {
         self.not_run(group, name, expected, Outcome::NotTried, why);
     }
 
-    /// Send a request and judge the answer with `judge`.
+    /// Send a request and judge the answer with `judge`; the answer, if any.
     pub(super) async fn case(
         &mut self,
         group: &'static str,
@@ -99,13 +99,17 @@ impl<'a> Run<'a> {
         expected: &str,
         request: reqwest::RequestBuilder,
         judge: impl FnOnce(&Answer) -> Verdict,
-    ) {
+    ) -> Option<Answer> {
         match send(request).await {
             Ok(answer) => {
                 let verdict = judge(&answer);
                 self.record(group, name, expected, answer.summary(), verdict);
+                Some(answer)
             }
-            Err(e) => self.record(group, name, expected, "-".into(), Err(e)),
+            Err(e) => {
+                self.record(group, name, expected, "-".into(), Err(e));
+                None
+            }
         }
     }
 
@@ -228,45 +232,14 @@ impl<'a> Run<'a> {
         .await;
     }
 
-    /// POST /connect/token: a good request, replay, wrong method, form defects and every
-    /// assertion defect.
+    /// POST /connect/token: a good request (its answer not cacheable, the assertion not accepted a
+    /// second time), wrong method, form defects and every assertion defect.
     pub async fn token(&mut self) {
         const G: &str = "token";
         let url = self.url(TOKEN_PATH);
         let http = self.o.http.clone();
-        let now = Timestamp::now();
         let client = self.client_id().to_string();
-        let assertion = match self.o.client.client_assertion(&self.o.target_id, now) {
-            Ok(a) => a,
-            Err(e) => {
-                self.record(G, "VALID ASSERTION", "200", "-".into(), Err(e.to_string()));
-                return;
-            }
-        };
-        let form = self.token_form(&client, &assertion);
-        self.case(
-            G,
-            "VALID ASSERTION",
-            "200, a bearer token, not cacheable",
-            http.post(&url).form(&form),
-            check_token_answer,
-        )
-        .await;
-        let first_use_accepted = self
-            .results
-            .last()
-            .is_some_and(|r| r.outcome == Outcome::Pass);
-        if first_use_accepted {
-            self.status_case(G, "ASSERTION REPLAYED", 400, http.post(&url).form(&form))
-                .await;
-        } else {
-            self.not_tried(
-                G,
-                "ASSERTION REPLAYED",
-                "400",
-                "the assertion's first use was refused (VALID ASSERTION)",
-            );
-        }
+        self.first_use(&url).await;
         self.status_case(G, "HTTP WRONG METHOD", 405, http.get(&url))
             .await;
         let fresh = |o: &Options| o.client.client_assertion(&o.target_id, Timestamp::now());
@@ -298,7 +271,7 @@ impl<'a> Run<'a> {
             &self.o.foreign,
             &self.o.target_id,
             STRANGER,
-            now,
+            Timestamp::now(),
         ) {
             Ok(defects) => {
                 for (name, assertion) in defects {
@@ -315,6 +288,70 @@ impl<'a> Run<'a> {
                 Err(e.to_string()),
             ),
         }
+        self.clients_not_admitted(&url).await;
+    }
+
+    /// A good assertion: a bearer token, an answer not to be stored (RFC 6749 §5.1), and the same
+    /// assertion refused the second time, tried whenever the first use was granted.
+    async fn first_use(&mut self, url: &str) {
+        const G: &str = "token";
+        const NO_STORE: &str = "CACHE-CONTROL NO-STORE";
+        let client = self.client_id().to_string();
+        let assertion = match self
+            .o
+            .client
+            .client_assertion(&self.o.target_id, Timestamp::now())
+        {
+            Ok(a) => a,
+            Err(e) => {
+                self.record(G, "VALID ASSERTION", "200", "-".into(), Err(e.to_string()));
+                return;
+            }
+        };
+        let form = self.token_form(&client, &assertion);
+        let request = || self.o.http.post(url).form(&form);
+        let first = self
+            .case(
+                G,
+                "VALID ASSERTION",
+                "200, a bearer token",
+                request(),
+                check_token_answer,
+            )
+            .await
+            .filter(token_granted);
+        let Some(first) = first else {
+            let why = "the assertion's first use was refused (VALID ASSERTION)";
+            self.not_tried(G, NO_STORE, "no-store", why);
+            self.not_tried(G, "ASSERTION REPLAYED", "400", why);
+            return;
+        };
+        let cache_control: Vec<&str> = first
+            .headers
+            .get_all(reqwest::header::CACHE_CONTROL)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let verdict = if cache_control
+            .iter()
+            .any(|v| v.to_ascii_lowercase().contains("no-store"))
+        {
+            Ok("the token answer is not to be stored".into())
+        } else {
+            Err("a token answer must not be stored (RFC 6749 §5.1)".into())
+        };
+        let got = match cache_control.join(", ") {
+            none if none.is_empty() => "no Cache-Control".to_string(),
+            some => some,
+        };
+        self.record(G, NO_STORE, "no-store", got, verdict);
+        self.status_case(G, "ASSERTION REPLAYED", 400, request())
+            .await;
+    }
+
+    /// Clients the target must not admit: one unknown to the scheme owner, one not active.
+    async fn clients_not_admitted(&mut self, url: &str) {
+        const G: &str = "token";
         for (name, identity, missing) in [
             (
                 "UNKNOWN CLIENT ID",
@@ -334,7 +371,7 @@ impl<'a> Run<'a> {
             match identity.client_assertion(&self.o.target_id, Timestamp::now()) {
                 Ok(assertion) => {
                     let form = self.token_form(identity.party_id().as_str(), &assertion);
-                    self.status_case(G, name, 400, http.post(&url).form(&form))
+                    self.status_case(G, name, 400, self.o.http.post(url).form(&form))
                         .await;
                 }
                 Err(e) => self.record(G, name, "400", "-".into(), Err(e.to_string())),
@@ -400,6 +437,11 @@ fn check_capabilities(o: &Options, a: &Answer, audience: Option<&str>) -> Verdic
     ))
 }
 
+/// Whether a token request was granted: a 200 with an access token, whatever else it lacks.
+fn token_granted(a: &Answer) -> bool {
+    a.status == 200 && a.member("access_token").is_some_and(|t| !t.is_empty())
+}
+
 fn check_token_answer(a: &Answer) -> Verdict {
     status_is(a, 200)?;
     let json = a.json.as_ref().ok_or("the answer is not JSON")?;
@@ -419,14 +461,5 @@ fn check_token_answer(a: &Answer) -> Verdict {
     if expires_in.is_none_or(|s| s == 0) {
         return Err("no positive expires_in".into());
     }
-    let no_store = a
-        .headers
-        .get_all(reqwest::header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("no-store"));
-    if !no_store {
-        return Err("the token answer lacks Cache-Control: no-store (RFC 6749 §5.1)".into());
-    }
-    Ok("access_token, token_type Bearer, expires_in, Cache-Control: no-store".into())
+    Ok("access_token, token_type Bearer, expires_in".into())
 }

@@ -164,7 +164,7 @@ impl Run<'_> {
         match self.authorize_request(&good, &certificate) {
             Ok(request) => {
                 self.case(G, "AUTHORIZE", "200, a login page", request, login_page)
-                    .await
+                    .await;
             }
             Err(e) => self.record(G, "AUTHORIZE", "200, a login page", "-".into(), Err(e)),
         }
@@ -205,7 +205,7 @@ impl Run<'_> {
                         request,
                         |a| refused(a, &state),
                     )
-                    .await
+                    .await;
                 }
                 Err(e) => self.record(G, name, "refused", "-".into(), Err(e)),
             }

@@ -117,7 +117,9 @@ impl Run<'_> {
         ];
         for (name, assertion) in defects {
             match assertion {
-                Ok(a) => self.case(G, name, REFUSED, call(&a), refused).await,
+                Ok(a) => {
+                    self.case(G, name, REFUSED, call(&a), refused).await;
+                }
                 Err(e) => self.record(G, name, REFUSED, "-".into(), Err(e.to_string())),
             }
         }

@@ -5,6 +5,7 @@
 
 pub mod fleet;
 pub mod process;
+pub mod satellite;
 
 use ishare_gateway::scheme::jwt::SigningIdentity;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
