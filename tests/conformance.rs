@@ -291,19 +291,26 @@ async fn a_broken_participant_fails_and_the_report_names_the_cases() {
     bed.stop().await;
 }
 
+/// The testbed's scheme owner behind a satellite with `quirks`, checked as a scheme owner; stop
+/// both at the end.
+async fn check_satellite(quirks: satellite::Quirks) -> (Bed, satellite::Satellite, Report) {
+    let bed = Bed::start(BIN).await;
+    let satellite = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
+    let report = check(&bed, "scheme-owner", &satellite.url, SO, &[]).await;
+    (bed, satellite, report)
+}
+
 /// A satellite (the testbed's scheme owner behind a proxy) that answers a good assertion with a
 /// token but without `Cache-Control: no-store`, and accepts the same assertion again: the missing
 /// header fails a case of its own, and the replay is still tried, and fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_answer_that_may_be_stored_does_not_hide_a_replay() {
-    let bed = Bed::start(BIN).await;
-    let quirks = satellite::Quirks {
+    let (bed, satellite, report) = check_satellite(satellite::Quirks {
         cacheable: true,
         replays_accepted: true,
         ..Default::default()
-    };
-    let satellite = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
-    let report = check(&bed, "scheme-owner", &satellite.url, SO, &[]).await;
+    })
+    .await;
     let table = report::table(&report);
     let valid = case(&report, "token: VALID ASSERTION");
     assert_eq!(valid.outcome, Outcome::Pass, "{table}");
@@ -319,5 +326,137 @@ async fn a_token_answer_that_may_be_stored_does_not_hide_a_replay() {
         "{table}"
     );
     satellite.stop().await;
+    bed.stop().await;
+}
+
+/// A satellite without `/capabilities` that reads the query of `/parties` before its token: one
+/// case fails for the missing endpoint and those that need it are not tried; the access-token
+/// defects are tried at `/parties?eori=…` instead, and each case of `/parties` and
+/// `/trusted_list` has one defect only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_endpoint_fails_one_case_and_its_dependents_are_not_tried() {
+    let (bed, satellite, report) = check_satellite(satellite::Quirks {
+        missing: vec!["/capabilities"],
+        query_before_token: true,
+        ..Default::default()
+    })
+    .await;
+    let table = report::table(&report);
+    let missing = case(&report, "capabilities: PUBLIC CAPABILITIES");
+    assert_eq!(missing.outcome, Outcome::Fail, "{table}");
+    assert_eq!(missing.got, "404", "{table}");
+    assert_eq!(missing.reason, "not found here", "{table}");
+    let dependents: Vec<&str> = report
+        .cases
+        .iter()
+        .filter(|c| c.group == "capabilities" && c.outcome == Outcome::NotTried)
+        .inspect(|c| assert_eq!(c.reason, "/capabilities is missing (PUBLIC CAPABILITIES)"))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        dependents,
+        [
+            "HTTP WRONG METHOD",
+            "CAPABILITIES WITH A TOKEN",
+            "HTTP WRONG METHOD WITH A TOKEN",
+            "ACCESS TOKEN INVALID SIGNATURE",
+            "ACCESS TOKEN MISSING SIGNATURE",
+            "AUTHORIZATION NOT BEARER",
+        ],
+        "{table}"
+    );
+    assert_eq!(report.failures(), 1, "{table}");
+    for name in [
+        "parties: PARTIES WITHOUT A TOKEN",
+        "parties: PARTIES WITHOUT A QUERY",
+        "parties: PARTIES BY EORI",
+        "parties: ACCESS TOKEN INVALID SIGNATURE",
+        "parties: ACCESS TOKEN MISSING SIGNATURE",
+        "parties: AUTHORIZATION NOT BEARER",
+        "trusted_list: TRUSTED LIST WITHOUT A TOKEN",
+        "trusted_list: TRUSTED LIST",
+    ] {
+        assert_eq!(
+            case(&report, name).outcome,
+            Outcome::Pass,
+            "{name}\n{table}"
+        );
+    }
+    assert!(
+        table.ends_with("1 failed, 0 skipped, 6 not tried\n"),
+        "{table}"
+    );
+    let xml = report::junit(&report);
+    assert!(
+        xml.contains("name=\"CAPABILITIES WITH A TOKEN\"><skipped message=\"not tried: /capabilities is missing (PUBLIC CAPABILITIES)\"/>"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("name=\"PUBLIC CAPABILITIES\"><failure message=\"expected 200, signed capabilities, got 404: not found here\"/>"),
+        "{xml}"
+    );
+    assert_messages_say_each_thing_once(&xml);
+    satellite.stop().await;
+    bed.stop().await;
+}
+
+/// A "broker resource" that serves every defective consumer assertion does not use the broker
+/// pattern: one case says so. One that does not serve the good call leaves the defects untried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_without_the_broker_pattern_fails_one_case() {
+    let bed = Bed::start(BIN).await;
+    let echo = format!("{}/anything", bed.testbed.echo_url);
+    let report = check(
+        &bed,
+        "service-provider",
+        &bed.url(SP2),
+        SP2,
+        &["--broker-resource", &echo],
+    )
+    .await;
+    let table = report::table(&report);
+    let broker: Vec<(&str, Outcome)> = report
+        .cases
+        .iter()
+        .filter(|c| c.group == "broker")
+        .map(|c| (c.name.as_str(), c.outcome))
+        .collect();
+    assert_eq!(
+        broker,
+        [
+            ("BROKER WITH A CONSUMER ASSERTION", Outcome::Pass),
+            ("BROKER ASSERTION CHECKED", Outcome::Fail),
+        ],
+        "{table}"
+    );
+    let checked = case(&report, "broker: BROKER ASSERTION CHECKED");
+    assert_eq!(
+        checked.reason,
+        format!("{echo} served each defective service_consumer_assertion: it does not use the broker pattern"),
+        "{table}"
+    );
+    assert_eq!(report.failures(), 1, "{table}");
+
+    let report = check(
+        &bed,
+        "service-provider",
+        &bed.url(SP2),
+        SP2,
+        &["--broker-resource", "/no/such/resource"],
+    )
+    .await;
+    let table = report::table(&report);
+    assert_eq!(
+        case(&report, "broker: BROKER WITH A CONSUMER ASSERTION").outcome,
+        Outcome::Fail,
+        "{table}"
+    );
+    let not_tried = report
+        .cases
+        .iter()
+        .filter(|c| c.group == "broker" && c.outcome == Outcome::NotTried)
+        .count();
+    assert_eq!(not_tried, 5, "{table}");
+    assert_eq!(report.failures(), 1, "{table}");
     bed.stop().await;
 }

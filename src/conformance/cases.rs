@@ -17,6 +17,14 @@ use serde_json::Value;
 /// A party id that no scheme owner registers, for masks and claims that must name a stranger.
 pub(super) const STRANGER: &str = "EU.EORI.NL999999998";
 
+/// The cases of access tokens that are not the target's, in the order `Run::token_defects` sends
+/// them.
+pub(super) const TOKEN_DEFECTS: [&str; 3] = [
+    "ACCESS TOKEN INVALID SIGNATURE",
+    "ACCESS TOKEN MISSING SIGNATURE",
+    "AUTHORIZATION NOT BEARER",
+];
+
 /// What a check concluded: `Ok` with what was verified, `Err` with what is wrong.
 pub(super) type Verdict = Result<String, String>;
 
@@ -159,77 +167,98 @@ impl<'a> Run<'a> {
     }
 
     /// GET /capabilities, anonymous and with a token; wrong methods; access tokens that are not ours.
+    /// Where the endpoint is missing (or does not answer), only its first case fails.
     pub async fn capabilities(&mut self) {
         const G: &str = "capabilities";
+        const WITH_A_TOKEN: &str = "CAPABILITIES WITH A TOKEN";
+        const SIGNED_FOR_US: &str = "200, signed capabilities for us";
+        const WRONG_METHOD_WITH_A_TOKEN: &str = "HTTP WRONG METHOD WITH A TOKEN";
         let url = self.url(CAPABILITIES_PATH);
         let http = self.o.http.clone();
         let (o, client) = (self.o, self.client_id().to_string());
-        self.case(
-            G,
-            "PUBLIC CAPABILITIES",
-            "200, signed capabilities",
-            http.get(&url),
-            |a| check_capabilities(o, a, None),
-        )
-        .await;
+        let public = self
+            .case(
+                G,
+                "PUBLIC CAPABILITIES",
+                "200, signed capabilities",
+                http.get(&url),
+                |a| check_capabilities(o, a, None),
+            )
+            .await;
+        let with_a_token = [
+            (WITH_A_TOKEN, SIGNED_FOR_US),
+            (WRONG_METHOD_WITH_A_TOKEN, "405"),
+        ];
+        let absent = match public {
+            None => Some("/capabilities did not answer (PUBLIC CAPABILITIES)"),
+            Some(a) if a.status == 404 => Some("/capabilities is missing (PUBLIC CAPABILITIES)"),
+            Some(_) => None,
+        };
+        if let Some(why) = absent {
+            let dependents = std::iter::once(("HTTP WRONG METHOD", "405"))
+                .chain(with_a_token)
+                .chain(TOKEN_DEFECTS.map(|name| (name, "401")));
+            for (name, expected) in dependents {
+                self.not_tried(G, name, expected, why);
+            }
+            return;
+        }
         self.status_case(G, "HTTP WRONG METHOD", 405, http.post(&url))
             .await;
         let token = match self.access_token(&self.o.client).await {
             Ok(token) => token,
             Err(e) => {
-                self.record(
-                    G,
-                    "CAPABILITIES WITH A TOKEN",
-                    "200, signed capabilities",
-                    "-".into(),
-                    Err(e),
-                );
+                self.record(G, WITH_A_TOKEN, SIGNED_FOR_US, "-".into(), Err(e));
+                let why = "no access token (CAPABILITIES WITH A TOKEN)";
+                self.not_tried(G, WRONG_METHOD_WITH_A_TOKEN, "405", why);
+                for name in TOKEN_DEFECTS {
+                    self.not_tried(G, name, "401", why);
+                }
                 return;
             }
         };
         self.case(
             G,
-            "CAPABILITIES WITH A TOKEN",
-            "200, signed capabilities for us",
+            WITH_A_TOKEN,
+            SIGNED_FOR_US,
             http.get(&url).bearer_auth(&token),
             |a| check_capabilities(o, a, Some(&client)),
         )
         .await;
         self.status_case(
             G,
-            "HTTP WRONG METHOD WITH A TOKEN",
+            WRONG_METHOD_WITH_A_TOKEN,
             405,
             http.post(&url).bearer_auth(&token),
         )
         .await;
-        let (head, signature) = token.rsplit_once('.').unwrap_or((&token, ""));
+        self.token_defects(G, &token, 401, || http.get(&url)).await;
+    }
+
+    /// Access tokens that are not the target's (its own with the signature changed or cut off, or
+    /// not sent as Bearer), each sent with `request`: 401 each, but `not_bearer` for the last.
+    pub(super) async fn token_defects(
+        &mut self,
+        group: &'static str,
+        token: &str,
+        not_bearer: u16,
+        request: impl Fn() -> reqwest::RequestBuilder,
+    ) {
+        let (head, signature) = token.rsplit_once('.').unwrap_or((token, ""));
         let flipped: String = signature
             .chars()
             .rev()
             .chain(std::iter::once('A'))
             .collect();
-        self.status_case(
-            G,
-            "ACCESS TOKEN INVALID SIGNATURE",
-            401,
-            http.get(&url).bearer_auth(format!("{head}.{flipped}")),
-        )
-        .await;
-        self.status_case(
-            G,
-            "ACCESS TOKEN MISSING SIGNATURE",
-            401,
-            http.get(&url).bearer_auth(format!("{head}.")),
-        )
-        .await;
-        self.status_case(
-            G,
-            "AUTHORIZATION NOT BEARER",
-            401,
-            http.get(&url)
-                .header("Authorization", format!("Token {token}")),
-        )
-        .await;
+        let [invalid_signature, missing_signature, not_bearer_name] = TOKEN_DEFECTS;
+        for (name, authorization, expected) in [
+            (invalid_signature, format!("Bearer {head}.{flipped}"), 401),
+            (missing_signature, format!("Bearer {head}."), 401),
+            (not_bearer_name, format!("Token {token}"), not_bearer),
+        ] {
+            let request = request().header(reqwest::header::AUTHORIZATION, authorization);
+            self.status_case(group, name, expected, request).await;
+        }
     }
 
     /// POST /connect/token: a good request (its answer not cacheable, the assertion not accepted a

@@ -5,7 +5,7 @@
 use super::cases::{signed_member, Run, Verdict, STRANGER, VERIFIED};
 use super::defects::defective_assertions;
 use super::probe::Answer;
-use super::Options;
+use super::{Masks, Options};
 use crate::scheme::evidence::{DelegationBody, DelegationEvidence, Effect, PolicyEnvironment};
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PATH};
 use crate::scheme::Timestamp;
@@ -62,22 +62,8 @@ impl Run<'_> {
             http.post(&url).json(&masks.permit),
         )
         .await;
-        self.status_case(
-            G,
-            "AUTHORIZATION NOT BEARER",
-            400,
-            http.post(&url)
-                .header("Authorization", format!("Token {token}"))
-                .json(&masks.permit),
-        )
-        .await;
-        self.status_case(
-            G,
-            "ACCESS TOKEN INVALID",
-            401,
-            post(&format!("{token}x"), &masks.permit),
-        )
-        .await;
+        self.token_defects(G, &token, 400, || http.post(&url).json(&masks.permit))
+            .await;
         let mut stranger_issuer = masks.permit.clone();
         stranger_issuer.request.policy_issuer = STRANGER.into();
         self.status_case(G, "UNKNOWN MASK ID", 400, post(&token, &stranger_issuer))
@@ -96,6 +82,18 @@ impl Run<'_> {
                 "give an inactive party (--inactive-as), or --testbed",
             ),
         }
+        self.delegation_as_service_provider(&masks).await;
+    }
+
+    /// POST /delegation as a service provider named in the Permit mask, with the access subject's
+    /// assertion in previous_steps: a Permit, and refusals of every defect of that step.
+    async fn delegation_as_service_provider(&mut self, masks: &Masks) {
+        const G: &str = "delegation";
+        let url = self.url(DELEGATION_PATH);
+        let http = self.o.http.clone();
+        let o = self.o;
+        let post =
+            |token: &str, body: &DelegationBody| http.post(&url).bearer_auth(token).json(body);
         let Some(sp) = &self.o.service_provider else {
             self.skip(
                 G,

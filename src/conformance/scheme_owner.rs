@@ -1,6 +1,6 @@
 //! The cases of a scheme owner: the parties search and the trusted list.
 
-use super::cases::{signed_member, Run, Verdict, VERIFIED};
+use super::cases::{signed_member, Run, Verdict, TOKEN_DEFECTS, VERIFIED};
 use super::probe::Answer;
 use super::Options;
 use crate::scheme::models::{PartiesPayload, TrustedListPayload};
@@ -8,47 +8,69 @@ use crate::scheme::vocabulary::{member, PARTIES_PATH, TRUSTED_LIST_PATH};
 use serde_json::Value;
 
 impl Run<'_> {
-    /// The scheme owner's data endpoints: parties and the trusted list.
+    /// The scheme owner's data endpoints: the parties search (by our own id, so that each case has
+    /// one defect: no token, no query, a token not the target's) and the trusted list.
     pub async fn scheme_owner(&mut self) {
         const G: &str = "parties";
+        const TL: &str = "trusted_list";
+        const BY_EORI: &str = "PARTIES BY EORI";
+        const NAMING_US: &str = "200, signed parties naming us";
+        const TRUSTED_LIST: &str = "TRUSTED LIST";
+        const WITH_OUR_ROOT: &str = "200, signed trusted list with our root";
+        const NO_TOKEN: &str = "no access token (PARTIES BY EORI)";
         let http = self.o.http.clone();
         let parties = self.url(PARTIES_PATH);
+        let trusted_list = self.url(TRUSTED_LIST_PATH);
         let o = self.o;
         let client = self.client_id().to_string();
-        self.status_case(G, "PARTIES WITHOUT A TOKEN", 401, http.get(&parties))
+        let by_eori = || http.get(&parties).query(&[("eori", client.as_str())]);
+        self.status_case(G, "PARTIES WITHOUT A TOKEN", 401, by_eori())
             .await;
         let token = match self.access_token(&self.o.client).await {
-            Ok(t) => t,
+            Ok(token) => {
+                self.case(G, BY_EORI, NAMING_US, by_eori().bearer_auth(&token), |a| {
+                    check_parties(o, a, &client)
+                })
+                .await;
+                self.status_case(
+                    G,
+                    "PARTIES WITHOUT A QUERY",
+                    400,
+                    http.get(&parties).bearer_auth(&token),
+                )
+                .await;
+                self.token_defects(G, &token, 401, by_eori).await;
+                Some(token)
+            }
             Err(e) => {
-                self.record(G, "PARTIES", "200, signed parties", "-".into(), Err(e));
-                return;
+                self.record(G, BY_EORI, NAMING_US, "-".into(), Err(e));
+                self.not_tried(G, "PARTIES WITHOUT A QUERY", "400", NO_TOKEN);
+                for name in TOKEN_DEFECTS {
+                    self.not_tried(G, name, "401", NO_TOKEN);
+                }
+                None
             }
         };
         self.status_case(
-            G,
-            "PARTIES WITHOUT A QUERY",
-            400,
-            http.get(&parties).bearer_auth(&token),
+            TL,
+            "TRUSTED LIST WITHOUT A TOKEN",
+            401,
+            http.get(&trusted_list),
         )
         .await;
-        self.case(
-            G,
-            "PARTIES BY ID",
-            "200, signed parties naming us",
-            http.get(&parties)
-                .query(&[("eori", client.as_str())])
-                .bearer_auth(&token),
-            |a| check_parties(o, a, &client),
-        )
-        .await;
-        self.case(
-            "trusted_list",
-            "TRUSTED LIST",
-            "200, signed trusted list with our root",
-            http.get(self.url(TRUSTED_LIST_PATH)).bearer_auth(&token),
-            |a| check_trusted_list(o, a, &client),
-        )
-        .await;
+        match token {
+            Some(token) => {
+                self.case(
+                    TL,
+                    TRUSTED_LIST,
+                    WITH_OUR_ROOT,
+                    http.get(&trusted_list).bearer_auth(&token),
+                    |a| check_trusted_list(o, a, &client),
+                )
+                .await;
+            }
+            None => self.not_tried(TL, TRUSTED_LIST, WITH_OUR_ROOT, NO_TOKEN),
+        }
     }
 }
 
