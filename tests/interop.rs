@@ -221,12 +221,14 @@ async fn curl_over_http2_gets_clean_answers_to_bodies_we_refuse() {
     env.stop().await;
 }
 
+/// A satellite without `/capabilities` and without `/parties/{party_id}`: the client takes the
+/// audience from `--audience`, and finds one party by the search.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabilities() {
+async fn client_commands_work_at_a_satellite_without_capabilities_or_party_by_id() {
     let _turn = TURN.lock().await;
     let bed = Bed::start(BIN).await;
     let quirks = satellite::Quirks {
-        missing: vec!["/capabilities"],
+        missing: vec!["/capabilities", "/parties/"],
         ..Default::default()
     };
     let proxy = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
@@ -263,6 +265,10 @@ async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabiliti
             vec!["party", "--url", &satellite, "--id", OWNER],
             "Happy Pets",
         ),
+        (
+            vec!["party", "--url", &satellite, "--id", OWNER],
+            &format!("has no /parties/{OWNER}: found by /parties?eori={OWNER}"),
+        ),
         (vec!["token", "--url", &satellite], "access_token"),
     ] {
         let mut extra = command.clone();
@@ -275,8 +281,58 @@ async fn client_commands_take_the_audience_when_a_satellite_serves_no_capabiliti
             text(&out)
         );
     }
+    let out = client(&[
+        "party",
+        "--url",
+        &satellite,
+        "--id",
+        "EU.EORI.NL000000077",
+        "--audience",
+        SO,
+    ])
+    .await;
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("knows no party EU.EORI.NL000000077"),
+        "{}",
+        text(&out)
+    );
     proxy.stop().await;
     bed.stop().await;
+}
+
+/// The gateway in front of a satellite without `/parties/{party_id}`: after one 404 there for a
+/// party the search finds, it asks the search alone (one round trip per party, not two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_remembers_that_a_satellite_has_no_party_by_id() {
+    let _turn = TURN.lock().await;
+    let bed = Bed::start(BIN).await;
+    let quirks = satellite::Quirks {
+        missing: vec!["/parties/"],
+        ..Default::default()
+    };
+    let satellite = satellite::Satellite::start(&bed.url(SO), bed.http.clone(), quirks).await;
+    let so = bed.url(SO);
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, "", |toml| {
+        toml.replace(
+            &format!("url = \"{so}\""),
+            &format!("url = \"{}\"", satellite.url),
+        )
+    });
+    let env = Env::launch(bed, dir, &ports).await;
+    let by_id = || satellite.requests(|p| p.starts_with("/parties/"));
+    let search = || satellite.requests(|p| p == "/parties");
+
+    env.token(CONSUMER).await;
+    let (by_id_first, search_first) = (by_id(), search());
+    assert!(by_id_first >= 1, "/parties/{{id}} was not tried");
+    assert!(search_first >= 1, "the search was not tried");
+
+    env.token(SP2).await;
+    assert_eq!(by_id(), by_id_first, "/parties/{{id}} asked again");
+    assert_eq!(search(), search_first + 1, "one search for the new party");
+    env.stop().await;
+    satellite.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,13 +3,14 @@
 //! mask, and call a service with a token and evidence — printing decoded tokens readably.
 
 use super::display::describe_jwt;
-use crate::peers::{join, PeerClient, PeerError};
+use crate::peers::{join, party_path, PeerClient, PeerError};
 use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
+use crate::scheme::models::PartiesPayload;
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::TrustedList;
 use crate::scheme::vocabulary::{
-    member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH,
+    member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, PARTIES_PATH, TOKEN_PATH,
 };
 use crate::scheme::Timestamp;
 use crate::testbed::keys::party_file;
@@ -277,6 +278,62 @@ fn peer_err(e: PeerError) -> String {
     e.to_string()
 }
 
+/// One party of a scheme owner: `GET /parties/{id}`, or at a satellite without that endpoint
+/// (404) the search `/parties?eori={id}`, as the gateway does.
+async fn show_party(ctx: &Context, url: &str, id: &str) -> CliResult {
+    let token = ctx.access_token(url).await?;
+    let peer = ctx.peer()?;
+    match peer
+        .get_signed(
+            &join(url, &party_path(id)),
+            &[],
+            Some(&token),
+            member::PARTY,
+        )
+        .await
+    {
+        Ok(answer) => {
+            ctx.show(member::PARTY, &answer);
+            return Ok(());
+        }
+        Err(PeerError::Status { status: 404, .. }) => {}
+        Err(e) => return Err(peer_err(e)),
+    }
+    let answer = peer
+        .get_signed(
+            &join(url, PARTIES_PATH),
+            &[("eori", id)],
+            Some(&token),
+            member::PARTIES,
+        )
+        .await
+        .map_err(peer_err)?;
+    let unreadable = |e: String| format!("the {} of {url}: {e}", member::PARTIES);
+    let jwt = decode(
+        &answer,
+        AlgorithmPolicy {
+            allow_rs384_rs512: true,
+        },
+    )
+    .map_err(|e| unreadable(e.to_string()))?;
+    let PartiesPayload(found) = jwt.claims_as().map_err(|e| unreadable(e.to_string()))?;
+    if !found
+        .data
+        .iter()
+        .any(|p| p.party_id.eq_ignore_ascii_case(id))
+    {
+        return Err(format!("{url} knows no party {id}"));
+    }
+    if !ctx.raw {
+        println!(
+            "{url} has no {}: found by {PARTIES_PATH}?eori={id}",
+            party_path(id)
+        );
+    }
+    ctx.show(member::PARTIES, &answer);
+    Ok(())
+}
+
 pub async fn run(args: ClientArgs) -> CliResult {
     let ctx = context(&args)?;
     match args.command {
@@ -343,20 +400,7 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .map_err(peer_err)?;
             ctx.show(member::PARTIES, &answer);
         }
-        ClientCommand::Party { url, id } => {
-            let token = ctx.access_token(&url).await?;
-            let answer = ctx
-                .peer()?
-                .get_signed(
-                    &join(&url, &format!("/parties/{id}")),
-                    &[],
-                    Some(&token),
-                    member::PARTY,
-                )
-                .await
-                .map_err(peer_err)?;
-            ctx.show(member::PARTY, &answer);
-        }
+        ClientCommand::Party { url, id } => show_party(&ctx, &url, &id).await?,
         ClientCommand::TrustedList { url } => {
             let token = ctx.access_token(&url).await?;
             let answer = ctx

@@ -87,6 +87,12 @@ pub fn join(base: &str, path: &str) -> String {
     )
 }
 
+/// The path of one party's record at a scheme owner (which some satellites lack: search
+/// `/parties?eori=` there).
+pub fn party_path(id: &str) -> String {
+    format!("{}/{id}", crate::scheme::vocabulary::PARTIES_PATH)
+}
+
 impl PeerClient {
     pub fn new(
         http: reqwest::Client,

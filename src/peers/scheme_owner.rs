@@ -4,18 +4,20 @@
 
 use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, TrustedChain};
-use super::{join, PeerClient, PeerError};
+use super::{join, party_path, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
+use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use moka::Expiry;
 use serde::de::DeserializeOwned;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -105,6 +107,9 @@ pub struct TrustStore {
     parties: moka::future::Cache<String, CachedParty>,
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
     party_lookups: RateLimit,
+    /// The scheme owner answered 404 at `/parties/{id}` for a party its search found: it lacks
+    /// that endpoint, and parties are looked up by the search alone.
+    no_party_endpoint: AtomicBool,
     chains: moka::sync::Cache<[u8; 32], Arc<CachedChain>>,
     metrics: Metrics,
 }
@@ -143,6 +148,7 @@ impl TrustStore {
                 })
                 .build(),
             party_lookups: RateLimit::new(config.party_lookups_per_second),
+            no_party_endpoint: AtomicBool::new(false),
             chains: moka::sync::Cache::builder()
                 .max_capacity(CHAIN_CACHE_BYTES)
                 .weigher(|_: &[u8; 32], c: &Arc<CachedChain>| {
@@ -377,40 +383,53 @@ impl TrustStore {
         self.refresh().await.ok()
     }
 
+    /// The record of `id`: `GET /parties/{id}`, or where that answers 404 the search
+    /// `/parties?eori={id}`. A 404 for a party the search finds means the scheme owner has no such
+    /// endpoint (some satellites): it is asked by the search alone from then on.
     async fn fetch_party(&self, id: &PartyId) -> Result<Option<PartyInfo>, TrustError> {
-        match self
-            .fetch::<PartyPayload>(
-                "party",
-                &format!("/parties/{id}"),
-                &[],
-                crate::scheme::vocabulary::member::PARTY,
-            )
-            .await
-        {
-            Ok(PartyPayload(p)) if p.party_id.eq_ignore_ascii_case(id.as_str()) => {
-                return Ok(Some(p))
+        let by_id = !self.no_party_endpoint.load(Ordering::Relaxed);
+        if by_id {
+            match self
+                .fetch::<PartyPayload>(
+                    "party",
+                    &party_path(id.as_str()),
+                    &[],
+                    crate::scheme::vocabulary::member::PARTY,
+                )
+                .await
+            {
+                Ok(PartyPayload(p)) if p.party_id.eq_ignore_ascii_case(id.as_str()) => {
+                    return Ok(Some(p))
+                }
+                Ok(_) => {
+                    return Err(TrustError::Untrustworthy(format!(
+                        "asked for {id}, got another party"
+                    )))
+                }
+                // No such party, or no such endpoint at this satellite: ask the search.
+                Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => {}
+                Err(e) => return Err(e),
             }
-            Ok(_) => {
-                return Err(TrustError::Untrustworthy(format!(
-                    "asked for {id}, got another party"
-                )))
-            }
-            // No such party, or no such endpoint at this satellite: ask the search.
-            Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => {}
-            Err(e) => return Err(e),
         }
         let PartiesPayload(found) = self
             .fetch(
                 "parties",
-                "/parties",
+                PARTIES_PATH,
                 &[("eori", id.as_str())],
                 crate::scheme::vocabulary::member::PARTIES,
             )
             .await?;
-        Ok(found
+        let record = found
             .data
             .into_iter()
-            .find(|p| p.party_id.eq_ignore_ascii_case(id.as_str())))
+            .find(|p| p.party_id.eq_ignore_ascii_case(id.as_str()));
+        if by_id && record.is_some() && !self.no_party_endpoint.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                scheme_owner = %self.config.url,
+                "the scheme owner has no /parties/{{party_id}}: parties are looked up by /parties?eori= alone"
+            );
+        }
+        Ok(record)
     }
 
     /// Whether we can serve: a trusted list not older than three refresh intervals, and the scheme

@@ -68,10 +68,10 @@ impl Satellite {
         }
     }
 
-    /// How many requests came for paths that start with `prefix`.
-    pub fn requests(&self, prefix: &str) -> usize {
+    /// How many requests came for paths that `matching` accepts.
+    pub fn requests(&self, matching: impl Fn(&str) -> bool) -> usize {
         let paths = self.shared.paths.lock().unwrap();
-        paths.iter().filter(|p| p.starts_with(prefix)).count()
+        paths.iter().filter(|p| matching(p)).count()
     }
 
     pub async fn stop(self) {
