@@ -1,0 +1,157 @@
+use super::*;
+use std::collections::BTreeSet;
+
+/// One refusal of each kind. The match in `table_rows` below names every variant, so a new one
+/// cannot be added without being looked at here.
+fn one_of_each() -> Vec<Reject> {
+    let all = vec![
+        Reject::BadPath(PathError::AboveRoot),
+        Reject::BadQuery(QueryError::BadEncoding),
+        Reject::Ambiguous(Ambiguity::Comma),
+        Reject::BadHeader(HeaderRefusal::Upgrade),
+        Reject::NotFound,
+        Reject::MethodNotAllowed(vec![Method::GET]),
+        Reject::BodyTooLarge,
+        Reject::UnreadableBody(BodyError::Unreadable("read")),
+        Reject::Unauthenticated(AccessTokenError::Missing),
+        Reject::TokenRequest(AssertionError::MissingJti),
+        Reject::Denied(DenyReason::NoPolicy),
+        Reject::Evidence(EvidenceRefusal::Header {
+            header: "x",
+            problem: HeaderProblem::Repeated,
+        }),
+        Reject::MissingRequestValue(MissingValue::NoAction),
+        Reject::ValueTooLong {
+            value: RuleValue::Identifier,
+            limit: 256,
+        },
+        Reject::TooManyNewOwners { per_minute: 30 },
+        Reject::TooManyRegistryCalls {
+            per_minute: 600,
+            retry_after: Duration::from_millis(100),
+        },
+        Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
+        Reject::Unavailable(Unavailable::ListenerFull),
+        Reject::NoHealthyBackend("legacy".into()),
+        Reject::BackendUnreachable,
+        Reject::BackendTimeout,
+        Reject::Login(LoginFailure::Required),
+        Reject::Login(LoginFailure::TooManyStarts),
+        Reject::Login(LoginFailure::StateMismatch("x")),
+        Reject::Login(LoginFailure::InvalidReturn("x".into())),
+        Reject::Login(LoginFailure::RefusedByProvider {
+            error: "access_denied".into(),
+            description: String::new(),
+        }),
+        Reject::Login(LoginFailure::CodeRefused("x".into())),
+        Reject::Login(LoginFailure::IdToken("x".into())),
+        Reject::Login(LoginFailure::Userinfo("x".into())),
+        Reject::Login(LoginFailure::ProviderUnavailable("x".into())),
+        Reject::Login(LoginFailure::Store(ReplayError::Full)),
+        Reject::Login(LoginFailure::CrossSite("https://elsewhere.example".into())),
+        Reject::Internal,
+    ];
+    for r in &all {
+        match r {
+            Reject::BadPath(_)
+            | Reject::BadQuery(_)
+            | Reject::Ambiguous(_)
+            | Reject::BadHeader(_)
+            | Reject::NotFound
+            | Reject::MethodNotAllowed(_)
+            | Reject::BodyTooLarge
+            | Reject::UnreadableBody(_)
+            | Reject::Unauthenticated(_)
+            | Reject::TokenRequest(_)
+            | Reject::Denied(_)
+            | Reject::Evidence(_)
+            | Reject::MissingRequestValue(_)
+            | Reject::ValueTooLong { .. }
+            | Reject::TooManyNewOwners { .. }
+            | Reject::TooManyRegistryCalls { .. }
+            | Reject::Unavailable(_)
+            | Reject::NoHealthyBackend(_)
+            | Reject::BackendUnreachable
+            | Reject::BackendTimeout
+            | Reject::Login(_)
+            | Reject::Internal => {}
+        }
+    }
+    all
+}
+
+/// The rows of the README's status table: status, `error` codes, reason codes.
+fn readme_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("## Status codes and reasons")
+        .nth(1)
+        .expect("a status table in the README");
+    let codes = |cell: &str| -> BTreeSet<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| status"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (
+                cells[1].parse().expect("a status"),
+                codes(cells[2]),
+                codes(cells[3]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_reason_is_in_the_readme_status_table_with_its_status() {
+    let table = readme_table();
+    let listed = |status: u16, error: Option<&str>, reason: &str| {
+        table.iter().any(|(s, errors, reasons)| {
+            *s == status && reasons.contains(reason) && error.is_none_or(|e| errors.contains(e))
+        })
+    };
+    let mut documented = BTreeSet::new();
+    let mut missing = Vec::new();
+    for reject in one_of_each() {
+        let row = reject.row();
+        if !listed(row.status, Some(row.error), row.reason) {
+            missing.push(format!("{} {} {}", row.status, row.error, row.reason));
+        }
+        documented.insert(row.reason.to_string());
+    }
+    let nested = [
+        (400, HeaderRefusal::codes()),
+        (401, AccessTokenError::codes()),
+        (400, AssertionError::codes()),
+        (403, DenyReason::codes()),
+        (403, EvidenceRefusal::codes()),
+        (503, Unavailable::codes()),
+    ];
+    for (status, codes) in nested {
+        for code in codes {
+            if !listed(status, None, code) {
+                missing.push(format!("{status} {code}"));
+            }
+            documented.insert(code.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in the README's status table: {missing:?}"
+    );
+    let in_readme: BTreeSet<String> = table.into_iter().flat_map(|(_, _, r)| r).collect();
+    let stale: Vec<_> = in_readme.difference(&documented).collect();
+    assert!(
+        stale.is_empty(),
+        "README reasons the code never gives: {stale:?}"
+    );
+}
