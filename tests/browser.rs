@@ -11,26 +11,12 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
+use support::people::*;
 use support::*;
 
 const BIN: &str = "browser";
-const IDP: &str = "EU.EORI.NL000000007";
 /// A consumer of the test configuration that holds no policy at first.
 const NEWCOMER: &str = "EU.EORI.NL000000105";
-
-const RULES: &str = r#"
-[[route]]
-name = "people-containers"
-methods = ["GET"]
-path = "/people/containers/{id}"
-upstream = "echo"
-login = true
-[route.delegation]
-policy_issuer = "EU.EORI.NL000000005"
-resource_type = "CONTAINER"
-identifiers = ["{path.id}"]
-attributes = ["*"]
-"#;
 
 /// chromedriver on a free port, and the Chromium it starts with a profile of its own: both killed
 /// when dropped (Chromium by its profile directory, since it may leave chromedriver's group).
@@ -168,13 +154,7 @@ async fn text_of(client: &fantoccini::Client, css: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
-    let env = Env::start(BIN, RULES, |bed| {
-        format!(
-            "[login]\nidentity_provider = \"{IDP}\"\nurl = \"{}\"\nscope = \"openid profile company\"\n",
-            bed.url(IDP)
-        )
-    })
-    .await;
+    let env = start_people(BIN, "").await;
     let driver = driver().await;
     let client = browser(&env.bed, &driver).await;
     let shots = screenshots();

@@ -9,65 +9,17 @@ use ishare_gateway::html::form_of;
 use ishare_gateway::scheme::jwe::encrypt_to_certificate;
 use ishare_gateway::scheme::openid;
 use ishare_gateway::scheme::Timestamp;
-use ishare_gateway::testbed::person::{html_text, Browser, Page};
+use ishare_gateway::testbed::person::Page;
 use ishare_gateway::testbed::pki::TestPki;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use support::people::*;
 use support::*;
 
 const BIN: &str = "login";
-const IDP: &str = "EU.EORI.NL000000007";
-const JANE: &str = "did:ishare:person.jane-doe";
-const PASSWORD: &str = "jane-testbed-password";
-
-const RULES: &str = r#"
-[[route]]
-name = "people-containers"
-methods = ["GET", "POST"]
-path = "/people/containers/{id}"
-upstream = "echo"
-login = true
-[route.delegation]
-policy_issuer = "EU.EORI.NL000000005"
-resource_type = "CONTAINER"
-identifiers = ["{path.id}"]
-attributes = ["*"]
-
-[[route]]
-name = "machines"
-methods = ["GET"]
-path = "/api/things/{id}"
-upstream = "echo"
-"#;
-
-fn login_section(idp_url: &str) -> String {
-    format!(
-        r#"
-[login]
-identity_provider = "{IDP}"
-url = "{idp_url}"
-scope = "openid profile company"
-"#
-    )
-}
-
 async fn start() -> Env {
-    Env::start(BIN, RULES, |bed| login_section(&bed.url(IDP))).await
-}
-
-fn browser(env: &Env) -> Browser {
-    Browser::new(&std::fs::read(&env.bed.keys.ca_file).unwrap()).unwrap()
-}
-
-/// The reason a gateway's sign-in page names.
-fn reason(page: &Page) -> String {
-    page.body
-        .split("data-reason=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap_or_default()
-        .to_string()
+    start_people(BIN, "").await
 }
 
 fn echoed(page: &Page) -> Value {
@@ -232,52 +184,6 @@ async fn a_person_signs_in_and_the_backend_learns_who_they_are() {
     env.stop().await;
 }
 
-/// A browser brought up to the identity provider's consent, stopped before it goes back.
-async fn consented(env: &Env, person: &mut Browser, url: &str) -> String {
-    let start = person.get(url).await.unwrap();
-    let login = person.submit(&start, &[]).await.unwrap();
-    assert_eq!(login.status, 200, "{}", html_text(&login.body));
-    let back = person
-        .submit(
-            &login,
-            &[
-                ("username", "jane"),
-                ("password", PASSWORD),
-                ("decision", "allow"),
-                ("scope", "profile"),
-            ],
-        )
-        .await
-        .unwrap();
-    assert_eq!(back.status, 303, "{}", html_text(&back.body));
-    let location = back.location.unwrap();
-    assert!(
-        location.starts_with(&format!("{}{}", env.url, openid::RETURN_PATH)),
-        "{location}"
-    );
-    location
-}
-
-fn param(url: &str, name: &str) -> String {
-    url::Url::parse(url)
-        .unwrap()
-        .query_pairs()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.to_string())
-        .unwrap_or_default()
-}
-
-fn no_session(page: &Page) {
-    assert!(
-        !page
-            .set_cookies
-            .iter()
-            .any(|c| c.starts_with("__Host-ishare-session=") && !c.contains("Max-Age=0")),
-        "no session: {:?}",
-        page.set_cookies
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
     let env = start().await;
@@ -289,7 +195,7 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
     let forged = back.replace(&param(&back, "state"), "another-state");
     let page = person.get(&forged).await.unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (400, "state_mismatch")
     );
     no_session(&page);
@@ -297,7 +203,7 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
     let mut stranger = browser(&env);
     let page = stranger.get(&back).await.unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (400, "state_mismatch")
     );
     no_session(&page);
@@ -306,18 +212,18 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
     assert_eq!(page.status, 303, "{}", page.body);
     let replay = person.get(&back).await.unwrap();
     assert_eq!(
-        (replay.status, reason(&replay).as_str()),
+        (replay.status, reason(&replay.body).as_str()),
         (400, "state_mismatch")
     );
 
     // A code used already (by someone who intercepted it) is refused by the identity provider.
     let mut person = browser(&env);
     let back = consented(&env, &mut person, &url).await;
-    let stolen = exchange(&env, &param(&back, "code")).await;
+    let stolen = exchange(&env, SP, &param(&back, "code")).await;
     assert_eq!(stolen.status(), 200);
     let page = person.get(&back).await.unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (401, "code_refused"),
         "{}",
         page.body
@@ -337,7 +243,7 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
         .await
         .unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (401, "login_refused")
     );
     assert!(page.body.contains("access_denied"), "{}", page.body);
@@ -348,39 +254,10 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
     let codeless = back.replace(&format!("code={}", param(&back, "code")), "code=");
     let page = person.get(&codeless).await.unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (400, "invalid_return")
     );
     env.stop().await;
-}
-
-/// Exchange a code at the identity provider as the gateway's party would.
-async fn exchange(env: &Env, code: &str) -> reqwest::Response {
-    let assertion = env
-        .bed
-        .identity(SP)
-        .client_assertion(IDP, Timestamp::now())
-        .unwrap();
-    env.bed
-        .http
-        .post(format!("{}{}", env.bed.url(IDP), openid::TOKEN_PATH))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("client_id", SP),
-            (
-                "client_assertion_type",
-                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-            ),
-            ("client_assertion", &assertion),
-            ("code", code),
-            (
-                "redirect_uri",
-                &format!("{}{}", env.url, openid::RETURN_PATH),
-            ),
-        ])
-        .send()
-        .await
-        .unwrap()
 }
 
 /// What a stand-in for the identity provider does with the token answer it passes on.
@@ -465,7 +342,7 @@ async fn an_id_token_for_someone_else_and_a_provider_that_is_down_open_no_sessio
         let back = consented(&env, &mut person, &url).await;
         let page = person.get(&back).await.unwrap();
         assert_eq!(
-            (page.status, reason(&page).as_str()),
+            (page.status, reason(&page.body).as_str()),
             (401, "invalid_id_token")
         );
         assert!(page.body.contains(expected), "{}", page.body);
@@ -478,7 +355,7 @@ async fn an_id_token_for_someone_else_and_a_provider_that_is_down_open_no_sessio
         let _ = task.await;
         let page = person.get(&back).await.unwrap();
         assert_eq!(
-            (page.status, reason(&page).as_str()),
+            (page.status, reason(&page.body).as_str()),
             (502, "identity_provider_unavailable"),
             "{}",
             page.body
@@ -486,27 +363,6 @@ async fn an_id_token_for_someone_else_and_a_provider_that_is_down_open_no_sessio
         no_session(&page);
         env.stop().await;
     }
-}
-
-/// An authorize request of `client` (signed by `signer`), with the plain parameters given.
-fn request_object(env: &Env, claims: Value, encrypt: bool) -> String {
-    let signed = env.bed.identity(SP).sign_raw(&claims).unwrap();
-    if encrypt {
-        encrypt_to_certificate(&env.bed.creds(IDP).chain_der[0], &signed).unwrap()
-    } else {
-        signed
-    }
-}
-
-fn authorize_claims(env: &Env) -> Value {
-    let now = Timestamp::now().secs();
-    json!({
-        "iss": SP, "sub": SP, "aud": IDP, "jti": uuid::Uuid::new_v4().to_string(),
-        "iat": now, "exp": now + 30,
-        "response_type": "code", "client_id": SP, "scope": "openid profile email",
-        "redirect_uri": format!("{}{}", env.url, openid::RETURN_PATH),
-        "state": "state-1", "nonce": "nonce-1",
-    })
 }
 
 async fn authorize(env: &Env, form: &[(&str, &str)]) -> reqwest::Response {
@@ -684,7 +540,7 @@ async fn the_identity_provider_gives_a_code_once_and_attributes_as_consented() {
     assert_eq!(param(&location, "state"), "state-1");
     let code = param(&location, "code");
 
-    let answer = exchange(&env, &code).await;
+    let answer = exchange(&env, SP, &code).await;
     assert_eq!(answer.status(), 200);
     assert_eq!(answer.headers()["cache-control"], "no-store");
     assert_eq!(answer.headers()["pragma"], "no-cache");
@@ -702,7 +558,7 @@ async fn the_identity_provider_gives_a_code_once_and_attributes_as_consented() {
         30
     );
 
-    let again = exchange(&env, &code).await;
+    let again = exchange(&env, SP, &code).await;
     assert_eq!(again.status(), 400);
     assert_eq!(
         again.json::<Value>().await.unwrap()["error"],
@@ -804,7 +660,7 @@ async fn an_expired_code_is_refused() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let page = person.get(&back).await.unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (401, "code_refused"),
         "{}",
         page.body
@@ -878,7 +734,7 @@ async fn instances_on_redis_share_sessions_and_nobody_is_signed_in_when_it_is_go
         .await
         .unwrap();
     assert_eq!(
-        (page.status, reason(&page).as_str()),
+        (page.status, reason(&page.body).as_str()),
         (503, "session_store_unavailable")
     );
     tokio::task::spawn_blocking(move || b_gateway.stop())

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod people;
 pub mod process;
 pub mod satellite;
 
