@@ -7,6 +7,7 @@ pub mod conformance;
 pub mod gateway;
 pub mod html;
 pub mod peers;
+pub mod rate;
 pub mod request;
 pub mod scheme;
 pub mod telemetry;

@@ -81,6 +81,16 @@ pub fn outbound_client(
     trust: &OutboundTrust,
     timeout: Duration,
 ) -> Result<reqwest::Client, TlsError> {
+    outbound_builder(trust, timeout)?
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))
+}
+
+/// What `outbound_client` builds, for a caller that sets more (e.g. the local address).
+pub fn outbound_builder(
+    trust: &OutboundTrust,
+    timeout: Duration,
+) -> Result<reqwest::ClientBuilder, TlsError> {
     ensure_crypto_provider();
     let mut builder = reqwest::Client::builder()
         .timeout(timeout)
@@ -96,5 +106,5 @@ pub fn outbound_client(
             builder.tls_certs_only(certs)
         };
     }
-    builder.build().map_err(|e| TlsError::Config(e.to_string()))
+    Ok(builder)
 }

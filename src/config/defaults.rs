@@ -80,6 +80,7 @@ pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
 pub const COOKIE_NAME: &str = "__Host-ishare-session";
 pub const LOGOUT_PATH: &str = "/logout";
 pub const LOGIN_STARTS_PER_SECOND: u32 = 50;
+pub const LOGIN_STARTS_PER_ADDRESS_PER_MINUTE: u32 = 30;
 /// (attribute, header) the backend receives about a person.
 pub const PERSON_HEADERS: [(&str, &str); 7] = [
     ("sub", "X-Person-Id"),
@@ -170,6 +171,10 @@ pub fn documented() -> Vec<(&'static str, String)> {
         (
             "login.starts_per_second",
             LOGIN_STARTS_PER_SECOND.to_string(),
+        ),
+        (
+            "login.starts_per_address_per_minute",
+            LOGIN_STARTS_PER_ADDRESS_PER_MINUTE.to_string(),
         ),
     ]
 }

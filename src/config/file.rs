@@ -147,6 +147,7 @@ pub struct LoginFile {
     pub session_secret_file: Option<PathBuf>,
     pub logout_path: Option<String>,
     pub starts_per_second: Option<u32>,
+    pub starts_per_address_per_minute: Option<u32>,
     /// The attribute each backend header carries (replaces the default set).
     pub headers: Option<BTreeMap<String, String>>,
 }

@@ -263,6 +263,9 @@ fn login(
             .starts_per_second
             .unwrap_or(default::LOGIN_STARTS_PER_SECOND)
             .max(1),
+        starts_per_address_per_minute: l
+            .starts_per_address_per_minute
+            .unwrap_or(default::LOGIN_STARTS_PER_ADDRESS_PER_MINUTE),
         headers,
     })
 }

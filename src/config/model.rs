@@ -63,6 +63,8 @@ pub struct LoginSettings {
     pub logout_path: String,
     /// Sign-ins started per second at most (each signs a request object).
     pub starts_per_second: u32,
+    /// Sign-ins started per minute at most from one client address; 0: no such bound.
+    pub starts_per_address_per_minute: u32,
     /// (attribute, header): what the backend receives about the person.
     pub headers: Vec<(String, http::HeaderName)>,
 }

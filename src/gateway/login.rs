@@ -13,6 +13,7 @@ use crate::html::{escape, page};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Trust, VerifyError};
 use crate::peers::PeerClient;
+use crate::rate::{BucketsPerClient, TokenBucket};
 use crate::request::cookie_values;
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, random_value, SealedBox};
@@ -24,8 +25,8 @@ use http::{HeaderMap, Method};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 /// How long a person has to sign in at the identity provider.
 pub const LOGIN_TIME: Duration = Duration::from_secs(600);
@@ -62,26 +63,46 @@ struct Pending {
     return_to: String,
 }
 
-/// Sign-ins started in the current second (a second's number and a count in one word).
+/// Clients whose sign-in starts are counted at once: a table of about 100 bytes each.
+const START_CLIENTS: u64 = 100_000;
+
+/// Sign-ins started: per client address (so that one client cannot use up everyone's), and in all
+/// (each signs a request object). A start refused for its address takes nothing from all.
 struct StartBudget {
-    window: AtomicU64,
-    per_second: u32,
+    per_address: Option<(BucketsPerClient, u32)>,
+    all: TokenBucket,
 }
 
 impl StartBudget {
-    fn take(&self, now_secs: u64) -> bool {
-        let second = now_secs & 0xffff_ffff;
-        self.window
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
-                if current >> 32 != second {
-                    Some((second << 32) | 1)
-                } else if current & 0xffff_ffff < u64::from(self.per_second) {
-                    Some(current + 1)
-                } else {
-                    None
-                }
+    fn new(per_second: u32, per_minute: u32) -> Self {
+        let per_second = f64::from(per_second);
+        StartBudget {
+            per_address: (per_minute > 0).then(|| {
+                let burst = f64::from(per_minute);
+                (
+                    BucketsPerClient::new(burst / 60.0, burst, START_CLIENTS),
+                    per_minute,
+                )
+            }),
+            all: TokenBucket::new(per_second, per_second, Instant::now()),
+        }
+    }
+
+    fn take(&self, client: Option<IpAddr>, now: Instant) -> Result<(), LoginFailure> {
+        let seconds = |wait: Duration| wait.as_secs_f64().ceil().max(1.0) as u64;
+        if let (Some((buckets, per_minute)), Some(client)) = (&self.per_address, client) {
+            buckets
+                .take(client, now)
+                .map_err(|wait| LoginFailure::TooManyStartsFromAddress {
+                    per_minute: *per_minute,
+                    retry_after: seconds(wait),
+                })?;
+        }
+        self.all
+            .take(now)
+            .map_err(|wait| LoginFailure::TooManyStarts {
+                retry_after: seconds(wait),
             })
-            .is_ok()
     }
 }
 
@@ -125,10 +146,10 @@ impl Login {
             origin: url::Url::parse(public_url)
                 .map(|u| u.origin().ascii_serialization())
                 .map_err(|e| format!("public_url: {e}"))?,
-            starts: StartBudget {
-                window: AtomicU64::new(0),
-                per_second: settings.starts_per_second,
-            },
+            starts: StartBudget::new(
+                settings.starts_per_second,
+                settings.starts_per_address_per_minute,
+            ),
             own_cookies: [settings.cookie_name.clone(), login_cookie(&settings)],
             settings,
         })
@@ -189,20 +210,20 @@ impl Login {
         Ok(kept.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
     }
 
-    /// No session: a GET (or HEAD) is sent to the identity provider; anything else is refused.
+    /// No session: a GET (or HEAD) from `client` is sent to the identity provider; anything else
+    /// is refused.
     pub async fn start(
         &self,
         method: &Method,
         return_to: &str,
+        client: Option<IpAddr>,
         cx: &Context<'_>,
         now: Timestamp,
     ) -> Result<Answer, Reject> {
         if method != Method::GET && method != Method::HEAD {
             return Err(LoginFailure::Required.into());
         }
-        if !self.starts.take(now.secs().max(0) as u64) {
-            return Err(LoginFailure::TooManyStarts.into());
-        }
+        self.starts.take(client, Instant::now())?;
         let idp = &self.settings.identity_provider;
         let record = cx.trust.party(idp).await?.ok_or_else(|| {
             LoginFailure::ProviderUnavailable(format!(
@@ -626,14 +647,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_start_budget_allows_so_many_per_second() {
-        let budget = StartBudget {
-            window: AtomicU64::new(0),
-            per_second: 3,
-        };
-        let taken = (0..10).filter(|_| budget.take(1000)).count();
-        assert_eq!(taken, 3);
-        assert!(budget.take(1001), "a new second");
+    fn a_client_that_uses_up_its_starts_leaves_the_others_theirs() {
+        let budget = StartBudget::new(50, 3);
+        let (greedy, other) = ("127.0.0.2".parse().ok(), "127.0.0.1".parse().ok());
+        let now = Instant::now();
+        let refused: Vec<_> = (0..10)
+            .filter_map(|_| budget.take(greedy, now).err())
+            .collect();
+        assert_eq!(refused.len(), 7);
+        assert_eq!(
+            refused[0],
+            LoginFailure::TooManyStartsFromAddress {
+                per_minute: 3,
+                retry_after: 20
+            }
+        );
+        assert_eq!(budget.take(other, now), Ok(()));
+    }
+
+    #[test]
+    fn the_starts_of_all_clients_stay_bounded_and_a_refused_one_takes_nothing_from_them() {
+        let budget = StartBudget::new(5, 2);
+        let now = Instant::now();
+        let client = |i: u8| Some(IpAddr::from([10, 0, 0, i]));
+        assert_eq!(
+            (0..10)
+                .filter(|_| budget.take(client(1), now).is_ok())
+                .count(),
+            2
+        );
+        let taken = (2..10)
+            .filter(|i| budget.take(client(*i), now).is_ok())
+            .count();
+        assert_eq!(taken, 3, "five in all");
+        assert_eq!(
+            budget.take(client(20), now),
+            Err(LoginFailure::TooManyStarts { retry_after: 1 })
+        );
+        let later = now + Duration::from_secs(1);
+        assert_eq!(budget.take(client(21), later), Ok(()));
+        assert!(
+            budget.take(None, later).is_ok(),
+            "no address: only the bound of all"
+        );
     }
 
     #[test]

@@ -265,7 +265,8 @@ impl Gateway {
                             None => path.clone(),
                         };
                         let cx = snap.login_context();
-                        let answer = login.start(&method, &return_to, &cx, now).await?;
+                        let client = client_addr(session);
+                        let answer = login.start(&method, &return_to, client, &cx, now).await?;
                         ctx.outcome = "login_started";
                         return Ok(Some(answer));
                     }

@@ -170,8 +170,10 @@ reason_codes! {
 pub enum LoginFailure {
     #[error("this route needs a signed-in person; sign in with a GET of a page first")]
     Required,
-    #[error("more sign-ins are starting than the gateway allows per second; try again shortly")]
-    TooManyStarts,
+    #[error("more sign-ins are starting than the gateway allows per second; try again in {retry_after} s")]
+    TooManyStarts { retry_after: u64 },
+    #[error("more than {per_minute} sign-ins a minute started from this address; try again in {retry_after} s")]
+    TooManyStartsFromAddress { per_minute: u32, retry_after: u64 },
     #[error("the sign-in cannot be matched to this browser: {0}")]
     StateMismatch(&'static str),
     #[error("the answer of the identity provider is not usable: {0}")]
@@ -197,7 +199,8 @@ pub enum LoginFailure {
 reason_codes! {
     LoginFailure {
         LoginFailure::Required => "login_required",
-        LoginFailure::TooManyStarts => "too_many_logins",
+        LoginFailure::TooManyStarts { .. } => "too_many_logins",
+        LoginFailure::TooManyStartsFromAddress { .. } => "too_many_logins_from_address",
         LoginFailure::StateMismatch(_) => "state_mismatch",
         LoginFailure::InvalidReturn(_) => "invalid_return",
         LoginFailure::RefusedByProvider { .. } => "login_refused",
@@ -214,7 +217,9 @@ impl LoginFailure {
     pub fn status(&self) -> u16 {
         match self {
             LoginFailure::Required => 401,
-            LoginFailure::TooManyStarts => 429,
+            LoginFailure::TooManyStarts { .. } | LoginFailure::TooManyStartsFromAddress { .. } => {
+                429
+            }
             LoginFailure::StateMismatch(_) | LoginFailure::InvalidReturn(_) => 400,
             LoginFailure::RefusedByProvider { .. }
             | LoginFailure::CodeRefused(_)
@@ -435,6 +440,10 @@ impl Reject {
             Reject::TooManyRegistryCalls { retry_after, .. } => {
                 vec![("retry-after", retry_secs(*retry_after).to_string())]
             }
+            Reject::Login(
+                LoginFailure::TooManyStarts { retry_after }
+                | LoginFailure::TooManyStartsFromAddress { retry_after, .. },
+            ) => vec![("retry-after", retry_after.to_string())],
             Reject::TokenRequest(_) | Reject::UnreadableBody(_) => vec![
                 ("cache-control", "no-store".into()),
                 ("pragma", "no-cache".into()),

@@ -36,7 +36,11 @@ fn one_of_each() -> Vec<Reject> {
         Reject::BackendUnreachable,
         Reject::BackendTimeout,
         Reject::Login(LoginFailure::Required),
-        Reject::Login(LoginFailure::TooManyStarts),
+        Reject::Login(LoginFailure::TooManyStarts { retry_after: 1 }),
+        Reject::Login(LoginFailure::TooManyStartsFromAddress {
+            per_minute: 30,
+            retry_after: 2,
+        }),
         Reject::Login(LoginFailure::StateMismatch("x")),
         Reject::Login(LoginFailure::InvalidReturn("x".into())),
         Reject::Login(LoginFailure::RefusedByProvider {

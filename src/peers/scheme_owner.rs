@@ -6,6 +6,7 @@ use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, TrustedChain};
 use super::{join, party_path, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
+use crate::rate::TokenBucket;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
 use crate::scheme::party::PartyId;
@@ -33,33 +34,6 @@ const CHAIN_TTL: Duration = Duration::from_secs(3600);
 const PARTY_CACHE_BYTES: u64 = 32 << 20;
 /// The size of the chain validation cache, in bytes.
 const CHAIN_CACHE_BYTES: u64 = 16 << 20;
-
-/// At most `per_second` fetches on average, `burst` at once.
-struct RateLimit {
-    per_second: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl RateLimit {
-    fn new(per_second: u32) -> Self {
-        let burst = f64::from(per_second.max(1)) * 5.0;
-        RateLimit {
-            per_second: f64::from(per_second.max(1)),
-            burst,
-            state: Mutex::new((burst, Instant::now())),
-        }
-    }
-
-    fn take(&self) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (tokens, last) = *state;
-        let refilled = (tokens + last.elapsed().as_secs_f64() * self.per_second).min(self.burst);
-        let ok = refilled >= 1.0;
-        *state = (if ok { refilled - 1.0 } else { refilled }, Instant::now());
-        ok
-    }
-}
 
 /// The current trusted list; a new generation invalidates cached chain validations.
 pub struct TrustedListState {
@@ -106,7 +80,8 @@ pub struct TrustStore {
     last_contact: Mutex<Option<(Instant, bool)>>,
     parties: moka::future::Cache<String, CachedParty>,
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
-    party_lookups: RateLimit,
+    /// Party records fetched: `party_lookups_per_second`, five seconds' worth at once.
+    party_lookups: TokenBucket,
     /// The scheme owner answered 404 at `/parties/{id}` for a party its search found: it lacks
     /// that endpoint, and parties are looked up by the search alone.
     no_party_endpoint: AtomicBool,
@@ -133,6 +108,7 @@ impl TrustStore {
         leeway: Duration,
         metrics: Metrics,
     ) -> Self {
+        let lookups = f64::from(config.party_lookups_per_second.max(1));
         let store = TrustStore {
             parties: moka::future::Cache::builder()
                 .max_capacity(PARTY_CACHE_BYTES)
@@ -147,7 +123,7 @@ impl TrustStore {
                     known: config.party_cache_ttl,
                 })
                 .build(),
-            party_lookups: RateLimit::new(config.party_lookups_per_second),
+            party_lookups: TokenBucket::new(lookups, lookups * 5.0, Instant::now()),
             no_party_endpoint: AtomicBool::new(false),
             chains: moka::sync::Cache::builder()
                 .max_capacity(CHAIN_CACHE_BYTES)
@@ -541,7 +517,7 @@ impl Trust for TrustStore {
             .parties
             .try_get_with(id.to_string(), async {
                 hit = false;
-                if !self.party_lookups.take() {
+                if self.party_lookups.take(Instant::now()).is_err() {
                     return Err(TrustError::Busy);
                 }
                 self.fetch_party(id)
@@ -553,17 +529,5 @@ impl Trust for TrustStore {
             .map_err(|e| (*e).clone());
         self.metrics.cache_hit("party", hit);
         result
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RateLimit;
-
-    #[test]
-    fn party_lookups_are_limited_to_a_burst_and_a_rate() {
-        let limit = RateLimit::new(2);
-        let granted = (0..100).filter(|_| limit.take()).count();
-        assert_eq!(granted, 10, "a burst of five seconds' worth");
     }
 }

@@ -206,14 +206,22 @@ pub async fn access_token(
 }
 
 pub fn client_trusting(ca_file: &Path) -> reqwest::Client {
+    client_trusting_from(ca_file, None)
+}
+
+/// The same, its connections leaving from `address` (another loopback address: another client).
+pub fn client_trusting_from(ca_file: &Path, address: Option<std::net::IpAddr>) -> reqwest::Client {
     let pem = std::fs::read(ca_file).unwrap();
-    ishare_gateway::tls::outbound_client(
+    ishare_gateway::tls::outbound_builder(
         &ishare_gateway::tls::OutboundTrust {
             ca_pem: Some(pem),
             system_roots: false,
         },
         Duration::from_secs(10),
     )
+    .unwrap()
+    .local_address(address)
+    .build()
     .unwrap()
 }
 

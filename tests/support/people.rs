@@ -1,16 +1,20 @@
 //! People signing in: the gateway's `[login]` at the testbed identity provider, a route for them,
-//! a scripted browser, and the identity provider's steps taken by hand.
+//! scripted browsers (also from other loopback addresses), and the identity provider's steps taken
+//! by hand.
 
-use super::{Env, SP};
+use super::{client_trusting_from, Env, SP};
 use ishare_gateway::scheme::jwe::encrypt_to_certificate;
 use ishare_gateway::scheme::openid;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::person::{html_text, Browser, Page};
 use serde_json::{json, Value};
+use std::net::IpAddr;
 
 pub const IDP: &str = "EU.EORI.NL000000007";
 pub const JANE: &str = "did:ishare:person.jane-doe";
 pub const PASSWORD: &str = "jane-testbed-password";
+/// Another loopback address: another client to whoever counts clients by address.
+pub const OTHER_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
 
 pub const RULES: &str = r#"
 [[route]]
@@ -54,6 +58,11 @@ pub async fn start_people(binary: &str, more: &str) -> Env {
 
 pub fn browser(env: &Env) -> Browser {
     Browser::new(&std::fs::read(&env.bed.keys.ca_file).unwrap()).unwrap()
+}
+
+/// An HTTP client of the testbed whose connections leave from `address`.
+pub fn client_on(env: &Env, address: IpAddr) -> reqwest::Client {
+    client_trusting_from(&env.bed.keys.ca_file, Some(address))
 }
 
 /// The reason a gateway's sign-in page names.
