@@ -1,8 +1,9 @@
 //! A person in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`),
 //! driven over WebDriver. It opens a page of the gateway that asks for a sign-in, signs in on the
-//! testbed identity provider's page and lands on the backend's answer; and an administrator adds a
-//! policy on the registry's page, after which the registry answers Permit. Screenshots of the pages
-//! are written to target/screenshots for a person to look at.
+//! testbed identity provider's page, lands on the backend's answer and signs out with the logout
+//! page's button; and an administrator adds a policy on the registry's page, after which the
+//! registry answers Permit. Screenshots of the pages are written to target/screenshots for a
+//! person to look at.
 
 mod support;
 
@@ -140,6 +141,16 @@ async fn submit(client: &fantoccini::Client, id: &str) {
     }
 }
 
+/// Wait (bounded) until the page shows the element with this id.
+async fn wait_for(client: &fantoccini::Client, id: &str) {
+    client
+        .wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("#{id}: {e}"));
+}
+
 async fn text_of(client: &fantoccini::Client, css: &str) -> String {
     client
         .wait()
@@ -161,12 +172,7 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
 
     let protected = format!("{}/people/containers/C1", env.url);
     client.goto(&protected).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::Id("username"))
-        .await
-        .expect("the identity provider's login page");
+    wait_for(&client, "username").await;
     let page = client.source().await.unwrap();
     assert!(
         page.contains("Warehouse 13") && page.contains("company"),
@@ -225,6 +231,14 @@ async fn a_person_signs_in_in_a_browser_and_lands_on_the_backend() {
         .unwrap();
     assert!(text_of(&client, "body").await.contains("access_denied"));
 
+    // The logout page's button signs her out (Chromium's POST from the gateway's own page); the
+    // page asked for then sends her to sign in again.
+    client.goto(&format!("{}/logout", env.url)).await.unwrap();
+    submit(&client, "logout").await;
+    assert_eq!(text_of(&client, "#signed-out").await, "You are signed out.");
+    client.goto(&protected).await.unwrap();
+    wait_for(&client, "username").await;
+
     client.close().await.unwrap();
     env.stop().await;
 }
@@ -274,12 +288,7 @@ async fn an_administrator_adds_a_policy_on_the_registry_page() {
         .goto(&format!("{}/admin", bed.url(AR)))
         .await
         .unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::Id("username"))
-        .await
-        .unwrap();
+    wait_for(&client, "username").await;
     type_into(&client, "username", "admin").await;
     type_into(&client, "password", "admin-testbed-password").await;
     submit(&client, "sign-in").await;

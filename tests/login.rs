@@ -164,9 +164,12 @@ async fn a_person_signs_in_and_the_backend_learns_who_they_are() {
     assert_eq!(post.status(), 401);
     assert!(post.text().await.unwrap().contains("login_required"));
 
-    // Logout ends the session: the next request is sent to sign in again.
-    let out = person.get(&format!("{}/logout", env.url)).await.unwrap();
+    // The logout page's button ends the session: the next request is sent to sign in again.
+    let page = person.get(&format!("{}/logout", env.url)).await.unwrap();
+    assert_eq!(page.status, 200);
+    let out = person.submit(&page, &[]).await.unwrap();
     assert_eq!(out.status, 200);
+    assert!(out.body.contains("signed-out"), "{}", out.body);
     assert!(!person.cookies.contains_key("__Host-ishare-session"));
     let again = env
         .bed
@@ -709,10 +712,8 @@ async fn instances_on_redis_share_sessions_and_nobody_is_signed_in_when_it_is_go
 
     // Signed out at one instance, out at every one.
     let session = person.cookies["__Host-ishare-session"].clone();
-    assert_eq!(
-        person.get(&format!("{b_url}/logout")).await.unwrap().status,
-        200
-    );
+    let page = person.get(&format!("{b_url}/logout")).await.unwrap();
+    assert_eq!(person.submit(&page, &[]).await.unwrap().status, 200);
     person
         .cookies
         .insert("__Host-ishare-session".into(), session.clone());

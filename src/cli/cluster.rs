@@ -464,7 +464,8 @@ async fn replays_are_refused(
     Ok(())
 }
 
-/// Steps 3 and 4: a person signed in at one instance is known at the other, and signed out at both.
+/// Steps 3 and 4: a person signed in at one instance is known at the other, and signed out at both
+/// (on the logout page of the gateways' public URL, the origin a sign-out must come from).
 async fn sessions_are_shared(
     data_dir: &Path,
     (a, b): (&str, &str),
@@ -493,18 +494,24 @@ async fn sessions_are_shared(
 
     step(
         4,
-        "She signs out at gateway b: the session ends at gateway a too",
+        "She signs out through the balancer: neither gateway knows her session any more",
     );
-    let out = browser.get(&format!("{b}/logout")).await?;
-    println!("   → GET {b}/logout   ← {}: signed out", out.status);
-    let at_a = browser.get(&format!("{a}{PERSON_PAGE}")).await?;
-    if person_on(&at_a).is_some() {
-        return Err("gateway a still knows the session".into());
-    }
+    let page = browser.get(&format!("{public_url}/logout")).await?;
+    let out = browser.submit(&page, &[]).await?;
     println!(
-        "   → GET {a}{PERSON_PAGE}   ← {}: the way to sign in again",
-        at_a.status
+        "   → GET {public_url}/logout, its Sign out button (POST)   ← {}: signed out",
+        out.status
     );
+    for (name, gateway) in [("a", a), ("b", b)] {
+        let again = browser.get(&format!("{gateway}{PERSON_PAGE}")).await?;
+        if person_on(&again).is_some() {
+            return Err(format!("gateway {name} still knows the session"));
+        }
+        println!(
+            "   → GET {gateway}{PERSON_PAGE}   ← {}: the way to sign in again",
+            again.status
+        );
+    }
     Ok(())
 }
 

@@ -209,7 +209,7 @@ fn try_more(
         println!("  curl -s http://{admin}/metrics | grep ishare_gateway_requests_total");
     }
     heading("In a browser (the testbed's certificates come from its own CA, data/testbed/ca.pem):");
-    println!("  {gateway_url}{PERSON_PAGE}   sign in as {PERSON} / {PERSON_PASSWORD}; {gateway_url}/logout ends it");
+    println!("  {gateway_url}{PERSON_PAGE}   sign in as {PERSON} / {PERSON_PASSWORD}; {gateway_url}/logout signs out");
     if let Some(admin_page) = registry_admin {
         println!("  {admin_page}   the registry's policies (admin / admin-testbed-password)");
     }

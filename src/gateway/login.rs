@@ -169,21 +169,31 @@ impl Login {
     }
 
     /// A request with a session that would change something must come from a page of the
-    /// gateway's own origin: the browser's `Origin`, or `Sec-Fetch-Site: same-origin`. A session
-    /// cookie is sent by browsers on other sites' requests too.
+    /// gateway's own origin, as the browser says: its `Origin`; without one, `Sec-Fetch-Site:
+    /// same-origin`; without either, a `Referer` of our origin. A session cookie is sent by
+    /// browsers on other sites' requests too.
     pub fn check_same_origin(&self, method: &Method, headers: &HeaderMap) -> Result<(), Reject> {
         if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
             return Ok(());
         }
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        match (header("origin"), header("sec-fetch-site")) {
-            (Some(origin), _) if origin == self.origin => Ok(()),
-            (None, Some("same-origin")) => Ok(()),
-            (origin, _) => Err(LoginFailure::CrossSite(
-                origin.unwrap_or("none").chars().take(100).collect(),
-            )
-            .into()),
-        }
+        let ours = |url: &str| {
+            url::Url::parse(url).is_ok_and(|u| u.origin().ascii_serialization() == self.origin)
+        };
+        let seen = match (
+            header("origin"),
+            header("sec-fetch-site"),
+            header("referer"),
+        ) {
+            (Some(origin), _, _) if origin == self.origin => return Ok(()),
+            (Some(origin), _, _) => format!("Origin {origin:?}"),
+            (None, Some("same-origin"), _) => return Ok(()),
+            (None, Some(site), _) => format!("Sec-Fetch-Site {site:?}"),
+            (None, None, Some(referer)) if ours(referer) => return Ok(()),
+            (None, None, Some(_)) => "a Referer of another origin".into(),
+            (None, None, None) => "no Origin, Sec-Fetch-Site or Referer".into(),
+        };
+        Err(LoginFailure::CrossSite(seen.chars().take(100).collect()).into())
     }
 
     /// The person of the request's session, if it has a valid one.
@@ -596,12 +606,24 @@ impl Login {
             .collect())
     }
 
-    /// Logout: the session is gone from the store and the cookie cleared.
+    /// GET on the logout path: a page whose button signs out. Only a POST does, and only from
+    /// our own pages: another site's link or form must not end a person's session.
+    pub fn logout_page(&self) -> Answer {
+        let body = format!(
+            r#"<form method="post" action="{path}"><p>Sign out of this site?</p><button type="submit" id="logout">Sign out</button></form>"#,
+            path = escape(&self.settings.logout_path),
+        );
+        Answer::html(200, page("Sign out", &body), Vec::new())
+    }
+
+    /// POST on the logout path, from our own pages: the session is gone from the store and the
+    /// cookie cleared.
     pub async fn logout(
         &self,
         headers: &HeaderMap,
         store: &SessionStore,
     ) -> Result<Answer, Reject> {
+        self.check_same_origin(&Method::POST, headers)?;
         for value in cookie_values(headers, &self.settings.cookie_name) {
             if let Some(cookie) = self.open::<SessionCookie>(value) {
                 store

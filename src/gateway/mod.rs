@@ -203,13 +203,25 @@ impl Gateway {
             }
             if path == login.settings.logout_path {
                 ctx.label = "logout".into();
-                if method != Method::GET && method != Method::POST {
-                    return Err(Reject::MethodNotAllowed(vec![Method::GET, Method::POST]));
-                }
-                ctx.outcome = "signed_out";
-                return Ok(Some(
-                    login.logout(&req.headers, &snap.stores.sessions).await?,
-                ));
+                let answer = match method {
+                    Method::GET | Method::HEAD => {
+                        ctx.outcome = "local";
+                        login.logout_page()
+                    }
+                    Method::POST => {
+                        let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
+                        ctx.outcome = "signed_out";
+                        answer
+                    }
+                    _ => {
+                        return Err(Reject::MethodNotAllowed(vec![
+                            Method::GET,
+                            Method::HEAD,
+                            Method::POST,
+                        ]))
+                    }
+                };
+                return Ok(Some(answer));
             }
         }
         let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;

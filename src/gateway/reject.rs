@@ -190,9 +190,7 @@ pub enum LoginFailure {
     ProviderUnavailable(String),
     #[error("the session store did not answer: {0}")]
     Store(ReplayError),
-    #[error(
-        "a request that changes something must come from the gateway's own pages (Origin {0:?})"
-    )]
+    #[error("a request that changes something must come from the gateway's own pages (it came with {0})")]
     CrossSite(String),
 }
 

@@ -124,13 +124,23 @@ impl Browser {
         self.send(request, url).await
     }
 
-    /// Submit the first form of `page` with its hidden fields and `more`.
+    /// Submit the first form of `page` with its hidden fields and `more`, from the page's origin
+    /// (as browsers say in `Origin`).
     pub async fn submit(&mut self, page: &Page, more: &[(&str, &str)]) -> Result<Page, String> {
         let (action, mut fields) =
             form_of(&page.body).ok_or_else(|| format!("{} shows no form", page.url))?;
         fields.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let action = resolve(&page.url, &action)?;
-        self.post(&action, &fields).await
+        let origin = url::Url::parse(&page.url)
+            .map_err(|e| format!("{}: {e}", page.url))?
+            .origin()
+            .ascii_serialization();
+        let request = self
+            .http
+            .post(&action)
+            .header("origin", origin)
+            .form(&fields);
+        self.send(request, &action).await
     }
 
     /// Open `url` at a gateway, sign in as `username` with `password` consenting to every scope
