@@ -23,6 +23,7 @@ pub mod route;
 pub mod server;
 pub mod sessions;
 pub mod snapshot;
+pub mod start_budget;
 pub mod token_endpoint;
 pub mod upstream;
 
