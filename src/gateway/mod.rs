@@ -38,6 +38,7 @@ use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Guarded, StreamLimit};
 use http::Method;
+use login::Login;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
@@ -149,6 +150,89 @@ fn is_tls(session: &Session) -> bool {
     session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
+/// The gateway's own paths of people's sign-in: the return from the identity provider, and logout
+/// (a page on GET, the sign-out on POST). None for any other path.
+async fn login_path(
+    session: &Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+    login: &Login,
+    path: &str,
+) -> Result<Option<Answer>, Reject> {
+    let req = session.req_header();
+    if path == openid::RETURN_PATH {
+        ctx.label = "login_return".into();
+        if req.method != Method::GET {
+            return Err(Reject::MethodNotAllowed(vec![Method::GET]));
+        }
+        let cx = snap.login_context();
+        let (answer, person) = login
+            .finish(req.uri.query(), &req.headers, &cx, Timestamp::now())
+            .await?;
+        ctx.consumer = Some(person.sub);
+        ctx.outcome = "signed_in";
+        return Ok(Some(answer));
+    }
+    if path != login.settings.logout_path {
+        return Ok(None);
+    }
+    ctx.label = "logout".into();
+    let answer = match req.method {
+        Method::GET | Method::HEAD => {
+            ctx.outcome = "local";
+            login.logout_page()
+        }
+        Method::POST => {
+            let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
+            ctx.outcome = "signed_out";
+            answer
+        }
+        _ => {
+            let allowed = vec![Method::GET, Method::HEAD, Method::POST];
+            return Err(Reject::MethodNotAllowed(allowed));
+        }
+    };
+    Ok(Some(answer))
+}
+
+/// The person a route for people acts for: their `sub`, or (without a session) the answer that
+/// sends the browser to sign in.
+async fn person_of(
+    session: &Session,
+    ctx: &mut Ctx,
+    snap: &Snapshot,
+    login: &Login,
+    path: &str,
+) -> Result<Result<String, Answer>, Reject> {
+    let req = session.req_header();
+    if req.headers.contains_key(BROKER_HEADER) {
+        return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
+    }
+    let now = Timestamp::now();
+    match login
+        .person(&req.headers, &snap.stores.sessions, now)
+        .await?
+    {
+        Some(person) => {
+            login.check_same_origin(&req.method, &req.headers)?;
+            ctx.person_headers = login.headers_for(&person);
+            Ok(Ok(person.sub))
+        }
+        None => {
+            let return_to = match req.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path.to_string(),
+            };
+            let cx = snap.login_context();
+            let answer = login
+                .start(&req.method, &return_to, client_addr(session), &cx, now)
+                .await?;
+            ctx.outcome = "login_started";
+            Ok(Err(answer))
+        }
+    }
+}
+
 impl Gateway {
     /// Decide what to do with a request: an answer of our own, or None to forward it.
     async fn decide(
@@ -188,40 +272,7 @@ impl Gateway {
         }
         let method = session.req_header().method.clone();
         if let Some(login) = &snap.login {
-            let req = session.req_header();
-            if path == openid::RETURN_PATH {
-                ctx.label = "login_return".into();
-                if method != Method::GET {
-                    return Err(Reject::MethodNotAllowed(vec![Method::GET]));
-                }
-                let cx = snap.login_context();
-                let (answer, person) = login
-                    .finish(uri.query(), &req.headers, &cx, Timestamp::now())
-                    .await?;
-                ctx.consumer = Some(person.sub);
-                ctx.outcome = "signed_in";
-                return Ok(Some(answer));
-            }
-            if path == login.settings.logout_path {
-                ctx.label = "logout".into();
-                let answer = match method {
-                    Method::GET | Method::HEAD => {
-                        ctx.outcome = "local";
-                        login.logout_page()
-                    }
-                    Method::POST => {
-                        let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
-                        ctx.outcome = "signed_out";
-                        answer
-                    }
-                    _ => {
-                        return Err(Reject::MethodNotAllowed(vec![
-                            Method::GET,
-                            Method::HEAD,
-                            Method::POST,
-                        ]))
-                    }
-                };
+            if let Some(answer) = login_path(session, ctx, snap, login, &path).await? {
                 return Ok(Some(answer));
             }
         }
@@ -258,33 +309,10 @@ impl Gateway {
         };
         ctx.upstream_uri = Some(forward::upstream_uri(&route, &path, &query, &values)?);
         let person = match (&snap.login, route.login) {
-            (Some(login), true) => {
-                if req.headers.contains_key(BROKER_HEADER) {
-                    return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
-                }
-                let now = Timestamp::now();
-                match login
-                    .person(&req.headers, &snap.stores.sessions, now)
-                    .await?
-                {
-                    Some(person) => {
-                        login.check_same_origin(&method, &req.headers)?;
-                        ctx.person_headers = login.headers_for(&person);
-                        Some(person.sub)
-                    }
-                    None => {
-                        let return_to = match uri.query() {
-                            Some(q) => format!("{path}?{q}"),
-                            None => path.clone(),
-                        };
-                        let cx = snap.login_context();
-                        let client = client_addr(session);
-                        let answer = login.start(&method, &return_to, client, &cx, now).await?;
-                        ctx.outcome = "login_started";
-                        return Ok(Some(answer));
-                    }
-                }
-            }
+            (Some(login), true) => match person_of(session, ctx, snap, login, &path).await? {
+                Ok(sub) => Some(sub),
+                Err(sign_in) => return Ok(Some(sign_in)),
+            },
             (None, true) => return Err(Reject::Internal),
             (_, false) => None,
         };
