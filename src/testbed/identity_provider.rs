@@ -4,6 +4,7 @@
 //! reads the person's attributes (userinfo), with delegation evidence about the person when it asks.
 
 use super::config::UserConfig;
+use super::lockout::Lockout;
 use super::participant::{require, token_answer, ApiError, ApiResult, Participant, SignedByError};
 use super::registry::mirror;
 use crate::html::{escape, page};
@@ -18,7 +19,7 @@ use crate::scheme::openid::{
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::DELEGATION_EVIDENCE_CLAIM;
 use crate::scheme::Timestamp;
-use axum::extract::{RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::any;
@@ -26,9 +27,10 @@ use axum::Router;
 use moka::sync::Cache;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the login form is posted.
 pub const LOGIN_PATH: &str = "/openid_connect1.0/login";
@@ -67,6 +69,7 @@ pub struct IdentityProvider {
     codes: Cache<String, Arc<Grant>>,
     code_lifetime: Duration,
     tokens: Cache<String, Arc<Grant>>,
+    lockout: Lockout,
 }
 
 fn bounded<V: Send + Sync + Clone + 'static>(ttl: Duration) -> Cache<String, V> {
@@ -90,6 +93,7 @@ pub fn router(
         codes: bounded(code_lifetime),
         code_lifetime,
         tokens: bounded(ACCESS_LIFETIME),
+        lockout: Lockout::default(),
     });
     let own = Router::new()
         .route(openid::AUTHORIZE_PATH, any(authorize))
@@ -164,8 +168,34 @@ fn error_redirect(uri: &str, state: &str, error: &str, description: &str) -> Res
 }
 
 impl IdentityProvider {
-    fn user(&self, username: &str) -> Option<&UserConfig> {
-        self.users.iter().find(|u| u.username == username)
+    /// The person the form's user name and password name (None: a wrong one), or, while the user
+    /// name or the client's address waits after wrong passwords, the login page saying until when.
+    fn check_password(
+        &self,
+        form: &Form,
+        client: IpAddr,
+        login_id: &str,
+        login: &Login,
+    ) -> Result<Option<&UserConfig>, Box<Response>> {
+        let username = value(form, "username").unwrap_or_default();
+        let password = value(form, "password").unwrap_or_default();
+        let digest = |p: &str| ring::digest::digest(&ring::digest::SHA256, p.as_bytes());
+        let right = || {
+            self.users.iter().find(|u| {
+                u.username == username && digest(&u.password).as_ref() == digest(&password).as_ref()
+            })
+        };
+        self.lockout
+            .attempt(&username, client, Instant::now(), right)
+            .map_err(|locked| {
+                let page = login_page(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    login_id,
+                    login,
+                    Some(&locked.message()),
+                );
+                Box::new((locked.retry_after(), page).into_response())
+            })
     }
 
     /// Check an authorize request up to the login page: the page, or the refusal to answer.
@@ -331,6 +361,7 @@ async fn authorize(
 /// POST login: the person's answer on the login page.
 async fn login(
     State(idp): State<Arc<IdentityProvider>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
     method: Method,
     body: bytes::Bytes,
 ) -> Response {
@@ -364,12 +395,10 @@ async fn login(
             "the person cancelled the sign-in",
         );
     }
-    let username = value(&form, "username").unwrap_or_default();
-    let password = value(&form, "password").unwrap_or_default();
-    let digest = |p: &str| ring::digest::digest(&ring::digest::SHA256, p.as_bytes());
-    let user = idp
-        .user(&username)
-        .filter(|u| digest(&u.password).as_ref() == digest(&password).as_ref());
+    let user = match idp.check_password(&form, client.ip(), &login_id, &login) {
+        Ok(user) => user,
+        Err(refusal) => return *refusal,
+    };
     let Some(user) = user else {
         let failures = login.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= LOGIN_ATTEMPTS {

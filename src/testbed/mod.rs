@@ -6,6 +6,7 @@ pub mod config;
 pub mod echo;
 pub mod identity_provider;
 pub mod keys;
+pub mod lockout;
 pub mod participant;
 pub mod party_register;
 pub mod person;

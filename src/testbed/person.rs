@@ -5,6 +5,7 @@
 
 use crate::html::{form_of, unescape};
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 /// One answer as the browser saw it.
 #[derive(Clone, Debug)]
@@ -48,13 +49,22 @@ fn resolve(base: &str, location: &str) -> Result<String, String> {
 impl Browser {
     /// A browser that trusts the testbed's CA (PEM) and follows no redirect by itself.
     pub fn new(ca_pem: &[u8]) -> Result<Browser, String> {
-        let http = crate::tls::outbound_client(
+        Browser::on(ca_pem, None)
+    }
+
+    /// The same, its connections leaving from `address` of this machine: to servers that count
+    /// clients by address, another client.
+    pub fn on(ca_pem: &[u8], address: Option<IpAddr>) -> Result<Browser, String> {
+        let http = crate::tls::outbound_builder(
             &crate::tls::OutboundTrust {
                 ca_pem: Some(ca_pem.to_vec()),
                 system_roots: false,
             },
             std::time::Duration::from_secs(10),
         )
+        .map_err(|e| e.to_string())?
+        .local_address(address)
+        .build()
         .map_err(|e| e.to_string())?;
         Ok(Browser {
             http,

@@ -3,19 +3,21 @@
 //! POST /policy) and deletes one.
 
 use super::config::AdminConfig;
+use super::lockout::Lockout;
 use super::participant::Participant;
 use super::registry::new_policy;
 use crate::html::{escape, page};
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::jwe::random_value;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use moka::sync::Cache;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const ADMIN_PATH: &str = "/admin";
 const COOKIE: &str = "testbed-admin";
@@ -26,6 +28,7 @@ pub struct PolicyAdmin {
     admin: AdminConfig,
     /// Session id → the token its forms must carry.
     sessions: Cache<String, String>,
+    lockout: Lockout,
 }
 
 pub fn routes(p: Arc<Participant>, admin: AdminConfig) -> Router {
@@ -36,6 +39,7 @@ pub fn routes(p: Arc<Participant>, admin: AdminConfig) -> Router {
             .max_capacity(1000)
             .time_to_live(SESSION_TIME)
             .build(),
+        lockout: Lockout::default(),
     });
     Router::new()
         .route(ADMIN_PATH, any(show))
@@ -165,29 +169,51 @@ async fn show(State(a): State<Arc<PolicyAdmin>>, method: Method, headers: Header
     }
 }
 
-async fn login(State(a): State<Arc<PolicyAdmin>>, method: Method, body: bytes::Bytes) -> Response {
+async fn login(
+    State(a): State<Arc<PolicyAdmin>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    method: Method,
+    body: bytes::Bytes,
+) -> Response {
     if method != Method::POST {
         return StatusCode::METHOD_NOT_ALLOWED.into_response();
     }
     let f = form(&body);
     let digest = |s: &str| ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
     let given = |k: &str| f.get(k).map(String::as_str).unwrap_or_default();
-    if given("username") != a.admin.username
-        || digest(given("password")).as_ref() != digest(&a.admin.password).as_ref()
-    {
-        return answer(
+    let user = given("username");
+    let checked = a.lockout.attempt(user, client.ip(), Instant::now(), || {
+        (user == a.admin.username
+            && digest(given("password")).as_ref() == digest(&a.admin.password).as_ref())
+        .then_some(())
+    });
+    let (status, problem, retry_after) = match checked {
+        Ok(Some(())) => {
+            let sid = random_value();
+            a.sessions.insert(sid.clone(), random_value());
+            return see_admin(Some(format!(
+                "{COOKIE}={sid}; Path=/admin; Max-Age={}; Secure; HttpOnly; SameSite=Strict",
+                SESSION_TIME.as_secs()
+            )));
+        }
+        Ok(None) => (
             StatusCode::UNAUTHORIZED,
-            "Sign in to manage policies",
-            &login_form(Some("Wrong user name or password.")),
+            "Wrong user name or password.".to_string(),
             None,
-        );
-    }
-    let sid = random_value();
-    a.sessions.insert(sid.clone(), random_value());
-    see_admin(Some(format!(
-        "{COOKIE}={sid}; Path=/admin; Max-Age={}; Secure; HttpOnly; SameSite=Strict",
-        SESSION_TIME.as_secs()
-    )))
+        ),
+        Err(locked) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            locked.message(),
+            Some(locked.retry_after()),
+        ),
+    };
+    let page = answer(
+        status,
+        "Sign in to manage policies",
+        &login_form(Some(&problem)),
+        None,
+    );
+    (retry_after, page).into_response()
 }
 
 /// Why a form post is not taken.

@@ -1,5 +1,7 @@
 //! Serving a router on a bound listener, with TLS or without, HTTP/1.1 and HTTP/2, until shut down.
+//! Handlers learn the client's address with `ConnectInfo<SocketAddr>`.
 
+use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -21,7 +23,7 @@ pub async fn serve(
     let acceptor = tls.map(TlsAcceptor::from);
     let mut connections = JoinSet::new();
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -33,7 +35,8 @@ pub async fn serve(
         };
         // Reap finished connections so the set does not grow.
         while connections.try_join_next().is_some() {}
-        let service = TowerToHyperService::new(router.clone());
+        let service =
+            TowerToHyperService::new(router.clone().layer(axum::Extension(ConnectInfo(client))));
         let acceptor = acceptor.clone();
         connections.spawn(async move {
             let builder = Builder::new(TokioExecutor::new());

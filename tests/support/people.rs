@@ -60,6 +60,15 @@ pub fn browser(env: &Env) -> Browser {
     Browser::new(&std::fs::read(&env.bed.keys.ca_file).unwrap()).unwrap()
 }
 
+/// A browser whose connections leave from `address`.
+pub fn browser_on(env: &Env, address: IpAddr) -> Browser {
+    Browser::on(
+        &std::fs::read(&env.bed.keys.ca_file).unwrap(),
+        Some(address),
+    )
+    .unwrap()
+}
+
 /// An HTTP client of the testbed whose connections leave from `address`.
 pub fn client_on(env: &Env, address: IpAddr) -> reqwest::Client {
     client_trusting_from(&env.bed.keys.ca_file, Some(address))
