@@ -1,7 +1,8 @@
 //! What an attacker tries against people's sign-in, refused without harm to the people: one client
 //! starting sign-ins as fast as it can; another site's link or form signing a person out; guessing
-//! passwords at the identity provider and at the registry's `/admin`. Clients are told apart by
-//! their loopback address (127.0.0.1, 127.0.0.2, 127.0.0.3).
+//! passwords at the identity provider and at the registry's `/admin`; another party redeeming a
+//! person's code. Clients are told apart by their loopback address (127.0.0.1, 127.0.0.2,
+//! 127.0.0.3).
 
 mod support;
 
@@ -239,4 +240,28 @@ async fn guessing_the_registry_admin_password_makes_the_user_name_and_the_addres
     }
     assert_waits(&try_password(&bed.http, form, "admin", ADMIN_PASSWORD).await);
     bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_another_party_redeems_is_refused_and_stays_the_persons() {
+    let env = start_people(BIN, "").await;
+    let url = format!("{}/people/containers/C1", env.url);
+    let mut person = browser(&env);
+    let back = consented(&env, &mut person, &url).await;
+
+    let (status, body) = status_json(exchange(&env, SP2, &param(&back, "code")).await).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    assert_eq!(
+        body["error_description"],
+        "the code was issued to another client"
+    );
+
+    // The person's own sign-in goes on with it.
+    let returned = person.get(&back).await.unwrap();
+    assert_eq!(returned.status, 303, "{}", returned.body);
+    assert_eq!(signed_in_as(&mut person, &url).await.as_deref(), Some(JANE));
+    env.stop().await;
 }

@@ -462,7 +462,8 @@ fn invalid_grant(description: &str) -> ApiError {
 }
 
 /// POST token: an authorization code (once, while fresh) for the client it was issued to, with
-/// that client's assertion: an access token for userinfo and a signed id_token.
+/// that client's assertion: an access token for userinfo and a signed id_token. Only that client
+/// uses the code up.
 async fn token(
     State(idp): State<Arc<IdentityProvider>>,
     method: Method,
@@ -495,15 +496,15 @@ async fn token(
     idp.p
         .verify_client_assertion(&field("client_assertion")?, &client_id, now)
         .await?;
-    let grant = idp
-        .codes
-        .remove(&code)
-        .ok_or_else(|| invalid_grant("the code is unknown, expired or used already"))?;
+    let unknown = || invalid_grant("the code is unknown, expired or used already");
+    let issued_to = idp.codes.get(&code).ok_or_else(unknown)?.client_id.clone();
+    if issued_to != client_id.as_str() {
+        // Refused, and left to its own client: another party cannot spoil the person's sign-in.
+        return Err(invalid_grant("the code was issued to another client"));
+    }
+    let grant = idp.codes.remove(&code).ok_or_else(unknown)?;
     if grant.issued.elapsed() >= idp.code_lifetime {
         return Err(invalid_grant("the code expired"));
-    }
-    if grant.client_id != client_id.as_str() {
-        return Err(invalid_grant("the code was issued to another client"));
     }
     if field("redirect_uri")? != grant.redirect_uri {
         return Err(invalid_grant(
