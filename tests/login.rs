@@ -12,7 +12,6 @@ use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::person::Page;
 use ishare_gateway::testbed::pki::TestPki;
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
 use support::people::*;
 use support::*;
@@ -261,72 +260,6 @@ async fn every_failure_of_a_return_is_a_page_and_never_a_session() {
         (400, "invalid_return")
     );
     env.stop().await;
-}
-
-/// What a stand-in for the identity provider does with the token answer it passes on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tamper {
-    /// The id_token is re-signed for another audience.
-    Audience,
-    /// The id_token carries another nonce.
-    Nonce,
-    /// The id_token's person is a party of the scheme.
-    Subject,
-}
-
-/// A stand-in for the identity provider at another address: everything goes to the real one, and
-/// the id_token of a token answer is changed as `tamper` says, signed with the provider's key.
-async fn tampering_provider(bed: &Bed, tamper: Tamper) -> (String, tokio::task::JoinHandle<()>) {
-    use axum::extract::Request;
-    use axum::response::IntoResponse;
-    let real = bed.url(IDP);
-    let http = bed.http.clone();
-    let identity = Arc::new(bed.identity(IDP));
-    let app = axum::Router::new().fallback(move |req: Request| {
-        let (real, http, identity) = (real.clone(), http.clone(), identity.clone());
-        async move {
-            let url = format!("{real}{}", req.uri());
-            let mut forward = http.request(req.method().clone(), url);
-            for name in ["authorization", "content-type"] {
-                if let Some(v) = req.headers().get(name) {
-                    forward = forward.header(name, v.as_bytes());
-                }
-            }
-            let path = req.uri().path().to_string();
-            let body = axum::body::to_bytes(req.into_body(), 1 << 20)
-                .await
-                .unwrap();
-            let answer = forward.body(body).send().await.unwrap();
-            let status = axum::http::StatusCode::from_u16(answer.status().as_u16()).unwrap();
-            let location = answer.headers().get("location").cloned();
-            let content_type = answer.headers().get("content-type").cloned();
-            let mut bytes = answer.bytes().await.unwrap().to_vec();
-            if path == openid::TOKEN_PATH && status == 200 {
-                let mut body: Value = serde_json::from_slice(&bytes).unwrap();
-                let mut claims = claims(body["id_token"].as_str().unwrap());
-                match tamper {
-                    Tamper::Audience => claims["aud"] = json!(SP2),
-                    Tamper::Nonce => claims["nonce"] = json!("another-nonce"),
-                    Tamper::Subject => claims["sub"] = json!(CONSUMER),
-                }
-                body["id_token"] = json!(identity.sign_raw(&claims).unwrap());
-                bytes = serde_json::to_vec(&body).unwrap();
-            }
-            let mut out = (status, bytes).into_response();
-            for (name, value) in [("location", location), ("content-type", content_type)] {
-                if let Some(v) = value {
-                    out.headers_mut().insert(name, v);
-                }
-            }
-            out
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

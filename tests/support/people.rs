@@ -1,14 +1,15 @@
 //! People signing in: the gateway's `[login]` at the testbed identity provider, a route for them,
-//! scripted browsers (also from other loopback addresses), and the identity provider's steps taken
-//! by hand.
+//! scripted browsers (also from other loopback addresses), the identity provider's steps taken by
+//! hand, and a stand-in for it that tampers with its answers.
 
-use super::{client_trusting_from, Env, SP};
+use super::{claims, client_trusting_from, Bed, Env, CONSUMER, SP, SP2};
 use ishare_gateway::scheme::jwe::encrypt_to_certificate;
 use ishare_gateway::scheme::openid;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::person::{html_text, Browser, Page};
 use serde_json::{json, Value};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 pub const IDP: &str = "EU.EORI.NL000000007";
 pub const JANE: &str = "did:ishare:person.jane-doe";
@@ -180,4 +181,73 @@ pub fn authorize_claims(env: &Env) -> Value {
         "redirect_uri": format!("{}{}", env.url, openid::RETURN_PATH),
         "state": "state-1", "nonce": "nonce-1",
     })
+}
+
+/// What a stand-in for the identity provider does with the token answer it passes on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Tamper {
+    /// The id_token is re-signed for another audience.
+    Audience,
+    /// The id_token carries another nonce.
+    Nonce,
+    /// The id_token's person is a party of the scheme.
+    Subject,
+}
+
+/// A stand-in for the identity provider at another address: everything goes to the real one, and
+/// the id_token of a token answer is changed as `tamper` says, signed with the provider's key.
+pub async fn tampering_provider(
+    bed: &Bed,
+    tamper: Tamper,
+) -> (String, tokio::task::JoinHandle<()>) {
+    use axum::extract::Request;
+    use axum::response::IntoResponse;
+    let real = bed.url(IDP);
+    let http = bed.http.clone();
+    let identity = Arc::new(bed.identity(IDP));
+    let app = axum::Router::new().fallback(move |req: Request| {
+        let (real, http, identity) = (real.clone(), http.clone(), identity.clone());
+        async move {
+            let url = format!("{real}{}", req.uri());
+            let mut forward = http.request(req.method().clone(), url);
+            for name in ["authorization", "content-type"] {
+                if let Some(v) = req.headers().get(name) {
+                    forward = forward.header(name, v.as_bytes());
+                }
+            }
+            let path = req.uri().path().to_string();
+            let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let answer = forward.body(body).send().await.unwrap();
+            let status = axum::http::StatusCode::from_u16(answer.status().as_u16()).unwrap();
+            let location = answer.headers().get("location").cloned();
+            let content_type = answer.headers().get("content-type").cloned();
+            let mut bytes = answer.bytes().await.unwrap().to_vec();
+            if path == openid::TOKEN_PATH && status == 200 {
+                let mut body: Value = serde_json::from_slice(&bytes).unwrap();
+                let mut claims = claims(body["id_token"].as_str().unwrap());
+                match tamper {
+                    Tamper::Audience => claims["aud"] = json!(SP2),
+                    Tamper::Nonce => claims["nonce"] = json!("another-nonce"),
+                    Tamper::Subject => claims["sub"] = json!(CONSUMER),
+                }
+                body["id_token"] = json!(identity.sign_raw(&claims).unwrap());
+                bytes = serde_json::to_vec(&body).unwrap();
+            }
+            let mut out = (status, bytes).into_response();
+            for (name, value) in [("location", location), ("content-type", content_type)] {
+                if let Some(v) = value {
+                    out.headers_mut().insert(name, v);
+                }
+            }
+            out
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
 }
