@@ -1,6 +1,8 @@
 //! Rate bounds: a token bucket (so many a second on average, so many at once), and one bucket per
-//! client address in a table of bounded size. The time is a parameter, so the bounds are testable.
+//! key (a client address, a caller) in a table of bounded size. The time is a parameter, so the bounds are testable.
 
+use std::borrow::Borrow;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -50,19 +52,19 @@ pub fn client_key(address: IpAddr) -> IpAddr {
     }
 }
 
-/// A token bucket per client (`client_key`), for at most `capacity` clients at once: the least
-/// used go first, and a bucket unused for as long as it takes to fill is forgotten (it would be
-/// full again). A forgotten bucket starts full, so a bound that must hold whatever the table
-/// forgets needs a bucket for all clients besides.
-pub struct BucketsPerClient {
+/// A token bucket per key, for at most `capacity` keys at once: the least used go first, and a
+/// bucket unused for as long as it takes to fill is forgotten (it would be full again). A
+/// forgotten bucket starts full, so a bound that must hold whatever the table forgets needs a
+/// bucket for all keys besides.
+pub struct Buckets<K> {
     per_second: f64,
     burst: f64,
-    buckets: moka::sync::Cache<IpAddr, Arc<TokenBucket>>,
+    buckets: moka::sync::Cache<K, Arc<TokenBucket>>,
 }
 
-impl BucketsPerClient {
+impl<K: Hash + Eq + Send + Sync + 'static> Buckets<K> {
     pub fn new(per_second: f64, burst: f64, capacity: u64) -> Self {
-        BucketsPerClient {
+        Buckets {
             per_second,
             burst,
             buckets: moka::sync::Cache::builder()
@@ -72,13 +74,31 @@ impl BucketsPerClient {
         }
     }
 
-    /// Take one token of `address`'s bucket, or say how long it takes until there is one.
-    pub fn take(&self, address: IpAddr, now: Instant) -> Result<(), Duration> {
+    /// Take one token of `key`'s bucket, or say how long it takes until there is one.
+    pub fn take<Q>(&self, key: &Q, now: Instant) -> Result<(), Duration>
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + Hash + Eq + ?Sized,
+    {
         self.buckets
-            .get_with(client_key(address), || {
+            .get_with_by_ref(key, || {
                 Arc::new(TokenBucket::new(self.per_second, self.burst, now))
             })
             .take(now)
+    }
+}
+
+/// A token bucket per client (`client_key`).
+pub struct BucketsPerClient(Buckets<IpAddr>);
+
+impl BucketsPerClient {
+    pub fn new(per_second: f64, burst: f64, capacity: u64) -> Self {
+        BucketsPerClient(Buckets::new(per_second, burst, capacity))
+    }
+
+    /// Take one token of `address`'s bucket, or say how long it takes until there is one.
+    pub fn take(&self, address: IpAddr, now: Instant) -> Result<(), Duration> {
+        self.0.take(&client_key(address), now)
     }
 }
 

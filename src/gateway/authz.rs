@@ -4,7 +4,6 @@
 //! cache. The rules of evidence tokens live in `scheme`; registries are asked through `peers`.
 
 use super::broker;
-use super::budget::CallerBudget;
 use super::decision_cache::{DecisionCache, DecisionKey};
 use super::header_evidence::{Expected, HeaderEvidence};
 use super::reject::{EvidenceRefusal, HeaderProblem, MissingValue, Reject, RuleValue, Unavailable};
@@ -13,6 +12,7 @@ use crate::config::model::{Config, DelegationRule};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
+use crate::rate::Buckets;
 use crate::request::template::{RequestValues, Template};
 use crate::request::{value_ambiguities, Ambiguities};
 use crate::scheme::assertion::AssertionRules;
@@ -35,6 +35,8 @@ const MAX_VALUE_LEN: usize = 256;
 /// Data owners a caller may name per minute that the gateway has not looked up yet: each costs
 /// calls to the scheme owner.
 const NEW_OWNERS_PER_MINUTE: u32 = 30;
+/// The most callers whose registry budget is remembered (a forgotten caller starts with a full one).
+const CALLERS: u64 = 100_000;
 
 /// A permitted request: what the response headers are made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,8 +60,8 @@ struct Inner {
     decisions: DecisionCache,
     /// Per caller: the data owners it named this minute that were not known yet.
     named_owners: moka::sync::Cache<String, Arc<AtomicU32>>,
-    /// Registry calls each caller may cause.
-    registry_budget: CallerBudget,
+    /// Registry calls each caller may cause: (a bucket per caller, a minute's worth).
+    registry_budget: (Buckets<String>, u32),
     metrics: Metrics,
 }
 
@@ -133,7 +135,11 @@ impl Authorizer {
                 metrics.clone(),
             ),
             decisions: DecisionCache::new(d, metrics.clone()),
-            registry_budget: CallerBudget::new(d.registry_calls_per_minute),
+            registry_budget: {
+                let per_minute = d.registry_calls_per_minute.max(1);
+                let burst = f64::from(per_minute);
+                (Buckets::new(burst / 60.0, burst, CALLERS), per_minute)
+            },
             named_owners: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(Duration::from_secs(60))
@@ -307,7 +313,7 @@ impl Authorizer {
         };
         let timeout = self.0.registry_timeout;
         let fetch = async {
-            let budget = &self.0.registry_budget;
+            let (budget, per_minute) = &self.0.registry_budget;
             if let Err(retry_after) = budget.take(facts.caller, std::time::Instant::now()) {
                 self.0
                     .metrics
@@ -315,7 +321,7 @@ impl Authorizer {
                     .with_label_values(&["registry_calls"])
                     .inc();
                 return Err(Reject::TooManyRegistryCalls {
-                    per_minute: budget.per_minute(),
+                    per_minute: *per_minute,
                     retry_after,
                 });
             }

@@ -8,7 +8,6 @@ pub mod authz;
 pub mod background;
 pub mod body;
 pub mod broker;
-pub mod budget;
 pub mod capabilities;
 pub mod connections;
 pub mod decision_cache;
