@@ -52,6 +52,43 @@ async fn one_client_starting_sign_ins_as_fast_as_it_can_leaves_the_others_theirs
     env.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_balancer_sign_in_starts_are_counted_per_forwarded_client() {
+    let more =
+        "starts_per_address_per_minute = 2\n\n[forwarding]\ntrusted_proxies = [\"127.0.0.2\"]\n";
+    let env = start_people(BIN, more).await;
+    let url = format!("{}/people/containers/C1", env.url);
+    let start = |client: &reqwest::Client, forwarded_for: &str| {
+        client
+            .get(&url)
+            .header("X-Forwarded-For", forwarded_for)
+            .send()
+    };
+    // The balancer (127.0.0.2) forwards two clients: one spends its starts, the other has its own.
+    let balancer = client_on(&env, OTHER_CLIENT);
+    for expected in [200, 200, 429] {
+        let resp = start(&balancer, "198.51.100.7").await.unwrap();
+        assert_eq!(resp.status(), expected);
+    }
+    let resp = start(&balancer, "198.51.100.8").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    // A client that is no trusted proxy cannot name another address to get more.
+    let direct = client_on(&env, THIRD_CLIENT);
+    let statuses: Vec<u16> = futures::future::join_all(
+        ["203.0.113.1", "203.0.113.2", "203.0.113.3"].map(|a| start(&direct, a)),
+    )
+    .await
+    .into_iter()
+    .map(|r| r.unwrap().status().as_u16())
+    .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        1,
+        "{statuses:?}"
+    );
+    env.stop().await;
+}
+
 /// The person the backend was told of when `person` opens `url`, if it was.
 async fn signed_in_as(person: &mut Browser, url: &str) -> Option<String> {
     let page = person.get(url).await.unwrap();

@@ -165,6 +165,39 @@ fn forwarded_for(headers: &http::HeaderMap, f: &Forwarding) -> Option<String> {
     })
 }
 
+/// The address a request comes from: its peer's, or, when the peer is one of the
+/// `trusted_proxies`, the last address in `X-Forwarded-For` that is not (what the balancers in
+/// front saw). An entry that is no address ends the walk: what is before it is the client's word.
+pub fn client_address(
+    peer: Option<std::net::IpAddr>,
+    headers: &http::HeaderMap,
+    trusted_proxies: &[ipnet::IpNet],
+) -> Option<std::net::IpAddr> {
+    let trusted = |a: &std::net::IpAddr| trusted_proxies.iter().any(|n| n.contains(a));
+    let mut client = peer?;
+    if !trusted(&client) {
+        return Some(client);
+    }
+    let entries = headers
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect::<Vec<_>>();
+    for entry in entries.into_iter().rev() {
+        match entry.trim().parse::<std::net::IpAddr>() {
+            Ok(address) => {
+                client = address.to_canonical();
+                if !trusted(&client) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    Some(client)
+}
+
 /// Every cookie of the request but `own`, as one Cookie header value.
 fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
     crate::request::cookies(headers)
@@ -310,6 +343,30 @@ pub fn drop_own_cookies(resp: &mut ResponseHeader, own: &[String]) -> pingora::R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn behind_trusted_proxies_the_client_is_the_last_address_they_did_not_add() {
+        let trusted: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let client = |peer: &str, forwarded: &[&str]| {
+            let mut headers = http::HeaderMap::new();
+            for value in forwarded {
+                headers.append(X_FORWARDED_FOR, value.parse().unwrap());
+            }
+            client_address(peer.parse().ok(), &headers, &trusted)
+                .unwrap()
+                .to_string()
+        };
+        // A peer that is no proxy is the client, whatever it says.
+        assert_eq!(client("192.0.2.1", &["198.51.100.7"]), "192.0.2.1");
+        assert_eq!(client("10.0.0.5", &["198.51.100.7"]), "198.51.100.7");
+        assert_eq!(
+            client("10.0.0.5", &["203.0.113.9, 198.51.100.7", "10.0.0.4"]),
+            "198.51.100.7",
+            "what the client itself wrote before is not believed"
+        );
+        assert_eq!(client("10.0.0.5", &["garbage, 10.0.0.4"]), "10.0.0.4");
+        assert_eq!(client("10.0.0.5", &[]), "10.0.0.5");
+    }
 
     #[test]
     fn a_backend_cannot_set_the_gateways_cookies() {

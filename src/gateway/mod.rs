@@ -223,8 +223,10 @@ async fn person_of(
                 None => path.to_string(),
             };
             let cx = snap.login_context();
+            let trusted = &snap.config.trusted_proxies;
+            let client = forward::client_address(client_addr(session), &req.headers, trusted);
             let answer = login
-                .start(&req.method, &return_to, client_addr(session), &cx, now)
+                .start(&req.method, &return_to, client, &cx, now)
                 .await?;
             ctx.outcome = "login_started";
             Ok(Err(answer))
