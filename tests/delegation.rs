@@ -59,6 +59,12 @@ fn rules() -> String {
             &format!("{owner}\ndelegation_path = [\"{BROKER}\"]"),
         ),
         route(
+            "via",
+            "\"GET\"",
+            "/api/via/{id}",
+            &format!("{owner}\ndelegation_path = [\"{{header.X-Via}}\"]"),
+        ),
+        route(
             "shallow-chain",
             "\"GET\"",
             "/api/shallow-chain/{id}",
@@ -308,6 +314,30 @@ fn evidence_body(subject: &str, not_before: i64, not_on_or_after: i64) -> Value 
             "rules": [{"effect": "Permit"}]
         }]}]
     })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_path_party_taken_from_the_request_is_checked_as_every_rule_value() {
+    let (env, _fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let long = "P".repeat(300);
+    for (via, reason) in [
+        (long.as_str(), "request_value_too_long"),
+        (
+            "EU.EORI.NL000000003,EU.EORI.NL000000001",
+            "ambiguous_request",
+        ),
+        ("EU.EORI.NL000000003#x", "ambiguous_request"),
+        ("", "missing_request_value"),
+    ] {
+        let (status, _, body) = get(&env, "/api/via/C1", &token, &[("X-Via", via)]).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some(reason)),
+            "{via:?}: {body}"
+        );
+    }
+    env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 use super::broker;
 use super::decision_cache::{DecisionCache, DecisionKey};
 use super::header_evidence::{Expected, HeaderEvidence};
-use super::reject::{EvidenceRefusal, HeaderProblem, MissingValue, Reject, RuleValue, Unavailable};
+use super::reject::{EvidenceRefusal, MissingValue, Reject, RuleValue, Unavailable};
 use super::replay::ReplayStore;
 use crate::config::model::{Config, DelegationRule};
 use crate::peers::registry::RegistryClient;
@@ -14,7 +14,7 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
 use crate::request::template::{RequestValues, Template};
-use crate::request::{value_ambiguities, Ambiguities};
+use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::assertion::AssertionRules;
 use crate::scheme::evidence::{evaluate_chain, AccessRequest, Decision, DenyReason};
 use crate::scheme::evidence_token::HeaderEvidenceRules;
@@ -84,18 +84,36 @@ pub fn header<'a>(
     headers: &'a http::HeaderMap,
     name: &'static str,
 ) -> Result<Option<&'a str>, Reject> {
-    let problem = |problem| EvidenceRefusal::Header {
-        header: name,
-        problem,
-    };
-    let mut all = headers.get_all(name).iter();
-    match (all.next(), all.next()) {
-        (None, _) => Ok(None),
-        (Some(v), None) => v
-            .to_str()
-            .map(|s| Some(s.trim()))
-            .map_err(|_| problem(HeaderProblem::NotText).into()),
-        (Some(_), Some(_)) => Err(problem(HeaderProblem::Repeated).into()),
+    match single_header(headers, name) {
+        Ok(value) => Ok(value.map(str::trim)),
+        Err(problem) => Err(EvidenceRefusal::Header {
+            header: name,
+            problem,
+        }
+        .into()),
+    }
+}
+
+/// A value a rule takes from the request, as decisions are made on it: present and not empty, at
+/// most MAX_VALUE_LEN bytes, and in no form backends read differently (unless the route accepts
+/// it).
+fn rule_value(t: &Template, value: RuleValue, facts: &RequestFacts) -> Result<String, Reject> {
+    let rendered = t
+        .render(&facts.values)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| MissingValue::Absent {
+            value,
+            template: t.as_str().to_string(),
+        })?;
+    if rendered.len() > MAX_VALUE_LEN {
+        return Err(Reject::ValueTooLong {
+            value,
+            limit: MAX_VALUE_LEN,
+        });
+    }
+    match value_ambiguities(&rendered).first_not_in(facts.accepted) {
+        Some(a) => Err(Reject::Ambiguous(a)),
+        None => Ok(rendered),
     }
 }
 
@@ -148,44 +166,26 @@ impl Authorizer {
         }))
     }
 
-    /// The request in the scheme's terms, from the rule and the request.
+    /// The request in the scheme's terms, from the rule and the request, and its data owner.
     fn access_request(
         &self,
         rule: &DelegationRule,
         facts: &RequestFacts,
         subject: &str,
-    ) -> Result<AccessRequest, Reject> {
-        let render = |t: &Template, value: RuleValue| {
-            let rendered = t
-                .render(&facts.values)
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| MissingValue::Absent {
-                    value,
-                    template: t.as_str().to_string(),
-                })?;
-            if rendered.len() > MAX_VALUE_LEN {
-                return Err(Reject::ValueTooLong {
-                    value,
-                    limit: MAX_VALUE_LEN,
-                });
-            }
-            match value_ambiguities(&rendered).first_not_in(facts.accepted) {
-                Some(a) => Err(Reject::Ambiguous(a)),
-                None => Ok(rendered),
-            }
-        };
+    ) -> Result<(AccessRequest, PartyId), Reject> {
+        let render = |t: &Template, value: RuleValue| rule_value(t, value, facts);
         let renders = |ts: &[Template], value| -> Result<Vec<String>, Reject> {
             ts.iter().map(|t| render(t, value)).collect()
         };
         let policy_issuer = render(&rule.policy_issuer, RuleValue::DataOwner)?;
-        PartyId::parse(&policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
+        let owner = PartyId::parse(&policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
         let action = match &rule.action {
             Some(a) => a.clone(),
             None => Action::for_method(facts.method)
                 .ok_or(MissingValue::NoAction)?
                 .qualified(&self.0.scheme),
         };
-        Ok(AccessRequest {
+        let request = AccessRequest {
             policy_issuer,
             access_subject: subject.to_string(),
             service_providers: vec![self.0.our_id.to_string()],
@@ -194,7 +194,8 @@ impl Authorizer {
             attributes: renders(&rule.attributes, RuleValue::Attribute)?,
             actions: vec![action],
             required_licences: rule.licences.clone(),
-        })
+        };
+        Ok((request, owner))
     }
 
     /// Decide a request on a delegation route.
@@ -220,7 +221,7 @@ impl Authorizer {
             None => None,
         };
         let subject = original_consumer.as_deref().unwrap_or(facts.caller);
-        let request = self.access_request(rule, facts, subject)?;
+        let (request, owner) = self.access_request(rule, facts, subject)?;
         if rule.caller_names_owner
             && [subject, facts.caller]
                 .iter()
@@ -263,7 +264,8 @@ impl Authorizer {
                 evaluate_chain(&chain, &request, now)
             }
             None if rule.evidence.registry => {
-                self.registry_decision(rule, facts, &request, trust).await?
+                self.registry_decision(rule, facts, &request, &owner, trust)
+                    .await?
             }
             None => Decision::Deny(DenyReason::EmptyChain),
         };
@@ -293,17 +295,13 @@ impl Authorizer {
         rule: &DelegationRule,
         facts: &RequestFacts<'_>,
         request: &AccessRequest,
+        owner: &PartyId,
         trust: &TrustStore,
     ) -> Result<Decision, Reject> {
         let path: Vec<String> = rule
             .delegation_path
             .iter()
-            .map(|t| {
-                t.render(&facts.values).ok_or_else(|| MissingValue::Absent {
-                    value: RuleValue::DelegationPathParty,
-                    template: t.as_str().to_string(),
-                })
-            })
+            .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts))
             .collect::<Result<_, _>>()?;
         let key = DecisionKey {
             route: facts.route.to_string(),
@@ -325,13 +323,11 @@ impl Authorizer {
                     retry_after,
                 });
             }
-            let owner =
-                PartyId::parse(&request.policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
             let configured = rule.registry.as_deref();
             let chain = self
                 .0
                 .registries
-                .chain(configured, &owner, &path, request, trust);
+                .chain(configured, owner, &path, request, trust);
             let chain = tokio::time::timeout(timeout, chain)
                 .await
                 .map_err(|_| Reject::Unavailable(Unavailable::RegistryTimeout(timeout)))??;

@@ -108,13 +108,7 @@ reason_codes! {
     }
 }
 
-/// What is wrong with a credential header of the scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeaderProblem {
-    NotText,
-    Repeated,
-    Empty,
-}
+pub use crate::request::HeaderProblem;
 
 /// Why presented evidence (or a broker's consumer assertion) is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,6 +21,28 @@ pub fn cookies(headers: &http::HeaderMap) -> impl Iterator<Item = &str> {
         .filter(|pair| !pair.is_empty())
 }
 
+/// Why a header that may be given once cannot be read one way only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderProblem {
+    NotText,
+    Repeated,
+    Empty,
+}
+
+/// The value of a header that may be given at most once (credentials, evidence): None when it is
+/// absent.
+pub fn single_header<'a>(
+    headers: &'a http::HeaderMap,
+    name: impl http::header::AsHeaderName,
+) -> Result<Option<&'a str>, HeaderProblem> {
+    let mut all = headers.get_all(name).iter();
+    match (all.next(), all.next()) {
+        (None, _) => Ok(None),
+        (Some(v), None) => v.to_str().map(Some).map_err(|_| HeaderProblem::NotText),
+        (Some(_), Some(_)) => Err(HeaderProblem::Repeated),
+    }
+}
+
 /// The name of a cookie as `cookies` gives it.
 pub fn cookie_name(cookie: &str) -> &str {
     cookie.split_once('=').map_or(cookie, |(name, _)| name)
