@@ -31,10 +31,10 @@ pub enum HeaderProblem {
 
 /// The value of a header that may be given at most once (credentials, evidence): None when it is
 /// absent.
-pub fn single_header<'a>(
-    headers: &'a http::HeaderMap,
+pub fn single_header(
+    headers: &http::HeaderMap,
     name: impl http::header::AsHeaderName,
-) -> Result<Option<&'a str>, HeaderProblem> {
+) -> Result<Option<&str>, HeaderProblem> {
     let mut all = headers.get_all(name).iter();
     match (all.next(), all.next()) {
         (None, _) => Ok(None),
