@@ -546,6 +546,34 @@ async fn http2_streams_count_against_their_listener_and_dripped_ones_end() {
             &[("reason", "stream_limit")]
         ) >= 5.0
     );
+    // A stream that sends no body at all is not held beyond the deadline either (HTTP/2 reads
+    // have no timeout of their own): its connection is closed.
+    let silent = h2_client(&env.bed.keys.ca_file);
+    let started = Instant::now();
+    let never = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(8),
+        silent
+            .post(format!("{}/status", env.url))
+            .body(reqwest::Body::wrap_stream(never))
+            .send(),
+    )
+    .await
+    .expect("the silent stream ends");
+    assert!(outcome.is_err(), "{outcome:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let m = env.metrics().await;
+    assert!(
+        metric(
+            &m,
+            "ishare_gateway_connections_closed_total",
+            &[("reason", "body_timeout")]
+        ) >= 1.0
+    );
     // The permits are back: the listener serves again.
     let (status, _) = status_json(
         client

@@ -8,6 +8,8 @@ use super::reject::{BodyError, Reject};
 use crate::config::model::Server;
 use bytes::Bytes;
 use pingora::proxy::Session;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The time a request body may take: `grace`, and a second more for every `min_rate` bytes.
@@ -45,12 +47,53 @@ impl BodyClock {
     }
 }
 
-/// The error a late body ends a forwarded request with.
+/// The error a late body ends a forwarded request with: the client's fault, not the backend's.
 pub fn too_slow() -> Box<pingora::Error> {
     pingora::Error::explain(
         pingora::ErrorType::ReadTimedout,
         "the request body arrived slower than the minimum rate",
     )
+    .into_down()
+}
+
+/// The body deadline of an HTTP/2 stream, whose reads have no timeout: a task that calls `late`
+/// when the body is late, unless it arrives (dropped) first.
+pub struct Watchdog {
+    received: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watchdog {
+    pub fn start(clock: BodyClock, late: impl FnOnce() + Send + 'static) -> Watchdog {
+        let received = Arc::new(AtomicU64::new(0));
+        let seen = received.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let clock = BodyClock {
+                    received: seen.load(Ordering::Relaxed),
+                    ..clock
+                };
+                let deadline = clock.deadline();
+                if deadline <= Instant::now() {
+                    late();
+                    return;
+                }
+                tokio::time::sleep_until(deadline.into()).await;
+            }
+        });
+        Watchdog { received, task }
+    }
+
+    /// Count `bytes` more of the body received.
+    pub fn received(&self, bytes: usize) {
+        self.received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Read the next chunk of a body the gateway reads itself, within the body's deadline (HTTP/2

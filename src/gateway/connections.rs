@@ -8,6 +8,7 @@ use super::Gateway;
 use crate::config::model::{Listener, Server};
 use crate::telemetry::Metrics;
 use async_trait::async_trait;
+use futures::task::AtomicWaker;
 use pingora::apps::ServerApp;
 use pingora::listeners::tls::Acceptor;
 use pingora::protocols::l4::stream::Stream as L4Stream;
@@ -18,12 +19,13 @@ use pingora::protocols::{
 use pingora::proxy::HttpProxy;
 use pingora::server::ShutdownWatch;
 use prometheus::{IntCounter, IntGauge};
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -38,6 +40,8 @@ pub struct Deadlines {
     pub header: Duration,
     /// The TLS handshake.
     pub handshake: Duration,
+    /// Requests in flight on one connection (HTTP/2 streams).
+    pub streams: usize,
 }
 
 impl Deadlines {
@@ -46,6 +50,7 @@ impl Deadlines {
             idle: server.keepalive_timeout,
             header: server.header_timeout,
             handshake: server.handshake_timeout,
+            streams: server.h2_max_streams as usize,
         }
     }
 }
@@ -57,18 +62,41 @@ const BUSY: u8 = 2;
 /// HTTP/2: the header deadline covers only the connection preface.
 const H2: u8 = 3;
 
-/// The phase of one HTTP/1 connection, which the proxy moves along (`header_read`, `done`).
+/// The phase of one connection, which the proxy moves along (`header_read`, `done`: HTTP/1), and
+/// what a request may do to the connection it came on: take one of its stream permits (HTTP/2),
+/// and close it (`close`: a stream whose body is late).
 pub struct Phase {
     phase: AtomicU8,
     since: Mutex<Instant>,
+    /// Requests in flight on the connection at most: more than HTTP/2 counts, as it forgets a
+    /// stream the client resets while the proxy still works on it.
+    streams: Arc<Semaphore>,
+    closing: AtomicBool,
+    /// The task reading the connection, woken to notice `closing`.
+    reader: AtomicWaker,
 }
 
 impl Phase {
-    fn new() -> Self {
+    fn new(streams: usize) -> Self {
         Phase {
             phase: AtomicU8::new(IDLE),
             since: Mutex::new(Instant::now()),
+            streams: Arc::new(Semaphore::new(streams)),
+            closing: AtomicBool::new(false),
+            reader: AtomicWaker::new(),
         }
+    }
+
+    /// A permit for one more request in flight on the connection, or None when it has as many as
+    /// it may.
+    pub fn stream_permit(&self) -> Option<OwnedSemaphorePermit> {
+        self.streams.clone().try_acquire_owned().ok()
+    }
+
+    /// Close the connection: its next read fails.
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.reader.wake();
     }
 
     fn set(&self, phase: u8) {
@@ -101,6 +129,7 @@ impl Phase {
 struct Closed {
     idle: IntCounter,
     header: IntCounter,
+    body: IntCounter,
 }
 
 /// A connection with its deadlines: reads fail with `TimedOut` once the phase's deadline passes.
@@ -125,7 +154,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 impl Guarded {
     fn new(inner: Stream, deadlines: Deadlines, closed: Closed) -> Self {
-        let phase = Phase::new();
+        let phase = Phase::new(deadlines.streams);
         if inner.selected_alpn_proto() == Some(ALPN::H2) {
             phase.phase.store(H2, Ordering::Release);
         }
@@ -163,6 +192,14 @@ impl AsyncRead for Guarded {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        this.phase.reader.register(cx.waker());
+        if this.phase.closing.load(Ordering::Acquire) {
+            this.closed.body.inc();
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "a request body on the connection was late",
+            )));
+        }
         if let Some((deadline, _)) = this.deadline() {
             let deadline = tokio::time::Instant::from_std(deadline);
             if this.timer.deadline() != deadline {
@@ -330,6 +367,7 @@ impl Entry {
             closed: Closed {
                 idle: closed("idle_timeout"),
                 header: closed("header_timeout"),
+                body: closed("body_timeout"),
             },
         }
     }
@@ -398,19 +436,73 @@ impl Drop for Open {
     }
 }
 
+/// (client, local) address: one TCP connection while it is open.
+type ConnectionKey = (SocketAddr, SocketAddr);
+
+/// The open connections, by their addresses: how a request (an HTTP/2 stream among many) reaches
+/// the connection it came on.
+#[derive(Clone, Default)]
+pub struct Connections(Arc<Mutex<HashMap<ConnectionKey, Weak<Phase>>>>);
+
+impl Connections {
+    /// The connection from `client` to `local`, while it is open.
+    pub fn get(&self, client: SocketAddr, local: SocketAddr) -> Option<Arc<Phase>> {
+        let open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(&(client, local)).and_then(Weak::upgrade)
+    }
+
+    fn register(&self, key: ConnectionKey, phase: &Arc<Phase>) -> Registered {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        open.insert(key, Arc::downgrade(phase));
+        Registered {
+            connections: self.clone(),
+            key,
+        }
+    }
+}
+
+/// A connection's entry in `Connections`, removed when the connection ends.
+struct Registered {
+    connections: Connections,
+    key: ConnectionKey,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut open = self.connections.0.lock().unwrap_or_else(|e| e.into_inner());
+        open.remove(&self.key);
+    }
+}
+
+/// The addresses of a connection's two ends.
+fn key_of(stream: &Stream) -> Option<ConnectionKey> {
+    let digest = stream.get_socket_digest()?;
+    Some((
+        *digest.peer_addr()?.as_inet()?,
+        *digest.local_addr()?.as_inet()?,
+    ))
+}
+
 /// The gateway's proxy behind the connection limits and deadlines of its listeners.
 pub struct Guard {
     proxy: Arc<HttpProxy<Gateway>>,
     listeners: Vec<Entry>,
     deadlines: Deadlines,
+    connections: Connections,
 }
 
 impl Guard {
-    pub fn new(proxy: HttpProxy<Gateway>, listeners: Vec<Entry>, deadlines: Deadlines) -> Self {
+    pub fn new(
+        proxy: HttpProxy<Gateway>,
+        listeners: Vec<Entry>,
+        deadlines: Deadlines,
+        connections: Connections,
+    ) -> Self {
         Guard {
             proxy: Arc::new(proxy),
             listeners,
             deadlines,
+            connections,
         }
     }
 
@@ -449,7 +541,9 @@ impl ServerApp for Guard {
                 }
             }
         };
+        let key = key_of(&stream);
         let guarded = Guarded::new(stream, self.deadlines, listener.closed.clone());
+        let _registered = key.map(|k| self.connections.register(k, &guarded.phase));
         ServerApp::process_new(&self.proxy, Box::new(guarded), shutdown).await
     }
 

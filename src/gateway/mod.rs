@@ -35,7 +35,7 @@ use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use body::BodyClock;
-use connections::{Guarded, StreamLimit};
+use connections::{Connections, Guarded, StreamLimit};
 use http::Method;
 use login::Login;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -53,11 +53,46 @@ pub struct Gateway {
     state: Arc<GatewayState>,
     /// The connection limits of the listeners, which HTTP/2 streams count against.
     streams: Vec<StreamLimit>,
+    /// The open connections, which an HTTP/2 stream takes a permit of and closes when its body is
+    /// late.
+    connections: Connections,
 }
 
 impl Gateway {
-    pub fn new(state: Arc<GatewayState>, streams: Vec<StreamLimit>) -> Self {
-        Gateway { state, streams }
+    pub fn new(
+        state: Arc<GatewayState>,
+        streams: Vec<StreamLimit>,
+        connections: Connections,
+    ) -> Self {
+        Gateway {
+            state,
+            streams,
+            connections,
+        }
+    }
+
+    /// Admit an HTTP/2 stream: a permit of its connection and of its listener, and a watchdog
+    /// that closes the connection when the stream's body is late (its reads have no timeout).
+    fn admit_stream(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), Reject> {
+        let full = || Reject::Unavailable(reject::Unavailable::ListenerFull);
+        let local = session.server_addr().and_then(|a| a.as_inet()).copied();
+        let client = session.client_addr().and_then(|a| a.as_inet()).copied();
+        let connection = client
+            .zip(local)
+            .and_then(|(c, l)| self.connections.get(c, l));
+        if let Some(connection) = &connection {
+            ctx.stream_permits
+                .push(connection.stream_permit().ok_or_else(full)?);
+        }
+        if let Some(permit) = StreamLimit::admit(&self.streams, local).map_err(|_| full())? {
+            ctx.stream_permits.push(permit);
+        }
+        if let (Some(clock), Some(connection)) = (ctx.body, connection) {
+            if !session.is_body_done() {
+                ctx.watchdog = Some(body::Watchdog::start(clock, move || connection.close()));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -85,8 +120,10 @@ pub struct Ctx {
     person_headers: Vec<(http::HeaderName, String)>,
     /// The time the request body may still take.
     body: Option<BodyClock>,
-    /// An HTTP/2 stream's share of its listener's connection limit.
-    _stream: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// An HTTP/2 stream's share of its connection's and its listener's limits.
+    stream_permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    /// The deadline of an HTTP/2 stream's body.
+    watchdog: Option<body::Watchdog>,
 }
 
 impl Ctx {
@@ -366,7 +403,8 @@ impl ProxyHttp for Gateway {
             reject: None,
             person_headers: Vec::new(),
             body: None,
-            _stream: None,
+            stream_permits: Vec::new(),
+            watchdog: None,
         }
     }
 
@@ -379,6 +417,8 @@ impl ProxyHttp for Gateway {
         let snap = self.state.current.load_full();
         let mut clock = BodyClock::new(&snap.config.server, Instant::now());
         session.set_read_timeout(clock.next_read(0, Instant::now()));
+        // An answer the client does not read holds nothing for longer than a body read may.
+        session.set_write_timeout(Some(snap.config.server.body_timeout));
         ctx.body = Some(clock);
         if let Some(phase) = session.stream().and_then(Guarded::phase_of) {
             phase.header_read();
@@ -393,20 +433,12 @@ impl ProxyHttp for Gateway {
             .get_or_insert_with(|| self.state.current.load_full())
             .clone();
         let admitted = match session.is_http2() {
-            true => StreamLimit::admit(
-                &self.streams,
-                session.server_addr().and_then(|a| a.as_inet()).copied(),
-            ),
-            false => Ok(None),
+            true => self.admit_stream(session, ctx),
+            false => Ok(()),
         };
         let decided = match admitted {
-            Ok(permit) => {
-                ctx._stream = permit;
-                self.decide(session, ctx, &snap).await
-            }
-            Err(connections::ListenerFull) => {
-                Err(Reject::Unavailable(reject::Unavailable::ListenerFull))
-            }
+            Ok(()) => self.decide(session, ctx, &snap).await,
+            Err(reject) => Err(reject),
         };
         let answer = match decided {
             Ok(None) => return Ok(false),
@@ -447,10 +479,20 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> pingora::Result<()> {
+        // An upgraded connection (WebSocket) carries messages, not a request body.
+        if session.was_upgraded() {
+            return Ok(());
+        }
         let Some(clock) = ctx.body.as_mut() else {
             return Ok(());
         };
         let received = body.as_ref().map_or(0, bytes::Bytes::len);
+        if let Some(watchdog) = &ctx.watchdog {
+            watchdog.received(received);
+        }
+        if end_of_stream {
+            ctx.watchdog = None;
+        }
         match clock.next_read(received, Instant::now()) {
             Some(wait) => {
                 session.set_read_timeout(Some(wait));

@@ -4,7 +4,7 @@
 
 use super::admin::Admin;
 use super::background::Maintenance;
-use super::connections::{Deadlines, Entry, Guard};
+use super::connections::{Connections, Deadlines, Entry, Guard};
 use super::listener::{tls_acceptor, CertResolver};
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
@@ -77,8 +77,11 @@ pub fn build(
         entries.push(Entry::new(listener, tls, &state.shared.metrics));
     }
     let streams = entries.iter().map(Entry::stream_limit).collect();
-    let mut proxy =
-        pingora::proxy::http_proxy(&server.configuration, Gateway::new(state.clone(), streams));
+    let connections = Connections::default();
+    let mut proxy = pingora::proxy::http_proxy(
+        &server.configuration,
+        Gateway::new(state.clone(), streams, connections.clone()),
+    );
     let mut options = HttpServerOptions::default();
     options.h2c = config.server.h2c;
     options.h2_idle_timeout = Some(config.server.keepalive_timeout);
@@ -86,7 +89,7 @@ pub fn build(
     let mut h2 = default_h2_options();
     h2.max_concurrent_streams(config.server.h2_max_streams);
     proxy.h2_options = Some(h2);
-    let guard = Guard::new(proxy, entries, Deadlines::of(&config.server));
+    let guard = Guard::new(proxy, entries, Deadlines::of(&config.server), connections);
     let mut service = Service::new("gateway".to_string(), guard);
     for listener in &config.listeners {
         service.add_tcp(&listener.address.to_string());
