@@ -164,6 +164,8 @@ async fn identifiers_are_decided_on_in_the_form_the_backend_reads() {
         ("/api/containers/SECRET-1%3Fx=1", "ambiguous_request"),
         ("/api/containers/SECRET-1%23x", "ambiguous_request"),
         ("/api/lookup?id=SECRET-1%3Fx%3D1", "ambiguous_request"),
+        ("/api/lookup?id=C1%26id%3DSECRET-1", "ambiguous_request"),
+        ("/api/lookup?id=C1&_method=DELETE", "ambiguous_request"),
     ];
     for client in [h1, &h2] {
         for (path, reason) in variants {
@@ -458,6 +460,10 @@ async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
             .header("X.Forwarded.For", "5.5.5.5")
             .header("X_Forwarded_Proto", "http")
             .header("X_Forwarded_Host", "evil")
+            .header("X-Forwarded-Ssl", "on")
+            .header("True-Client-IP", "9.9.9.9")
+            .header("X-Forwarded-Client-Cert", "Hash=forged")
+            .header("X_Remote_User", "admin")
             .header("X-Kept", "yes"),
     )
     .await;
@@ -478,6 +484,10 @@ async fn overrides_and_forged_forwarding_details_do_not_reach_the_backend() {
         "x.forwarded.for",
         "x_forwarded_proto",
         "x_forwarded_host",
+        "x-forwarded-ssl",
+        "true-client-ip",
+        "x-forwarded-client-cert",
+        "x_remote_user",
     ] {
         assert!(!headers.contains_key(gone), "{gone}: {echo}");
     }
@@ -549,6 +559,10 @@ async fn a_request_needs_one_valid_host_and_trace_a_route_that_lists_it() {
             "a path in Host",
         ),
         (
+            "GET /files/a HTTP/1.1\r\nHost: ..\r\nConnection: close\r\n\r\n".to_string(),
+            "dots for a Host",
+        ),
+        (
             "GET /files/a HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
             "no Host",
         ),
@@ -569,10 +583,13 @@ async fn a_request_needs_one_valid_host_and_trace_a_route_that_lists_it() {
     // HTTP/1.0 may go without a Host.
     let answer = raw_request(&env.plain, b"GET /files/a HTTP/1.0\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let trace = format!("TRACE /files/a HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    let answer = raw_request(&env.plain, trace.as_bytes()).await;
-    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
-    assert_eq!(raw_body(&answer)["reason"], "method_not_allowed");
+    for method in ["TRACE", "TRACK", "PROPFIND", "DEBUG"] {
+        let request =
+            format!("{method} /files/a HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let answer = raw_request(&env.plain, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 405"), "{method}: {answer}");
+        assert_eq!(raw_body(&answer)["reason"], "method_not_allowed");
+    }
     env.stop().await;
 }
 

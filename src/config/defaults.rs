@@ -38,9 +38,10 @@ pub const REGISTRY_CALLS_PER_MINUTE: u32 = 600;
 pub const RULES_DIRECTORY: &str = "policies";
 pub const PARTY_HEADER: &str = "X-Consumer-Party-Id";
 pub const ORIGINAL_CONSUMER_HEADER: &str = "X-Original-Consumer-Party-Id";
-/// Client headers the backend never receives: method and path overrides, and forwarding details a
-/// client could forge.
-pub const STRIP_HEADERS: [&str; 13] = [
+/// Client headers the backend never receives: method and path overrides, forwarding details a
+/// client could forge (host, scheme, address), and the client certificate or user that a proxy in
+/// front would vouch for.
+pub const STRIP_HEADERS: [&str; 31] = [
     "X-HTTP-Method-Override",
     "X-HTTP-Method",
     "X-Method-Override",
@@ -53,7 +54,25 @@ pub const STRIP_HEADERS: [&str; 13] = [
     "X-Forwarded-Host",
     "X-Forwarded-Port",
     "X-Forwarded-Prefix",
+    "X-Forwarded-Ssl",
+    "X-Forwarded-Scheme",
+    "X-Url-Scheme",
+    "Front-End-Https",
     "X-Real-IP",
+    "Client-IP",
+    "True-Client-IP",
+    "X-Client-IP",
+    "X-Cluster-Client-IP",
+    "X-Original-Forwarded-For",
+    "X-Forwarded-Client-Cert",
+    "X-SSL-Client-Cert",
+    "X-Client-Cert",
+    "X-ARR-ClientCert",
+    "X-Remote-User",
+    "Remote-User",
+    "X-Forwarded-User",
+    "X-Auth-Request-User",
+    "X-Forwarded-Email",
 ];
 
 pub const FORWARDED_FOR: ForwardedFor = ForwardedFor::Replace;

@@ -366,30 +366,33 @@ pub struct Route {
     pub identifier_case: Option<crate::request::Case>,
 }
 
+/// What a route without a `methods` list takes.
+const USUAL_METHODS: [Method; 7] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+    Method::OPTIONS,
+];
+
 impl Route {
-    /// Whether the route takes `method`: one it lists, or without a list any but TRACE (which
-    /// would echo the request, credentials included, back to the client).
+    /// Whether the route takes `method`: one it lists, or without a list one of the usual
+    /// methods of an API (not TRACE, which would echo the request and its credentials back, nor
+    /// methods of WebDAV or of some servers' own).
     pub fn allows(&self, method: &Method) -> bool {
         match &self.methods {
             Some(listed) => listed.contains(method),
-            None => *method != Method::TRACE,
+            None => USUAL_METHODS.contains(method),
         }
     }
 
     /// The methods the route takes, for an `Allow` header.
     pub fn allowed_methods(&self) -> Vec<Method> {
-        self.methods.clone().unwrap_or_else(|| {
-            [
-                Method::GET,
-                Method::HEAD,
-                Method::POST,
-                Method::PUT,
-                Method::PATCH,
-                Method::DELETE,
-                Method::OPTIONS,
-            ]
-            .to_vec()
-        })
+        self.methods
+            .clone()
+            .unwrap_or_else(|| USUAL_METHODS.to_vec())
     }
 
     /// Every template of the route: its rule's values and its upstream path.

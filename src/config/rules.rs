@@ -191,6 +191,23 @@ fn route(
         );
     }
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
+    let identifier_case = r
+        .identifier_case
+        .and_then(|c| issues.choice(&format!("{key}.identifier_case"), c));
+    if let (Some(_), Auth::Delegation(rule)) = (identifier_case, &auth) {
+        let from_headers = rule
+            .identifiers
+            .iter()
+            .chain(&rule.attributes)
+            .chain(std::iter::once(&rule.resource_type))
+            .any(|t| t.header_names().next().is_some());
+        if from_headers {
+            issues.add(
+                format!("{key}.identifier_case"),
+                "covers the path and the query: a rule that takes identifiers from headers (passed on as sent) cannot use it",
+            );
+        }
+    }
     let accept = r
         .accept
         .into_iter()
@@ -211,9 +228,7 @@ fn route(
         response_headers,
         source: path.to_path_buf(),
         login: r.login,
-        identifier_case: r
-            .identifier_case
-            .and_then(|c| issues.choice(&format!("{key}.identifier_case"), c)),
+        identifier_case,
     })
 }
 

@@ -148,11 +148,15 @@ fn forwarded_for(headers: &http::HeaderMap, f: &Forwarding) -> Option<String> {
             .trusted_proxies
             .iter()
             .any(|net| net.contains(&addr));
+    // A line that is not text is not passed on, nor any before it: the chain would be altered.
     let earlier: Vec<&str> = if keep {
         headers
             .get_all(X_FORWARDED_FOR)
             .iter()
-            .filter_map(|v| v.to_str().ok())
+            .map(|v| v.to_str().ok())
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default()
+            .into_iter()
             .map(str::trim)
             .filter(|v| !v.is_empty())
             .collect()
@@ -178,21 +182,21 @@ pub fn client_address(
     if !trusted(&client) {
         return Some(client);
     }
-    let entries = headers
-        .get_all(X_FORWARDED_FOR)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .collect::<Vec<_>>();
-    for entry in entries.into_iter().rev() {
-        match entry.trim().parse::<std::net::IpAddr>() {
-            Ok(address) => {
-                client = address.to_canonical();
-                if !trusted(&client) {
-                    break;
+    let lines: Vec<&http::HeaderValue> = headers.get_all(X_FORWARDED_FOR).iter().collect();
+    'walk: for line in lines.into_iter().rev() {
+        let Ok(text) = line.to_str() else {
+            break;
+        };
+        for entry in text.rsplit(',') {
+            match entry.trim().parse::<std::net::IpAddr>() {
+                Ok(address) => {
+                    client = address.to_canonical();
+                    if !trusted(&client) {
+                        break 'walk;
+                    }
                 }
+                Err(_) => break 'walk,
             }
-            Err(_) => break,
         }
     }
     Some(client)
@@ -365,6 +369,20 @@ mod tests {
             "what the client itself wrote before is not believed"
         );
         assert_eq!(client("10.0.0.5", &["garbage, 10.0.0.4"]), "10.0.0.4");
+        // A line that is not text ends the walk: it is not skipped to reach an earlier one.
+        let mut headers = http::HeaderMap::new();
+        headers.append(X_FORWARDED_FOR, "6.6.6.6".parse().unwrap());
+        headers.append(
+            X_FORWARDED_FOR,
+            http::HeaderValue::from_bytes(b"\xff, 10.0.0.4").unwrap(),
+        );
+        let peer = "10.0.0.5".parse().ok();
+        assert_eq!(
+            client_address(peer, &headers, &trusted)
+                .unwrap()
+                .to_string(),
+            "10.0.0.5"
+        );
         assert_eq!(client("10.0.0.5", &[]), "10.0.0.5");
     }
 

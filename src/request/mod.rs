@@ -86,13 +86,17 @@ pub enum Ambiguity {
     /// A letter beyond ASCII in a value the rule reads: full-width and look-alike letters that
     /// some backends fold into ASCII (`ＳECRET-1`).
     NonAscii,
-    /// An encoded `?` or `#` in a value the rule reads: a query or a fragment to a backend that
-    /// decodes before it splits (an encoded `;` counts as a path parameter).
+    /// A `_method` query parameter: the method to some frameworks (Laravel, Rails, Express
+    /// middleware), whatever the request's own.
+    MethodOverride,
+    /// An encoded `?`, `#` or `&` in a value the rule reads: a query, a fragment or another
+    /// parameter to a backend that decodes before it splits (an encoded `;` counts as a path
+    /// parameter).
     EncodedDelimiter,
 }
 
 impl Ambiguity {
-    const ALL: [Ambiguity; 11] = [
+    const ALL: [Ambiguity; 12] = [
         Ambiguity::PathParameters,
         Ambiguity::EncodedPercent,
         Ambiguity::TrailingDot,
@@ -104,6 +108,7 @@ impl Ambiguity {
         Ambiguity::Invisible,
         Ambiguity::NonAscii,
         Ambiguity::EncodedDelimiter,
+        Ambiguity::MethodOverride,
     ];
 
     fn bit(self) -> u16 {
@@ -124,6 +129,7 @@ impl Ambiguity {
             Ambiguity::Invisible => "invisible",
             Ambiguity::NonAscii => "non_ascii",
             Ambiguity::EncodedDelimiter => "encoded_delimiter",
+            Ambiguity::MethodOverride => "method_override",
         }
     }
 }
@@ -141,7 +147,10 @@ impl fmt::Display for Ambiguity {
             Ambiguity::QuerySemicolon => "a semicolon in the query",
             Ambiguity::Invisible => "an invisible character in a value the rule reads",
             Ambiguity::NonAscii => "a character beyond ASCII in a value the rule reads",
-            Ambiguity::EncodedDelimiter => "an encoded ? or # in a value the rule reads",
+            Ambiguity::EncodedDelimiter => "an encoded ?, # or & in a value the rule reads",
+            Ambiguity::MethodOverride => {
+                "a _method query parameter, read as the method by some frameworks"
+            }
         })
     }
 }
@@ -209,7 +218,7 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
         found.insert(Ambiguity::EdgeWhitespace);
     }
-    if value.contains(['?', '#']) {
+    if value.contains(['?', '#', '&']) {
         found.insert(Ambiguity::EncodedDelimiter);
     }
     if value.contains(';') {
@@ -263,11 +272,17 @@ pub fn valid_host(value: &str) -> bool {
     let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         Some(literal) => literal.parse::<std::net::Ipv6Addr>().is_ok(),
         None => {
-            !host.is_empty()
-                && host.len() <= 253
-                && host
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            let name = host.strip_suffix('.').unwrap_or(host);
+            !name.is_empty()
+                && name.len() <= 253
+                && name.split('.').all(|label| {
+                    let bytes = label.as_bytes();
+                    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+                        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+                        && bytes
+                            .iter()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+                })
         }
     };
     port_ok && host_ok
@@ -300,7 +315,7 @@ mod tests {
         assert!(has("SECRET-1\u{200B}", Ambiguity::Invisible));
         assert!(has("SE\u{00AD}CRET-1", Ambiguity::Invisible));
         assert!(has("SECRET-1\u{3000}", Ambiguity::Invisible));
-        for delimiter in ["SECRET-1?x=1", "SECRET-1#x"] {
+        for delimiter in ["SECRET-1?x=1", "SECRET-1#x", "A&id=SECRET-1"] {
             assert!(has(delimiter, Ambiguity::EncodedDelimiter), "{delimiter}");
         }
         assert!(has("SECRET-1;v=2", Ambiguity::PathParameters));
@@ -317,6 +332,8 @@ mod tests {
             "[::1]",
             "[::1]:9000",
             "localhost",
+            "api.example.com.",
+            "my_host.internal",
         ] {
             assert!(valid_host(good), "{good}");
         }
@@ -333,6 +350,11 @@ mod tests {
             "::1",
             "[not-an-address]",
             "a.example:80:80",
+            "..",
+            ".",
+            "-",
+            "a..example",
+            "-a.example",
         ] {
             assert!(!valid_host(bad), "{bad}");
         }

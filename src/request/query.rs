@@ -94,6 +94,9 @@ impl Query {
                 query.ambiguities.insert(Ambiguity::BracketedQueryKey);
             }
             let folded = same_name(&key);
+            if folded == "_method" {
+                query.ambiguities.insert(Ambiguity::MethodOverride);
+            }
             if seen.contains(&folded) {
                 query.ambiguities.insert(Ambiguity::RepeatedQueryKey);
             } else {
@@ -193,6 +196,8 @@ mod tests {
         assert!(has("id%5B0%5D=C1", Ambiguity::BracketedQueryKey));
         assert!(has("id=C1;id=SECRET-1", Ambiguity::QuerySemicolon));
         assert!(has("id=SECRET%252e", Ambiguity::EncodedPercent));
+        assert!(has("_method=DELETE", Ambiguity::MethodOverride));
+        assert!(has("_METHOD+=DELETE", Ambiguity::MethodOverride));
         let repeated = Query::parse(Some("id=C1&id=SECRET-1")).unwrap();
         assert_eq!(repeated.get("id"), None, "a repeated value is never picked");
         let padded = Query::parse(Some("id=C1&%20id=SECRET-1")).unwrap();

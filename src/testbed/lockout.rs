@@ -90,13 +90,19 @@ impl Lockout {
         now: Instant,
         check: impl FnOnce() -> Option<T>,
     ) -> Result<Option<T>, Locked> {
-        let user: String = user.chars().take(USER_NAME_CHARS).collect();
-        let of_user = self.users.get_with(user.clone(), Default::default);
+        // The address first: one that waits touches no user name's record, so that it cannot
+        // push a locked user name out of the table by naming many others.
         let of_address = self
             .addresses
             .get_with(client_key(address), Default::default);
-        let (mut of_user, mut of_address) = (lock(&of_user), lock(&of_address));
-        if let Some(wait) = of_user.wait(now).max(of_address.wait(now)) {
+        let mut of_address = lock(&of_address);
+        if let Some(wait) = of_address.wait(now) {
+            return Err(Locked { wait });
+        }
+        let user: String = user.chars().take(USER_NAME_CHARS).collect();
+        let of_user = self.users.get_with(user, Default::default);
+        let mut of_user = lock(&of_user);
+        if let Some(wait) = of_user.wait(now) {
             return Err(Locked { wait });
         }
         let checked = check();
