@@ -2,27 +2,12 @@
 //! every field optional where a default exists, closed sets of words as enums. The loader (`mod.rs`)
 //! turns them into the validated model (`model.rs`).
 
+use super::issues::Choice;
 use super::model::ForwardedFor;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A word from a closed set, as written. An unknown word is kept with serde's message, so that it is
-/// reported with its key beside every other problem instead of ending the parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Choice<T> {
-    Known(T),
-    Unknown(String),
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choice<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let word = String::deserialize(d)?;
-        let de = serde::de::value::StringDeserializer::<serde::de::value::Error>::new(word);
-        Ok(T::deserialize(de).map_or_else(|e| Choice::Unknown(e.to_string()), Choice::Known))
-    }
-}
 
 /// A size in bytes, written as a number or with a unit (`KiB`, `MiB`, `GiB`, `KB`, `MB`, `GB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 
 use super::defaults as default;
 use super::file::ForwardingFile;
+use super::issues::Issues;
 use super::model::ForwardedFor;
-use super::{header_name, Issues};
+use super::values::header_name;
 use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER};
 
 /// The section, validated.

@@ -3,9 +3,10 @@
 
 use super::defaults as default;
 use super::file::*;
+use super::issues::{ConfigIssue, Issues};
 use super::model::*;
 use super::rules::{load_rules, Known};
-use super::{header_name, nonzero, party, resolve, socket_addr, url_of, ConfigIssue, Issues};
+use super::values::{nonzero, party, resolve, socket_addr, url_of, warn_plain};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::openid;
@@ -66,7 +67,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
     let login = file
         .login
-        .and_then(|l| login(&base, l, replay.redis.is_some(), issues));
+        .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), issues));
     // A client's copy of a header that speaks for a signed-in person never reaches a backend.
     for (_, header) in login.iter().flat_map(|l| &l.headers) {
         if !strip_headers.contains(header) {
@@ -120,153 +121,6 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         log,
         warnings: Vec::new(),
         login,
-    })
-}
-
-fn login(
-    base: &Path,
-    l: LoginFile,
-    shared_store: bool,
-    issues: &mut Issues,
-) -> Option<LoginSettings> {
-    let identity_provider = match &l.identity_provider {
-        Some(id) => issues.check("login.identity_provider", party(id)),
-        None => {
-            issues.add(
-                "login.identity_provider",
-                "missing: the identity provider's party id",
-            );
-            None
-        }
-    };
-    let url = match &l.url {
-        Some(u) => issues.check("login.url", url_of(u)),
-        None => {
-            issues.add("login.url", "missing: the identity provider's base URL");
-            None
-        }
-    };
-    if let Some(u) = &url {
-        warn_plain("login.url", u, issues);
-    }
-    let scope = l.scope.unwrap_or_else(|| default::LOGIN_SCOPE.to_string());
-    let scopes: Vec<&str> = scope.split_whitespace().collect();
-    if !scopes.contains(&openid::OPENID_SCOPE)
-        || !scopes.iter().any(|s| openid::attributes_of(s).is_some())
-    {
-        issues.add(
-            "login.scope",
-            "must hold openid and an attribute scope (profile, company or email)",
-        );
-    }
-    let cookie_name = l
-        .cookie_name
-        .unwrap_or_else(|| default::COOKIE_NAME.to_string());
-    if cookie_name.is_empty()
-        || !cookie_name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
-    {
-        issues.add("login.cookie_name", "use letters, digits, '-' and '_'");
-    }
-    if !cookie_name.starts_with("__Host-") {
-        issues.add(
-            "login.cookie_name",
-            "must start with __Host- (a cookie only this host sets: no other subdomain can plant one)",
-        );
-    }
-    if shared_store && l.session_secret_file.is_none() {
-        issues.add(
-            "login.session_secret_file",
-            "needed with [replay] store = \"redis\": every instance must open the others' cookies",
-        );
-    }
-    let secret = l.session_secret_file.and_then(|file| {
-        let path = resolve(base, &file);
-        let checked = std::fs::read(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))
-            .and_then(|bytes| {
-                if bytes.trim_ascii().len() < 32 {
-                    Err(format!(
-                        "{}: needs at least 32 bytes of secret (e.g. `openssl rand -hex 32`)",
-                        path.display()
-                    ))
-                } else {
-                    let digest = ring::digest::digest(&ring::digest::SHA256, bytes.trim_ascii());
-                    let mut key = [0u8; 32];
-                    key.copy_from_slice(digest.as_ref());
-                    Ok(SessionSecret(key))
-                }
-            });
-        issues.check("login.session_secret_file", checked)
-    });
-    let logout_path = l
-        .logout_path
-        .unwrap_or_else(|| default::LOGOUT_PATH.to_string());
-    if !logout_path.starts_with('/') || logout_path == openid::RETURN_PATH {
-        issues.add(
-            "login.logout_path",
-            format!("a path starting with / other than {}", openid::RETURN_PATH),
-        );
-    }
-    let configured: Vec<(String, String)> = match l.headers {
-        Some(h) => h.into_iter().collect(),
-        None => default::PERSON_HEADERS
-            .iter()
-            .map(|(a, h)| (a.to_string(), h.to_string()))
-            .collect(),
-    };
-    let mut headers = Vec::new();
-    for (attribute, header) in configured {
-        let key = format!("login.headers.{attribute}");
-        if attribute != "sub"
-            && !openid::ATTRIBUTE_SCOPES
-                .iter()
-                .any(|(_, names)| names.contains(&attribute.as_str()))
-        {
-            issues.add(&key, "not sub nor an attribute of a scope");
-            continue;
-        }
-        if let Some(name) = issues.check(&key, header_name(&header)) {
-            if [
-                "authorization",
-                "cookie",
-                "host",
-                "content-length",
-                "transfer-encoding",
-            ]
-            .contains(&name.as_str())
-            {
-                issues.add(&key, format!("{name} cannot carry an attribute"));
-            } else {
-                headers.push((attribute, name));
-            }
-        }
-    }
-    Some(LoginSettings {
-        identity_provider: identity_provider?,
-        url: url?,
-        scope,
-        session_lifetime: issues
-            .check(
-                "login.session_lifetime",
-                nonzero(
-                    l.session_lifetime.unwrap_or(default::SESSION_LIFETIME),
-                    "session_lifetime",
-                ),
-            )
-            .unwrap_or(default::SESSION_LIFETIME),
-        cookie_name,
-        secret,
-        logout_path,
-        starts_per_second: l
-            .starts_per_second
-            .unwrap_or(default::LOGIN_STARTS_PER_SECOND)
-            .max(1),
-        starts_per_address_per_minute: l
-            .starts_per_address_per_minute
-            .unwrap_or(default::LOGIN_STARTS_PER_ADDRESS_PER_MINUTE),
-        headers,
     })
 }
 
@@ -387,16 +241,6 @@ fn check_root(signing: &SigningIdentity, so: &SchemeOwner, issues: &mut Issues) 
             format!(
                 "the chain's root ({fingerprint}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"
             ),
-        );
-    }
-}
-
-/// A plain http:// address of a participant: allowed for tests, never silently.
-fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
-    if url.starts_with("http://") {
-        issues.warn(
-            key,
-            format!("{url} is plain HTTP: tokens and answers travel unencrypted (for tests only)"),
         );
     }
 }

@@ -45,7 +45,7 @@ pub struct Config {
     pub server: Server,
     pub log: Log,
     /// What `check` reports and start-up logs without refusing the configuration.
-    pub warnings: Vec<crate::config::ConfigIssue>,
+    pub warnings: Vec<super::issues::ConfigIssue>,
     pub login: Option<LoginSettings>,
 }
 

@@ -3,8 +3,9 @@
 
 use super::defaults as default;
 use super::file::{ReplayFile, ReplayStoreKind};
+use super::issues::Issues;
 use super::model::{RedisCredentials, RedisSettings, RedisTarget, ReplaySettings};
-use super::{nonzero, resolve, Issues};
+use super::values::{nonzero, resolve};
 use std::path::Path;
 
 pub(super) fn replay(base: &Path, mut r: ReplayFile, issues: &mut Issues) -> ReplaySettings {

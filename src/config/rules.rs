@@ -2,8 +2,9 @@
 //! route checked against the upstreams and registries of `gateway.toml`.
 
 use super::file::*;
+use super::issues::{parse_toml, read, ConfigIssue, Issues};
 use super::model::*;
-use super::{header_name, parse_toml, read, ConfigIssue, Issues};
+use super::values::header_name;
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
 use crate::scheme::vocabulary::Action;

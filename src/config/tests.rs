@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::testbed::pki::TestPki;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BASE: &str = r#"
