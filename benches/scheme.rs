@@ -3,7 +3,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ishare_gateway::scheme::assertion::{check_assertion, AssertionRules};
-use ishare_gateway::scheme::evidence::{evaluate, AccessRequest, DelegationEvidence};
+use ishare_gateway::scheme::evaluation::evaluate;
+use ishare_gateway::scheme::evidence::{AccessRequest, DelegationEvidence};
 use ishare_gateway::scheme::jwt::RsaKey;
 use ishare_gateway::scheme::models::PartyInfo;
 use ishare_gateway::scheme::party::PartyId;

@@ -6,7 +6,8 @@
 use ishare_gateway::config::model::DelegationSettings;
 use ishare_gateway::gateway::decision_cache::{DecisionCache, DecisionKey};
 use ishare_gateway::gateway::reject::Reject;
-use ishare_gateway::scheme::evidence::{AccessRequest, Decision, Permit};
+use ishare_gateway::scheme::evaluation::{Decision, Permit};
+use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::licence::Licence;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::telemetry::Metrics;

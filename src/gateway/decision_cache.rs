@@ -4,7 +4,8 @@
 
 use super::reject::Reject;
 use crate::config::model::DelegationSettings;
-use crate::scheme::evidence::{AccessRequest, Decision};
+use crate::scheme::evaluation::Decision;
+use crate::scheme::evidence::AccessRequest;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use moka::Expiry;
@@ -156,7 +157,7 @@ impl DecisionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheme::evidence::DenyReason;
+    use crate::scheme::evaluation::DenyReason;
 
     fn settings(size: u64) -> DelegationSettings {
         DelegationSettings {

@@ -11,7 +11,7 @@ use crate::request::query::QueryError;
 use crate::request::template::RenderError;
 use crate::request::Ambiguity;
 use crate::scheme::assertion::{AssertionError, TokenBodyError};
-use crate::scheme::evidence::DenyReason;
+use crate::scheme::evaluation::DenyReason;
 use crate::scheme::evidence_token::EvidenceTokenError;
 use crate::scheme::jwt::SigningError;
 use crate::scheme::party::{PartyId, PartyIdError};

@@ -29,6 +29,7 @@ pub(crate) use reason_codes;
 
 pub mod assertion;
 pub mod capabilities;
+pub mod evaluation;
 pub mod evidence;
 pub mod evidence_token;
 pub mod jwe;

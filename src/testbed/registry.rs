@@ -7,9 +7,10 @@ use super::participant::{require, token_answer, ApiError, ApiResult, Participant
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
+use crate::scheme::evaluation::evaluate_policy_sets;
 use crate::scheme::evidence::{
-    evaluate_policy_sets, AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest,
-    Effect, Policy, PolicySet, Rule,
+    AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Effect, Policy,
+    PolicySet, Rule,
 };
 use crate::scheme::jwt;
 use crate::scheme::licence::Licence;

@@ -2,7 +2,8 @@
 //! and re-serialisation may not panic, and what parses round-trips.
 #![no_main]
 
-use ishare_gateway::scheme::evidence::{evaluate, AccessRequest, DelegationBody, DelegationEvidence};
+use ishare_gateway::scheme::evaluation::evaluate;
+use ishare_gateway::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
 use ishare_gateway::scheme::models::{PartiesPayload, PartyPayload};
 use ishare_gateway::scheme::Timestamp;
 use libfuzzer_sys::fuzz_target;

@@ -1,6 +1,8 @@
 use super::*;
+use crate::scheme::evidence::*;
+use crate::scheme::Timestamp;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const OWNER: &str = "EU.EORI.NL000000005";
 const CONSUMER: &str = "EU.EORI.NL000000001";
