@@ -1,6 +1,7 @@
 //! The testbed's configuration file (`conf/testbed.toml`): its parties, which of them run a dummy
 //! server, the trusted CAs beside the generated root, and the registry's policy file.
 
+use super::policy_store::load_policies;
 use crate::scheme::models::{SchemeTime, TrustedListEntry};
 use crate::scheme::party::PartyId;
 use serde::Deserialize;
@@ -254,7 +255,7 @@ impl TestbedConfig {
 
     /// Load the policies file and check every policy; the number of policies.
     pub fn check_policies(&self) -> Result<usize, ConfigError> {
-        super::load_policies(self.policies.as_ref())
+        load_policies(self.policies.as_ref())
             .map(|p| p.len())
             .map_err(|e| ConfigError::Invalid {
                 path: self

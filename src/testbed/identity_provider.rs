@@ -5,7 +5,9 @@
 
 use super::config::UserConfig;
 use super::lockout::Lockout;
-use super::participant::{require, token_answer, ApiError, ApiResult, Participant, SignedByError};
+use super::participant::{
+    common_routes, require, token_answer, ApiError, ApiResult, Participant, SignedByError,
+};
 use super::registry::mirror;
 use crate::html::{escape, page};
 use crate::scheme::assertion::{check_assertion, AssertionRules, ASSERTION_TYPE};
@@ -101,7 +103,7 @@ pub fn router(
         .route(openid::TOKEN_PATH, any(token))
         .route(openid::USERINFO_PATH, any(userinfo))
         .with_state(idp);
-    Ok(super::common_routes().with_state(p).merge(own))
+    Ok(common_routes().with_state(p).merge(own))
 }
 
 /// A form's parameters, each given once.

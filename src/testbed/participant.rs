@@ -1,5 +1,5 @@
 //! What every dummy participant has and does: its identity, its access tokens, and the endpoints
-//! all roles share (capabilities, token, me), with the JSON error answers.
+//! all roles share (capabilities, token, me) and their routes, with the JSON error answers.
 
 use super::config::Serve;
 use super::party_register::Register;
@@ -20,6 +20,8 @@ use crate::scheme::Timestamp;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -341,6 +343,18 @@ impl Participant {
         }
         info
     }
+}
+
+/// The routes every participant serves.
+pub fn common_routes() -> Router<Arc<Participant>> {
+    Router::new()
+        .route("/capabilities", any(capabilities))
+        .route("/connect/token", any(token))
+        .route("/oauth2.0/token", any(token))
+        .route("/token", any(token))
+        .route("/me", any(me))
+        .route("/testing/stats", axum::routing::get(stats))
+        .fallback(not_found)
 }
 
 /// GET /capabilities: public features without a token, restricted ones too with a valid token;

@@ -1,13 +1,21 @@
-//! The scheme owner's register of the testbed: party records, the trusted list, and the parties
-//! search with its filters and paging.
+//! The scheme owner's register of the testbed: party records made from the configuration, the
+//! trusted list, and the parties search with its filters and paging.
 
+use super::config::PartyConfig;
+use super::pki::PartyCredentials;
 use crate::peers::trust::{Trust, TrustError, TrustedChain};
-use crate::scheme::models::{PartiesInfo, PartyInfo, SchemeTime, TrustedListEntry};
+use crate::scheme::models::{
+    Adherence, AuthRegistryRef, Certification, PartiesInfo, PartyCertificate, PartyInfo,
+    SchemeTime, TrustedListEntry,
+};
 use crate::scheme::party::PartyId;
-use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
+use crate::scheme::trust::{fingerprint, validate_chain, ChainError, TrustedList};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
-use std::collections::BTreeSet;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde_json::Map;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -260,6 +268,64 @@ pub fn subject_name(der: &[u8]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn date(value: &Option<String>, default: &str) -> Option<SchemeTime> {
+    SchemeTime::parse(value.as_deref().unwrap_or(default))
+}
+
+/// The scheme owner's record of a configured party: its adherence, roles, certificate and registries.
+pub fn party_record(
+    party: &PartyConfig,
+    credentials: &PartyCredentials,
+    urls: &BTreeMap<String, String>,
+    names: &BTreeMap<String, String>,
+) -> PartyInfo {
+    let start = date(&party.start_date, "2020-01-01T00:00:00Z");
+    let end = date(&party.end_date, "2099-12-31T00:00:00Z");
+    let leaf = credentials.leaf_der();
+    PartyInfo {
+        party_id: party.id.clone(),
+        party_name: party.name.clone(),
+        adherence: Adherence {
+            status: party.status.clone(),
+            start_date: start.clone(),
+            end_date: end.clone(),
+            extra: Map::new(),
+        },
+        certifications: party
+            .roles
+            .iter()
+            .map(|role| Certification {
+                role: role.clone(),
+                start_date: start.clone(),
+                end_date: end.clone(),
+                extra: Map::from_iter([("loa".to_string(), 3.into())]),
+            })
+            .collect(),
+        capability_url: urls.get(&party.id).map(|u| format!("{u}/capabilities")),
+        certificates: vec![PartyCertificate {
+            subject_name: Some(subject_name(leaf)),
+            certificate_type: Some("eSEAL".into()),
+            enabled_from: start.clone(),
+            x5c: Some(STANDARD.encode(leaf)),
+            x5t_s256: Some(fingerprint(leaf)),
+            extra: Map::new(),
+        }],
+        auth_registries: party
+            .registries
+            .iter()
+            .map(|id| AuthRegistryRef {
+                id: id.clone(),
+                name: names.get(id).cloned().unwrap_or_default(),
+                url: urls.get(id).cloned().unwrap_or_default(),
+                dataspace_id: None,
+                dataspace_name: None,
+            })
+            .collect(),
+        authregistery: Vec::new(),
+        extra: Map::new(),
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! but answers only for delegations it issued itself.
 
 use super::config::Serve;
-use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
+use super::participant::{common_routes, require, token_answer, ApiError, ApiResult, Participant};
+use super::policy_store::check_policy_shape;
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
@@ -26,36 +27,10 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
-    super::common_routes()
+    common_routes()
         .route("/delegation", any(delegation))
         .route("/policy", any(add_policy))
         .with_state(p)
-}
-
-/// The problems of a mask or a policy that make it unusable, all at once.
-pub fn check_policy_shape(
-    policy_issuer: &str,
-    access_subject: &str,
-    sets: &[PolicySet],
-) -> Result<(), String> {
-    PartyId::parse(policy_issuer).map_err(|e| format!("policyIssuer: {e}"))?;
-    PartyId::parse(access_subject).map_err(|e| format!("target.accessSubject: {e}"))?;
-    if sets.is_empty() {
-        return Err("policySets is empty".into());
-    }
-    for (i, set) in sets.iter().enumerate() {
-        if set.policies.is_empty() {
-            return Err(format!("policySets[{i}].policies is empty"));
-        }
-        for (j, policy) in set.policies.iter().enumerate() {
-            if !policy.rules.iter().any(|r| r.effect == Effect::Permit) {
-                return Err(format!(
-                    "policySets[{i}].policies[{j}] does not contain a rule with the Effect 'Permit'"
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The request one mask policy stands for. An omitted identifier or attribute list asks for all.
@@ -485,14 +460,5 @@ mod tests {
             effect(&mirror(&mask("SECRET", "iSHARE.READ"), &[stored()], 100)),
             Effect::Deny
         );
-    }
-
-    #[test]
-    fn masks_without_a_permit_rule_are_refused() {
-        let mut m = mask("C1", "iSHARE.READ");
-        m.policy_sets[0].policies[0].rules = vec![Rule::deny()];
-        let err = check_policy_shape(&m.policy_issuer, &m.target.access_subject, &m.policy_sets)
-            .unwrap_err();
-        assert!(err.contains("does not contain a rule with the Effect 'Permit'"));
     }
 }

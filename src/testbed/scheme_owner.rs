@@ -1,7 +1,7 @@
 //! The dummy scheme owner: parties, one party, the trusted list, certificate validation, and the
 //! test-only assertion generator.
 
-use super::participant::{require, token_answer, ApiError, ApiResult, Participant};
+use super::participant::{common_routes, require, token_answer, ApiError, ApiResult, Participant};
 use super::party_register::{party_has_subject, PartiesQuery};
 use crate::scheme::models::{
     CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload, VersionInfo,
@@ -20,7 +20,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
-    super::common_routes()
+    common_routes()
         .route("/parties", any(parties))
         .route("/parties/{party_id}", any(party))
         .route("/trusted_list", any(trusted_list))

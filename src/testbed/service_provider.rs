@@ -1,6 +1,6 @@
 //! The dummy service provider: the common endpoints and the test service POST /boom_access.
 
-use super::participant::{require, ApiResult, Participant};
+use super::participant::{common_routes, require, ApiResult, Participant};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method};
 use axum::response::IntoResponse;
@@ -9,7 +9,7 @@ use axum::Router;
 use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
-    super::common_routes()
+    common_routes()
         .route("/boom_access", any(boom_access))
         .with_state(p)
 }
