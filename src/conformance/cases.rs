@@ -3,9 +3,10 @@
 //! own file.
 
 use super::defects::defective_assertions;
+use super::options::Options;
 use super::probe::{send, Answer};
+use super::report::{CaseResult, Outcome};
 use super::signed;
-use super::{CaseResult, Options, Outcome};
 use crate::peers::join;
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::capabilities::CapabilitiesInfo;

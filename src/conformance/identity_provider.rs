@@ -5,6 +5,7 @@
 //! code refused the second time, and userinfo.
 
 use super::cases::{signed_member, status_is, wrong_status, Run, Verdict};
+use super::options::Person;
 use super::probe::{send, Answer};
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, random_value};
@@ -375,7 +376,7 @@ impl Run<'_> {
     /// Authorize, then post the login form as `person` consenting to everything: the code.
     async fn sign_in(
         &self,
-        person: &super::Person,
+        person: &Person,
         state: &str,
         nonce: &str,
         certificate: &[u8],

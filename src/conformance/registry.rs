@@ -4,8 +4,8 @@
 
 use super::cases::{signed_member, Run, Verdict, STRANGER, VERIFIED};
 use super::defects::defective_assertions;
+use super::options::{Masks, Options};
 use super::probe::Answer;
-use super::{Masks, Options};
 use crate::scheme::evidence::{DelegationBody, DelegationEvidence, Effect, PolicyEnvironment};
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PATH};
 use crate::scheme::Timestamp;

@@ -1,7 +1,51 @@
-//! The report: a table a person reads, and JUnit XML for CI systems.
+//! The report of a run: how each case ended and why, as a table a person reads, and as JUnit XML
+//! for CI systems.
 
-use super::{Outcome, Report};
+use super::options::Role;
 use std::fmt::Write;
+
+/// How a case ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail,
+    /// Not run: what it needs was not given.
+    Skipped,
+    /// Not run: a case it depends on failed, and that case counts the failure.
+    NotTried,
+}
+
+/// One case: what the scheme expects, what the target answered, and why that passes or not.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The endpoint: capabilities, token, delegation, parties …
+    pub group: &'static str,
+    pub name: String,
+    pub expected: String,
+    pub got: String,
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+/// A whole run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub role: Role,
+    pub target: String,
+    pub target_id: String,
+    pub warnings: Vec<String>,
+    pub cases: Vec<CaseResult>,
+}
+
+impl Report {
+    pub fn failures(&self) -> usize {
+        self.count(Outcome::Fail)
+    }
+
+    pub fn count(&self, outcome: Outcome) -> usize {
+        self.cases.iter().filter(|c| c.outcome == outcome).count()
+    }
+}
 
 fn outcome_word(o: Outcome) -> &'static str {
     match o {
@@ -144,7 +188,6 @@ pub fn junit(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conformance::{CaseResult, Role};
 
     fn report() -> Report {
         let case = |name: &str, outcome, reason: &str| CaseResult {

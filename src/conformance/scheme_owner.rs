@@ -1,8 +1,8 @@
 //! The cases of a scheme owner: the parties search and the trusted list.
 
 use super::cases::{signed_member, Run, Verdict, TOKEN_DEFECTS, VERIFIED};
+use super::options::Options;
 use super::probe::Answer;
-use super::Options;
 use crate::scheme::models::{PartiesPayload, TrustedListPayload};
 use crate::scheme::vocabulary::{member, PARTIES_PATH, TRUSTED_LIST_PATH};
 use serde_json::Value;

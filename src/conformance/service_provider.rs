@@ -2,8 +2,8 @@
 
 use super::cases::{wrong_status, Run, Verdict, STRANGER};
 use super::defects::good_parts;
+use super::options::Broker;
 use super::probe::{send, Answer};
-use super::Broker;
 use crate::scheme::jwt::{SigningError, SigningIdentity};
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
