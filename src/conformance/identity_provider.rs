@@ -151,52 +151,41 @@ impl Run<'_> {
         ])
     }
 
+    /// The identity provider's cases: the authorize request and its defects, the token and
+    /// userinfo endpoints refusing what no sign-in gave, and the signed-in flow.
     pub async fn identity_provider(&mut self) {
-        const G: &str = "authorize";
         let certificate = match self.target_certificate().await {
             Ok(c) => c,
             Err(e) => {
-                self.record(G, "AUTHORIZE", "200, a login page", "-".into(), Err(e));
+                self.record(
+                    "authorize",
+                    "AUTHORIZE",
+                    "200, a login page",
+                    "-".into(),
+                    Err(e),
+                );
                 return;
             }
         };
+        self.authorize_cases(&certificate).await;
+        self.refusals_without_sign_in().await;
+        self.signed_in_flow(&certificate).await;
+    }
+
+    /// A good authorize request shows a login page; each defective one is refused.
+    async fn authorize_cases(&mut self, certificate: &[u8]) {
+        const G: &str = "authorize";
         let (state, nonce) = (random_value(), random_value());
         let good = self.authorize_defaults(&state, &nonce);
-        match self.authorize_request(&good, &certificate) {
+        match self.authorize_request(&good, certificate) {
             Ok(request) => {
                 self.case(G, "AUTHORIZE", "200, a login page", request, login_page)
                     .await;
             }
             Err(e) => self.record(G, "AUTHORIZE", "200, a login page", "-".into(), Err(e)),
         }
-        let mut defects: Vec<(&str, Authorize)> = Vec::new();
-        let mut signed_only = self.authorize_defaults(&state, &nonce);
-        signed_only.encrypt = false;
-        defects.push(("REQUEST OBJECT NOT ENCRYPTED", signed_only));
-        let mut untrusted = self.authorize_defaults(&state, &nonce);
-        untrusted.signer = Some(self.o.foreign.clone());
-        defects.push(("REQUEST OBJECT UNTRUSTED SIGNER", untrusted));
-        let mut mismatch = self.authorize_defaults(&state, &nonce);
-        mismatch.scope = "openid profile email".into();
-        defects.push(("PLAIN SCOPE DIFFERS FROM THE REQUEST OBJECT", mismatch));
-        let mut no_openid = self.authorize_defaults(&state, &nonce);
-        no_openid.scope = "profile".into();
-        no_openid.claims["scope"] = json!("profile");
-        defects.push(("SCOPE WITHOUT OPENID", no_openid));
-        let mut response_type = self.authorize_defaults(&state, &nonce);
-        response_type.response_type = "token".into();
-        response_type.claims["response_type"] = json!("token");
-        defects.push(("RESPONSE TYPE NOT CODE", response_type));
-        let mut expired = self.authorize_defaults(&state, &nonce);
-        let past = Timestamp::now().secs() - 600;
-        expired.claims["iat"] = json!(past);
-        expired.claims["exp"] = json!(past + 30);
-        defects.push(("REQUEST OBJECT EXPIRED", expired));
-        let mut stranger = self.authorize_defaults(&state, &nonce);
-        stranger.client_id = STRANGER.into();
-        defects.push(("UNKNOWN CLIENT", stranger));
-        for (name, defect) in defects {
-            match self.authorize_request(&defect, &certificate) {
+        for (name, defect) in self.authorize_defects(&state, &nonce) {
+            match self.authorize_request(&defect, certificate) {
                 Ok(request) => {
                     let state = state.clone();
                     self.case(
@@ -211,7 +200,42 @@ impl Run<'_> {
                 Err(e) => self.record(G, name, "refused", "-".into(), Err(e)),
             }
         }
+    }
 
+    /// Authorize requests that each break one rule, by the case's name.
+    fn authorize_defects(&self, state: &str, nonce: &str) -> Vec<(&'static str, Authorize)> {
+        let mut defects: Vec<(&str, Authorize)> = Vec::new();
+        let mut signed_only = self.authorize_defaults(state, nonce);
+        signed_only.encrypt = false;
+        defects.push(("REQUEST OBJECT NOT ENCRYPTED", signed_only));
+        let mut untrusted = self.authorize_defaults(state, nonce);
+        untrusted.signer = Some(self.o.foreign.clone());
+        defects.push(("REQUEST OBJECT UNTRUSTED SIGNER", untrusted));
+        let mut mismatch = self.authorize_defaults(state, nonce);
+        mismatch.scope = "openid profile email".into();
+        defects.push(("PLAIN SCOPE DIFFERS FROM THE REQUEST OBJECT", mismatch));
+        let mut no_openid = self.authorize_defaults(state, nonce);
+        no_openid.scope = "profile".into();
+        no_openid.claims["scope"] = json!("profile");
+        defects.push(("SCOPE WITHOUT OPENID", no_openid));
+        let mut response_type = self.authorize_defaults(state, nonce);
+        response_type.response_type = "token".into();
+        response_type.claims["response_type"] = json!("token");
+        defects.push(("RESPONSE TYPE NOT CODE", response_type));
+        let mut expired = self.authorize_defaults(state, nonce);
+        let past = Timestamp::now().secs() - 600;
+        expired.claims["iat"] = json!(past);
+        expired.claims["exp"] = json!(past + 30);
+        defects.push(("REQUEST OBJECT EXPIRED", expired));
+        let mut stranger = self.authorize_defaults(state, nonce);
+        stranger.client_id = STRANGER.into();
+        defects.push(("UNKNOWN CLIENT", stranger));
+        defects
+    }
+
+    /// Without a sign-in: a code nobody issued and a wrong grant type get no token, and userinfo
+    /// answers no request without a valid token.
+    async fn refusals_without_sign_in(&mut self) {
         let token_url = self.url(openid::TOKEN_PATH);
         let userinfo_url = self.url(openid::USERINFO_PATH);
         let http = self.o.http.clone();
@@ -251,7 +275,6 @@ impl Run<'_> {
             http.post(&userinfo_url).bearer_auth(random_value()),
         )
         .await;
-        self.signed_in_flow(&certificate).await;
     }
 
     /// With a person to sign in as: the code, the token answer, the code again, userinfo.
