@@ -221,6 +221,61 @@ fn caller_is_named(caller: &str, mask: &DelegationRequest) -> bool {
             })
 }
 
+/// The mask's policy issuer and access subject are parties the scheme owner knows, and active.
+fn check_mask_parties(
+    p: &Participant,
+    mask: &DelegationRequest,
+    now: Timestamp,
+) -> Result<(), ApiError> {
+    for (role, id) in [
+        ("policyIssuer", &mask.policy_issuer),
+        ("accessSubject", &mask.target.access_subject),
+    ] {
+        match p.shared.register.party(id) {
+            // A person (an identifier of the form did:ishare:…, given by an identity provider) is
+            // not in the scheme owner's register.
+            None if role == "accessSubject" && id.starts_with("did:") => {}
+            None => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!(
+                        "the mask's {role} {id} is unknown at the scheme owner (unknown_mask_id)"
+                    ),
+                ))
+            }
+            Some(r) if !r.adherence.is_active_at(now.secs()) => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("the mask's {role} {id} is not active (mask_id_not_active)"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// A delegation path names parties only, and runs from the mask's policy issuer to its access
+/// subject.
+fn check_delegation_path(path: &[String], mask: &DelegationRequest) -> Result<(), ApiError> {
+    if !path.is_empty() {
+        if let Some(bad) = path.iter().find(|id| PartyId::parse(id).is_err()) {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("delegation_path holds {bad:?}, not a party identifier"),
+            ));
+        }
+        let (first, last) = (&path[0], &path[path.len() - 1]);
+        if *first != mask.policy_issuer || *last != mask.target.access_subject {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "delegation_path must run from the mask's policyIssuer to its accessSubject",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// POST /delegation.
 async fn delegation(
     State(p): State<Arc<Participant>>,
@@ -256,53 +311,8 @@ async fn delegation(
         ));
     }
     let now = Timestamp::now();
-    for (role, id) in [
-        ("policyIssuer", &mask.policy_issuer),
-        ("accessSubject", &mask.target.access_subject),
-    ] {
-        match p.shared.register.party(id) {
-            // A person (an identifier of the form did:ishare:…, given by an identity provider) is
-            // not in the scheme owner's register.
-            None if role == "accessSubject" && id.starts_with("did:") => {}
-            None => {
-                return Err(ApiError::bad_request(
-                    "invalid_request",
-                    format!(
-                        "the mask's {role} {id} is unknown at the scheme owner (unknown_mask_id)"
-                    ),
-                ))
-            }
-            Some(r) if !r.adherence.is_active_at(now.secs()) => {
-                return Err(ApiError::bad_request(
-                    "invalid_request",
-                    format!("the mask's {role} {id} is not active (mask_id_not_active)"),
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    if !body.delegation_path.is_empty() {
-        if let Some(bad) = body
-            .delegation_path
-            .iter()
-            .find(|id| PartyId::parse(id).is_err())
-        {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!("delegation_path holds {bad:?}, not a party identifier"),
-            ));
-        }
-        let (first, last) = (
-            &body.delegation_path[0],
-            &body.delegation_path[body.delegation_path.len() - 1],
-        );
-        if *first != mask.policy_issuer || *last != mask.target.access_subject {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                "delegation_path must run from the mask's policyIssuer to its accessSubject",
-            ));
-        }
-    }
+    check_mask_parties(&p, mask, now)?;
+    check_delegation_path(&body.delegation_path, mask)?;
     for step in &body.previous_steps {
         check_previous_step(&p, &caller, mask, step).await?;
     }
