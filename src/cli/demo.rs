@@ -6,7 +6,7 @@
 use super::walk::{consumer, heading, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD};
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
-use crate::peers::join;
+use crate::peers::{join, PeerClient};
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
 use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
@@ -53,36 +53,14 @@ async fn show(resp: reqwest::Response, method: &str, url: &str) -> Result<Value,
     Ok(body)
 }
 
-async fn walk_through(
-    gateway_url: &str,
-    sp: &str,
+/// Delegation evidence from the registry, as a signed token: the owner lets ABC Trucking read the
+/// documents of container C1 at the service provider.
+async fn registry_evidence(
+    consumer: &PeerClient,
     registry_url: &str,
-    data_dir: &Path,
+    sp: &str,
     scheme: &str,
-) -> Result<(), String> {
-    let (http, consumer) = consumer(data_dir, scheme)?;
-    let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
-
-    step(1, &format!("ABC Trucking ({CONSUMER}) gets an access token from the gateway with a signed client assertion"));
-    let token = consumer
-        .token(&join(gateway_url, TOKEN_PATH), sp)
-        .await
-        .map_err(|e| e.to_string())?;
-    println!("   → POST {gateway_url}/connect/token (client_assertion: a 30-second RS256 JWT with its x5c chain)");
-    println!("   ← 200 OK: a Bearer token for {} s", token.expires_in);
-    let token = token.access_token;
-
-    let documents = format!("{gateway_url}/api/containers/C1/documents");
-    step(2, "It asks for the documents of container C1 without delegation evidence: Happy Pets owns them");
-    let resp = http
-        .get(&documents)
-        .bearer_auth(&token)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    show(resp, "GET", &documents).await?;
-
-    step(3, "It gets delegation evidence from the authorisation registry and presents it in the delegation_evidence header");
+) -> Result<String, String> {
     let request = AccessRequest {
         policy_issuer: OWNER.into(),
         access_subject: CONSUMER.into(),
@@ -98,7 +76,7 @@ async fn walk_through(
         .await
         .map_err(|e| e.to_string())?
         .access_token;
-    let evidence = consumer
+    consumer
         .delegation(
             &join(registry_url, DELEGATION_PATH),
             &registry_token,
@@ -106,44 +84,15 @@ async fn walk_through(
         )
         .await
         .map_err(|e| e.to_string())?
-        .ok_or("the registry holds no policy for ABC Trucking")?;
-    println!("   → POST {registry_url}/delegation (mask: {OWNER} lets {CONSUMER} {scheme}.READ CONTAINER C1 at {sp})");
-    println!("   ← 200 OK: a delegation_token signed by the registry, Permit");
-    let resp = http
-        .get(&documents)
-        .bearer_auth(&token)
-        .header(EVIDENCE_HEADER, &evidence)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    show(resp, "GET", &documents).await?;
+        .ok_or_else(|| "the registry holds no policy for ABC Trucking".to_string())
+}
 
-    let container = format!("{gateway_url}/api/containers/C1");
-    step(4, "It reads container C1 without evidence: the gateway asks the owner's registry itself (and caches the answer)");
-    let resp = http
-        .get(&container)
-        .bearer_auth(&token)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    show(resp, "GET", &container).await?;
-
-    step(
-        5,
-        "It tries to update container C1: Happy Pets granted reading only",
-    );
-    let resp = http
-        .put(&container)
-        .bearer_auth(&token)
-        .body("{\"status\": \"opened\"}")
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    show(resp, "PUT", &container).await?;
-
+/// Jane Doe signs in at the gateway's page for people, as a browser would, and the backend is told
+/// who she is.
+async fn person_signs_in(gateway_url: &str, ca: &[u8]) -> Result<(), String> {
     let page = format!("{gateway_url}{PERSON_PAGE}");
     step(6, "Jane Doe of ABC Trucking opens a page for people in her browser: the same steps, from the command line");
-    let mut browser = Browser::new(&ca)?;
+    let mut browser = Browser::new(ca)?;
     let signed = browser.sign_in(&page, PERSON, PERSON_PASSWORD).await?;
     println!("   → GET {page}");
     println!("   ← 200 OK: a page that posts the browser to the identity provider, with a request object");
@@ -179,6 +128,76 @@ async fn walk_through(
         }
     }
     Ok(())
+}
+
+/// The walk through the scheme: ABC Trucking's token and calls, with and without evidence, then a
+/// person's sign-in.
+async fn walk_through(
+    gateway_url: &str,
+    sp: &str,
+    registry_url: &str,
+    data_dir: &Path,
+    scheme: &str,
+) -> Result<(), String> {
+    let (http, consumer) = consumer(data_dir, scheme)?;
+    let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
+
+    step(1, &format!("ABC Trucking ({CONSUMER}) gets an access token from the gateway with a signed client assertion"));
+    let token = consumer
+        .token(&join(gateway_url, TOKEN_PATH), sp)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("   → POST {gateway_url}/connect/token (client_assertion: a 30-second RS256 JWT with its x5c chain)");
+    println!("   ← 200 OK: a Bearer token for {} s", token.expires_in);
+    let token = token.access_token;
+
+    let documents = format!("{gateway_url}/api/containers/C1/documents");
+    step(2, "It asks for the documents of container C1 without delegation evidence: Happy Pets owns them");
+    let resp = http
+        .get(&documents)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &documents).await?;
+
+    step(3, "It gets delegation evidence from the authorisation registry and presents it in the delegation_evidence header");
+    let evidence = registry_evidence(&consumer, registry_url, sp, scheme).await?;
+    println!("   → POST {registry_url}/delegation (mask: {OWNER} lets {CONSUMER} {scheme}.READ CONTAINER C1 at {sp})");
+    println!("   ← 200 OK: a delegation_token signed by the registry, Permit");
+    let resp = http
+        .get(&documents)
+        .bearer_auth(&token)
+        .header(EVIDENCE_HEADER, &evidence)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &documents).await?;
+
+    let container = format!("{gateway_url}/api/containers/C1");
+    step(4, "It reads container C1 without evidence: the gateway asks the owner's registry itself (and caches the answer)");
+    let resp = http
+        .get(&container)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET", &container).await?;
+
+    step(
+        5,
+        "It tries to update container C1: Happy Pets granted reading only",
+    );
+    let resp = http
+        .put(&container)
+        .bearer_auth(&token)
+        .body("{\"status\": \"opened\"}")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "PUT", &container).await?;
+
+    person_signs_in(gateway_url, &ca).await
 }
 
 fn try_more(
