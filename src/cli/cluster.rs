@@ -182,19 +182,14 @@ struct Cluster {
     http: reqwest::Client,
 }
 
-async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
-    let mut testbed_conf = TestbedConfig::load(&args.testbed_config).map_err(|e| e.to_string())?;
-    let keys = crate::testbed::prepare(&testbed_conf).map_err(|e| e.to_string())?;
-    let text = std::fs::read_to_string(&args.config)
-        .map_err(|e| format!("{}: {e}", args.config.display()))?;
+/// The operator's configuration with every path in it absolute, and the party it names: the
+/// service provider the instances play.
+fn operator_config(path: &Path) -> Result<(toml::Table, String), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut base: toml::Table = text
         .parse()
-        .map_err(|e| format!("{}: {e}", args.config.display()))?;
-    let config_dir = args
-        .config
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let config_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     absolute_paths(
         &mut base,
         &std::path::absolute(&config_dir).map_err(|e| e.to_string())?,
@@ -205,20 +200,11 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
         .and_then(|p| p.as_str())
         .ok_or("the configuration names no identity.party_id")?
         .to_string();
-    // The instances play this service provider; the testbed does not run a dummy for it.
-    for p in testbed_conf.parties.iter_mut().filter(|p| p.id == party) {
-        p.serve = None;
-    }
-    let data_dir = std::path::absolute(&keys.data_dir).map_err(|e| e.to_string())?;
-    let dir = data_dir.join("cluster");
-    let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    Ok((base, party))
+}
 
-    println!("Starting the testbed...");
-    let testbed = Testbed::start(&testbed_conf)
-        .await
-        .map_err(|e| e.to_string())?;
-
+/// Redis for the stores the instances share, on a free port; the port.
+fn start_redis(logs: &Path) -> Result<(Child, u16), String> {
     let redis_port = free_port()?;
     let mut command = Command::new("redis-server");
     command.args([
@@ -231,32 +217,41 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
         "--appendonly",
         "no",
     ]);
-    let redis = Child::spawn("redis", command, &logs)
+    let redis = Child::spawn("redis", command, logs)
         .map_err(|e| format!("{e} (`make cluster` installs redis-server)"))?;
     println!("Redis on 127.0.0.1:{redis_port}");
+    Ok((redis, redis_port))
+}
 
+/// A fresh random session secret that every instance reads, in the cluster's directory.
+fn session_secret(dir: &Path) -> Result<PathBuf, String> {
     let secret = dir.join("session.key");
     let mut bytes = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .map_err(|_| "the system's random source failed")?;
     write_secret(&secret, hex::encode(bytes).as_bytes())?;
-    let tls_dir = data_dir.join("tls");
-    let (cert, key) = (
-        tls_dir.join("server.chain.pem").display().to_string(),
-        tls_dir.join("server.key.pem").display().to_string(),
-    );
-    let public_port = free_port()?;
-    let url = format!("https://127.0.0.1:{public_port}");
+    Ok(secret)
+}
+
+/// Instances a and b on free ports, their configurations written into the cluster's directory.
+fn instances(
+    base: &toml::Table,
+    tls: (&str, &str),
+    public_url: &str,
+    redis_port: u16,
+    secret: &Path,
+    dir: &Path,
+) -> Result<Vec<Instance>, String> {
     let mut instances = Vec::new();
     for name in ["a", "b"] {
         let ports = (free_port()?, free_port()?, free_port()?);
         let table = instance_config(
-            &base,
-            (&cert, &key),
+            base,
+            tls,
             ports,
-            &url,
+            public_url,
             &format!("redis://127.0.0.1:{redis_port}/0"),
-            &secret,
+            secret,
         );
         let config = dir.join(format!("gateway-{name}.toml"));
         std::fs::write(&config, toml::to_string(&table).map_err(|e| e.to_string())?)
@@ -270,23 +265,21 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
             process: None,
         });
     }
-    let (http, _) = consumer(&data_dir, &testbed.scheme)?;
-    for instance in &mut instances {
-        instance.start(&logs)?;
-        instance.wait_ready(&http, 0).await?;
-        println!(
-            "Gateway {} ({}): {} (TLS), {} (for the balancer), admin {}",
-            instance.name,
-            shown(&instance.config),
-            instance.tls,
-            instance.plain,
-            instance.admin
-        );
-    }
+    Ok(instances)
+}
 
+/// HAProxy on the public port, ending TLS and sending to the instances' plain listeners; its
+/// configuration file.
+fn start_balancer(
+    dir: &Path,
+    logs: &Path,
+    public_port: u16,
+    tls: (&str, &str),
+    instances: &[Instance],
+) -> Result<(Child, PathBuf), String> {
     // HAProxy takes the certificate and its key in one file.
     let pem = dir.join("balancer.pem");
-    let both = [cert.as_str(), key.as_str()]
+    let both = [tls.0, tls.1]
         .iter()
         .map(std::fs::read_to_string)
         .collect::<Result<Vec<_>, _>>()
@@ -311,8 +304,53 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
         .map_err(|e| e.to_string())?;
     let mut command = Command::new("haproxy");
     command.args(["-db", "-f", &haproxy.display().to_string()]);
-    let balancer = Child::spawn("haproxy", command, &logs)
+    let balancer = Child::spawn("haproxy", command, logs)
         .map_err(|e| format!("{e} (`make cluster` installs haproxy)"))?;
+    Ok((balancer, haproxy))
+}
+
+async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
+    let mut testbed_conf = TestbedConfig::load(&args.testbed_config).map_err(|e| e.to_string())?;
+    let keys = crate::testbed::prepare(&testbed_conf).map_err(|e| e.to_string())?;
+    let (base, party) = operator_config(&args.config)?;
+    // The instances play this service provider; the testbed does not run a dummy for it.
+    for p in testbed_conf.parties.iter_mut().filter(|p| p.id == party) {
+        p.serve = None;
+    }
+    let data_dir = std::path::absolute(&keys.data_dir).map_err(|e| e.to_string())?;
+    let dir = data_dir.join("cluster");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+
+    println!("Starting the testbed...");
+    let testbed = Testbed::start(&testbed_conf)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (redis, redis_port) = start_redis(&logs)?;
+    let secret = session_secret(&dir)?;
+    let tls_dir = data_dir.join("tls");
+    let (cert, key) = (
+        tls_dir.join("server.chain.pem").display().to_string(),
+        tls_dir.join("server.key.pem").display().to_string(),
+    );
+    let public_port = free_port()?;
+    let url = format!("https://127.0.0.1:{public_port}");
+    let mut instances = instances(&base, (&cert, &key), &url, redis_port, &secret, &dir)?;
+    let (http, _) = consumer(&data_dir, &testbed.scheme)?;
+    for instance in &mut instances {
+        instance.start(&logs)?;
+        instance.wait_ready(&http, 0).await?;
+        println!(
+            "Gateway {} ({}): {} (TLS), {} (for the balancer), admin {}",
+            instance.name,
+            shown(&instance.config),
+            instance.tls,
+            instance.plain,
+            instance.admin
+        );
+    }
+
+    let (balancer, haproxy) = start_balancer(&dir, &logs, public_port, (&cert, &key), &instances)?;
     let mut cluster = Cluster {
         dir,
         testbed,
