@@ -146,6 +146,120 @@ fn mask(path: &Path) -> Result<DelegationBody, String> {
         .map_err(|e| format!("{}: not a delegation request: {e}", path.display()))
 }
 
+/// A party whose certificate chains to a trusted root but that the scheme owner does not know:
+/// issued on the spot by a testbed's PKI, or given by its files.
+fn unknown_party(
+    args: &ConformanceArgs,
+    testbed: Option<&Path>,
+) -> Result<Option<SigningIdentity>, String> {
+    match (&args.unknown_key, &args.unknown_chain, testbed) {
+        (None, None, Some(dir)) => {
+            let pki = crate::testbed::keys::load_pki(dir)
+                .map_err(|e| e.to_string())?
+                .ok_or(format!("{}: no test PKI there", dir.display()))?;
+            let id = args.unknown.as_deref().unwrap_or(TESTBED_UNKNOWN);
+            Ok(Some(
+                pki.issue_party(id, "Unknown to the scheme owner")
+                    .map_err(|e| e.to_string())?
+                    .signing_identity(),
+            ))
+        }
+        (key, chain, _) => identity(
+            "unknown party",
+            args.unknown.as_deref(),
+            key.as_ref(),
+            chain.as_ref(),
+            None,
+            TESTBED_UNKNOWN,
+        ),
+    }
+}
+
+/// A party with `id` whose certificate `untrusted` issued: a root nobody trusts.
+fn untrusted_party(untrusted: &TestPki, id: &PartyId) -> Result<SigningIdentity, String> {
+    untrusted
+        .issue_party(id.as_str(), "Untrusted")
+        .map(|c| c.signing_identity())
+        .map_err(|e| format!("cannot make an untrusted test certificate: {e}"))
+}
+
+/// The broker pattern, where a resource is given: the consumer the broker acts for, also with a
+/// certificate under the untrusted root.
+fn broker(
+    args: &ConformanceArgs,
+    testbed: Option<&Path>,
+    untrusted: &TestPki,
+) -> Result<Option<Broker>, String> {
+    let Some(resource) = &args.broker_resource else {
+        return Ok(None);
+    };
+    let consumer = identity(
+        "consumer",
+        args.consumer.as_deref(),
+        args.consumer_key.as_ref(),
+        args.consumer_chain.as_ref(),
+        testbed,
+        TESTBED_CONSUMER,
+    )?
+    .ok_or("give the consumer the broker acts for: --consumer-as with --consumer-key and --consumer-chain")?;
+    let resource = if resource.starts_with('/') {
+        crate::peers::join(&args.target, resource)
+    } else {
+        resource.clone()
+    };
+    Ok(Some(Broker {
+        resource,
+        foreign_consumer: untrusted_party(untrusted, consumer.party_id())?,
+        consumer,
+    }))
+}
+
+/// The scheme's roots, from --ca or the testbed's CA: the trusted list signed answers must chain
+/// to, and the PEM the HTTP client trusts.
+fn trusted_roots(
+    args: &ConformanceArgs,
+    testbed: Option<&Path>,
+) -> Result<(TrustedList, String), String> {
+    let ca_file = args
+        .ca
+        .clone()
+        .or_else(|| testbed.map(|d| d.join("ca.pem")))
+        .ok_or("give the scheme's root certificate with --ca ROOT.pem (or --testbed DIR)")?;
+    let ca_pem = read(&ca_file)?;
+    let roots = certs_from_pem(ca_pem.as_bytes(), "CA").map_err(|e| e.to_string())?;
+    let trusted = TrustedList::new(roots.iter().map(|r| TrustedListEntry {
+        subject: format!("root from {}", ca_file.display()),
+        certificate_fingerprint: fingerprint(r),
+        validity: "valid".into(),
+        status: "granted".into(),
+    }));
+    Ok((trusted, ca_pem))
+}
+
+/// The Permit and the Deny mask, given both or neither.
+fn masks(args: &ConformanceArgs) -> Result<Option<Masks>, String> {
+    match (&args.permit_mask, &args.deny_mask) {
+        (Some(permit), Some(deny)) => Ok(Some(Masks {
+            permit: mask(permit)?,
+            deny: mask(deny)?,
+        })),
+        (None, None) => Ok(None),
+        _ => Err("give both --permit-mask and --deny-mask".into()),
+    }
+}
+
+/// The person to sign in as, from USER:PASSWORD.
+fn person(args: &ConformanceArgs) -> Result<Option<Person>, String> {
+    let Some(p) = &args.person else {
+        return Ok(None);
+    };
+    let (username, password) = p.split_once(':').ok_or("--person is USER:PASSWORD")?;
+    Ok(Some(Person {
+        username: username.to_string(),
+        password: password.to_string(),
+    }))
+}
+
 /// The run's options from the command line: identities, roots, masks and the HTTP client.
 pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
     let testbed = args.testbed.as_deref();
@@ -174,81 +288,13 @@ pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
         testbed,
         TESTBED_INACTIVE,
     )?;
-    let unknown = match (&args.unknown_key, &args.unknown_chain, testbed) {
-        (None, None, Some(dir)) => {
-            let pki = crate::testbed::keys::load_pki(dir)
-                .map_err(|e| e.to_string())?
-                .ok_or(format!("{}: no test PKI there", dir.display()))?;
-            let id = args.unknown.as_deref().unwrap_or(TESTBED_UNKNOWN);
-            Some(
-                pki.issue_party(id, "Unknown to the scheme owner")
-                    .map_err(|e| e.to_string())?
-                    .signing_identity(),
-            )
-        }
-        (key, chain, _) => identity(
-            "unknown party",
-            args.unknown.as_deref(),
-            key.as_ref(),
-            chain.as_ref(),
-            None,
-            TESTBED_UNKNOWN,
-        )?,
-    };
+    let unknown = unknown_party(args, testbed)?;
     let untrusted = TestPki::generate("Untrusted", time::OffsetDateTime::now_utc())
         .map_err(|e| format!("cannot make the untrusted test PKI: {e}"))?;
-    let untrusted_party = |id: &PartyId| {
-        untrusted
-            .issue_party(id.as_str(), "Untrusted")
-            .map(|c| c.signing_identity())
-            .map_err(|e| format!("cannot make an untrusted test certificate: {e}"))
-    };
-    let foreign = untrusted_party(client.party_id())?;
-    let broker = match &args.broker_resource {
-        None => None,
-        Some(resource) => {
-            let consumer = identity(
-                "consumer",
-                args.consumer.as_deref(),
-                args.consumer_key.as_ref(),
-                args.consumer_chain.as_ref(),
-                testbed,
-                TESTBED_CONSUMER,
-            )?
-            .ok_or("give the consumer the broker acts for: --consumer-as with --consumer-key and --consumer-chain")?;
-            let resource = if resource.starts_with('/') {
-                crate::peers::join(&args.target, resource)
-            } else {
-                resource.clone()
-            };
-            Some(Broker {
-                resource,
-                foreign_consumer: untrusted_party(consumer.party_id())?,
-                consumer,
-            })
-        }
-    };
-    let ca_file = args
-        .ca
-        .clone()
-        .or_else(|| testbed.map(|d| d.join("ca.pem")))
-        .ok_or("give the scheme's root certificate with --ca ROOT.pem (or --testbed DIR)")?;
-    let ca_pem = read(&ca_file)?;
-    let roots = certs_from_pem(ca_pem.as_bytes(), "CA").map_err(|e| e.to_string())?;
-    let trusted = TrustedList::new(roots.iter().map(|r| TrustedListEntry {
-        subject: format!("root from {}", ca_file.display()),
-        certificate_fingerprint: fingerprint(r),
-        validity: "valid".into(),
-        status: "granted".into(),
-    }));
-    let masks = match (&args.permit_mask, &args.deny_mask) {
-        (Some(permit), Some(deny)) => Some(Masks {
-            permit: mask(permit)?,
-            deny: mask(deny)?,
-        }),
-        (None, None) => None,
-        _ => return Err("give both --permit-mask and --deny-mask".into()),
-    };
+    let foreign = untrusted_party(&untrusted, client.party_id())?;
+    let broker = broker(args, testbed, &untrusted)?;
+    let (trusted, ca_pem) = trusted_roots(args, testbed)?;
+    let masks = masks(args)?;
     let http = outbound_client(
         &OutboundTrust {
             ca_pem: Some(ca_pem.into_bytes()),
@@ -269,16 +315,7 @@ pub fn options(args: &ConformanceArgs) -> Result<Options, String> {
         trusted,
         masks,
         broker,
-        person: match &args.person {
-            None => None,
-            Some(p) => {
-                let (username, password) = p.split_once(':').ok_or("--person is USER:PASSWORD")?;
-                Some(Person {
-                    username: username.to_string(),
-                    password: password.to_string(),
-                })
-            }
-        },
+        person: person(args)?,
         redirect_uri: args.redirect_uri.clone(),
         scheme: args.scheme.clone(),
         http,
