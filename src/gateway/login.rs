@@ -1,29 +1,28 @@
 //! People at the gateway. A route may ask for a sign-in (`login = true`): without a session the
 //! browser is sent to the identity provider with a request object we sign and encrypt to it (fresh
 //! state and nonce); `GET /openid_connect1.0/return` checks the state against the browser's login
-//! cookie and the store, exchanges the code with our client assertion, verifies the id_token and
-//! the userinfo token, and opens a session: a sealed cookie naming a session kept in the store.
+//! cookie and the store, has the code redeemed and the id_token and the userinfo token verified
+//! (`peers::identity_provider` calls the provider), and opens a session: a sealed cookie naming a
+//! session kept in the store.
 //! The person is then the caller of the route: its delegation rule is decided with them as the
 //! access subject, and the backend receives their attributes in the configured headers.
 
-use super::reject::{Answer, LoginFailure, Reject, Unavailable};
+use super::reject::{Answer, LoginFailure, Reject};
 use super::sessions::{Kind, SessionStore};
 use super::start_budget::StartBudget;
-use crate::config::model::{LoginSettings, SessionSecret};
+use crate::config::model::{Config, LoginSettings, SessionSecret};
 use crate::html::{escape, page};
+use crate::peers::identity_provider::IdentityProviderClient;
 use crate::peers::scheme_owner::TrustStore;
-use crate::peers::trust::{Trust, VerifyError};
 use crate::peers::PeerClient;
 use crate::request::cookie_values;
-use crate::scheme::assertion::ASSERTION_TYPE;
-use crate::scheme::jwe::{encrypt_to_certificate, random_value, SealedBox};
-use crate::scheme::jwt::{certificate_from_base64, decode, AlgorithmPolicy};
-use crate::scheme::openid::{self, check_id_token, check_issued_to};
+use crate::scheme::jwe::{random_value, SealedBox};
+use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt};
+use crate::scheme::openid;
 use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
 use http::{HeaderMap, Method};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -67,17 +66,13 @@ struct Pending {
 pub struct Context<'a> {
     pub store: &'a SessionStore,
     pub trust: &'a TrustStore,
-    pub peer: &'a PeerClient,
-    pub algorithms: AlgorithmPolicy,
-    pub leeway_secs: f64,
-    pub timeout: Duration,
 }
 
 pub struct Login {
     pub settings: LoginSettings,
     sealed: SealedBox,
     our_id: PartyId,
-    return_url: String,
+    provider: IdentityProviderClient,
     /// The origin of `public_url`: where requests of the gateway's own pages come from.
     origin: String,
     starts: StartBudget,
@@ -85,20 +80,31 @@ pub struct Login {
 }
 
 impl Login {
+    /// Sign-ins of `config` at `settings`' identity provider, which we call through `peer`.
     pub fn new(
+        config: &Config,
         settings: LoginSettings,
-        our_id: PartyId,
-        public_url: &str,
+        peer: PeerClient,
+        algorithms: AlgorithmPolicy,
         fallback: &SessionSecret,
     ) -> Result<Login, String> {
         let secret = settings.secret.as_ref().unwrap_or(fallback);
+        let public_url = config.public_url.as_str();
         Ok(Login {
             sealed: SealedBox::new(&secret.0).map_err(|e| e.to_string())?,
-            our_id,
-            return_url: format!(
-                "{}{}",
-                public_url.trim_end_matches('/'),
-                openid::RETURN_PATH
+            our_id: config.identity.party_id.clone(),
+            provider: IdentityProviderClient::new(
+                peer,
+                settings.identity_provider.clone(),
+                &settings.url,
+                format!(
+                    "{}{}",
+                    public_url.trim_end_matches('/'),
+                    openid::RETURN_PATH
+                ),
+                algorithms,
+                config.tokens.leeway,
+                config.scheme_owner.timeout,
             ),
             origin: url::Url::parse(public_url)
                 .map(|u| u.origin().ascii_serialization())
@@ -191,44 +197,11 @@ impl Login {
             return Err(LoginFailure::Required.into());
         }
         self.starts.take(client, Instant::now())?;
-        let idp = &self.settings.identity_provider;
-        let record = cx.trust.party(idp).await?.ok_or_else(|| {
-            LoginFailure::ProviderUnavailable(format!(
-                "{idp} is not in the scheme owner's register"
-            ))
-        })?;
-        let certificate = record
-            .certificates
-            .iter()
-            .filter_map(|c| c.x5c.as_deref())
-            .find_map(certificate_from_base64)
-            .ok_or_else(|| {
-                LoginFailure::ProviderUnavailable(format!(
-                    "the party record of {idp} has no certificate"
-                ))
-            })?;
         let (state, nonce) = (random_value(), random_value());
-        let claims = json!({
-            "response_type": openid::CODE_RESPONSE,
-            "client_id": self.our_id.as_str(),
-            "scope": self.settings.scope,
-            "redirect_uri": self.return_url,
-            "state": state,
-            "nonce": nonce,
-        });
-        let signed = cx
-            .peer
-            .identity()
-            .sign_token(
-                self.our_id.as_str(),
-                Some(idp.as_str()),
-                &claims,
-                now,
-                crate::scheme::jwt::ASSERTION_LIFETIME,
-            )
-            .map_err(|e| Reject::Unavailable(Unavailable::Signing(e)))?;
-        let request = encrypt_to_certificate(&certificate, &signed)
-            .map_err(|e| LoginFailure::ProviderUnavailable(e.to_string()))?;
+        let request = self
+            .provider
+            .request_object(&self.settings.scope, &state, &nonce, cx.trust, now)
+            .await?;
         let pending = Pending {
             nonce,
             return_to: return_to.to_string(),
@@ -246,11 +219,6 @@ impl Login {
             state,
             exp: now.secs() + LOGIN_TIME.as_secs() as i64,
         })?;
-        let action = format!(
-            "{}{}",
-            self.settings.url.trim_end_matches('/'),
-            openid::AUTHORIZE_PATH
-        );
         let field = |name: &str, value: &str| {
             format!(
                 r#"<input type="hidden" name="{}" value="{}">"#,
@@ -262,7 +230,7 @@ impl Login {
             r#"<p>Sign in at the identity provider to continue.</p>
 <form id="authorize" method="post" action="{action}">{fields}<button type="submit">Continue to sign in</button></form>
 <script>document.getElementById("authorize").submit();</script>"#,
-            action = escape(&action),
+            action = escape(self.provider.authorize_url()),
             fields = [
                 field("response_type", openid::CODE_RESPONSE),
                 field("client_id", self.our_id.as_str()),
@@ -293,6 +261,35 @@ impl Login {
         cx: &Context<'_>,
         now: Timestamp,
     ) -> Result<(Answer, Person), Reject> {
+        let (pending, code) = self.returned(query, headers, cx, now).await?;
+        let redeemed = self
+            .provider
+            .redeem(&code, &pending.nonce, cx.trust, now)
+            .await?;
+        let userinfo = self
+            .provider
+            .userinfo(&redeemed.access_token, &redeemed.sub, cx.trust, now)
+            .await?;
+        let person = Person {
+            attributes: self.attributes(&userinfo),
+            sub: redeemed.sub,
+        };
+        let answer = self
+            .open_session(&person, pending.return_to, headers, cx, now)
+            .await?;
+        Ok((answer, person))
+    }
+
+    /// The sign-in a return belongs to, and its code: the return's state is the one this browser
+    /// started, still pending in the store (and no longer, once taken); a refusal of the identity
+    /// provider is the person's answer.
+    async fn returned(
+        &self,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<(Pending, String), Reject> {
         let params = openid::single_params(query.unwrap_or_default().as_bytes())
             .map_err(LoginFailure::InvalidReturn)?;
         let state = params
@@ -340,42 +337,33 @@ impl Login {
             .get("code")
             .filter(|c| !c.is_empty())
             .ok_or_else(|| LoginFailure::InvalidReturn("the answer has no code".into()))?;
-        let idp = &self.settings.identity_provider;
-        let tokens = self.exchange(code, cx, now).await?;
-        let id_token = tokens
-            .get("id_token")
-            .and_then(Value::as_str)
-            .ok_or_else(|| LoginFailure::CodeRefused("the token answer has no id_token".into()))?;
-        let id_jwt =
-            decode(id_token, cx.algorithms).map_err(|e| LoginFailure::IdToken(e.to_string()))?;
-        self.verify_signed(&id_jwt, cx, now, LoginFailure::IdToken)
-            .await?;
-        let sub = check_id_token(
-            &id_jwt,
-            idp.as_str(),
-            self.our_id.as_str(),
-            &pending.nonce,
-            cx.leeway_secs,
-            now,
-        )
-        .map_err(|e| LoginFailure::IdToken(e.to_string()))?
-        .to_string();
-        if let Ok(party) = PartyId::parse(&sub) {
-            if cx.trust.party(&party).await?.is_some() {
-                return Err(LoginFailure::IdToken(format!(
-                    "its sub {sub} is a party of the scheme, not a person"
-                ))
-                .into());
-            }
-        }
-        let access_token = tokens
-            .get("access_token")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                LoginFailure::CodeRefused("the token answer has no access_token".into())
-            })?;
-        let attributes = self.userinfo(access_token, &sub, cx, now).await?;
-        let person = Person { sub, attributes };
+        Ok((pending, code.clone()))
+    }
+
+    /// The person's attributes the configured headers carry, from their verified userinfo token.
+    fn attributes(&self, userinfo: &DecodedJwt) -> BTreeMap<String, String> {
+        self.settings
+            .headers
+            .iter()
+            .filter(|(attribute, _)| attribute != "sub")
+            .filter_map(|(attribute, _)| {
+                userinfo
+                    .str_claim(attribute)
+                    .map(|v| (attribute.clone(), v.to_string()))
+            })
+            .collect()
+    }
+
+    /// A session for `person` in place of the browser's earlier ones, and the way on to
+    /// `return_to`.
+    async fn open_session(
+        &self,
+        person: &Person,
+        return_to: String,
+        headers: &HeaderMap,
+        cx: &Context<'_>,
+        now: Timestamp,
+    ) -> Result<Answer, Reject> {
         for value in cookie_values(headers, &self.settings.cookie_name) {
             if let Some(earlier) = self.open::<SessionCookie>(value) {
                 cx.store
@@ -390,7 +378,7 @@ impl Login {
             .put(
                 Kind::Session,
                 &sid,
-                serde_json::to_vec(&person).map_err(|_| Reject::Internal)?,
+                serde_json::to_vec(person).map_err(|_| Reject::Internal)?,
                 lifetime,
             )
             .await
@@ -399,14 +387,14 @@ impl Login {
             sid,
             exp: now.secs() + lifetime.as_secs() as i64,
         })?;
-        let answer = Answer::html(
+        Ok(Answer::html(
             303,
             page(
                 "Signed in",
                 r#"<p>Signed in; on to the page you asked for.</p>"#,
             ),
             vec![
-                ("location", pending.return_to),
+                ("location", return_to),
                 (
                     "set-cookie",
                     self.cookie(&self.settings.cookie_name, &session, lifetime.as_secs()),
@@ -416,151 +404,7 @@ impl Login {
                     self.cookie(&login_cookie(&self.settings), "", 0),
                 ),
             ],
-        );
-        Ok((answer, person))
-    }
-
-    async fn verify_signed(
-        &self,
-        jwt: &crate::scheme::jwt::DecodedJwt,
-        cx: &Context<'_>,
-        now: Timestamp,
-        failure: fn(String) -> LoginFailure,
-    ) -> Result<(), Reject> {
-        match cx
-            .trust
-            .verify_signer(jwt, &self.settings.identity_provider, now)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(VerifyError::Refused(e)) => Err(failure(format!(
-                "not signed by a trusted {}: {e}",
-                self.settings.identity_provider
-            ))
-            .into()),
-            Err(VerifyError::SchemeOwner(e)) => Err(e.into()),
-        }
-    }
-
-    /// POST the code to the identity provider's token endpoint with our client assertion.
-    async fn exchange(
-        &self,
-        code: &str,
-        cx: &Context<'_>,
-        now: Timestamp,
-    ) -> Result<serde_json::Map<String, Value>, Reject> {
-        let idp = self.settings.identity_provider.as_str();
-        let assertion = cx
-            .peer
-            .identity()
-            .client_assertion(idp, now)
-            .map_err(|e| Reject::Unavailable(Unavailable::Signing(e)))?;
-        let url = format!(
-            "{}{}",
-            self.settings.url.trim_end_matches('/'),
-            openid::TOKEN_PATH
-        );
-        let form = [
-            ("grant_type", openid::AUTHORIZATION_CODE),
-            ("client_id", self.our_id.as_str()),
-            ("client_assertion_type", ASSERTION_TYPE),
-            ("client_assertion", assertion.as_str()),
-            ("code", code),
-            ("redirect_uri", self.return_url.as_str()),
-        ];
-        let answer = cx
-            .peer
-            .http()
-            .post(&url)
-            .form(&form)
-            .timeout(cx.timeout)
-            .send()
-            .await
-            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
-        let status = answer.status();
-        let body: serde_json::Map<String, Value> = answer
-            .json()
-            .await
-            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
-        match status.as_u16() {
-            200 => Ok(body),
-            400 | 401 => Err(LoginFailure::CodeRefused(format!(
-                "{}: {}",
-                body.get("error").and_then(Value::as_str).unwrap_or("?"),
-                body.get("error_description")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-            ))
-            .into()),
-            other => {
-                Err(LoginFailure::ProviderUnavailable(format!("{url} answered {other}")).into())
-            }
-        }
-    }
-
-    /// The person's attributes the configured headers carry, from a verified userinfo token.
-    async fn userinfo(
-        &self,
-        access_token: &str,
-        sub: &str,
-        cx: &Context<'_>,
-        now: Timestamp,
-    ) -> Result<BTreeMap<String, String>, Reject> {
-        let url = format!(
-            "{}{}",
-            self.settings.url.trim_end_matches('/'),
-            openid::USERINFO_PATH
-        );
-        let answer = cx
-            .peer
-            .http()
-            .post(&url)
-            .bearer_auth(access_token)
-            .timeout(cx.timeout)
-            .send()
-            .await
-            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
-        if !answer.status().is_success() {
-            return Err(
-                LoginFailure::Userinfo(format!("{url} answered {}", answer.status())).into(),
-            );
-        }
-        let body: Value = answer
-            .json()
-            .await
-            .map_err(|e| LoginFailure::ProviderUnavailable(format!("{url}: {e}")))?;
-        let token = body
-            .get(openid::USERINFO_TOKEN)
-            .and_then(Value::as_str)
-            .ok_or_else(|| LoginFailure::Userinfo(format!("no {}", openid::USERINFO_TOKEN)))?;
-        let jwt =
-            decode(token, cx.algorithms).map_err(|e| LoginFailure::Userinfo(e.to_string()))?;
-        self.verify_signed(&jwt, cx, now, LoginFailure::Userinfo)
-            .await?;
-        let found = check_issued_to(
-            &jwt,
-            self.settings.identity_provider.as_str(),
-            self.our_id.as_str(),
-            cx.leeway_secs,
-            now,
-        )
-        .map_err(|e| LoginFailure::Userinfo(e.to_string()))?;
-        if found != sub {
-            return Err(LoginFailure::Userinfo(format!(
-                "it is about {found}, not the person of the id_token"
-            ))
-            .into());
-        }
-        Ok(self
-            .settings
-            .headers
-            .iter()
-            .filter(|(attribute, _)| attribute != "sub")
-            .filter_map(|(attribute, _)| {
-                jwt.str_claim(attribute)
-                    .map(|v| (attribute.clone(), v.to_string()))
-            })
-            .collect())
+        ))
     }
 
     /// GET on the logout path: a page whose button signs out. Only a POST does, and only from

@@ -4,6 +4,9 @@
 
 use super::replay::ReplayError;
 use crate::access_token::AccessTokenError;
+use crate::peers::identity_provider::{
+    CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
+};
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::trust::TrustError;
 use crate::request::path::PathError;
@@ -175,13 +178,13 @@ pub enum LoginFailure {
     #[error("the identity provider refused the sign-in: {error}: {description}")]
     RefusedByProvider { error: String, description: String },
     #[error("the identity provider refused the code: {0}")]
-    CodeRefused(String),
+    CodeRefused(CodeRefusal),
     #[error("the id_token is not acceptable: {0}")]
-    IdToken(String),
+    IdToken(TokenRefusal),
     #[error("the userinfo answer is not acceptable: {0}")]
-    Userinfo(String),
+    Userinfo(UserinfoRefusal),
     #[error("the identity provider gave no usable answer: {0}")]
-    ProviderUnavailable(String),
+    ProviderUnavailable(ProviderFailure),
     #[error("the session store did not answer: {0}")]
     Store(ReplayError),
     #[error("a request that changes something must come from the gateway's own pages (it came with {0})")]
@@ -240,6 +243,19 @@ impl LoginFailure {
 impl From<LoginFailure> for Reject {
     fn from(e: LoginFailure) -> Self {
         Reject::Login(e)
+    }
+}
+
+impl From<IdentityProviderError> for Reject {
+    fn from(e: IdentityProviderError) -> Self {
+        match e {
+            IdentityProviderError::Unavailable(e) => LoginFailure::ProviderUnavailable(e).into(),
+            IdentityProviderError::CodeRefused(e) => LoginFailure::CodeRefused(e).into(),
+            IdentityProviderError::IdToken(e) => LoginFailure::IdToken(e).into(),
+            IdentityProviderError::Userinfo(e) => LoginFailure::Userinfo(e).into(),
+            IdentityProviderError::Signing(e) => Reject::Unavailable(Unavailable::Signing(e)),
+            IdentityProviderError::SchemeOwner(e) => e.into(),
+        }
     }
 }
 

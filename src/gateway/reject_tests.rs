@@ -1,4 +1,6 @@
 use super::*;
+use crate::peers::PeerError;
+use crate::scheme::openid::IssuedTokenError;
 use std::collections::BTreeSet;
 
 /// One refusal of each kind. The match in `table_rows` below names every variant, so a new one
@@ -47,10 +49,14 @@ fn one_of_each() -> Vec<Reject> {
             error: "access_denied".into(),
             description: String::new(),
         }),
-        Reject::Login(LoginFailure::CodeRefused("x".into())),
-        Reject::Login(LoginFailure::IdToken("x".into())),
-        Reject::Login(LoginFailure::Userinfo("x".into())),
-        Reject::Login(LoginFailure::ProviderUnavailable("x".into())),
+        Reject::Login(LoginFailure::CodeRefused(CodeRefusal::Missing("id_token"))),
+        Reject::Login(LoginFailure::IdToken(TokenRefusal::NotForUs(
+            IssuedTokenError::Nonce,
+        ))),
+        Reject::Login(LoginFailure::Userinfo(UserinfoRefusal::NoToken)),
+        Reject::Login(LoginFailure::ProviderUnavailable(
+            ProviderFailure::NotRegistered(PartyId::parse("EU.EORI.NL000000009").unwrap()),
+        )),
         Reject::Login(LoginFailure::Store(ReplayError::Full)),
         Reject::Login(LoginFailure::CrossSite("https://elsewhere.example".into())),
         Reject::Internal,
@@ -158,4 +164,49 @@ fn every_reason_is_in_the_readme_status_table_with_its_status() {
         stale.is_empty(),
         "README reasons the code never gives: {stale:?}"
     );
+}
+
+#[test]
+fn a_failed_sign_in_at_the_identity_provider_keeps_its_status_and_reason() {
+    let provider = PartyId::parse("EU.EORI.NL000000009").unwrap();
+    let cases = [
+        (
+            IdentityProviderError::Unavailable(ProviderFailure::Call(PeerError::Timeout {
+                url: "https://idp.example/token".into(),
+            })),
+            502,
+            "identity_provider_unavailable",
+        ),
+        (
+            CodeRefusal::Refused {
+                error: "invalid_grant".into(),
+                description: "the code expired".into(),
+            }
+            .into(),
+            401,
+            "code_refused",
+        ),
+        (
+            IdentityProviderError::IdToken(TokenRefusal::PartyAsPerson(provider.to_string())),
+            401,
+            "invalid_id_token",
+        ),
+        (
+            UserinfoRefusal::Token(TokenRefusal::Untrusted {
+                provider,
+                error: SignerError::Party(crate::scheme::trust::PartyError::UnknownParty(
+                    "x".into(),
+                )),
+            })
+            .into(),
+            401,
+            "invalid_userinfo",
+        ),
+        (SigningError::EmptyChain.into(), 503, "signing_failed"),
+        (TrustError::Busy.into(), 503, "scheme_owner_busy"),
+    ];
+    for (error, status, reason) in cases {
+        let row = Reject::from(error).row();
+        assert_eq!((row.status, row.reason), (status, reason));
+    }
 }

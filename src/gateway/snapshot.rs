@@ -107,10 +107,6 @@ impl Snapshot {
         LoginContext {
             store: &self.stores.sessions,
             trust: &self.trust,
-            peer: &self.peer,
-            algorithms: self.algorithms,
-            leeway_secs: self.config.tokens.leeway.as_secs_f64(),
-            timeout: self.config.scheme_owner.timeout,
         }
     }
 }
@@ -203,15 +199,19 @@ impl Snapshot {
         let login = match (&config.login, previous) {
             (None, _) => None,
             (Some(settings), Some(p))
-                if p.config.login.as_ref() == Some(settings)
-                    && p.config.public_url == config.public_url =>
+                if same_peers
+                    && p.config.login.as_ref() == Some(settings)
+                    && p.config.public_url == config.public_url
+                    && p.config.tokens == config.tokens
+                    && p.config.scheme_owner.timeout == config.scheme_owner.timeout =>
             {
                 p.login.clone()
             }
             (Some(settings), _) => Some(Arc::new(Login::new(
+                &config,
                 settings.clone(),
-                config.identity.party_id.clone(),
-                &config.public_url,
+                peer.clone(),
+                algorithms,
                 &shared.session_secret,
             )?)),
         };

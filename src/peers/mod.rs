@@ -1,6 +1,8 @@
 //! Outbound: clients of the other participants we call — any participant's token and capabilities
-//! endpoints, the scheme owner, authorisation registries — and their caches.
+//! endpoints, the scheme owner, authorisation registries, the identity provider people sign in
+//! at — and their caches.
 
+pub mod identity_provider;
 pub mod registry;
 pub mod scheme_owner;
 pub mod token_cache;
@@ -108,10 +110,6 @@ impl PeerClient {
 
     pub fn identity(&self) -> &SigningIdentity {
         &self.identity
-    }
-
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
     }
 
     /// POST a client assertion for `audience` to a token endpoint.

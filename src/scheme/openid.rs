@@ -231,7 +231,7 @@ pub enum IssuedTokenError {
     Audience(String),
     #[error("it has no sub")]
     MissingSub,
-    #[error("sub is {found:?}, not the person of the id_token ({expected})")]
+    #[error("it is about {found}, not the person of the id_token")]
     Subject { expected: String, found: String },
     #[error("it has no {0}")]
     MissingTime(&'static str),
