@@ -4,7 +4,6 @@
 //! keep-alive connections nor drip-fed headers hold the gateway's sockets. Bodies are read with a
 //! per-read timeout set on each request.
 
-use super::Gateway;
 use crate::config::model::{Listener, Server};
 use crate::telemetry::Metrics;
 use async_trait::async_trait;
@@ -16,7 +15,6 @@ use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
     UniqueIDType, ALPN,
 };
-use pingora::proxy::HttpProxy;
 use pingora::server::ShutdownWatch;
 use prometheus::{IntCounter, IntGauge};
 use std::collections::HashMap;
@@ -483,23 +481,24 @@ fn key_of(stream: &Stream) -> Option<ConnectionKey> {
     ))
 }
 
-/// The gateway's proxy behind the connection limits and deadlines of its listeners.
-pub struct Guard {
-    proxy: Arc<HttpProxy<Gateway>>,
+/// An application (the gateway's proxy) behind the connection limits and deadlines of its
+/// listeners.
+pub struct Guard<A> {
+    app: Arc<A>,
     listeners: Vec<Entry>,
     deadlines: Deadlines,
     connections: Connections,
 }
 
-impl Guard {
+impl<A> Guard<A> {
     pub fn new(
-        proxy: HttpProxy<Gateway>,
+        app: A,
         listeners: Vec<Entry>,
         deadlines: Deadlines,
         connections: Connections,
     ) -> Self {
         Guard {
-            proxy: Arc::new(proxy),
+            app: Arc::new(app),
             listeners,
             deadlines,
             connections,
@@ -513,7 +512,7 @@ impl Guard {
 }
 
 #[async_trait]
-impl ServerApp for Guard {
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Guard<A> {
     async fn process_new(
         self: &Arc<Self>,
         stream: Stream,
@@ -544,10 +543,10 @@ impl ServerApp for Guard {
         let key = key_of(&stream);
         let guarded = Guarded::new(stream, self.deadlines, listener.closed.clone());
         let _registered = key.map(|k| self.connections.register(k, &guarded.phase));
-        ServerApp::process_new(&self.proxy, Box::new(guarded), shutdown).await
+        ServerApp::process_new(&self.app, Box::new(guarded), shutdown).await
     }
 
     async fn cleanup(&self) {
-        ServerApp::cleanup(self.proxy.as_ref()).await
+        ServerApp::cleanup(self.app.as_ref()).await
     }
 }
