@@ -45,6 +45,7 @@ use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, HeaderRefusal, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -157,6 +158,27 @@ fn client_addr(session: &Session) -> Option<std::net::IpAddr> {
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| a.ip().to_canonical())
+}
+
+/// The path, its captures and the query, with the identifiers in the route's case: a backend that
+/// compares identifiers without case gets them in one case, the one decided on.
+fn in_one_case(
+    route: &Route,
+    path: String,
+    captures: BTreeMap<String, String>,
+    query: Query,
+) -> (String, BTreeMap<String, String>, Query) {
+    match route.identifier_case {
+        Some(case) => (
+            route.pattern.recase_captures(&path, case),
+            captures
+                .into_iter()
+                .map(|(name, value)| (name, case.apply(&value)))
+                .collect(),
+            query.recased(route.query_names(), case),
+        ),
+        None => (path, captures, query),
+    }
 }
 
 /// One valid `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with two, or with one that is
@@ -322,18 +344,7 @@ impl Gateway {
         };
         ctx.label = route.name.clone();
         ctx.route = Some(route.clone());
-        // A backend that compares identifiers without case gets them in one case, decided on.
-        let (path, captures, query) = match route.identifier_case {
-            Some(case) => (
-                route.pattern.recase_captures(&path, case),
-                captures
-                    .into_iter()
-                    .map(|(name, value)| (name, case.apply(&value)))
-                    .collect(),
-                query.recased(route.query_names(), case),
-            ),
-            None => (path, captures, query),
-        };
+        let (path, captures, query) = in_one_case(&route, path, captures, query);
         let ambiguities = canonical.ambiguities.union(query.ambiguities);
         if let Some(a) = ambiguities.first_not_in(route.accept) {
             return Err(Reject::Ambiguous(a));
