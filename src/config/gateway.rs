@@ -68,12 +68,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let login = file
         .login
         .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), issues));
-    // A client's copy of a header that speaks for a signed-in person never reaches a backend.
-    for (_, header) in login.iter().flat_map(|l| &l.headers) {
-        if !strip_headers.contains(header) {
-            strip_headers.push(header.clone());
-        }
-    }
+    strip_login_headers(&mut strip_headers, login.as_ref());
     let rules_dir = resolve(
         &base,
         &file
@@ -81,14 +76,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
             .directory
             .unwrap_or_else(|| PathBuf::from(default::RULES_DIRECTORY)),
     );
-    let reserved: Vec<String> = std::iter::once(CAPABILITIES_PATH.to_string())
-        .chain(tokens.paths.iter().cloned())
-        .chain(
-            login
-                .iter()
-                .flat_map(|l| [openid::RETURN_PATH.to_string(), l.logout_path.clone()]),
-        )
-        .collect();
+    let reserved = reserved_paths(&tokens, login.as_ref());
     let known = Known {
         upstreams: &upstreams,
         registries: &registries,
@@ -122,6 +110,29 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         warnings: Vec::new(),
         login,
     })
+}
+
+/// A client's copy of a header that speaks for a signed-in person never reaches a backend: those
+/// headers join the ones stripped.
+fn strip_login_headers(strip_headers: &mut Vec<http::HeaderName>, login: Option<&LoginSettings>) {
+    for (_, header) in login.iter().flat_map(|l| &l.headers) {
+        if !strip_headers.contains(header) {
+            strip_headers.push(header.clone());
+        }
+    }
+}
+
+/// The paths the gateway serves itself, which no route may take: the capabilities, the token
+/// endpoints and, with [login], the return from the identity provider and the logout.
+fn reserved_paths(tokens: &Tokens, login: Option<&LoginSettings>) -> Vec<String> {
+    std::iter::once(CAPABILITIES_PATH.to_string())
+        .chain(tokens.paths.iter().cloned())
+        .chain(
+            login
+                .iter()
+                .flat_map(|l| [openid::RETURN_PATH.to_string(), l.logout_path.clone()]),
+        )
+        .collect()
 }
 
 fn scheme(scheme: Option<String>, issues: &mut Issues) -> String {

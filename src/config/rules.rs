@@ -2,7 +2,7 @@
 //! route checked against the upstreams and registries of `gateway.toml`.
 
 use super::file::*;
-use super::issues::{parse_toml, read, ConfigIssue, Issues};
+use super::issues::{parse_toml, read, Choice, ConfigIssue, Issues};
 use super::model::*;
 use super::values::header_name;
 use crate::request::pattern::PathPattern;
@@ -106,41 +106,10 @@ fn route(
     known: &Known,
     issues: &mut Issues,
 ) -> Option<Route> {
-    let valid_name = |n: &str| {
-        !n.is_empty()
-            && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    if !valid_name(&r.name) {
-        issues.add(
-            format!("{key}.name"),
-            "use letters, digits, '-', '_' and '.' (it is a metrics label)",
-        );
-    }
+    check_name(key, &r.name, issues);
     let pattern = issues.check(&format!("{key}.path"), PathPattern::parse(&r.path));
-    if known.reserved.contains(&r.path) {
-        issues.add(
-            format!("{key}.path"),
-            format!("{} is served by the gateway itself", r.path),
-        );
-    }
-    if !known.upstreams.contains_key(&r.upstream) {
-        issues.add(
-            format!("{key}.upstream"),
-            format!("no [[upstream]] named {:?}", r.upstream),
-        );
-    }
-    let methods = r.methods.as_ref().map(|ms| {
-        ms.iter()
-            .filter_map(|m| {
-                issues.check(
-                    &format!("{key}.methods"),
-                    http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
-                        .map_err(|_| format!("{m:?} is not a method")),
-                )
-            })
-            .collect::<Vec<_>>()
-    });
+    check_target(key, &r, known, issues);
+    let methods = methods(key, r.methods.as_deref(), issues);
     let templates = Templates {
         captures: pattern
             .as_ref()
@@ -157,58 +126,18 @@ fn route(
     let auth_kind = r
         .auth
         .and_then(|a| issues.choice(&format!("{key}.auth"), a));
-    let auth = match (auth_kind, r.delegation) {
-        (Some(AuthFile::Public), None) => Auth::Public,
-        (None | Some(AuthFile::Token), None) => Auth::Token,
-        (None | Some(AuthFile::Delegation), Some(d)) => {
-            let rule = delegation_rule(key, d, methods.as_deref(), &templates, known, issues)?;
-            Auth::Delegation(Box::new(rule))
-        }
-        (Some(AuthFile::Delegation), None) => {
-            issues.add(
-                format!("{key}.delegation"),
-                "auth = \"delegation\" needs [route.delegation]",
-            );
-            return None;
-        }
-        (Some(AuthFile::Public | AuthFile::Token), Some(_)) => {
-            issues.add(
-                format!("{key}.auth"),
-                "a route with [route.delegation] is auth = \"delegation\"",
-            );
-            return None;
-        }
-    };
-    if r.login && !known.login {
-        issues.add(
-            format!("{key}.login"),
-            "needs a [login] section naming the identity provider",
-        );
-    }
-    if r.login && auth == Auth::Public {
-        issues.add(
-            format!("{key}.login"),
-            "a route people sign in for is not public: leave auth out, or use delegation",
-        );
-    }
+    let auth = auth(
+        key,
+        auth_kind,
+        r.delegation,
+        methods.as_deref(),
+        &templates,
+        known,
+        issues,
+    )?;
+    check_login(key, r.login, &auth, known, issues);
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
-    let identifier_case = r
-        .identifier_case
-        .and_then(|c| issues.choice(&format!("{key}.identifier_case"), c));
-    if let (Some(_), Auth::Delegation(rule)) = (identifier_case, &auth) {
-        let from_headers = rule
-            .identifiers
-            .iter()
-            .chain(&rule.attributes)
-            .chain(std::iter::once(&rule.resource_type))
-            .any(|t| t.header_names().next().is_some());
-        if from_headers {
-            issues.add(
-                format!("{key}.identifier_case"),
-                "covers the path and the query: a rule that takes identifiers from headers (passed on as sent) cannot use it",
-            );
-        }
-    }
+    let identifier_case = identifier_case(key, r.identifier_case, &auth, issues);
     let accept = r
         .accept
         .into_iter()
@@ -231,6 +160,128 @@ fn route(
         login: r.login,
         identifier_case,
     })
+}
+
+/// Whether the route's name can be a metrics label: letters, digits, '-', '_' and '.'.
+fn check_name(key: &str, name: &str, issues: &mut Issues) {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !valid {
+        issues.add(
+            format!("{key}.name"),
+            "use letters, digits, '-', '_' and '.' (it is a metrics label)",
+        );
+    }
+}
+
+/// Whether the route's path is free (not one the gateway serves itself) and its upstream exists.
+fn check_target(key: &str, r: &RouteFile, known: &Known, issues: &mut Issues) {
+    if known.reserved.contains(&r.path) {
+        issues.add(
+            format!("{key}.path"),
+            format!("{} is served by the gateway itself", r.path),
+        );
+    }
+    if !known.upstreams.contains_key(&r.upstream) {
+        issues.add(
+            format!("{key}.upstream"),
+            format!("no [[upstream]] named {:?}", r.upstream),
+        );
+    }
+}
+
+/// The HTTP methods the route is limited to, if any; each name must be a method.
+fn methods(key: &str, names: Option<&[String]>, issues: &mut Issues) -> Option<Vec<http::Method>> {
+    names.map(|ms| {
+        ms.iter()
+            .filter_map(|m| {
+                issues.check(
+                    &format!("{key}.methods"),
+                    http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                        .map_err(|_| format!("{m:?} is not a method")),
+                )
+            })
+            .collect()
+    })
+}
+
+/// How callers of the route authenticate: `auth` and `[route.delegation]` must agree, a
+/// delegation rule going with `auth = "delegation"` (or no `auth`) and only with it.
+fn auth(
+    key: &str,
+    kind: Option<AuthFile>,
+    delegation: Option<DelegationRuleFile>,
+    methods: Option<&[http::Method]>,
+    templates: &Templates,
+    known: &Known,
+    issues: &mut Issues,
+) -> Option<Auth> {
+    match (kind, delegation) {
+        (Some(AuthFile::Public), None) => Some(Auth::Public),
+        (None | Some(AuthFile::Token), None) => Some(Auth::Token),
+        (None | Some(AuthFile::Delegation), Some(d)) => {
+            let rule = delegation_rule(key, d, methods, templates, known, issues)?;
+            Some(Auth::Delegation(Box::new(rule)))
+        }
+        (Some(AuthFile::Delegation), None) => {
+            issues.add(
+                format!("{key}.delegation"),
+                "auth = \"delegation\" needs [route.delegation]",
+            );
+            None
+        }
+        (Some(AuthFile::Public | AuthFile::Token), Some(_)) => {
+            issues.add(
+                format!("{key}.auth"),
+                "a route with [route.delegation] is auth = \"delegation\"",
+            );
+            None
+        }
+    }
+}
+
+/// Whether a route people sign in for can be: it needs [login] and is not public.
+fn check_login(key: &str, login: bool, auth: &Auth, known: &Known, issues: &mut Issues) {
+    if login && !known.login {
+        issues.add(
+            format!("{key}.login"),
+            "needs a [login] section naming the identity provider",
+        );
+    }
+    if login && *auth == Auth::Public {
+        issues.add(
+            format!("{key}.login"),
+            "a route people sign in for is not public: leave auth out, or use delegation",
+        );
+    }
+}
+
+/// The case the backend compares identifiers in, if it ignores case; a delegation rule that
+/// takes identifiers from headers (passed on as sent) cannot have one.
+fn identifier_case(
+    key: &str,
+    case: Option<Choice<crate::request::Case>>,
+    auth: &Auth,
+    issues: &mut Issues,
+) -> Option<crate::request::Case> {
+    let identifier_case = case.and_then(|c| issues.choice(&format!("{key}.identifier_case"), c));
+    if let (Some(_), Auth::Delegation(rule)) = (identifier_case, auth) {
+        let from_headers = rule
+            .identifiers
+            .iter()
+            .chain(&rule.attributes)
+            .chain(std::iter::once(&rule.resource_type))
+            .any(|t| t.header_names().next().is_some());
+        if from_headers {
+            issues.add(
+                format!("{key}.identifier_case"),
+                "covers the path and the query: a rule that takes identifiers from headers (passed on as sent) cannot use it",
+            );
+        }
+    }
+    identifier_case
 }
 
 fn delegation_rule(

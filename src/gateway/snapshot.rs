@@ -123,98 +123,22 @@ impl Snapshot {
         let algorithms = AlgorithmPolicy {
             allow_rs384_rs512: config.tokens.allow_rs384_rs512,
         };
-        let mut upstreams = BTreeMap::new();
-        for (name, up) in &config.upstreams {
-            let pool = match previous.and_then(|p| p.upstreams.get(name)) {
-                Some(old) if old.config == *up => old.clone(),
-                _ => Arc::new(UpstreamPool::new(up.clone())?),
-            };
-            upstreams.insert(name.clone(), pool);
-        }
-        let same_peers = previous.is_some_and(|p| {
-            p.config.identity.party_id == config.identity.party_id
-                && p.config.identity.chain_file == config.identity.chain_file
-                && p.config.identity.key_pem == config.identity.key_pem
-                && p.config.outbound.ca_pem == config.outbound.ca_pem
-                && p.config.outbound.system_roots == config.outbound.system_roots
-                && p.config.scheme == config.scheme
-        });
-        let peer = match previous {
-            Some(p) if same_peers => p.peer.clone(),
-            _ => {
-                let http = crate::tls::outbound_client(
-                    &config.outbound,
-                    config
-                        .scheme_owner
-                        .timeout
-                        .max(config.delegation.registry_timeout),
-                )
-                .map_err(|e| format!("outbound TLS: {e}"))?;
-                PeerClient::new(http, config.identity.signing.clone(), config.scheme.clone())
-            }
-        };
-        let trust = match previous {
-            Some(p)
-                if same_peers
-                    && p.config.scheme_owner == config.scheme_owner
-                    && p.config.tokens == config.tokens =>
-            {
-                p.trust.clone()
-            }
-            _ => Arc::new(TrustStore::new(
-                peer.clone(),
-                config.scheme_owner.clone(),
-                algorithms,
-                config.tokens.leeway,
-                shared.metrics.clone(),
-            )),
-        };
+        let upstreams = Self::upstreams(&config, previous)?;
+        let same_peers = previous.filter(|p| Self::same_peers(&p.config, &config));
+        let peer = Self::peer(&config, same_peers)?;
+        let trust = Self::trust(&config, same_peers, &peer, algorithms, shared);
         let stores = match previous {
             Some(p) if Stores::kept(&p.config, &config) => p.stores.clone(),
             _ => Arc::new(Stores::new(&config, &shared.metrics)?),
         };
-        let authz = match previous {
-            Some(p)
-                if same_peers
-                    && Arc::ptr_eq(&p.stores, &stores)
-                    && p.config.registries == config.registries
-                    && p.config.delegation == config.delegation
-                    && p.config.tokens == config.tokens =>
-            {
-                p.authz.clone()
-            }
-            _ => Authorizer::new(
-                &config,
-                peer.clone(),
-                stores.replay.clone(),
-                shared.metrics.clone(),
-            ),
-        };
+        let authz = Self::authz(&config, same_peers, &peer, &stores, shared);
         let tokens = AccessTokens::new(
             &config.identity.party_id,
             config.identity.key_pem.as_bytes(),
             config.tokens.lifetime.as_secs(),
             config.tokens.leeway.as_secs(),
         );
-        let login = match (&config.login, previous) {
-            (None, _) => None,
-            (Some(settings), Some(p))
-                if same_peers
-                    && p.config.login.as_ref() == Some(settings)
-                    && p.config.public_url == config.public_url
-                    && p.config.tokens == config.tokens
-                    && p.config.scheme_owner.timeout == config.scheme_owner.timeout =>
-            {
-                p.login.clone()
-            }
-            (Some(settings), _) => Some(Arc::new(Login::new(
-                &config,
-                settings.clone(),
-                peer.clone(),
-                algorithms,
-                &shared.session_secret,
-            )?)),
-        };
+        let login = Self::login(&config, same_peers, &peer, algorithms, shared)?;
         let routes = RouteTable::new(config.routes.clone());
         let capabilities = Capabilities::new(&config, &routes);
         Ok(Snapshot {
@@ -230,6 +154,137 @@ impl Snapshot {
             login,
             stores,
             config,
+        })
+    }
+
+    /// The upstream pools: an upstream whose settings stay keeps its pool (and the health known
+    /// of it), any other gets a new one.
+    fn upstreams(
+        config: &Config,
+        previous: Option<&Snapshot>,
+    ) -> Result<BTreeMap<String, Arc<UpstreamPool>>, String> {
+        let mut upstreams = BTreeMap::new();
+        for (name, up) in &config.upstreams {
+            let pool = match previous.and_then(|p| p.upstreams.get(name)) {
+                Some(old) if old.config == *up => old.clone(),
+                _ => Arc::new(UpstreamPool::new(up.clone())?),
+            };
+            upstreams.insert(name.clone(), pool);
+        }
+        Ok(upstreams)
+    }
+
+    /// Whether `old` and `new` talk to the same peers as the same party: our identity, the
+    /// outbound TLS roots and the scheme stay.
+    fn same_peers(old: &Config, new: &Config) -> bool {
+        old.identity.party_id == new.identity.party_id
+            && old.identity.chain_file == new.identity.chain_file
+            && old.identity.key_pem == new.identity.key_pem
+            && old.outbound.ca_pem == new.outbound.ca_pem
+            && old.outbound.system_roots == new.outbound.system_roots
+            && old.scheme == new.scheme
+    }
+
+    /// The client for other participants: the one of `same_peers` (the previous snapshot when it
+    /// talks to the same peers), or a new one on a new outbound TLS client.
+    fn peer(config: &Config, same_peers: Option<&Snapshot>) -> Result<PeerClient, String> {
+        if let Some(p) = same_peers {
+            return Ok(p.peer.clone());
+        }
+        let http = crate::tls::outbound_client(
+            &config.outbound,
+            config
+                .scheme_owner
+                .timeout
+                .max(config.delegation.registry_timeout),
+        )
+        .map_err(|e| format!("outbound TLS: {e}"))?;
+        Ok(PeerClient::new(
+            http,
+            config.identity.signing.clone(),
+            config.scheme.clone(),
+        ))
+    }
+
+    /// The scheme owner's trust store (and its caches): kept while the peers, the scheme owner
+    /// and the token settings stay.
+    fn trust(
+        config: &Config,
+        same_peers: Option<&Snapshot>,
+        peer: &PeerClient,
+        algorithms: AlgorithmPolicy,
+        shared: &Shared,
+    ) -> Arc<TrustStore> {
+        match same_peers {
+            Some(p)
+                if p.config.scheme_owner == config.scheme_owner
+                    && p.config.tokens == config.tokens =>
+            {
+                p.trust.clone()
+            }
+            _ => Arc::new(TrustStore::new(
+                peer.clone(),
+                config.scheme_owner.clone(),
+                algorithms,
+                config.tokens.leeway,
+                shared.metrics.clone(),
+            )),
+        }
+    }
+
+    /// The authorizer (and our tokens at other participants): kept while the peers, the stores,
+    /// the registries, the delegation and the token settings stay.
+    fn authz(
+        config: &Config,
+        same_peers: Option<&Snapshot>,
+        peer: &PeerClient,
+        stores: &Arc<Stores>,
+        shared: &Shared,
+    ) -> Authorizer {
+        match same_peers {
+            Some(p)
+                if Arc::ptr_eq(&p.stores, stores)
+                    && p.config.registries == config.registries
+                    && p.config.delegation == config.delegation
+                    && p.config.tokens == config.tokens =>
+            {
+                p.authz.clone()
+            }
+            _ => Authorizer::new(
+                config,
+                peer.clone(),
+                stores.replay.clone(),
+                shared.metrics.clone(),
+            ),
+        }
+    }
+
+    /// People's sign-in, when `[login]` is configured: kept while the peers, the login settings,
+    /// the public URL, the token settings and the scheme owner's timeout stay.
+    fn login(
+        config: &Config,
+        same_peers: Option<&Snapshot>,
+        peer: &PeerClient,
+        algorithms: AlgorithmPolicy,
+        shared: &Shared,
+    ) -> Result<Option<Arc<Login>>, String> {
+        Ok(match (&config.login, same_peers) {
+            (None, _) => None,
+            (Some(settings), Some(p))
+                if p.config.login.as_ref() == Some(settings)
+                    && p.config.public_url == config.public_url
+                    && p.config.tokens == config.tokens
+                    && p.config.scheme_owner.timeout == config.scheme_owner.timeout =>
+            {
+                p.login.clone()
+            }
+            (Some(settings), _) => Some(Arc::new(Login::new(
+                config,
+                settings.clone(),
+                peer.clone(),
+                algorithms,
+                &shared.session_secret,
+            )?)),
         })
     }
 }

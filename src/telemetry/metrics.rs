@@ -64,120 +64,247 @@ fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> Hi
     h
 }
 
-impl Metrics {
-    pub fn new() -> Self {
-        let registry =
-            Registry::new_custom(Some("ishare_gateway".into()), None).expect("valid prefix");
-        let trusted_list_age =
-            IntGauge::new("trusted_list_age_seconds", "Age of the trusted list").expect("valid");
-        registry
-            .register(Box::new(trusted_list_age.clone()))
-            .expect("registered once");
-        let backend_health = IntGaugeVec::new(
-            Opts::new("backend_healthy", "Backend health by upstream (1 healthy)"),
-            &["upstream", "backend"],
-        )
-        .expect("valid");
-        registry
-            .register(Box::new(backend_health.clone()))
-            .expect("registered once");
-        let connections = IntGaugeVec::new(
-            Opts::new("connections", "Open client connections by listener"),
-            &["listener"],
-        )
-        .expect("valid");
-        registry
-            .register(Box::new(connections.clone()))
-            .expect("registered once");
-        Metrics {
-            connections,
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+/// What clients see of the gateway: their connections and their requests.
+struct Traffic {
+    connections: IntGaugeVec,
+    connections_closed: IntCounterVec,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+}
+
+impl Traffic {
+    fn register(registry: &Registry) -> Self {
+        Traffic {
+            connections: gauge_vec(
+                registry,
+                "connections",
+                "Open client connections by listener",
+                &["listener"],
+            ),
             connections_closed: counter(
-                &registry,
+                registry,
                 "connections_closed_total",
                 "Client connections closed by the gateway, by listener and reason",
                 &["listener", "reason"],
             ),
             requests: counter(
-                &registry,
+                registry,
                 "requests_total",
                 "Requests by route, status and outcome",
                 &["route", "status", "outcome"],
             ),
             latency: histogram(
-                &registry,
+                registry,
                 "request_duration_seconds",
                 "Request latency by route",
                 &["route"],
             ),
+        }
+    }
+}
+
+/// Trust in the scheme: the tokens we issue, our calls to the scheme owner and how old its
+/// trusted list is.
+struct Trust {
+    tokens: IntCounterVec,
+    scheme_owner_calls: IntCounterVec,
+    trusted_list_age: IntGauge,
+}
+
+impl Trust {
+    fn register(registry: &Registry) -> Self {
+        Trust {
             tokens: counter(
-                &registry,
+                registry,
                 "tokens_total",
                 "Token requests by outcome",
                 &["outcome"],
             ),
             scheme_owner_calls: counter(
-                &registry,
+                registry,
                 "scheme_owner_calls_total",
                 "Calls to the scheme owner",
                 &["endpoint", "outcome"],
             ),
-            cache: counter(
-                &registry,
-                "cache_lookups_total",
-                "Cache lookups by cache and result",
-                &["cache", "result"],
+            trusted_list_age: gauge(
+                registry,
+                "trusted_list_age_seconds",
+                "Age of the trusted list",
             ),
-            cache_evictions: counter(
-                &registry,
-                "cache_evictions_total",
-                "Cache entries evicted to keep a cache within its size",
-                &["cache"],
-            ),
+        }
+    }
+}
+
+/// Delegation: its decisions, the calls to authorisation registries they take and the callers
+/// refused for spending their budget of such calls.
+struct Delegation {
+    decisions: IntCounterVec,
+    registry_calls: IntCounterVec,
+    registry_latency: HistogramVec,
+    budget_exhausted: IntCounterVec,
+}
+
+impl Delegation {
+    fn register(registry: &Registry) -> Self {
+        Delegation {
             decisions: counter(
-                &registry,
+                registry,
                 "delegation_decisions_total",
                 "Delegation decisions",
                 &["route", "decision", "reason"],
             ),
             registry_calls: counter(
-                &registry,
+                registry,
                 "registry_calls_total",
                 "Calls to authorisation registries",
                 &["registry", "outcome"],
             ),
             registry_latency: histogram(
-                &registry,
+                registry,
                 "registry_call_duration_seconds",
                 "Latency of registry calls",
                 &["registry"],
             ),
             budget_exhausted: counter(
-                &registry,
+                registry,
                 "budget_exhausted_total",
                 "Requests refused because their caller spent its budget",
                 &["budget"],
             ),
+        }
+    }
+}
+
+/// Where the gateway keeps what it learnt: its caches in memory and the fleet's Redis.
+struct Storage {
+    cache: IntCounterVec,
+    cache_evictions: IntCounterVec,
+    redis_calls: IntCounterVec,
+    redis_latency: HistogramVec,
+}
+
+impl Storage {
+    fn register(registry: &Registry) -> Self {
+        Storage {
+            cache: counter(
+                registry,
+                "cache_lookups_total",
+                "Cache lookups by cache and result",
+                &["cache", "result"],
+            ),
+            cache_evictions: counter(
+                registry,
+                "cache_evictions_total",
+                "Cache entries evicted to keep a cache within its size",
+                &["cache"],
+            ),
             redis_calls: counter(
-                &registry,
+                registry,
                 "redis_calls_total",
                 "Commands sent to Redis, by command and outcome",
                 &["command", "outcome"],
             ),
             redis_latency: histogram(
-                &registry,
+                registry,
                 "redis_call_duration_seconds",
                 "Latency of commands sent to Redis",
                 &["command"],
             ),
+        }
+    }
+}
+
+/// The gateway's own running: its configuration reloads and the health of its backends.
+struct Operation {
+    reloads: IntCounterVec,
+    backend_health: IntGaugeVec,
+}
+
+impl Operation {
+    fn register(registry: &Registry) -> Self {
+        Operation {
             reloads: counter(
-                &registry,
+                registry,
                 "config_reloads_total",
                 "Configuration reloads by outcome",
                 &["outcome"],
             ),
+            backend_health: gauge_vec(
+                registry,
+                "backend_healthy",
+                "Backend health by upstream (1 healthy)",
+                &["upstream", "backend"],
+            ),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry =
+            Registry::new_custom(Some("ishare_gateway".into()), None).expect("valid prefix");
+        let Traffic {
+            connections,
+            connections_closed,
+            requests,
+            latency,
+        } = Traffic::register(&registry);
+        let Trust {
+            tokens,
+            scheme_owner_calls,
+            trusted_list_age,
+        } = Trust::register(&registry);
+        let Delegation {
+            decisions,
+            registry_calls,
+            registry_latency,
+            budget_exhausted,
+        } = Delegation::register(&registry);
+        let Storage {
+            cache,
+            cache_evictions,
+            redis_calls,
+            redis_latency,
+        } = Storage::register(&registry);
+        let Operation {
+            reloads,
+            backend_health,
+        } = Operation::register(&registry);
+        Metrics {
+            registry,
+            requests,
+            latency,
+            tokens,
+            scheme_owner_calls,
+            cache,
+            cache_evictions,
+            decisions,
+            registry_calls,
+            registry_latency,
+            budget_exhausted,
+            redis_calls,
+            redis_latency,
+            reloads,
             trusted_list_age,
             backend_health,
-            registry,
+            connections,
+            connections_closed,
         }
     }
 
