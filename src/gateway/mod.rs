@@ -33,6 +33,7 @@ use crate::request::template::RequestValues;
 use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::Outcome;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
@@ -111,7 +112,7 @@ pub struct Ctx {
     consumer: Option<String>,
     /// The consumer a broker acts for (the broker pattern).
     original_consumer: Option<String>,
-    outcome: &'static str,
+    outcome: Outcome,
     reason: &'static str,
     licence_headers: Vec<(String, String)>,
     connect_attempts: usize,
@@ -228,7 +229,7 @@ async fn login_path(
             .finish(req.uri.query(), &req.headers, &cx, Timestamp::now())
             .await?;
         ctx.consumer = Some(person.sub);
-        ctx.outcome = "signed_in";
+        ctx.outcome = Outcome::SignedIn;
         return Ok(Some(answer));
     }
     if path != login.settings.logout_path {
@@ -237,12 +238,12 @@ async fn login_path(
     ctx.label = "logout".into();
     let answer = match req.method {
         Method::GET | Method::HEAD => {
-            ctx.outcome = "local";
+            ctx.outcome = Outcome::Local;
             login.logout_page()
         }
         Method::POST => {
             let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
-            ctx.outcome = "signed_out";
+            ctx.outcome = Outcome::SignedOut;
             answer
         }
         _ => {
@@ -287,7 +288,7 @@ async fn person_of(
             let answer = login
                 .start(&req.method, &return_to, client, &cx, now)
                 .await?;
-            ctx.outcome = "login_started";
+            ctx.outcome = Outcome::LoginStarted;
             Ok(Err(answer))
         }
     }
@@ -315,7 +316,7 @@ impl Gateway {
             let (answer, client) = token_endpoint::answer(session, snap, clock).await?;
             shared.metrics.tokens.with_label_values(&["issued"]).inc();
             ctx.consumer = Some(client);
-            ctx.outcome = "token_issued";
+            ctx.outcome = Outcome::TokenIssued;
             return Ok(Some(answer));
         }
         if path == crate::scheme::vocabulary::CAPABILITIES_PATH {
@@ -327,7 +328,7 @@ impl Gateway {
                 &shared.metrics,
             )?;
             ctx.consumer = caller;
-            ctx.outcome = "local";
+            ctx.outcome = Outcome::Local;
             return Ok(Some(answer));
         }
         let method = session.req_header().method.clone();
@@ -407,7 +408,7 @@ impl ProxyHttp for Gateway {
             upstream_uri: None,
             consumer: None,
             original_consumer: None,
-            outcome: "forwarded",
+            outcome: Outcome::Forwarded,
             reason: "",
             licence_headers: Vec::new(),
             connect_attempts: 0,
@@ -612,7 +613,7 @@ impl ProxyHttp for Gateway {
             }
             // The client went away or stalled: there is no one to answer.
             (None, ErrorSource::Downstream) => {
-                ctx.outcome = "client_error";
+                ctx.outcome = Outcome::ClientError;
                 ctx.reason = "downstream";
                 return FailToProxy {
                     error_code: 0,
@@ -662,7 +663,7 @@ impl ProxyHttp for Gateway {
         let elapsed = ctx.started.elapsed();
         metrics
             .requests
-            .with_label_values(&[&ctx.label, &status.to_string(), ctx.outcome])
+            .with_label_values(&[&ctx.label, &status.to_string(), ctx.outcome.as_str()])
             .inc();
         metrics
             .latency
@@ -681,7 +682,7 @@ impl ProxyHttp for Gateway {
             path = %logged(path),
             client = ctx.consumer.as_deref().unwrap_or("-"),
             status,
-            outcome = ctx.outcome,
+            outcome = ctx.outcome.as_str(),
             reason = ctx.reason,
             duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             error = e.map(|e| e.etype().as_str()).unwrap_or(""),

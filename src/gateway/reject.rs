@@ -20,6 +20,7 @@ use crate::scheme::jwt::SigningError;
 use crate::scheme::party::{PartyId, PartyIdError};
 use crate::scheme::reason_codes;
 use crate::scheme::trust::SignerError;
+use crate::telemetry::metrics::Outcome;
 use bytes::Bytes;
 use http::Method;
 use pingora::http::ResponseHeader;
@@ -382,7 +383,7 @@ pub struct Row {
     /// The `reason` member, and the reason label of metrics and the access log.
     pub reason: &'static str,
     /// The outcome label of metrics and the access log.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub description: String,
 }
 
@@ -398,28 +399,28 @@ impl Reject {
             description,
         };
         match self {
-            Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", "bad_request", e.to_string()),
-            Reject::BadQuery(e) => row(400, "invalid_request", "invalid_query", "bad_request", e.to_string()),
-            Reject::BadHeader(e) => row(400, "invalid_request", e.code(), "bad_request", e.to_string()),
-            Reject::Ambiguous(a) => row(400, "invalid_request", "ambiguous_request", "bad_request", format!("the request holds {a}, which backends read differently; the route does not accept it")),
-            Reject::NotFound => row(404, "not_found", "no_route", "not_found", "no route for this path".into()),
-            Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", "method_not_allowed", format!("this path answers {}", methods(m))),
-            Reject::BodyTooLarge => row(413, "request_too_large", "body_too_large", "bad_request", "the request body is too large".into()),
-            Reject::UnreadableBody(e) => row(400, "invalid_request", "unreadable_body", "bad_request", e.to_string()),
-            Reject::Unauthenticated(e) => row(401, "invalid_token", e.code(), "unauthenticated", e.to_string()),
-            Reject::TokenRequest(e) => row(400, e.oauth_error(), e.code(), "token_refused", e.to_string()),
-            Reject::Denied(r) => row(403, "access_denied", r.code(), "denied", r.to_string()),
-            Reject::Evidence(e) => row(403, "access_denied", e.code(), "denied", e.to_string()),
-            Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", "bad_request", e.to_string()),
-            Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", "rate_limited", format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", retry_secs(*retry_after))),
-            Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", "rate_limited", format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
-            Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", "bad_request", format!("{value} is longer than {limit} bytes")),
-            Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), "unavailable", e.description().into()),
-            Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", "upstream_error", format!("no healthy backend in upstream {u}")),
-            Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", "upstream_error", "the backend could not be reached".into()),
-            Reject::BackendTimeout => row(504, "gateway_timeout", "backend_timeout", "upstream_error", "the backend did not answer in time".into()),
-            Reject::Login(e) => row(e.status(), "login_failed", e.code(), "login_refused", e.description()),
-            Reject::Internal => row(500, "server_error", "internal_error", "internal_error", "the gateway failed to handle the request".into()),
+            Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", Outcome::BadRequest, e.to_string()),
+            Reject::BadQuery(e) => row(400, "invalid_request", "invalid_query", Outcome::BadRequest, e.to_string()),
+            Reject::BadHeader(e) => row(400, "invalid_request", e.code(), Outcome::BadRequest, e.to_string()),
+            Reject::Ambiguous(a) => row(400, "invalid_request", "ambiguous_request", Outcome::BadRequest, format!("the request holds {a}, which backends read differently; the route does not accept it")),
+            Reject::NotFound => row(404, "not_found", "no_route", Outcome::NotFound, "no route for this path".into()),
+            Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", Outcome::MethodNotAllowed, format!("this path answers {}", methods(m))),
+            Reject::BodyTooLarge => row(413, "request_too_large", "body_too_large", Outcome::BadRequest, "the request body is too large".into()),
+            Reject::UnreadableBody(e) => row(400, "invalid_request", "unreadable_body", Outcome::BadRequest, e.to_string()),
+            Reject::Unauthenticated(e) => row(401, "invalid_token", e.code(), Outcome::Unauthenticated, e.to_string()),
+            Reject::TokenRequest(e) => row(400, e.oauth_error(), e.code(), Outcome::TokenRefused, e.to_string()),
+            Reject::Denied(r) => row(403, "access_denied", r.code(), Outcome::Denied, r.to_string()),
+            Reject::Evidence(e) => row(403, "access_denied", e.code(), Outcome::Denied, e.to_string()),
+            Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", Outcome::BadRequest, e.to_string()),
+            Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", retry_secs(*retry_after))),
+            Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
+            Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
+            Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
+            Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", Outcome::UpstreamError, format!("no healthy backend in upstream {u}")),
+            Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", Outcome::UpstreamError, "the backend could not be reached".into()),
+            Reject::BackendTimeout => row(504, "gateway_timeout", "backend_timeout", Outcome::UpstreamError, "the backend did not answer in time".into()),
+            Reject::Login(e) => row(e.status(), "login_failed", e.code(), Outcome::LoginRefused, e.description()),
+            Reject::Internal => row(500, "server_error", "internal_error", Outcome::InternalError, "the gateway failed to handle the request".into()),
         }
     }
 

@@ -6,6 +6,75 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+/// What became of a request: the `outcome` label of `requests_total` and of the access log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Forwarded,
+    Local,
+    TokenIssued,
+    TokenRefused,
+    Unauthenticated,
+    Denied,
+    NotFound,
+    MethodNotAllowed,
+    BadRequest,
+    RateLimited,
+    Unavailable,
+    UpstreamError,
+    InternalError,
+    ClientError,
+    LoginStarted,
+    SignedIn,
+    SignedOut,
+    LoginRefused,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 18] = [
+        Outcome::Forwarded,
+        Outcome::Local,
+        Outcome::TokenIssued,
+        Outcome::TokenRefused,
+        Outcome::Unauthenticated,
+        Outcome::Denied,
+        Outcome::NotFound,
+        Outcome::MethodNotAllowed,
+        Outcome::BadRequest,
+        Outcome::RateLimited,
+        Outcome::Unavailable,
+        Outcome::UpstreamError,
+        Outcome::InternalError,
+        Outcome::ClientError,
+        Outcome::LoginStarted,
+        Outcome::SignedIn,
+        Outcome::SignedOut,
+        Outcome::LoginRefused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Local => "local",
+            Outcome::TokenIssued => "token_issued",
+            Outcome::TokenRefused => "token_refused",
+            Outcome::Unauthenticated => "unauthenticated",
+            Outcome::Denied => "denied",
+            Outcome::NotFound => "not_found",
+            Outcome::MethodNotAllowed => "method_not_allowed",
+            Outcome::BadRequest => "bad_request",
+            Outcome::RateLimited => "rate_limited",
+            Outcome::Unavailable => "unavailable",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::InternalError => "internal_error",
+            Outcome::ClientError => "client_error",
+            Outcome::LoginStarted => "login_started",
+            Outcome::SignedIn => "signed_in",
+            Outcome::SignedOut => "signed_out",
+            Outcome::LoginRefused => "login_refused",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -342,5 +411,36 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+
+    /// The README's metrics table lists every outcome of `requests_total`, and no other.
+    #[test]
+    fn the_readme_lists_every_request_outcome() {
+        let readme = include_str!("../../README.md");
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with("| `ishare_gateway_requests_total`"))
+            .expect("the README's metrics table has requests_total");
+        let listed: Vec<&str> = row
+            .split_once("`outcome`:")
+            .expect("the row lists the outcomes")
+            .1
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        let emitted: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        let missing: Vec<&&str> = emitted.iter().filter(|o| !listed.contains(o)).collect();
+        let stale: Vec<&&str> = listed.iter().filter(|o| !emitted.contains(o)).collect();
+        assert!(
+            missing.is_empty(),
+            "not in the README's metrics table: {missing:?}"
+        );
+        assert!(stale.is_empty(), "in the README, never emitted: {stale:?}");
     }
 }
