@@ -7,6 +7,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A wait in whole seconds, at least one (`Retry-After`).
+pub fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
 /// At most `per_second` takes a second on average, `burst` at once.
 pub struct TokenBucket {
     per_second: f64,

@@ -9,6 +9,7 @@ use crate::peers::identity_provider::{
 };
 use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::trust::TrustError;
+use crate::rate::whole_seconds;
 use crate::request::path::PathError;
 use crate::request::query::QueryError;
 use crate::request::template::RenderError;
@@ -412,7 +413,7 @@ impl Reject {
             Reject::Denied(r) => row(403, "access_denied", r.code(), Outcome::Denied, r.to_string()),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), Outcome::Denied, e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", Outcome::BadRequest, e.to_string()),
-            Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", retry_secs(*retry_after))),
+            Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", whole_seconds(*retry_after))),
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
@@ -447,7 +448,7 @@ impl Reject {
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
             Reject::Unavailable(Unavailable::ListenerFull) => vec![("retry-after", "1".into())],
             Reject::TooManyRegistryCalls { retry_after, .. } => {
-                vec![("retry-after", retry_secs(*retry_after).to_string())]
+                vec![("retry-after", whole_seconds(*retry_after).to_string())]
             }
             Reject::Login(
                 LoginFailure::TooManyStarts { retry_after }
@@ -460,11 +461,6 @@ impl Reject {
             _ => Vec::new(),
         }
     }
-}
-
-/// Whole seconds to wait, at least one (`Retry-After`).
-fn retry_secs(wait: Duration) -> u64 {
-    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
 fn methods(m: &[Method]) -> String {

@@ -2,9 +2,9 @@
 //! and one client starting as fast as it can must not use up everyone's starts.
 
 use super::reject::LoginFailure;
-use crate::rate::{BucketsPerClient, TokenBucket};
+use crate::rate::{whole_seconds, BucketsPerClient, TokenBucket};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Clients whose sign-in starts are counted at once: a table of about 100 bytes each.
 const START_CLIENTS: u64 = 100_000;
@@ -32,19 +32,18 @@ impl StartBudget {
     }
 
     pub fn take(&self, client: Option<IpAddr>, now: Instant) -> Result<(), LoginFailure> {
-        let seconds = |wait: Duration| wait.as_secs_f64().ceil().max(1.0) as u64;
         if let (Some((buckets, per_minute)), Some(client)) = (&self.per_address, client) {
             buckets
                 .take(client, now)
                 .map_err(|wait| LoginFailure::TooManyStartsFromAddress {
                     per_minute: *per_minute,
-                    retry_after: seconds(wait),
+                    retry_after: whole_seconds(wait),
                 })?;
         }
         self.all
             .take(now)
             .map_err(|wait| LoginFailure::TooManyStarts {
-                retry_after: seconds(wait),
+                retry_after: whole_seconds(wait),
             })
     }
 }
@@ -91,7 +90,7 @@ mod tests {
             budget.take(client(20), now),
             Err(LoginFailure::TooManyStarts { retry_after: 1 })
         );
-        let later = now + Duration::from_secs(1);
+        let later = now + std::time::Duration::from_secs(1);
         assert_eq!(budget.take(client(21), later), Ok(()));
         assert!(
             budget.take(None, later).is_ok(),

@@ -4,7 +4,7 @@
 //! wrong password. Both tables are bounded; a record unused for longer than the longest refusal
 //! is forgotten.
 
-use crate::rate::client_key;
+use crate::rate::{client_key, whole_seconds};
 use axum::http::{header, HeaderName, HeaderValue};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -120,7 +120,7 @@ impl Lockout {
 impl Locked {
     /// Whole seconds to wait, at least one.
     pub fn seconds(&self) -> u64 {
-        self.wait.as_secs_f64().ceil().max(1.0) as u64
+        whole_seconds(self.wait)
     }
 
     /// What the sign-in form says: when to try again.
