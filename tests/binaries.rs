@@ -442,9 +442,21 @@ async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
     let ports = Ports::free();
     let mtls = free_port();
     let d = data.display();
-    // The shipped configuration (TLS and plain listeners) and a third listener that requires a
-    // client certificate from the testbed's CA.
+    // The shipped configuration (TLS and plain listeners), with the bounds and forwarding options
+    // set, and a third listener that requires a client certificate from the testbed's CA.
     let text = shipped_gateway(&data, &urls, &ports)
+        .replace(
+            "[forwarding]\n",
+            "[forwarding]\ntrusted_proxies = [\"127.0.0.2\"]\n",
+        )
+        .replace(
+            "[server]\n",
+            "[server]\nbody_deadline = \"20s\"\nbody_min_rate = 2048\nh2_max_streams = 50\n",
+        )
+        .replace(
+            "[delegation]\n",
+            "[delegation]\nregistry_calls_per_minute = 100\n",
+        )
         + &format!(
             "\n[[listener]]\naddress = \"127.0.0.1:{mtls}\"\n[listener.tls]\ncertificate = \"{d}/tls/server.chain.pem\"\nkey = \"{d}/tls/server.key.pem\"\nclient_ca = \"{d}/ca.pem\"\nclient_auth = \"required\"\n"
         );
@@ -488,6 +500,32 @@ async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+    // X-Forwarded-For: what the gateway saw, appended to only for the trusted proxy (127.0.0.2).
+    for (from, expected) in [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.0.0.2", "198.51.100.7, 127.0.0.2"),
+    ] {
+        let client = reqwest::Client::builder()
+            .tls_certs_only(ca.clone())
+            .local_address(from.parse::<std::net::IpAddr>().ok())
+            .build()
+            .unwrap();
+        let (status, body) = status_json(
+            client
+                .get(format!("{tls}/api/containers/C1"))
+                .bearer_auth(&token)
+                .header("X-Forwarded-For", "198.51.100.7")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, body["headers"]["x-forwarded-for"].as_str()),
+            (200, Some(expected)),
+            "from {from}: {body}"
+        );
+    }
 
     // The mTLS listener: no client certificate, no handshake; with one, the same answer.
     let mutual = format!("https://127.0.0.1:{mtls}/api/containers/C1");
