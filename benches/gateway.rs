@@ -5,7 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config};
-use ishare_gateway::gateway::authz::RequestFacts;
+use ishare_gateway::gateway::decision::stages::{self, RequestFacts};
+use ishare_gateway::gateway::decision::Decision;
 use ishare_gateway::gateway::replay::ReplayStore;
 use ishare_gateway::gateway::route::Lookup;
 use ishare_gateway::gateway::snapshot::{Shared, Snapshot};
@@ -188,7 +189,6 @@ impl Bench {
         let captures = BTreeMap::from([("id".to_string(), id.to_string())]);
         let query = Query::parse(None).unwrap();
         let facts = RequestFacts {
-            route: &route.name,
             method: &http::Method::GET,
             values: RequestValues {
                 captures: &captures,
@@ -198,8 +198,19 @@ impl Bench {
             accepted: Ambiguities::default(),
             caller: CONSUMER,
         };
+        let evidence = self.snap.authz.with(&self.snap.trust);
+        let mut decision = Decision::new();
+        decision.route = route.name.clone();
+        let config = &self.snap.config;
         self.rt
-            .block_on(self.snap.authz.authorize(rule, &facts, &self.snap.trust))
+            .block_on(stages::delegation(
+                config,
+                rule,
+                &facts,
+                &evidence,
+                &mut decision,
+                Timestamp::now(),
+            ))
             .is_ok()
     }
 

@@ -4,9 +4,10 @@
 //!     cargo run --release --example decision_cache_memory -- [DECISIONS]
 
 use ishare_gateway::config::model::DelegationSettings;
+use ishare_gateway::gateway::decision::{Evaluated, EvidenceSource, EvidenceUsed};
 use ishare_gateway::gateway::decision_cache::{DecisionCache, DecisionKey};
 use ishare_gateway::gateway::reject::Reject;
-use ishare_gateway::scheme::evaluation::{Decision, Permit};
+use ishare_gateway::scheme::evaluation::{DecidedBy, Decision, Evaluation, Permit};
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::licence::Licence;
 use ishare_gateway::scheme::Timestamp;
@@ -59,11 +60,28 @@ async fn main() {
     let not_on_or_after = Timestamp::now().secs() + 3600;
     let before = resident_bytes();
     for i in 0..decisions {
-        let permit = Decision::Permit(Permit {
-            licences: vec![Licence::Id("ISHARE.0001".into())],
-            not_on_or_after,
-            max_delegation_depth: None,
-        });
+        let permit = Evaluated {
+            evaluation: Evaluation {
+                decision: Decision::Permit(Permit {
+                    licences: vec![Licence::Id("ISHARE.0001".into())],
+                    not_on_or_after,
+                    max_delegation_depth: None,
+                }),
+                decided_by: vec![DecidedBy {
+                    policy_set: Some(0),
+                    policy: Some(0),
+                    rule: Some(0),
+                    ..DecidedBy::default()
+                }],
+            },
+            evidence: EvidenceUsed {
+                source: EvidenceSource::Registry {
+                    registry: "EU.EORI.NL000000004".into(),
+                },
+                issuers: vec!["EU.EORI.NL000000005".into()],
+                cache_hit: false,
+            },
+        };
         let decided = cache.get_or_decide(key(i), async { Ok(permit) }).await;
         assert!(decided.is_ok(), "a Permit is cached");
     }

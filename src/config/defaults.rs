@@ -93,6 +93,8 @@ pub const GRACE_PERIOD: Duration = Duration::from_secs(5);
 pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub const LOG_LEVEL: &str = "info";
+pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
+pub const DECISION_LOG_QUEUE: usize = 10_000;
 
 pub const LOGIN_SCOPE: &str = "openid profile";
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
@@ -183,6 +185,12 @@ pub fn documented() -> Vec<(&'static str, String)> {
             time(GRACEFUL_SHUTDOWN_TIMEOUT),
         ),
         ("log.level", text(LOG_LEVEL)),
+        ("decision_log.mask", "[]".to_string()),
+        (
+            "decision_log.max_line_bytes",
+            DECISION_LOG_MAX_LINE.to_string(),
+        ),
+        ("decision_log.queue", DECISION_LOG_QUEUE.to_string()),
         ("login.scope", text(LOGIN_SCOPE)),
         ("login.session_lifetime", time(SESSION_LIFETIME)),
         ("login.cookie_name", text(COOKIE_NAME)),

@@ -118,6 +118,19 @@ pub struct GatewayFile {
     pub log: LogFile,
     /// People sign in at an identity provider for the routes that ask for it.
     pub login: Option<LoginFile>,
+    /// One JSON line per decision.
+    pub decision_log: Option<DecisionLogFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DecisionLogFile {
+    /// A file (appended to), or "-" for stdout.
+    pub path: Option<String>,
+    /// Fields of each line replaced by "[masked]".
+    pub mask: Option<Vec<String>>,
+    pub max_line_bytes: Option<usize>,
+    /// Lines waiting to be written at most; more are dropped and counted.
+    pub queue: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -378,6 +391,9 @@ pub struct RouteFile {
     pub login: bool,
     /// `upper` or `lower`: the backend compares identifiers without case.
     pub identifier_case: Option<Choice<crate::request::Case>>,
+    /// `enforce` (the default) or `shadow`: decide, log and count, and forward whatever the
+    /// decision says.
+    pub mode: Option<Choice<super::model::Mode>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -69,6 +69,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         .login
         .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), issues));
     strip_login_headers(&mut strip_headers, login.as_ref());
+    let decision_log = file
+        .decision_log
+        .and_then(|f| super::decision_log::build(&base, f, issues));
     let rules_dir = resolve(
         &base,
         &file
@@ -109,6 +112,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         log,
         warnings: Vec::new(),
         login,
+        decision_log,
     })
 }
 

@@ -3,6 +3,7 @@
 //! function per section, and `rules.rs`) checks everything and reports every problem at once, each
 //! with its file and key. Defaults live in `defaults.rs`.
 
+pub mod decision_log;
 pub mod defaults;
 pub mod file;
 mod forwarding;

@@ -47,6 +47,25 @@ pub struct Config {
     /// What `check` reports and start-up logs without refusing the configuration.
     pub warnings: Vec<super::issues::ConfigIssue>,
     pub login: Option<LoginSettings>,
+    pub decision_log: Option<DecisionLogSettings>,
+}
+
+/// Where decisions are logged, one JSON line each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionLogSettings {
+    pub target: DecisionLogTarget,
+    /// Fields replaced by "[masked]" (`config::decision_log::MASKABLE`).
+    pub mask: Vec<String>,
+    /// A longer line is cut to its identifying fields and marked `"truncated": true`.
+    pub max_line_bytes: usize,
+    /// Lines waiting to be written at most; more are dropped and counted.
+    pub queue: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecisionLogTarget {
+    Stdout,
+    File(PathBuf),
 }
 
 /// People sign in at an identity provider (OpenID Connect) for the routes that ask for it.
@@ -364,6 +383,17 @@ pub struct Route {
     /// The backend compares identifiers without case: the path's captures and the query values
     /// the route reads are decided on and forwarded in this case.
     pub identifier_case: Option<crate::request::Case>,
+    pub mode: Mode,
+}
+
+/// Whether a route's decisions are enforced, or only made, logged and counted (the request is
+/// forwarded whatever they say).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Shadow,
 }
 
 /// What a route without a `methods` list takes.

@@ -138,6 +138,7 @@ fn route(
     check_login(key, r.login, &auth, known, issues);
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
     let identifier_case = identifier_case(key, r.identifier_case, &auth, issues);
+    let mode = mode(key, r.mode, &auth, r.login, issues);
     let accept = r
         .accept
         .into_iter()
@@ -159,6 +160,7 @@ fn route(
         source: path.to_path_buf(),
         login: r.login,
         identifier_case,
+        mode,
     })
 }
 
@@ -256,6 +258,35 @@ fn check_login(key: &str, login: bool, auth: &Auth, known: &Known, issues: &mut 
             "a route people sign in for is not public: leave auth out, or use delegation",
         );
     }
+}
+
+/// Whether the route's decisions are enforced. Shadow mode (decide, log, count, forward anyway) is
+/// for routes with a decision to make, and not for routes people sign in for (the sign-in is
+/// the decision); it is said loudly at every start and check.
+fn mode(
+    key: &str,
+    mode: Option<Choice<Mode>>,
+    auth: &Auth,
+    login: bool,
+    issues: &mut Issues,
+) -> Mode {
+    let key = format!("{key}.mode");
+    let mode = mode
+        .and_then(|m| issues.choice(&key, m))
+        .unwrap_or_default();
+    if mode == Mode::Shadow {
+        if *auth == Auth::Public {
+            issues.add(key, "a public route has no decision to shadow");
+        } else if login {
+            issues.add(key, "a route people sign in for cannot be in shadow mode");
+        } else {
+            issues.warn(
+                key,
+                "shadow mode: this route's decisions are logged and counted, NOT enforced; every request is forwarded",
+            );
+        }
+    }
+    mode
 }
 
 /// The case the backend compares identifiers in, if it ignores case; a delegation rule that

@@ -1,37 +1,31 @@
-//! The delegation decision for a request on a delegated route: the request in the scheme's terms,
-//! whom it is for (the caller, or the consumer a broker acts for), and the evidence that decides —
-//! from the `delegation_evidence` header, or from the data owner's registry through the decision
-//! cache. The rules of evidence tokens live in `scheme`; registries are asked through `peers`.
+//! The live gateway's evidence for the delegation stages (`decision::stages`): the consumer a
+//! broker acts for, the `delegation_evidence` header verified through the trust store, and the data
+//! owner's registry through the decision cache, within each caller's budget of registry calls and
+//! of data owners not looked up yet. The rules of evidence tokens live in `scheme`; registries are
+//! asked through `peers`.
 
 use super::broker;
+use super::decision::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
+use super::decision::{Evaluated, EvidenceSource};
 use super::decision_cache::{DecisionCache, DecisionKey};
-use super::header_evidence::{Expected, HeaderEvidence};
-use super::reject::{EvidenceRefusal, MissingValue, Reject, RuleValue, Unavailable};
+use super::header_evidence::HeaderEvidence;
+use super::reject::{Reject, Unavailable};
 use super::replay::ReplayStore;
-use crate::config::model::{Config, DelegationRule};
+use crate::config::model::Config;
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
-use crate::request::template::{RequestValues, Template};
-use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::assertion::AssertionRules;
-use crate::scheme::evaluation::{evaluate_chain, Decision, DenyReason};
-use crate::scheme::evidence::AccessRequest;
 use crate::scheme::evidence_token::HeaderEvidenceRules;
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::licence::Licence;
-use crate::scheme::party::PartyId;
-use crate::scheme::vocabulary::{Action, BROKER_HEADER, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
+use async_trait::async_trait;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
-/// cached by these values, so their size is bounded.
-const MAX_VALUE_LEN: usize = 256;
 
 /// Data owners a caller may name per minute that the gateway has not looked up yet: each costs
 /// calls to the scheme owner.
@@ -50,9 +44,7 @@ pub struct Grant {
 }
 
 struct Inner {
-    our_id: PartyId,
     replay: Arc<ReplayStore>,
-    scheme: String,
     algorithms: AlgorithmPolicy,
     leeway_secs: f64,
     header_evidence: HeaderEvidence,
@@ -66,57 +58,10 @@ struct Inner {
     metrics: Metrics,
 }
 
+/// The live gateway's caches and clients for evidence; `with` a trust store, the `Evidence` of the
+/// delegation stages.
 #[derive(Clone)]
 pub struct Authorizer(Arc<Inner>);
-
-/// What `authorize` needs to know about the request.
-pub struct RequestFacts<'a> {
-    pub route: &'a str,
-    pub method: &'a http::Method,
-    pub values: RequestValues<'a>,
-    /// The ambiguous forms the route accepts in the values its rule reads.
-    pub accepted: Ambiguities,
-    /// The authenticated caller (from the access token).
-    pub caller: &'a str,
-}
-
-/// The single value of a credential header, if present.
-pub fn header<'a>(
-    headers: &'a http::HeaderMap,
-    name: &'static str,
-) -> Result<Option<&'a str>, Reject> {
-    match single_header(headers, name) {
-        Ok(value) => Ok(value.map(str::trim)),
-        Err(problem) => Err(EvidenceRefusal::Header {
-            header: name,
-            problem,
-        }
-        .into()),
-    }
-}
-
-/// A value a rule takes from the request, as decisions are made on it: present and not empty, at
-/// most MAX_VALUE_LEN bytes, and in no form backends read differently (unless the route accepts
-/// it).
-fn rule_value(t: &Template, value: RuleValue, facts: &RequestFacts) -> Result<String, Reject> {
-    let rendered = t
-        .render(&facts.values)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| MissingValue::Absent {
-            value,
-            template: t.as_str().to_string(),
-        })?;
-    if rendered.len() > MAX_VALUE_LEN {
-        return Err(Reject::ValueTooLong {
-            value,
-            limit: MAX_VALUE_LEN,
-        });
-    }
-    match value_ambiguities(&rendered).first_not_in(facts.accepted) {
-        Some(a) => Err(Reject::Ambiguous(a)),
-        None => Ok(rendered),
-    }
-}
 
 impl Authorizer {
     pub fn new(
@@ -131,9 +76,7 @@ impl Authorizer {
         let leeway_secs = config.tokens.leeway.as_secs_f64();
         let d = &config.delegation;
         Authorizer(Arc::new(Inner {
-            our_id: config.identity.party_id.clone(),
             replay,
-            scheme: config.scheme.clone(),
             algorithms,
             leeway_secs,
             header_evidence: HeaderEvidence::new(
@@ -167,176 +110,112 @@ impl Authorizer {
         }))
     }
 
-    /// The request in the scheme's terms, from the rule and the request, and its data owner.
-    fn access_request(
-        &self,
-        rule: &DelegationRule,
-        facts: &RequestFacts,
-        subject: &str,
-    ) -> Result<(AccessRequest, PartyId), Reject> {
-        let render = |t: &Template, value: RuleValue| rule_value(t, value, facts);
-        let renders = |ts: &[Template], value| -> Result<Vec<String>, Reject> {
-            ts.iter().map(|t| render(t, value)).collect()
-        };
-        let policy_issuer = render(&rule.policy_issuer, RuleValue::DataOwner)?;
-        let owner = PartyId::parse(&policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
-        let action = match &rule.action {
-            Some(a) => a.clone(),
-            None => Action::for_method(facts.method)
-                .ok_or(MissingValue::NoAction)?
-                .qualified(&self.0.scheme),
-        };
-        let request = AccessRequest {
-            policy_issuer,
-            access_subject: subject.to_string(),
-            service_providers: vec![self.0.our_id.to_string()],
-            resource_type: render(&rule.resource_type, RuleValue::ResourceType)?,
-            identifiers: renders(&rule.identifiers, RuleValue::Identifier)?,
-            attributes: renders(&rule.attributes, RuleValue::Attribute)?,
-            actions: vec![action],
-            required_licences: rule.licences.clone(),
-        };
-        Ok((request, owner))
+    /// The evidence of the live gateway under `trust`.
+    pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
+        Live { authz: self, trust }
     }
+}
 
-    /// Decide a request on a delegation route.
-    pub async fn authorize(
-        &self,
-        rule: &DelegationRule,
-        facts: &RequestFacts<'_>,
-        trust: &TrustStore,
-    ) -> Result<Grant, Reject> {
-        let now = Timestamp::now();
-        let original_consumer = match header(facts.values.headers, BROKER_HEADER)? {
-            Some(assertion) => {
-                let rules = AssertionRules {
-                    audience: facts.caller.to_string(),
-                    leeway_secs: self.0.leeway_secs,
-                    algorithms: self.0.algorithms,
-                };
-                Some(
-                    broker::original_consumer(assertion, &rules, trust, &self.0.replay, now)
-                        .await?,
-                )
-            }
-            None => None,
-        };
-        let subject = original_consumer.as_deref().unwrap_or(facts.caller);
-        let (request, owner) = self.access_request(rule, facts, subject)?;
-        if rule.caller_names_owner
-            && [subject, facts.caller]
-                .iter()
-                .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
-        {
-            return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
-        }
-        if rule.caller_names_owner && !trust.knows(&request.policy_issuer) {
-            let named = self
-                .0
-                .named_owners
-                .get_with(facts.caller.to_string(), Default::default);
-            if named.fetch_add(1, Ordering::Relaxed) >= NEW_OWNERS_PER_MINUTE {
-                return Err(Reject::TooManyNewOwners {
-                    per_minute: NEW_OWNERS_PER_MINUTE,
-                });
-            }
-        }
-        let evidence = match rule.evidence.header {
-            true => header(facts.values.headers, EVIDENCE_HEADER)?,
-            false => None,
-        };
-        let decision = match evidence {
-            Some(tokens) => {
-                let chain = self
-                    .0
-                    .header_evidence
-                    .chain(
-                        tokens,
-                        &Expected {
-                            request: &request,
-                            caller: facts.caller,
-                            registry: rule.registry.as_deref(),
-                        },
-                        &self.0.registries,
-                        trust,
-                        now,
-                    )
-                    .await?;
-                evaluate_chain(&chain, &request, now)
-            }
-            None if rule.evidence.registry => {
-                self.registry_decision(rule, facts, &request, &owner, trust)
-                    .await?
-            }
-            None => Decision::Deny(DenyReason::EmptyChain),
-        };
-        let (label, reason) = match &decision {
-            Decision::Permit(_) => ("permit", "granted"),
-            Decision::Deny(r) => ("deny", r.code()),
-        };
-        self.0
-            .metrics
-            .decisions
-            .with_label_values(&[facts.route, label, reason])
-            .inc();
-        match decision {
-            Decision::Permit(p) => Ok(Grant {
-                original_consumer,
-                licences: p.licences,
-                not_on_or_after: p.not_on_or_after,
-                max_delegation_depth: p.max_delegation_depth,
-            }),
-            Decision::Deny(reason) => Err(Reject::Denied(reason)),
-        }
-    }
+/// The live gateway's evidence: verified through the trust store, asked of registries.
+pub struct Live<'a> {
+    authz: &'a Authorizer,
+    trust: &'a TrustStore,
+}
 
-    /// A decision from the registry, through the decision cache.
-    async fn registry_decision(
-        &self,
-        rule: &DelegationRule,
-        facts: &RequestFacts<'_>,
-        request: &AccessRequest,
-        owner: &PartyId,
-        trust: &TrustStore,
-    ) -> Result<Decision, Reject> {
-        let path: Vec<String> = rule
-            .delegation_path
-            .iter()
-            .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts))
-            .collect::<Result<_, _>>()?;
-        let key = DecisionKey {
-            route: facts.route.to_string(),
-            request: request.clone(),
-            registry: rule.registry.clone().unwrap_or_default(),
-            path: path.clone(),
-        };
-        let timeout = self.0.registry_timeout;
-        let fetch = async {
-            let (budget, per_minute) = &self.0.registry_budget;
-            if let Err(retry_after) = budget.take(facts.caller, std::time::Instant::now()) {
-                self.0
-                    .metrics
-                    .budget_exhausted
-                    .with_label_values(&["registry_calls"])
-                    .inc();
-                return Err(Reject::TooManyRegistryCalls {
-                    per_minute: *per_minute,
-                    retry_after,
-                });
-            }
-            let configured = rule.registry.as_deref();
-            let chain = self
-                .0
+impl Live<'_> {
+    /// The registry's chain, evaluated: within the caller's budget and the registry timeout.
+    async fn ask_registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+        let inner = &self.authz.0;
+        let (budget, per_minute) = &inner.registry_budget;
+        if let Err(retry_after) = budget.take(ask.caller, std::time::Instant::now()) {
+            inner
+                .metrics
+                .budget_exhausted
+                .with_label_values(&["registry_calls"])
+                .inc();
+            return Err(Reject::TooManyRegistryCalls {
+                per_minute: *per_minute,
+                retry_after,
+            });
+        }
+        let timeout = inner.registry_timeout;
+        let chain =
+            inner
                 .registries
-                .chain(configured, owner, &path, request, trust);
-            let chain = tokio::time::timeout(timeout, chain)
-                .await
-                .map_err(|_| Reject::Unavailable(Unavailable::RegistryTimeout(timeout)))??;
-            Ok(match chain {
-                Some(chain) => evaluate_chain(&chain, request, Timestamp::now()),
-                None => Decision::Deny(DenyReason::NoPolicy),
-            })
+                .chain(ask.registry, ask.owner, ask.path, ask.request, self.trust);
+        let (registry, chain) = tokio::time::timeout(timeout, chain)
+            .await
+            .map_err(|_| Reject::Unavailable(Unavailable::RegistryTimeout(timeout)))??;
+        let source = EvidenceSource::Registry {
+            registry: registry.to_string(),
         };
-        self.0.decisions.get_or_decide(key, fetch).await
+        Ok(match chain {
+            Some(chain) => evaluate(&chain, ask.request, source, false, Timestamp::now()),
+            None => no_policy(source),
+        })
+    }
+}
+
+#[async_trait]
+impl Evidence for Live<'_> {
+    async fn consumer_of_broker(
+        &self,
+        assertion: &str,
+        caller: &str,
+        now: Timestamp,
+    ) -> Result<String, Reject> {
+        let inner = &self.authz.0;
+        let rules = AssertionRules {
+            audience: caller.to_string(),
+            leeway_secs: inner.leeway_secs,
+            algorithms: inner.algorithms,
+        };
+        broker::original_consumer(assertion, &rules, self.trust, &inner.replay, now).await
+    }
+
+    fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject> {
+        if self.trust.knows(owner) {
+            return Ok(());
+        }
+        let named = self
+            .authz
+            .0
+            .named_owners
+            .get_with(caller.to_string(), Default::default);
+        if named.fetch_add(1, Ordering::Relaxed) >= NEW_OWNERS_PER_MINUTE {
+            return Err(Reject::TooManyNewOwners {
+                per_minute: NEW_OWNERS_PER_MINUTE,
+            });
+        }
+        Ok(())
+    }
+
+    async fn header(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        now: Timestamp,
+    ) -> Result<Presented, Reject> {
+        let inner = &self.authz.0;
+        let (chain, cached) = inner
+            .header_evidence
+            .chain(tokens, expected, &inner.registries, self.trust, now)
+            .await?;
+        Ok(Presented {
+            chain,
+            source: EvidenceSource::Header,
+            cached,
+        })
+    }
+
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+        let key = DecisionKey {
+            route: ask.route.to_string(),
+            request: ask.request.clone(),
+            registry: ask.registry.unwrap_or_default().to_string(),
+            path: ask.path.to_vec(),
+        };
+        let fetch = self.ask_registry(ask);
+        self.authz.0.decisions.get_or_decide(key, fetch).await
     }
 }

@@ -2,6 +2,7 @@
 //! evidence's `notOnOrAfter` (at most the configured time), a Deny briefly, an error never.
 //! Concurrent misses of one key make one registry call.
 
+use super::decision::Evaluated;
 use super::reject::Reject;
 use crate::config::model::DelegationSettings;
 use crate::scheme::evaluation::Decision;
@@ -71,13 +72,20 @@ const ENTRY_OVERHEAD: u32 = 432;
 
 #[derive(Clone)]
 struct Cached {
-    decision: Arc<Decision>,
+    evaluated: Arc<Evaluated>,
     ttl: Duration,
 }
 
 impl Cached {
     fn weight(&self) -> u32 {
-        let licences = match self.decision.as_ref() {
+        let issuers: usize = self
+            .evaluated
+            .evidence
+            .issuers
+            .iter()
+            .map(|i| i.len() + 24)
+            .sum();
+        let licences: usize = match &self.evaluated.evaluation.decision {
             Decision::Permit(p) => p
                 .licences
                 .iter()
@@ -86,7 +94,7 @@ impl Cached {
                 .sum(),
             Decision::Deny(_) => 0,
         };
-        u32::try_from(licences + 96)
+        u32::try_from(licences + issuers + 160)
             .unwrap_or(u32::MAX)
             .saturating_add(ENTRY_OVERHEAD)
     }
@@ -122,19 +130,20 @@ impl DecisionCache {
         }
     }
 
-    /// The cached decision for `key`, or the one `decide` makes (then cached unless it failed).
+    /// The cached evaluation for `key`, or the one `decide` makes (then cached unless it
+    /// failed); `evidence.cache_hit` says which.
     pub async fn get_or_decide(
         &self,
         key: DecisionKey,
-        decide: impl Future<Output = Result<Decision, Reject>>,
-    ) -> Result<Decision, Reject> {
+        decide: impl Future<Output = Result<Evaluated, Reject>>,
+    ) -> Result<Evaluated, Reject> {
         let mut hit = true;
         let result = self
             .cache
             .try_get_with(key.digest(), async {
                 hit = false;
-                let decision = decide.await?;
-                let ttl = match &decision {
+                let evaluated = decide.await?;
+                let ttl = match &evaluated.evaluation.decision {
                     Decision::Permit(p) => {
                         let left = (p.not_on_or_after - Timestamp::now().secs()).max(0) as u64;
                         self.permit_ttl.min(Duration::from_secs(left))
@@ -142,22 +151,31 @@ impl DecisionCache {
                     Decision::Deny(_) => self.deny_ttl,
                 };
                 Ok::<_, Reject>(Cached {
-                    decision: Arc::new(decision),
+                    evaluated: Arc::new(evaluated),
                     ttl,
                 })
             })
             .await;
         self.metrics.cache_hit("decision", hit);
-        result
-            .map(|c| (*c.decision).clone())
-            .map_err(|e| (*e).clone())
+        let mut evaluated = result
+            .map(|c| (*c.evaluated).clone())
+            .map_err(|e| (*e).clone())?;
+        evaluated.evidence.cache_hit = hit;
+        Ok(evaluated)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheme::evaluation::DenyReason;
+    use crate::gateway::decision::stages::no_policy;
+    use crate::gateway::decision::EvidenceSource;
+
+    fn denied() -> Evaluated {
+        no_policy(EvidenceSource::Registry {
+            registry: "EU.EORI.NL000000004".into(),
+        })
+    }
 
     fn settings(size: u64) -> DelegationSettings {
         DelegationSettings {
@@ -194,9 +212,7 @@ mod tests {
         let cache = DecisionCache::new(&settings(64 << 10), metrics.clone());
         for i in 0..2000 {
             let id = format!("{i:0>250}");
-            let decision = cache
-                .get_or_decide(key(id), async { Ok(Decision::Deny(DenyReason::NoPolicy)) })
-                .await;
+            let decision = cache.get_or_decide(key(id), async { Ok(denied()) }).await;
             assert!(decision.is_ok());
         }
         cache.cache.run_pending_tasks().await;
@@ -227,12 +243,19 @@ mod tests {
         let decide = || async {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
-            Ok(Decision::Deny(DenyReason::NoPolicy))
+            Ok(denied())
         };
         let all = futures::future::join_all(
             (0..20).map(|_| cache.get_or_decide(key("C1".into()), decide())),
         );
-        assert!(all.await.iter().all(Result::is_ok));
+        let all = all.await;
+        assert!(all.iter().all(Result::is_ok));
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // One of them decided; the others say they had it from the cache.
+        let hits = all
+            .iter()
+            .filter(|e| e.as_ref().is_ok_and(|e| e.evidence.cache_hit))
+            .count();
+        assert_eq!(hits, 19);
     }
 }

@@ -2,7 +2,8 @@
 //! the licence headers on the response.
 
 use super::authz::Grant;
-use super::reject::{HeaderRefusal, MissingValue, Reject};
+use super::decision::DecisionId;
+use super::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, Config, ForwardedFor, HeaderSource, Route};
 use crate::request::query::Query;
@@ -87,6 +88,8 @@ pub struct Forwarding<'a> {
     pub person: &'a [(http::HeaderName, String)],
     /// The gateway's own cookies, which the backend never receives.
     pub own_cookies: &'a [String],
+    /// The decision the request is forwarded on, which the backend can log.
+    pub decision_id: &'a DecisionId,
 }
 
 /// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
@@ -95,7 +98,8 @@ pub struct Forwarding<'a> {
 /// client's copy; none of the headers the configuration strips (method and path overrides,
 /// forwarding details a client could forge), nor the client's copies of the licence headers a
 /// delegated route answers with; no look-alike (`X_Forwarded_For`, `Delegation-Evidence`) of a
-/// header the gateway sets, vouches for or decided on; and X-Forwarded-For and X-Forwarded-Proto.
+/// header the gateway sets, vouches for or decided on; and X-Forwarded-For, X-Forwarded-Proto and
+/// X-Decision-Id.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
     let config = f.config;
@@ -133,6 +137,7 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
         req.insert_header(X_FORWARDED_FOR, value)?;
     }
     req.insert_header(X_FORWARDED_PROTO, if f.tls { "https" } else { "http" })?;
+    req.insert_header(DECISION_ID_HEADER, f.decision_id.as_str())?;
     Ok(())
 }
 
@@ -236,6 +241,7 @@ fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
         BROKER_HEADER,
         "x-forwarded-for",
         "x-forwarded-proto",
+        DECISION_ID_HEADER,
     ]
     .into_iter()
     .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
@@ -312,11 +318,12 @@ fn evidence_header_value(name: &str, grant: &Grant) -> Option<String> {
 pub fn set_response_headers(
     resp: &mut ResponseHeader,
     headers: &[(String, String)],
+    decision_id: &DecisionId,
 ) -> pingora::Result<()> {
     for (name, value) in headers {
         resp.insert_header(name.clone(), value.as_str())?;
     }
-    Ok(())
+    resp.insert_header(DECISION_ID_HEADER, decision_id.as_str())
 }
 
 /// A backend never sets the gateway's own cookies (a session of its choosing, or none).

@@ -8,11 +8,12 @@
 //! depends on the request or on the signer's standing now (its party record, its role, the subjects,
 //! the token's age) is checked on every request.
 
+use super::decision::stages::Expected;
 use super::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
-use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
+use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules,
 };
@@ -25,15 +26,6 @@ use crate::telemetry::Metrics;
 use moka::Expiry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What presented evidence must serve.
-pub struct Expected<'a> {
-    pub request: &'a AccessRequest,
-    /// The authenticated caller (the consumer, or a broker acting for it).
-    pub caller: &'a str,
-    /// The registry the route names, if any.
-    pub registry: Option<&'a str>,
-}
 
 /// A delegation token whose signature verified with a chain under the trusted list.
 struct VerifiedToken {
@@ -114,7 +106,7 @@ impl HeaderEvidence {
     }
 
     /// Evidence from the header: one delegation_token, or several separated by commas for a chain
-    /// from the data owner to the consumer.
+    /// from the data owner to the consumer; and whether every token was verified before (cached).
     pub async fn chain(
         &self,
         tokens: &str,
@@ -122,10 +114,13 @@ impl HeaderEvidence {
         registries: &RegistryClient,
         trust: &TrustStore,
         now: Timestamp,
-    ) -> Result<Vec<DelegationEvidence>, Reject> {
+    ) -> Result<(Vec<DelegationEvidence>, bool), Reject> {
         let mut chain = Vec::new();
+        let mut cached = true;
         for token in tokens.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            chain.push(self.verify(token, expected, registries, trust, now).await?);
+            let (evidence, hit) = self.verify(token, expected, registries, trust, now).await?;
+            chain.push(evidence);
+            cached &= hit;
         }
         if chain.is_empty() {
             return Err(EvidenceRefusal::Header {
@@ -134,12 +129,13 @@ impl HeaderEvidence {
             }
             .into());
         }
-        Ok(chain)
+        Ok((chain, cached))
     }
 
     /// One delegation_token from the header: signed by its `iss`, which is the data owner of that
     /// evidence or an authorisation registry of that owner (or of the route's data owner); and
-    /// addressed to the consumer, issued in time (the pure checks of `evidence_token`).
+    /// addressed to the consumer, issued in time (the pure checks of `evidence_token`). Whether its
+    /// signature was verified before (cached).
     async fn verify(
         &self,
         token: &str,
@@ -147,8 +143,8 @@ impl HeaderEvidence {
         registries: &RegistryClient,
         trust: &TrustStore,
         now: Timestamp,
-    ) -> Result<DelegationEvidence, Reject> {
-        let verified = self.verified_token(token, trust, now).await?;
+    ) -> Result<(DelegationEvidence, bool), Reject> {
+        let (verified, hit) = self.verified_token(token, trust, now).await?;
         let (decoded, read) = (&verified.jwt, &verified.token);
         let signer = &read.issuer;
         let refused = |e: PartyError| Reject::from(EvidenceRefusal::Signer(SignerError::Party(e)));
@@ -193,17 +189,17 @@ impl HeaderEvidence {
             now,
         )
         .map_err(EvidenceRefusal::Token)?;
-        Ok(read.evidence.clone())
+        Ok((read.evidence.clone(), hit))
     }
 
     /// The token decoded, with its signature verified by a chain under the current trusted list:
-    /// from the cache when it was verified under this list and has not expired.
+    /// from the cache when it was verified under this list and has not expired (then true).
     async fn verified_token(
         &self,
         token: &str,
         trust: &TrustStore,
         now: Timestamp,
-    ) -> Result<Arc<VerifiedToken>, Reject> {
+    ) -> Result<(Arc<VerifiedToken>, bool), Reject> {
         let generation = trust.trusted_list().await?.generation;
         let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
@@ -212,7 +208,7 @@ impl HeaderEvidence {
         if let Some(hit) = self.verified.get(&key) {
             if hit.generation == generation && now.secs() < hit.until {
                 self.metrics.cache_hit("evidence_token", true);
-                return Ok(hit);
+                return Ok((hit, true));
             }
         }
         self.metrics.cache_hit("evidence_token", false);
@@ -231,6 +227,6 @@ impl HeaderEvidence {
             ..VerifiedToken::new(decoded, read, chain, token.len())
         });
         self.verified.insert(key, verified.clone());
-        Ok(verified)
+        Ok((verified, false))
     }
 }

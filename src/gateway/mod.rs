@@ -10,6 +10,7 @@ pub mod body;
 pub mod broker;
 pub mod capabilities;
 pub mod connections;
+pub mod decision;
 pub mod decision_cache;
 pub mod forward;
 pub mod header_evidence;
@@ -26,10 +27,8 @@ pub mod start_budget;
 pub mod token_endpoint;
 pub mod upstream;
 
-use crate::config::model::{Auth, Route};
+use crate::config::model::Route;
 use crate::request::path::canonical_path;
-use crate::request::query::Query;
-use crate::request::template::RequestValues;
 use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
@@ -37,6 +36,7 @@ use crate::telemetry::metrics::Outcome;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
+use decision::{stages, Decision, Stage};
 use http::Method;
 use login::Login;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -44,9 +44,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, HeaderRefusal, Reject};
-use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -103,17 +101,11 @@ pub struct Ctx {
     started: Instant,
     snap: Option<Arc<Snapshot>>,
     route: Option<Arc<Route>>,
-    /// The route name, or what the gateway answered itself: a bounded metrics label.
-    label: String,
-    /// The request's canonical path (what was matched), for the log.
-    path: String,
+    /// What was decided, and on what: its route is the bounded metrics label (the route name, or
+    /// what the gateway answered itself).
+    decision: Decision,
     /// The path and query the backend receives: what the decision was made on.
     upstream_uri: Option<http::Uri>,
-    consumer: Option<String>,
-    /// The consumer a broker acts for (the broker pattern).
-    original_consumer: Option<String>,
-    outcome: Outcome,
-    reason: &'static str,
     licence_headers: Vec<(String, String)>,
     connect_attempts: usize,
     /// A refusal decided while choosing the backend, answered by `fail_to_proxy`.
@@ -129,12 +121,10 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Record a refusal for the access log and metrics; the answer to write.
+    /// Record a refusal in the decision; the answer to write, which names the decision.
     fn refuse(&mut self, reject: &Reject) -> Answer {
-        let row = reject.row();
-        self.outcome = row.outcome;
-        self.reason = row.reason;
-        Answer::refusal(reject, row)
+        self.decision.refused(reject);
+        Answer::refusal(reject, reject.row()).for_decision(&self.decision.id)
     }
 }
 
@@ -159,27 +149,6 @@ fn client_addr(session: &Session) -> Option<std::net::IpAddr> {
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| a.ip().to_canonical())
-}
-
-/// The path, its captures and the query, with the identifiers in the route's case: a backend that
-/// compares identifiers without case gets them in one case, the one decided on.
-fn in_one_case(
-    route: &Route,
-    path: String,
-    captures: BTreeMap<String, String>,
-    query: Query,
-) -> (String, BTreeMap<String, String>, Query) {
-    match route.identifier_case {
-        Some(case) => (
-            route.pattern.recase_captures(&path, case),
-            captures
-                .into_iter()
-                .map(|(name, value)| (name, case.apply(&value)))
-                .collect(),
-            query.recased(route.query_names(), case),
-        ),
-        None => (path, captures, query),
-    }
 }
 
 /// One valid `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with two, or with one that is
@@ -220,7 +189,7 @@ async fn login_path(
 ) -> Result<Option<Answer>, Reject> {
     let req = session.req_header();
     if path == openid::RETURN_PATH {
-        ctx.label = "login_return".into();
+        ctx.decision.route = "login_return".into();
         if req.method != Method::GET {
             return Err(Reject::MethodNotAllowed(vec![Method::GET]));
         }
@@ -228,22 +197,22 @@ async fn login_path(
         let (answer, person) = login
             .finish(req.uri.query(), &req.headers, &cx, Timestamp::now())
             .await?;
-        ctx.consumer = Some(person.sub);
-        ctx.outcome = Outcome::SignedIn;
+        ctx.decision.called_by_person(person.sub);
+        ctx.decision.outcome = Outcome::SignedIn;
         return Ok(Some(answer));
     }
     if path != login.settings.logout_path {
         return Ok(None);
     }
-    ctx.label = "logout".into();
+    ctx.decision.route = "logout".into();
     let answer = match req.method {
         Method::GET | Method::HEAD => {
-            ctx.outcome = Outcome::Local;
+            ctx.decision.outcome = Outcome::Local;
             login.logout_page()
         }
         Method::POST => {
             let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
-            ctx.outcome = Outcome::SignedOut;
+            ctx.decision.outcome = Outcome::SignedOut;
             answer
         }
         _ => {
@@ -288,7 +257,7 @@ async fn person_of(
             let answer = login
                 .start(&req.method, &return_to, client, &cx, now)
                 .await?;
-            ctx.outcome = Outcome::LoginStarted;
+            ctx.decision.outcome = Outcome::LoginStarted;
             Ok(Err(answer))
         }
     }
@@ -305,90 +274,74 @@ impl Gateway {
         check_host(session.req_header())?;
         let uri = &session.req_header().uri;
         let canonical = canonical_path(uri.path()).map_err(Reject::BadPath)?;
-        let path = canonical.path;
-        ctx.path = path.clone();
+        let path = canonical.path.clone();
+        ctx.decision.path = logged(&path);
+        ctx.decision.stage = Stage::Answer;
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
-            ctx.label = "token".into();
+            ctx.decision.route = "token".into();
             let clock = ctx
                 .body
                 .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
             let (answer, client) = token_endpoint::answer(session, snap, clock).await?;
             shared.metrics.tokens.with_label_values(&["issued"]).inc();
-            ctx.consumer = Some(client);
-            ctx.outcome = Outcome::TokenIssued;
+            ctx.decision.called_by_party(client);
+            ctx.decision.outcome = Outcome::TokenIssued;
             return Ok(Some(answer));
         }
         if path == crate::scheme::vocabulary::CAPABILITIES_PATH {
-            ctx.label = "capabilities".into();
+            ctx.decision.route = "capabilities".into();
             let (answer, caller) = capabilities::answer(
                 session.req_header(),
                 &snap.capabilities,
                 &snap.tokens,
                 &shared.metrics,
             )?;
-            ctx.consumer = caller;
-            ctx.outcome = Outcome::Local;
+            if let Some(caller) = caller {
+                ctx.decision.called_by_party(caller);
+            }
+            ctx.decision.outcome = Outcome::Local;
             return Ok(Some(answer));
         }
-        let method = session.req_header().method.clone();
         if let Some(login) = &snap.login {
             if let Some(answer) = login_path(session, ctx, snap, login, &path).await? {
                 return Ok(Some(answer));
             }
         }
-        let query = Query::parse(uri.query()).map_err(Reject::BadQuery)?;
-        let (route, captures) = match snap.routes.lookup(&method, &path) {
-            Lookup::Found(route, captures) => (route, captures),
-            Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
-            Lookup::NotFound => return Err(Reject::NotFound),
-        };
-        ctx.label = route.name.clone();
-        ctx.route = Some(route.clone());
-        let (path, captures, query) = in_one_case(&route, path, captures, query);
-        let ambiguities = canonical.ambiguities.union(query.ambiguities);
-        if let Some(a) = ambiguities.first_not_in(route.accept) {
-            return Err(Reject::Ambiguous(a));
+        let routed = stages::route(
+            &snap.routes,
+            session.req_header(),
+            canonical,
+            &mut ctx.decision,
+        )?;
+        ctx.route = Some(routed.route.clone());
+        ctx.upstream_uri = Some(routed.upstream_uri.clone());
+        let route = routed.route.clone();
+        if route.login {
+            let Some(login) = &snap.login else {
+                return Err(Reject::Internal);
+            };
+            ctx.decision.stage = Stage::Authentication;
+            match person_of(session, ctx, snap, login, &routed.path).await? {
+                Ok(sub) => ctx.decision.called_by_person(sub),
+                Err(sign_in) => return Ok(Some(sign_in)),
+            }
         }
         let req = session.req_header();
-        forward::check_hop_by_hop(req, &route)?;
-        let values = RequestValues {
-            captures: &captures,
-            query: &query,
-            headers: &req.headers,
-        };
-        ctx.upstream_uri = Some(forward::upstream_uri(&route, &path, &query, &values)?);
-        let person = match (&snap.login, route.login) {
-            (Some(login), true) => match person_of(session, ctx, snap, login, &path).await? {
-                Ok(sub) => Some(sub),
-                Err(sign_in) => return Ok(Some(sign_in)),
-            },
-            (None, true) => return Err(Reject::Internal),
-            (_, false) => None,
-        };
-        let caller = |req| match &person {
-            Some(sub) => Ok(sub.clone()),
-            None => authn::authenticate(req, &snap.tokens).map(|c| c.sub),
-        };
-        match &route.auth {
-            Auth::Public => {}
-            Auth::Token => {
-                ctx.consumer = Some(caller(req)?);
-            }
-            Auth::Delegation(rule) => {
-                let caller = caller(req)?;
-                ctx.consumer = Some(caller.clone());
-                let facts = authz::RequestFacts {
-                    route: &route.name,
-                    method: &method,
-                    values,
-                    accepted: route.accept,
-                    caller: &caller,
-                };
-                let grant = snap.authz.authorize(rule, &facts, &snap.trust).await?;
-                ctx.licence_headers = forward::licence_headers(&route, &grant);
-                ctx.original_consumer = grant.original_consumer;
-            }
+        let evidence = snap.authz.with(&snap.trust);
+        let authorised = stages::authorise(
+            &snap.config,
+            &snap.tokens,
+            &routed,
+            req,
+            &evidence,
+            &mut ctx.decision,
+            Timestamp::now(),
+        )
+        .await;
+        stages::enforce(&route, authorised, &mut ctx.decision)?;
+        if let Some(grant) = &ctx.decision.grant {
+            ctx.licence_headers = forward::licence_headers(&route, grant);
         }
         Ok(None)
     }
@@ -403,13 +356,8 @@ impl ProxyHttp for Gateway {
             started: Instant::now(),
             snap: None,
             route: None,
-            label: "unmatched".into(),
-            path: String::new(),
+            decision: Decision::new(),
             upstream_uri: None,
-            consumer: None,
-            original_consumer: None,
-            outcome: Outcome::Forwarded,
-            reason: "",
             licence_headers: Vec::new(),
             connect_attempts: 0,
             reject: None,
@@ -448,29 +396,36 @@ impl ProxyHttp for Gateway {
             true => self.admit_stream(session, ctx),
             false => Ok(()),
         };
+        ctx.decision.method = session.req_header().method.to_string();
         let decided = match admitted {
             Ok(()) => self.decide(session, ctx, &snap).await,
             Err(reject) => Err(reject),
         };
         let answer = match decided {
-            Ok(None) => return Ok(false),
+            Ok(None) => {
+                ctx.decision.decided_in = Some(ctx.started.elapsed());
+                return Ok(false);
+            }
             Ok(Some(answer)) => answer,
             Err(reject) => {
                 let answer = ctx.refuse(&reject);
                 if let Some(detail) = reject.log_detail() {
-                    tracing::warn!(route = %ctx.label, reason = ctx.reason, "{detail}");
+                    let d = &ctx.decision;
+                    tracing::warn!(route = %d.route, reason = d.reason, decision_id = %d.id, "{detail}");
                 }
-                if ctx.label == "token" {
+                if ctx.decision.route == "token" {
                     self.state
                         .shared
                         .metrics
                         .tokens
-                        .with_label_values(&[ctx.reason])
+                        .with_label_values(&[ctx.decision.reason])
                         .inc();
                 }
                 answer
             }
         };
+        ctx.decision.decided_in = Some(ctx.started.elapsed());
+        let answer = answer.for_decision(&ctx.decision.id);
         // A body left unread: answer first, then read what is left within bounds before the
         // connection closes (HTTP/1.1) or the stream ends, so the client reads the answer.
         if !session.is_body_done() && !session.is_body_empty() {
@@ -554,8 +509,13 @@ impl ProxyHttp for Gateway {
             route,
             pool,
             uri,
-            consumer: ctx.consumer.as_deref().filter(|_| !route.login),
-            original_consumer: ctx.original_consumer.as_deref(),
+            consumer: ctx.decision.caller_id().filter(|_| !route.login),
+            original_consumer: ctx
+                .decision
+                .grant
+                .as_ref()
+                .and_then(|g| g.original_consumer.as_deref()),
+            decision_id: &ctx.decision.id,
             config: &snap.config,
             client_addr: client_addr(session),
             tls: is_tls(session),
@@ -574,7 +534,7 @@ impl ProxyHttp for Gateway {
         if let Some(login) = ctx.snap.as_ref().and_then(|s| s.login.as_ref()) {
             forward::drop_own_cookies(resp, login.cookie_names())?;
         }
-        forward::set_response_headers(resp, &ctx.licence_headers)
+        forward::set_response_headers(resp, &ctx.licence_headers, &ctx.decision.id)
     }
 
     fn fail_to_connect(
@@ -613,8 +573,8 @@ impl ProxyHttp for Gateway {
             }
             // The client went away or stalled: there is no one to answer.
             (None, ErrorSource::Downstream) => {
-                ctx.outcome = Outcome::ClientError;
-                ctx.reason = "downstream";
+                ctx.decision.outcome = Outcome::ClientError;
+                ctx.decision.reason = "downstream";
                 return FailToProxy {
                     error_code: 0,
                     can_reuse_downstream: false,
@@ -659,33 +619,49 @@ impl ProxyHttp for Gateway {
             phase.done();
         }
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let snap = ctx.snap.as_ref();
+        let d = &ctx.decision;
         let metrics = &self.state.shared.metrics;
         let elapsed = ctx.started.elapsed();
         metrics
             .requests
-            .with_label_values(&[&ctx.label, &status.to_string(), ctx.outcome.as_str()])
+            .with_label_values(&[&d.route, &status.to_string(), d.outcome.as_str()])
             .inc();
         metrics
             .latency
-            .with_label_values(&[&ctx.label])
+            .with_label_values(&[&d.route])
             .observe(elapsed.as_secs_f64());
+        if d.stage == Stage::Evaluation {
+            let verdict = match d.grant {
+                Some(_) => "permit",
+                None => "deny",
+            };
+            metrics
+                .decisions
+                .with_label_values(&[&d.route, verdict, d.reason])
+                .inc();
+        }
         let req = session.req_header();
-        let path = if ctx.path.is_empty() {
-            req.uri.path()
+        let path = if d.path.is_empty() {
+            logged(req.uri.path())
         } else {
-            &ctx.path
+            d.path.clone()
         };
         tracing::info!(
             target: "access",
-            route = %ctx.label,
+            route = %d.route,
             method = %req.method,
-            path = %logged(path),
-            client = ctx.consumer.as_deref().unwrap_or("-"),
+            path = %path,
+            client = d.caller_id().unwrap_or("-"),
             status,
-            outcome = ctx.outcome.as_str(),
-            reason = ctx.reason,
+            outcome = d.outcome.as_str(),
+            reason = d.reason,
+            decision_id = %d.id,
             duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             error = e.map(|e| e.etype().as_str()).unwrap_or(""),
         );
+        if let Some(log) = snap.and_then(|s| s.decision_log.as_ref()) {
+            log.write(d, status, elapsed);
+        }
     }
 }

@@ -271,6 +271,19 @@ pub enum RuleValue {
     DelegationPathParty,
 }
 
+impl RuleValue {
+    /// The member of the delegation mask the value fills.
+    pub fn mask_name(self) -> &'static str {
+        match self {
+            RuleValue::DataOwner => "policy_issuer",
+            RuleValue::ResourceType => "resource_type",
+            RuleValue::Identifier => "identifiers",
+            RuleValue::Attribute => "attributes",
+            RuleValue::DelegationPathParty => "delegation_path",
+        }
+    }
+}
+
 impl fmt::Display for RuleValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -467,6 +480,9 @@ fn methods(m: &[Method]) -> String {
     m.iter().map(Method::as_str).collect::<Vec<_>>().join(", ")
 }
 
+/// The header that names an answer's decision.
+pub const DECISION_ID_HEADER: &str = "x-decision-id";
+
 /// A complete answer the gateway gives itself.
 pub struct Answer {
     pub status: u16,
@@ -519,6 +535,24 @@ impl Answer {
             body,
             headers: reject.headers(),
         }
+    }
+
+    /// The answer naming its decision: in the `X-Decision-Id` header, and in a refusal's JSON
+    /// body as `decision_id`, so that a consumer can quote it.
+    pub fn for_decision(mut self, id: &super::decision::DecisionId) -> Self {
+        if let Body::Json(Value::Object(body)) = &mut self.body {
+            if body.contains_key("reason") {
+                body.insert("decision_id".into(), Value::String(id.to_string()));
+            }
+        }
+        if !self
+            .headers
+            .iter()
+            .any(|(name, _)| *name == DECISION_ID_HEADER)
+        {
+            self.headers.push((DECISION_ID_HEADER, id.to_string()));
+        }
+        self
     }
 
     fn content_type(&self) -> &'static str {

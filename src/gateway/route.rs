@@ -110,6 +110,7 @@ mod tests {
             source: Default::default(),
             login: false,
             identifier_case: None,
+            mode: Default::default(),
         }
     }
 

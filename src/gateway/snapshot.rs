@@ -6,6 +6,7 @@
 
 use super::authz::Authorizer;
 use super::capabilities::Capabilities;
+use super::decision::log::DecisionLog;
 use super::listener::CertResolver;
 use super::login::{Context as LoginContext, Login};
 use super::redis::RedisStore;
@@ -99,6 +100,8 @@ pub struct Snapshot {
     /// People's sign-in, when configured.
     pub login: Option<Arc<Login>>,
     pub stores: Arc<Stores>,
+    /// Where decisions are logged, when configured.
+    pub decision_log: Option<Arc<DecisionLog>>,
 }
 
 impl Snapshot {
@@ -141,6 +144,14 @@ impl Snapshot {
         let login = Self::login(&config, same_peers, &peer, algorithms, shared)?;
         let routes = RouteTable::new(config.routes.clone());
         let capabilities = Capabilities::new(&config, &routes);
+        // Opened anew at every reload: a log moved away (rotated) is written to again.
+        let decision_log = match &config.decision_log {
+            Some(settings) => Some(Arc::new(DecisionLog::open(
+                settings,
+                shared.metrics.clone(),
+            )?)),
+            None => None,
+        };
         Ok(Snapshot {
             generation: shared.generation.fetch_add(1, Ordering::Relaxed) + 1,
             routes,
@@ -153,6 +164,7 @@ impl Snapshot {
             authz,
             login,
             stores,
+            decision_log,
             config,
         })
     }

@@ -20,6 +20,42 @@ impl Decision {
     }
 }
 
+/// Where in the evidence a decision was made: the step of the chain, and the policy set, policy
+/// and rule of that step (none of them when the step failed on its time window, issuer or subject).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecidedBy {
+    pub step: usize,
+    pub policy_set: Option<usize>,
+    pub policy: Option<usize>,
+    pub rule: Option<usize>,
+}
+
+impl fmt::Display for DecidedBy {
+    /// As a path into the evidence: `evidence[0].policySets[1].policies[0].rules[2]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "evidence[{}]", self.step)?;
+        let parts = [
+            ("policySets", self.policy_set),
+            ("policies", self.policy),
+            ("rules", self.rule),
+        ];
+        for (name, index) in parts {
+            if let Some(i) = index {
+                write!(f, ".{name}[{i}]")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A decision and where it was made: for a Permit the granting policy of every step, for a Deny
+/// the place that decided it (the policy that came closest to granting, or the rule that denied).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub decision: Decision,
+    pub decided_by: Vec<DecidedBy>,
+}
+
 /// What a Permit carries: the licences of the granting policy sets, and how long it holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Permit {
@@ -153,9 +189,39 @@ pub fn evaluate_chain(
     request: &AccessRequest,
     now: Timestamp,
 ) -> Decision {
+    evaluate_chain_at(chain, request, now).decision
+}
+
+/// `evaluate_chain`, saying where the decision was made.
+pub fn evaluate_chain_at(
+    chain: &[DelegationEvidence],
+    request: &AccessRequest,
+    now: Timestamp,
+) -> Evaluation {
     match check_chain(chain, request, now) {
-        Ok(permit) => Decision::Permit(permit),
-        Err(reason) => Decision::Deny(reason),
+        Ok((permit, decided_by)) => Evaluation {
+            decision: Decision::Permit(permit),
+            decided_by,
+        },
+        Err((reason, at)) => Evaluation {
+            decision: Decision::Deny(reason),
+            decided_by: at.into_iter().collect(),
+        },
+    }
+}
+
+/// A reason to deny, and where it was found.
+type Denial = (DenyReason, Option<DecidedBy>);
+
+fn at_step(step: usize) -> impl Fn(DenyReason) -> Denial {
+    move |reason| {
+        (
+            reason,
+            Some(DecidedBy {
+                step,
+                ..DecidedBy::default()
+            }),
+        )
     }
 }
 
@@ -163,37 +229,58 @@ fn check_chain(
     chain: &[DelegationEvidence],
     request: &AccessRequest,
     now: Timestamp,
-) -> Result<Permit, DenyReason> {
-    let last = chain.len().checked_sub(1).ok_or(DenyReason::EmptyChain)?;
+) -> Result<(Permit, Vec<DecidedBy>), Denial> {
+    let last = chain
+        .len()
+        .checked_sub(1)
+        .ok_or((DenyReason::EmptyChain, None))?;
     if chain[0].policy_issuer != request.policy_issuer {
-        return Err(DenyReason::WrongIssuer {
+        return Err(at_step(0)(DenyReason::WrongIssuer {
             expected: request.policy_issuer.clone(),
             found: chain[0].policy_issuer.clone(),
-        });
+        }));
     }
     if chain[last].target.access_subject != request.access_subject {
-        return Err(DenyReason::WrongSubject {
+        return Err(at_step(last)(DenyReason::WrongSubject {
             expected: request.access_subject.clone(),
             found: chain[last].target.access_subject.clone(),
-        });
+        }));
     }
     let mut licences: Vec<Licence> = Vec::new();
     let mut not_on_or_after = i64::MAX;
     let mut allowed_after: Option<u32> = None; // None: no limit yet (before the first step)
     let mut last_depth = None;
+    let mut decided_by = Vec::with_capacity(chain.len());
     for (hop, ev) in chain.iter().enumerate() {
         if hop > 0 && ev.policy_issuer != chain[hop - 1].target.access_subject {
-            return Err(DenyReason::ChainBroken { hop });
+            return Err(at_step(hop)(DenyReason::ChainBroken { hop }));
         }
-        check_window(ev, now)?;
-        let granted = evaluate_policy_sets(&ev.policy_sets, request)?;
+        check_window(ev, now).map_err(at_step(hop))?;
+        let (granted, (set, policy)) =
+            granting_policy(&ev.policy_sets, request).map_err(|(reason, place)| {
+                let at = DecidedBy {
+                    step: hop,
+                    policy_set: place.map(|p| p.0),
+                    policy: place.map(|p| p.1),
+                    rule: place.and_then(|p| p.2),
+                };
+                (reason, Some(at))
+            })?;
+        decided_by.push(DecidedBy {
+            step: hop,
+            policy_set: Some(set),
+            policy: Some(policy),
+            rule: Some(0),
+        });
         let own = granted.max_delegation_depth.unwrap_or(0);
         let allowed = match allowed_after {
             None => own,
             Some(prev) => own.min(prev.saturating_sub(1)),
         };
         if hop < last && allowed < 1 {
-            return Err(DenyReason::DelegationDepthExceeded { hop: hop + 1 });
+            return Err(at_step(hop + 1)(DenyReason::DelegationDepthExceeded {
+                hop: hop + 1,
+            }));
         }
         allowed_after = Some(allowed);
         last_depth = granted.max_delegation_depth;
@@ -204,11 +291,12 @@ fn check_chain(
             }
         }
     }
-    Ok(Permit {
+    let permit = Permit {
         licences,
         not_on_or_after,
         max_delegation_depth: last_depth,
-    })
+    };
+    Ok((permit, decided_by))
 }
 
 fn check_window(ev: &DelegationEvidence, now: Timestamp) -> Result<(), DenyReason> {
@@ -239,15 +327,34 @@ pub fn evaluate_policy_sets(
     sets: &[PolicySet],
     request: &AccessRequest,
 ) -> Result<Granted, DenyReason> {
-    let mut best: Option<DenyReason> = None;
-    let mut granted: Option<Granted> = None;
-    for set in sets {
-        for policy in &set.policies {
+    granting_policy(sets, request)
+        .map(|(granted, _)| granted)
+        .map_err(|(reason, _)| reason)
+}
+
+/// Where a policy failed: its policy set, the policy, and the rule when a rule decided.
+type Place = (usize, usize, Option<usize>);
+/// Where a policy granted: its policy set and the policy.
+type Granting = (Granted, (usize, usize));
+
+/// `evaluate_policy_sets`, with the first granting policy (set, policy), or the reason to deny and
+/// the policy that came closest to granting.
+fn granting_policy(
+    sets: &[PolicySet],
+    request: &AccessRequest,
+) -> Result<Granting, (DenyReason, Option<Place>)> {
+    let mut best: Option<(DenyReason, Place)> = None;
+    let mut granted: Option<Granting> = None;
+    for (s, set) in sets.iter().enumerate() {
+        for (p, policy) in set.policies.iter().enumerate() {
             match evaluate_policy(set, policy, request) {
                 Ok(()) => {
-                    let g = granted.get_or_insert_with(|| Granted {
-                        licences: Vec::new(),
-                        max_delegation_depth: None,
+                    let (g, _) = granted.get_or_insert_with(|| {
+                        let none = Granted {
+                            licences: Vec::new(),
+                            max_delegation_depth: None,
+                        };
+                        (none, (s, p))
                     });
                     for l in set.licences() {
                         if !g.licences.contains(l) {
@@ -256,22 +363,62 @@ pub fn evaluate_policy_sets(
                     }
                     g.max_delegation_depth = g.max_delegation_depth.max(set.max_delegation_depth);
                 }
-                Err(reason) => {
-                    if best.as_ref().is_none_or(|b| reason.depth() > b.depth()) {
-                        best = Some(reason);
+                Err((reason, rule)) => {
+                    if best
+                        .as_ref()
+                        .is_none_or(|(b, _)| reason.depth() > b.depth())
+                    {
+                        best = Some((reason, (s, p, rule)));
                     }
                 }
             }
         }
     }
-    granted.ok_or_else(|| best.unwrap_or(DenyReason::NoPolicy))
+    let denial = match best {
+        Some((reason, place)) => (reason, Some(place)),
+        None => (DenyReason::NoPolicy, None),
+    };
+    granted.ok_or(denial)
 }
 
+/// Whether one policy grants the request; the reason if not, with the rule that decided it.
 fn evaluate_policy(
     set: &PolicySet,
     policy: &Policy,
     request: &AccessRequest,
-) -> Result<(), DenyReason> {
+) -> Result<(), (DenyReason, Option<usize>)> {
+    covers(policy, request).map_err(|reason| (reason, None))?;
+    // Deny-overrides: the first rule is the default and must be Permit; any later Deny rule whose
+    // target overlaps the request takes the permit away.
+    if policy
+        .rules
+        .first()
+        .is_none_or(|r| r.effect != Effect::Permit)
+    {
+        let rule = (!policy.rules.is_empty()).then_some(0);
+        return Err((DenyReason::DeniedByRule, rule));
+    }
+    let denying = policy
+        .rules
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, r)| r.effect == Effect::Deny && rule_covers(r, request));
+    if let Some((index, _)) = denying {
+        return Err((DenyReason::DeniedByRule, Some(index)));
+    }
+    if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
+        let reason = DenyReason::LicenceMissing {
+            licence: missing.to_string(),
+        };
+        return Err((reason, None));
+    }
+    Ok(())
+}
+
+/// Whether the target of a policy covers the request: resource, identifiers, attributes,
+/// actions and service providers.
+fn covers(policy: &Policy, request: &AccessRequest) -> Result<(), DenyReason> {
     let target = &policy.target;
     if target.resource.resource_type != request.resource_type {
         return Err(DenyReason::ResourceTypeNotGranted {
@@ -303,25 +450,6 @@ fn evaluate_policy(
         if !all_listed {
             return Err(DenyReason::ServiceProviderNotListed);
         }
-    }
-    // Deny-overrides: the first rule is the default and must be Permit; any later Deny rule whose
-    // target overlaps the request takes the permit away.
-    let first_permits = policy
-        .rules
-        .first()
-        .is_some_and(|r| r.effect == Effect::Permit);
-    let denied = policy
-        .rules
-        .iter()
-        .skip(1)
-        .any(|r| r.effect == Effect::Deny && rule_covers(r, request));
-    if !first_permits || denied {
-        return Err(DenyReason::DeniedByRule);
-    }
-    if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
-        return Err(DenyReason::LicenceMissing {
-            licence: missing.to_string(),
-        });
     }
     Ok(())
 }

@@ -537,3 +537,46 @@ proptest! {
         prop_assert_eq!(decision.is_permit(), within(&req, &mask));
     }
 }
+
+fn decided_where(chain: &[DelegationEvidence], req: &AccessRequest) -> Vec<String> {
+    evaluate_chain_at(chain, req, Timestamp::from_secs(NOW))
+        .decided_by
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn the_evaluation_names_the_policy_and_rule_that_decided() {
+    // A permit: the first granting policy of every step, by its default rule.
+    let mut ev = base_evidence();
+    let other_type = json!({
+        "target": {"resource": {"type": "PALLET"}, "actions": ["iSHARE.READ"]},
+        "rules": [{"effect": "Permit"}]
+    });
+    ev["policySets"][0]["policies"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, other_type);
+    let permit = decided_where(&[evidence(ev.clone())], &request());
+    assert_eq!(permit, ["evidence[0].policySets[0].policies[1].rules[0]"]);
+    // A later Deny rule: that rule.
+    ev["policySets"][0]["policies"][1]["rules"] = json!([
+        {"effect": "Permit"},
+        {"effect": "Deny", "target": {"resource": {"identifiers": ["C9"]}}},
+        {"effect": "Deny", "target": {"resource": {"identifiers": ["C1"]}}}
+    ]);
+    let denied = decided_where(&[evidence(ev.clone())], &request());
+    assert_eq!(denied, ["evidence[0].policySets[0].policies[1].rules[2]"]);
+    // The policy that came closest, without a rule: its target did not cover the request.
+    let mut r = request();
+    r.actions = vec!["iSHARE.DELETE".into()];
+    assert_eq!(
+        decided_where(&[evidence(ev)], &r),
+        ["evidence[0].policySets[0].policies[1]"]
+    );
+    // A step that fails before its policies: only the step.
+    let chain = [hop(OWNER, BROKER, Some(1)), hop(SUB, CONSUMER, Some(0))];
+    assert_eq!(decided_where(&chain, &request()), ["evidence[1]"]);
+    assert!(decided_where(&[], &request()).is_empty());
+}

@@ -10,6 +10,8 @@ use prometheus::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Forwarded,
+    /// Forwarded on a route in shadow mode, though the decision refused it.
+    ShadowDenied,
     Local,
     TokenIssued,
     TokenRefused,
@@ -30,8 +32,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 18] = [
+    pub const ALL: [Outcome; 19] = [
         Outcome::Forwarded,
+        Outcome::ShadowDenied,
         Outcome::Local,
         Outcome::TokenIssued,
         Outcome::TokenRefused,
@@ -54,6 +57,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Forwarded => "forwarded",
+            Outcome::ShadowDenied => "shadow_denied",
             Outcome::Local => "local",
             Outcome::TokenIssued => "token_issued",
             Outcome::TokenRefused => "token_refused",
@@ -104,6 +108,9 @@ pub struct Metrics {
     pub redis_latency: HistogramVec,
     /// Configuration reloads by outcome.
     pub reloads: IntCounterVec,
+    /// Lines of the decision log by result (written, dropped: the queue was full, failed: the
+    /// write failed).
+    pub decision_log: IntCounterVec,
     /// Age of the trusted list in seconds.
     pub trusted_list_age: IntGauge,
     /// Backends by upstream and health (1 healthy, 0 not).
@@ -303,6 +310,7 @@ impl Storage {
 struct Operation {
     reloads: IntCounterVec,
     backend_health: IntGaugeVec,
+    decision_log: IntCounterVec,
 }
 
 impl Operation {
@@ -319,6 +327,12 @@ impl Operation {
                 "backend_healthy",
                 "Backend health by upstream (1 healthy)",
                 &["upstream", "backend"],
+            ),
+            decision_log: counter(
+                registry,
+                "decision_log_lines_total",
+                "Lines of the decision log by result",
+                &["result"],
             ),
         }
     }
@@ -354,6 +368,7 @@ impl Metrics {
         let Operation {
             reloads,
             backend_health,
+            decision_log,
         } = Operation::register(&registry);
         Metrics {
             registry,
@@ -370,6 +385,7 @@ impl Metrics {
             redis_calls,
             redis_latency,
             reloads,
+            decision_log,
             trusted_list_age,
             backend_health,
             connections,

@@ -1,0 +1,268 @@
+//! Decisions without a client, for `explain` and rule tests: a request built from its parts, a
+//! caller named (or a token), and evidence from a file or a fixture (or, asked for, the live
+//! registry), decided by the same stages as the proxy's (`stages::route`, `stages::authorise`,
+//! `stages::enforce`) under a snapshot of the configuration.
+
+use super::stages::{
+    self, evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed,
+};
+use super::{Decision, Evaluated, EvidenceSource, Stage};
+use crate::gateway::reject::{EvidenceRefusal, Reject};
+use crate::gateway::snapshot::Snapshot;
+use crate::request::path::canonical_path;
+use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::evidence_token::read_evidence_token;
+use crate::scheme::jwt::{self, AlgorithmPolicy};
+use crate::scheme::Timestamp;
+use async_trait::async_trait;
+use pingora::http::RequestHeader;
+
+/// Who calls.
+#[derive(Clone, Debug)]
+pub enum CallerArg {
+    /// A party (or, on a route for people, a person's identifier), taken as authenticated.
+    As(String),
+    /// An access token of this gateway, validated as the proxy would.
+    Token(String),
+}
+
+/// A request as `explain` and rule tests describe it.
+#[derive(Clone, Debug)]
+pub struct DryRequest {
+    pub method: String,
+    /// The path, with its query.
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub caller: Option<CallerArg>,
+}
+
+/// What a registry answers, given instead of asked.
+#[derive(Clone, Debug)]
+pub enum RegistryAnswer {
+    /// Its evidence (a chain from the data owner), and where it was read from.
+    Evidence(Vec<DelegationEvidence>, String),
+    /// 404: it holds no policy.
+    NoPolicy,
+}
+
+/// Evidence given instead of verified or asked: what `explain` reads from a file and rule tests
+/// from their fixtures. Signatures are not verified (that is the trust list's business, not the
+/// rules'); the chain is evaluated as the gateway would.
+pub struct Given {
+    /// What stands for the `delegation_evidence` header.
+    pub header: Option<(Vec<DelegationEvidence>, String)>,
+    /// What stands for the registry's answer.
+    pub registry: Option<RegistryAnswer>,
+    pub algorithms: AlgorithmPolicy,
+    pub now: Timestamp,
+}
+
+/// The payload of a JWT, read without its signature verified.
+fn unverified(token: &str, algorithms: AlgorithmPolicy) -> Result<jwt::DecodedJwt, Reject> {
+    jwt::decode(token, algorithms).map_err(|e| EvidenceRefusal::Token(e.into()).into())
+}
+
+#[async_trait]
+impl Evidence for Given {
+    async fn consumer_of_broker(
+        &self,
+        assertion: &str,
+        _caller: &str,
+        _now: Timestamp,
+    ) -> Result<String, Reject> {
+        let decoded = unverified(assertion, self.algorithms)?;
+        Ok(decoded.str_claim("iss").unwrap_or_default().to_string())
+    }
+
+    fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {
+        Ok(())
+    }
+
+    async fn header(
+        &self,
+        tokens: &str,
+        _expected: &Expected<'_>,
+        _now: Timestamp,
+    ) -> Result<Presented, Reject> {
+        if let Some((chain, from)) = &self.header {
+            return Ok(Presented {
+                chain: chain.clone(),
+                source: EvidenceSource::Given { from: from.clone() },
+                cached: false,
+            });
+        }
+        let mut chain = Vec::new();
+        for token in tokens.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let decoded = unverified(token, self.algorithms)?;
+            let read = read_evidence_token(&decoded).map_err(EvidenceRefusal::Token)?;
+            chain.push(read.evidence);
+        }
+        Ok(Presented {
+            chain,
+            source: EvidenceSource::Given {
+                from: "the delegation_evidence header, its signatures not verified".into(),
+            },
+            cached: false,
+        })
+    }
+
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+        match &self.registry {
+            Some(RegistryAnswer::Evidence(chain, from)) => {
+                let source = EvidenceSource::Given { from: from.clone() };
+                Ok(evaluate(chain, ask.request, source, false, self.now))
+            }
+            Some(RegistryAnswer::NoPolicy) => Ok(no_policy(EvidenceSource::Given {
+                from: "the registry's answer: no policy (404)".into(),
+            })),
+            // No registry answer to give: `decide` says so.
+            None => Err(Reject::Internal),
+        }
+    }
+}
+
+/// Why a request could not be decided at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DryRunError {
+    #[error("{0:?} is not a method")]
+    Method(String),
+    #[error("{0:?} is not a request target (a path from /, with an optional query)")]
+    Target(String),
+    #[error("the header {0:?} cannot be sent")]
+    Header(String),
+    #[error("{0} is served by the gateway itself, not by a route")]
+    OwnEndpoint(String),
+    #[error("the route asks the data owner's registry, and no answer was given: give the registry's evidence (explain: --evidence FILE; rule tests: registry = \"FILE\" or \"no_policy\") or ask the registry (explain --registry)")]
+    RegistryNotGiven,
+}
+
+/// The request as the proxy reads it.
+fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
+    let method = http::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| DryRunError::Method(req.method.clone()))?;
+    if !req.target.starts_with('/') {
+        return Err(DryRunError::Target(req.target.clone()));
+    }
+    let mut header = RequestHeader::build(method, req.target.as_bytes(), None)
+        .map_err(|_| DryRunError::Target(req.target.clone()))?;
+    for (name, value) in &req.headers {
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| DryRunError::Header(name.clone()))?;
+        let value = http::HeaderValue::from_str(value.trim())
+            .map_err(|_| DryRunError::Header(name.to_string()))?;
+        header
+            .append_header(name.clone(), value)
+            .map_err(|_| DryRunError::Header(name.to_string()))?;
+    }
+    if let Some(CallerArg::Token(token)) = &req.caller {
+        let bearer = http::HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+            .map_err(|_| DryRunError::Header("authorization".into()))?;
+        header
+            .insert_header(http::header::AUTHORIZATION, bearer)
+            .map_err(|_| DryRunError::Header("authorization".into()))?;
+    }
+    Ok(header)
+}
+
+/// Decide `req` under `snap` with `source`'s evidence: the decision (a refusal is recorded in it),
+/// and the route when one took the request.
+pub async fn decide(
+    snap: &Snapshot,
+    req: &DryRequest,
+    source: &dyn Evidence,
+    now: Timestamp,
+) -> Result<(Decision, Option<Routed>), DryRunError> {
+    let header = request_header(req)?;
+    let started = std::time::Instant::now();
+    let mut d = Decision::new();
+    d.method = header.method.to_string();
+    let canonical = match canonical_path(header.uri.path()) {
+        Ok(c) => c,
+        Err(e) => {
+            d.refused(&Reject::BadPath(e));
+            return Ok((d, None));
+        }
+    };
+    d.path = canonical.path.clone();
+    let own = snap.config.tokens.paths.contains(&canonical.path)
+        || canonical.path == crate::scheme::vocabulary::CAPABILITIES_PATH
+        || snap.login.as_ref().is_some_and(|l| {
+            canonical.path == l.settings.logout_path
+                || canonical.path == crate::scheme::openid::RETURN_PATH
+        });
+    if own {
+        return Err(DryRunError::OwnEndpoint(canonical.path));
+    }
+    let routed = match stages::route(&snap.routes, &header, canonical, &mut d) {
+        Ok(routed) => routed,
+        Err(reject) => {
+            d.refused(&reject);
+            return Ok((d, None));
+        }
+    };
+    if let Some(CallerArg::As(id)) = &req.caller {
+        match routed.route.login {
+            true => d.called_by_person(id.clone()),
+            false => d.called_by_party(id.clone()),
+        }
+    }
+    let authorised = stages::authorise(
+        &snap.config,
+        &snap.tokens,
+        &routed,
+        &header,
+        source,
+        &mut d,
+        now,
+    )
+    .await;
+    if matches!(authorised, Err(Reject::Internal)) && d.stage == Stage::Evidence {
+        return Err(DryRunError::RegistryNotGiven);
+    }
+    if let Err(reject) = stages::enforce(&routed.route, authorised, &mut d) {
+        d.refused(&reject);
+    }
+    d.decided_in = Some(started.elapsed());
+    Ok((d, Some(routed)))
+}
+
+/// Evidence from a file: a `delegationEvidence` (bare, or in `{"delegationEvidence": …}`), a
+/// list of them (a chain from the data owner), a registry's answer `{"delegation_token": …}`,
+/// or a delegation token itself. Tokens are read without their signatures verified.
+pub fn read_evidence(
+    text: &str,
+    algorithms: AlgorithmPolicy,
+) -> Result<Vec<DelegationEvidence>, String> {
+    let text = text.trim();
+    let from_token = |token: &str| -> Result<DelegationEvidence, String> {
+        let decoded = jwt::decode(token, algorithms).map_err(|e| e.to_string())?;
+        read_evidence_token(&decoded)
+            .map(|t| t.evidence)
+            .map_err(|e| e.to_string())
+    };
+    if !text.starts_with(['{', '[']) {
+        return text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(from_token)
+            .collect();
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let one = |v: &serde_json::Value| -> Result<DelegationEvidence, String> {
+        if let Some(token) = v.get("delegation_token").and_then(|t| t.as_str()) {
+            return from_token(token);
+        }
+        let evidence = v.get("delegationEvidence").unwrap_or(v);
+        serde_json::from_value(evidence.clone())
+            .map_err(|e| format!("not a delegationEvidence: {e}"))
+    };
+    match &value {
+        serde_json::Value::Array(items) if items.is_empty() => {
+            Err("an empty list of evidence".into())
+        }
+        serde_json::Value::Array(items) => items.iter().map(one).collect(),
+        other => one(other).map(|e| vec![e]),
+    }
+}

@@ -1,0 +1,255 @@
+//! The decision as a value. Every request the gateway answers or forwards has one `Decision`,
+//! built by named stages (`Stage`): the route and the values taken from the request, the caller,
+//! the mask asked, the evidence (from the header or a registry, its issuers, cached or fresh), the
+//! policy and rule that decided, and the outcome with its reason. The proxy enforces it; the
+//! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
+
+pub mod dry_run;
+pub mod log;
+pub mod stages;
+
+use super::authz::Grant;
+use super::reject::Reject;
+pub use crate::config::model::Mode;
+use crate::scheme::evaluation::DecidedBy;
+use crate::scheme::evidence::AccessRequest;
+use crate::telemetry::metrics::Outcome;
+use serde::Serialize;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+/// A decision's identifier, unique across the instances of a fleet: a random prefix per process
+/// and a counter. A consumer quotes it (`X-Decision-Id`, `decision_id` in a refusal) and an
+/// operator finds the line of the decision log by it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct DecisionId(String);
+
+impl DecisionId {
+    pub fn next() -> Self {
+        static PREFIX: OnceLock<u64> = OnceLock::new();
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let prefix = PREFIX.get_or_init(|| {
+            let mut bytes = [0u8; 8];
+            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+                .expect("the system's random source");
+            u64::from_le_bytes(bytes)
+        });
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        DecisionId(format!("{prefix:016x}{n:016x}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DecisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The named stages a decision passes, in order. A refusal names the stage that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The request itself: its form, the route it matches, the values the route takes.
+    Route,
+    /// Who calls: a token holder or a signed-in person (and whom a broker acts for).
+    Authentication,
+    /// The request in the scheme's terms: the delegation mask asked.
+    Mask,
+    /// The evidence: from the header, or the data owner's registry.
+    Evidence,
+    /// The evidence evaluated against the mask.
+    Evaluation,
+    /// The gateway's own endpoints (token, capabilities, sign-in) and the backend's answer.
+    Answer,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Route => "route",
+            Stage::Authentication => "authentication",
+            Stage::Mask => "mask",
+            Stage::Evidence => "evidence",
+            Stage::Evaluation => "evaluation",
+            Stage::Answer => "answer",
+        }
+    }
+}
+
+/// Who calls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    #[serde(rename = "type")]
+    pub kind: CallerKind,
+    pub id: String,
+    /// The consumer a broker acts for (the broker pattern).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acting_for: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallerKind {
+    /// A party with an access token (or a client at the token endpoint).
+    Party,
+    /// A person signed in through the identity provider.
+    Person,
+}
+
+/// A value the route's rule took from the request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Taken {
+    /// What the value is in the mask: `policy_issuer`, `resource_type`, `identifiers`, …
+    pub name: &'static str,
+    /// The rule's template, as written.
+    pub template: String,
+    pub value: String,
+}
+
+/// Where evidence came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum EvidenceSource {
+    /// The `delegation_evidence` header.
+    Header,
+    /// The data owner's authorisation registry.
+    Registry { registry: String },
+    /// A file or a fixture, not verified (explain and rule tests offline).
+    Given { from: String },
+}
+
+/// The evidence a decision used.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EvidenceUsed {
+    #[serde(flatten)]
+    pub source: EvidenceSource,
+    /// The issuer (`policyIssuer`) of every step, from the data owner on; empty when the registry
+    /// holds no policy.
+    pub issuers: Vec<String>,
+    /// Whether the decision (registry) or the verified token (header) came from the cache.
+    pub cache_hit: bool,
+}
+
+/// What evidence came to: the evaluation, where it was made, and what evidence it read. The
+/// decision cache keeps this for registry evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluated {
+    pub evaluation: crate::scheme::evaluation::Evaluation,
+    pub evidence: EvidenceUsed,
+}
+
+/// One request's decision.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub id: DecisionId,
+    pub at: SystemTime,
+    pub method: String,
+    /// The canonical path the route was matched on (bounded for logs).
+    pub path: String,
+    /// The route, or the gateway's own endpoint (`token`, `capabilities`, …), or `unmatched`.
+    pub route: String,
+    pub mode: Mode,
+    pub caller: Option<Caller>,
+    pub values: Vec<Taken>,
+    pub mask: Option<AccessRequest>,
+    pub evidence: Option<EvidenceUsed>,
+    pub decided_by: Vec<DecidedBy>,
+    /// The last stage that ran: the one that decided.
+    pub stage: Stage,
+    pub outcome: Outcome,
+    /// The reason code: `granted` (evidence), `authenticated` (a token was enough), `public`, or
+    /// the refusal's (or a shadow denial's) reason.
+    pub reason: &'static str,
+    /// What a refusal says.
+    pub description: Option<String>,
+    /// The refusal (also on a route in shadow mode, where it is not enforced).
+    pub refusal: Option<Reject>,
+    /// What a permit grants: licence headers, and whom a broker acts for.
+    pub grant: Option<Grant>,
+    /// How long the decision took (up to forwarding or answering).
+    pub decided_in: Option<Duration>,
+}
+
+impl Default for Decision {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Decision {
+    pub fn new() -> Self {
+        Decision {
+            id: DecisionId::next(),
+            at: SystemTime::now(),
+            method: String::new(),
+            path: String::new(),
+            route: "unmatched".into(),
+            mode: Mode::Enforce,
+            caller: None,
+            values: Vec::new(),
+            mask: None,
+            evidence: None,
+            decided_by: Vec::new(),
+            stage: Stage::Route,
+            outcome: Outcome::Forwarded,
+            reason: "",
+            description: None,
+            refusal: None,
+            grant: None,
+            decided_in: None,
+        }
+    }
+
+    /// The caller's id, as the access log names it.
+    pub fn caller_id(&self) -> Option<&str> {
+        self.caller.as_ref().map(|c| c.id.as_str())
+    }
+
+    /// A party called (with a token, or at the token endpoint).
+    pub fn called_by_party(&mut self, id: String) {
+        self.caller = Some(Caller {
+            kind: CallerKind::Party,
+            id,
+            acting_for: None,
+        });
+    }
+
+    /// A signed-in person called.
+    pub fn called_by_person(&mut self, sub: String) {
+        self.caller = Some(Caller {
+            kind: CallerKind::Person,
+            id: sub,
+            acting_for: None,
+        });
+    }
+
+    /// Record a refusal: its outcome, reason and description.
+    pub fn refused(&mut self, reject: &Reject) {
+        let row = reject.row();
+        self.outcome = row.outcome;
+        self.reason = row.reason;
+        self.description = Some(row.description);
+        self.refusal = Some(reject.clone());
+    }
+
+    /// A refusal on a route in shadow mode: recorded and counted, and the request goes on.
+    pub fn shadow_denied(&mut self, reject: &Reject) {
+        self.refused(reject);
+        self.outcome = Outcome::ShadowDenied;
+    }
+
+    /// The status of the gateway's refusal, or 200 for a request it lets through to the backend.
+    pub fn status(&self) -> u16 {
+        match (&self.refusal, self.outcome) {
+            (_, Outcome::ShadowDenied) | (None, _) => 200,
+            (Some(reject), _) => reject.row().status,
+        }
+    }
+}

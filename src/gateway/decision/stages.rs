@@ -1,0 +1,445 @@
+//! The stages of a decision, in order: `route` (the request matched to a route, in the form the
+//! backend receives it), then for a delegation route `delegation`: the broker's consumer
+//! (authentication), the mask (`Stage::Mask`), the evidence and its evaluation. Each records what it
+//! found in the `Decision`; where the evidence comes from is an `Evidence` source: the live
+//! gateway's (the header verified through the trust store, the registry through the decision
+//! cache), or a file or fixture for `explain` and rule tests.
+
+use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Stage, Taken};
+use crate::access_token::AccessTokens;
+use crate::config::model::{Auth, Config, DelegationRule, Mode, Route};
+use crate::gateway::authn;
+use crate::gateway::authz::Grant;
+use crate::gateway::forward;
+use crate::gateway::reject::{EvidenceRefusal, MissingValue, Reject, RuleValue};
+use crate::gateway::route::{Lookup, RouteTable};
+use crate::request::path::NormalPath;
+use crate::request::query::Query;
+use crate::request::template::{RequestValues, Template};
+use crate::request::{single_header, value_ambiguities, Ambiguities};
+use crate::scheme::evaluation::{evaluate_chain_at, Decision as Verdict, DenyReason, Evaluation};
+use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
+use crate::scheme::party::PartyId;
+use crate::scheme::vocabulary::{Action, BROKER_HEADER, EVIDENCE_HEADER};
+use crate::scheme::Timestamp;
+use async_trait::async_trait;
+use http::Method;
+use pingora::http::RequestHeader;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
+/// cached by these values, so their size is bounded.
+const MAX_VALUE_LEN: usize = 256;
+
+/// The request matched to a route: the path, its captures and the query in the form decided on,
+/// and the path and query the backend receives.
+pub struct Routed {
+    pub route: Arc<Route>,
+    pub path: String,
+    pub captures: BTreeMap<String, String>,
+    pub query: Query,
+    pub upstream_uri: http::Uri,
+}
+
+impl Routed {
+    /// The values a rule reads: captures, query and headers.
+    pub fn values<'a>(&'a self, headers: &'a http::HeaderMap) -> RequestValues<'a> {
+        RequestValues {
+            captures: &self.captures,
+            query: &self.query,
+            headers,
+        }
+    }
+}
+
+/// The route stage: the route that takes the request, with its identifiers in the route's case,
+/// in no form the route does not accept, and the URI the backend receives.
+pub fn route(
+    routes: &RouteTable,
+    req: &RequestHeader,
+    canonical: NormalPath,
+    d: &mut Decision,
+) -> Result<Routed, Reject> {
+    d.stage = Stage::Route;
+    let query = Query::parse(req.uri.query()).map_err(Reject::BadQuery)?;
+    let (route, captures) = match routes.lookup(&req.method, &canonical.path) {
+        Lookup::Found(route, captures) => (route, captures),
+        Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
+        Lookup::NotFound => return Err(Reject::NotFound),
+    };
+    d.route = route.name.clone();
+    d.mode = route.mode;
+    let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
+    let ambiguities = canonical.ambiguities.union(query.ambiguities);
+    if let Some(a) = ambiguities.first_not_in(route.accept) {
+        return Err(Reject::Ambiguous(a));
+    }
+    forward::check_hop_by_hop(req, &route)?;
+    let values = RequestValues {
+        captures: &captures,
+        query: &query,
+        headers: &req.headers,
+    };
+    let upstream_uri = forward::upstream_uri(&route, &path, &query, &values)?;
+    Ok(Routed {
+        route,
+        path,
+        captures,
+        query,
+        upstream_uri,
+    })
+}
+
+/// The path, its captures and the query, with the identifiers in the route's case: a backend that
+/// compares identifiers without case gets them in one case, the one decided on.
+fn in_one_case(
+    route: &Route,
+    path: String,
+    captures: BTreeMap<String, String>,
+    query: Query,
+) -> (String, BTreeMap<String, String>, Query) {
+    match route.identifier_case {
+        Some(case) => (
+            route.pattern.recase_captures(&path, case),
+            captures
+                .into_iter()
+                .map(|(name, value)| (name, case.apply(&value)))
+                .collect(),
+            query.recased(route.query_names(), case),
+        ),
+        None => (path, captures, query),
+    }
+}
+
+/// The authentication stage and, on a delegation route, the delegation stages: what was granted
+/// (None on a route that needs only a caller). A caller already known (a signed-in person, or the
+/// party `explain` is asked about) is kept; otherwise the bearer token names it.
+pub async fn authorise(
+    config: &Config,
+    tokens: &AccessTokens,
+    routed: &Routed,
+    req: &RequestHeader,
+    source: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Option<Grant>, Reject> {
+    let route = &routed.route;
+    if route.auth == Auth::Public {
+        return Ok(None);
+    }
+    d.stage = Stage::Authentication;
+    if d.caller.is_none() {
+        let caller = authn::authenticate(req, tokens)?.sub;
+        d.called_by_party(caller);
+    }
+    let Auth::Delegation(rule) = &route.auth else {
+        return Ok(None);
+    };
+    let caller = d.caller_id().unwrap_or_default().to_string();
+    let facts = RequestFacts {
+        method: &req.method,
+        values: routed.values(&req.headers),
+        accepted: route.accept,
+        caller: &caller,
+    };
+    delegation(config, rule, &facts, source, d, now)
+        .await
+        .map(Some)
+}
+
+/// What the route does with the decision: a grant lets the request through; a refusal is the
+/// answer, except on a route in shadow mode, where it is recorded and counted and the request
+/// goes on without a grant (no licence headers), its caller named only if it authenticated.
+/// The route stage's refusals (the request's form) hold in either mode.
+pub fn enforce(
+    route: &Route,
+    authorised: Result<Option<Grant>, Reject>,
+    d: &mut Decision,
+) -> Result<(), Reject> {
+    match authorised {
+        Ok(grant) => {
+            d.reason = match route.auth {
+                Auth::Public => "public",
+                Auth::Token => "authenticated",
+                Auth::Delegation(_) => "granted",
+            };
+            d.grant = grant;
+            Ok(())
+        }
+        Err(reject) if route.mode == Mode::Shadow => {
+            d.shadow_denied(&reject);
+            Ok(())
+        }
+        Err(reject) => Err(reject),
+    }
+}
+
+/// What the delegation stages know of the request.
+pub struct RequestFacts<'a> {
+    pub method: &'a Method,
+    pub values: RequestValues<'a>,
+    /// The ambiguous forms the route accepts in the values its rule reads.
+    pub accepted: Ambiguities,
+    /// The authenticated caller (from the access token, or a person's session).
+    pub caller: &'a str,
+}
+
+/// What presented evidence must serve.
+pub struct Expected<'a> {
+    pub request: &'a AccessRequest,
+    /// The authenticated caller (the consumer, or a broker acting for it).
+    pub caller: &'a str,
+    /// The registry the route names, if any.
+    pub registry: Option<&'a str>,
+}
+
+/// What is asked of the data owner's registry.
+pub struct RegistryAsk<'a> {
+    pub route: &'a str,
+    pub caller: &'a str,
+    /// The registry the route names, if any.
+    pub registry: Option<&'a str>,
+    pub owner: &'a PartyId,
+    /// The parties between the data owner and the consumer, in order.
+    pub path: &'a [String],
+    pub request: &'a AccessRequest,
+}
+
+/// A chain of evidence presented with the request.
+pub struct Presented {
+    pub chain: Vec<DelegationEvidence>,
+    /// The header (verified), or a file or fixture standing for it.
+    pub source: EvidenceSource,
+    /// Whether every token of it was verified before (cached).
+    pub cached: bool,
+}
+
+/// Where the evidence of a decision comes from.
+#[async_trait]
+pub trait Evidence: Send + Sync {
+    /// The consumer a broker acts for, from that consumer's forwarded client assertion.
+    async fn consumer_of_broker(
+        &self,
+        assertion: &str,
+        caller: &str,
+        now: Timestamp,
+    ) -> Result<String, Reject>;
+
+    /// A data owner the caller names (`caller_names_owner`): refused when the caller names more
+    /// owners the gateway has not looked up than it may.
+    fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject>;
+
+    /// The chain presented in the `delegation_evidence` header, verified.
+    async fn header(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        now: Timestamp,
+    ) -> Result<Presented, Reject>;
+
+    /// The data owner's registry's evidence, evaluated with `evaluate` (through a cache, for
+    /// the live gateway).
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject>;
+}
+
+/// The single value of a credential header, if present.
+pub fn header<'a>(
+    headers: &'a http::HeaderMap,
+    name: &'static str,
+) -> Result<Option<&'a str>, Reject> {
+    match single_header(headers, name) {
+        Ok(value) => Ok(value.map(str::trim)),
+        Err(problem) => Err(EvidenceRefusal::Header {
+            header: name,
+            problem,
+        }
+        .into()),
+    }
+}
+
+/// The evaluation stage: a chain of evidence against the mask, at `now`.
+pub fn evaluate(
+    chain: &[DelegationEvidence],
+    request: &AccessRequest,
+    source: EvidenceSource,
+    cache_hit: bool,
+    now: Timestamp,
+) -> Evaluated {
+    Evaluated {
+        evaluation: evaluate_chain_at(chain, request, now),
+        evidence: EvidenceUsed {
+            source,
+            issuers: chain.iter().map(|ev| ev.policy_issuer.clone()).collect(),
+            cache_hit,
+        },
+    }
+}
+
+/// What a registry's answer that it holds no policy (404) comes to: a Deny.
+pub fn no_policy(source: EvidenceSource) -> Evaluated {
+    Evaluated {
+        evaluation: Evaluation {
+            decision: Verdict::Deny(DenyReason::NoPolicy),
+            decided_by: Vec::new(),
+        },
+        evidence: EvidenceUsed {
+            source,
+            issuers: Vec::new(),
+            cache_hit: false,
+        },
+    }
+}
+
+/// A value a rule takes from the request, as decisions are made on it: present and not empty, at
+/// most MAX_VALUE_LEN bytes, and in no form backends read differently (unless the route accepts
+/// it). Recorded in the decision.
+fn rule_value(
+    t: &Template,
+    value: RuleValue,
+    facts: &RequestFacts,
+    d: &mut Decision,
+) -> Result<String, Reject> {
+    let rendered = t
+        .render(&facts.values)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| MissingValue::Absent {
+            value,
+            template: t.as_str().to_string(),
+        })?;
+    if rendered.len() > MAX_VALUE_LEN {
+        return Err(Reject::ValueTooLong {
+            value,
+            limit: MAX_VALUE_LEN,
+        });
+    }
+    if let Some(a) = value_ambiguities(&rendered).first_not_in(facts.accepted) {
+        return Err(Reject::Ambiguous(a));
+    }
+    d.values.push(Taken {
+        name: value.mask_name(),
+        template: t.as_str().to_string(),
+        value: rendered.clone(),
+    });
+    Ok(rendered)
+}
+
+/// The mask stage: the request in the scheme's terms, and its data owner.
+fn mask(
+    config: &Config,
+    rule: &DelegationRule,
+    facts: &RequestFacts,
+    subject: &str,
+    d: &mut Decision,
+) -> Result<(AccessRequest, PartyId), Reject> {
+    d.stage = Stage::Mask;
+    let mut render = |t: &Template, value: RuleValue| rule_value(t, value, facts, d);
+    let policy_issuer = render(&rule.policy_issuer, RuleValue::DataOwner)?;
+    let owner = PartyId::parse(&policy_issuer).map_err(MissingValue::InvalidDataOwner)?;
+    let action = match &rule.action {
+        Some(a) => a.clone(),
+        None => Action::for_method(facts.method)
+            .ok_or(MissingValue::NoAction)?
+            .qualified(&config.scheme),
+    };
+    let resource_type = render(&rule.resource_type, RuleValue::ResourceType)?;
+    let mut renders = |ts: &[Template], value| -> Result<Vec<String>, Reject> {
+        ts.iter().map(|t| render(t, value)).collect()
+    };
+    let request = AccessRequest {
+        policy_issuer,
+        access_subject: subject.to_string(),
+        service_providers: vec![config.identity.party_id.to_string()],
+        resource_type,
+        identifiers: renders(&rule.identifiers, RuleValue::Identifier)?,
+        attributes: renders(&rule.attributes, RuleValue::Attribute)?,
+        actions: vec![action],
+        required_licences: rule.licences.clone(),
+    };
+    d.mask = Some(request.clone());
+    Ok((request, owner))
+}
+
+/// The delegation stages for a request on a delegation route: whom it is for (the caller, or the
+/// consumer a broker acts for), the mask, the evidence (the header's, or the data owner's
+/// registry's) and its evaluation. A Permit is the grant; a Deny or any failure is the refusal.
+pub async fn delegation(
+    config: &Config,
+    rule: &DelegationRule,
+    facts: &RequestFacts<'_>,
+    source: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Grant, Reject> {
+    d.stage = Stage::Authentication;
+    let original_consumer = match header(facts.values.headers, BROKER_HEADER)? {
+        Some(assertion) => Some(
+            source
+                .consumer_of_broker(assertion, facts.caller, now)
+                .await?,
+        ),
+        None => None,
+    };
+    if let Some(caller) = d.caller.as_mut() {
+        caller.acting_for = original_consumer.clone();
+    }
+    let subject = original_consumer.as_deref().unwrap_or(facts.caller);
+    let (request, owner) = mask(config, rule, facts, subject, d)?;
+    if rule.caller_names_owner {
+        if [subject, facts.caller]
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
+        {
+            return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+        }
+        source.admit_owner(facts.caller, &request.policy_issuer)?;
+    }
+    let path: Vec<String> = rule
+        .delegation_path
+        .iter()
+        .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
+        .collect::<Result<_, _>>()?;
+    d.stage = Stage::Evidence;
+    let presented = match rule.evidence.header {
+        true => header(facts.values.headers, EVIDENCE_HEADER)?,
+        false => None,
+    };
+    let evaluated = match presented {
+        Some(tokens) => {
+            let expected = Expected {
+                request: &request,
+                caller: facts.caller,
+                registry: rule.registry.as_deref(),
+            };
+            let p = source.header(tokens, &expected, now).await?;
+            evaluate(&p.chain, &request, p.source, p.cached, now)
+        }
+        None if rule.evidence.registry => {
+            let ask = RegistryAsk {
+                route: &d.route,
+                caller: facts.caller,
+                registry: rule.registry.as_deref(),
+                owner: &owner,
+                path: &path,
+                request: &request,
+            };
+            source.registry(&ask).await?
+        }
+        None => {
+            d.stage = Stage::Evaluation;
+            return Err(Reject::Denied(DenyReason::EmptyChain));
+        }
+    };
+    d.stage = Stage::Evaluation;
+    d.evidence = Some(evaluated.evidence);
+    d.decided_by = evaluated.evaluation.decided_by;
+    match evaluated.evaluation.decision {
+        Verdict::Permit(p) => Ok(Grant {
+            original_consumer,
+            licences: p.licences,
+            not_on_or_after: p.not_on_or_after,
+            max_delegation_depth: p.max_delegation_depth,
+        }),
+        Verdict::Deny(reason) => Err(Reject::Denied(reason)),
+    }
+}
