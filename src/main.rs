@@ -62,6 +62,12 @@ enum Command {
     Cluster(cli::cluster::ClusterArgs),
     /// The consumer's side of the scheme: assertions, tokens, parties, evidence, service calls.
     Client(Box<cli::client::ClientArgs>),
+    /// What the gateway would decide on a request, and why: the route, the values taken, the mask,
+    /// the evidence, the policy and rule that decided, and the outcome.
+    Explain(Box<cli::explain::ExplainArgs>),
+    /// Run rule fixtures (a request, a caller, evidence or a registry answer, and the expected
+    /// status and reason) against the configuration's rules; exits non-zero when one fails.
+    Test(cli::rule_tests::TestArgs),
     /// Test a participant (service provider, registry or scheme owner) against the scheme's
     /// conformance cases; exits non-zero when a case fails.
     Conformance(Box<cli::conformance::ConformanceArgs>),
@@ -195,7 +201,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(
         cli.command,
-        Command::Client(_) | Command::Check { .. } | Command::Conformance(_)
+        Command::Client(_)
+            | Command::Check { .. }
+            | Command::Conformance(_)
+            | Command::Explain(_)
+            | Command::Test(_)
     ) {
         end_quietly_on_broken_pipe();
     }
@@ -218,6 +228,12 @@ fn main() -> ExitCode {
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Client(args) => runtime().block_on(cli::client::run(*args)),
         Command::Conformance(args) => runtime().block_on(cli::conformance::run(*args)),
+        Command::Explain(args) => runtime().block_on(cli::explain::run(*args)),
+        Command::Test(args) => match runtime().block_on(cli::rule_tests::run(args)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("a rule test failed".into()),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

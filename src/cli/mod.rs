@@ -8,6 +8,8 @@ pub mod cluster;
 pub mod conformance;
 pub mod demo;
 pub mod display;
+pub mod explain;
+pub mod rule_tests;
 pub mod walk;
 
 /// Ctrl-C or SIGTERM.
