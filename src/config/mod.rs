@@ -46,4 +46,4 @@ pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,7 +5,7 @@ use crate::testbed::pki::TestPki;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const BASE: &str = r#"
+pub(crate) const BASE: &str = r#"
 [identity]
 party_id = "EU.EORI.NL000000003"
 key = "id.key.pem"
@@ -40,7 +40,7 @@ upstream = "legacy"
 "#;
 
 /// A directory with the key material BASE names, `gateway.toml` and `policies/rules.toml`.
-fn write(gateway: &str, rules: &str) -> PathBuf {
+pub(crate) fn write(gateway: &str, rules: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "ishare-gateway-config-{}-{}",
@@ -328,4 +328,57 @@ fn listen_addresses_overlap_when_both_cannot_be_bound() {
     assert!(!overlap("127.0.0.1:80", "127.0.0.2:80"));
     assert!(!overlap("127.0.0.1:80", "127.0.0.1:81"));
     assert!(!overlap("127.0.0.1:0", "127.0.0.1:0"));
+}
+
+#[test]
+fn shadow_mode_is_for_routes_with_a_decision_and_is_said_loudly() {
+    let shadow = |extra: &str| format!("{ROUTE}mode = \"shadow\"\n{extra}");
+    assert_eq!(
+        issues(BASE, &shadow("auth = \"public\"\n")),
+        ["policies/rules.toml: route[0] (r).mode: a public route has no decision to shadow"]
+    );
+    assert_eq!(
+        issues(BASE, &format!("{ROUTE}mode = \"dry\"\n")),
+        ["policies/rules.toml: route[0] (r).mode: unknown variant `dry`, expected `enforce` or `shadow`"]
+    );
+    let dir = write(BASE, &shadow(""));
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(config.routes[0].mode, model::Mode::Shadow);
+    let warnings: Vec<String> = config.warnings.iter().map(|w| w.message.clone()).collect();
+    assert_eq!(
+        warnings,
+        ["shadow mode: this route's decisions are logged and counted, NOT enforced; every request is forwarded"]
+    );
+}
+
+#[test]
+fn the_decision_log_needs_a_path_and_masks_only_known_fields() {
+    let log = |table: &str| gateway("", "", &format!("[decision_log]\n{table}"));
+    assert_eq!(
+        issues(&log("mask = [\"caller.id\", \"secret\"]\n"), ROUTE),
+        ["gateway.toml: decision_log.path: missing: a file, or \"-\" for stdout",]
+    );
+    assert_eq!(
+        issues(&log("path = \"-\"\nmask = [\"secret\"]\nmax_line_bytes = 100\nqueue = 0\n"), ROUTE),
+        [
+            "gateway.toml: decision_log.mask: \"secret\" is not a field that can be masked (path, caller, caller.id, caller.acting_for, values, mask, mask.access_subject, mask.identifiers, evidence.issuers, description)",
+            "gateway.toml: decision_log.max_line_bytes: at least 1024",
+            "gateway.toml: decision_log.queue: at least 1",
+        ]
+    );
+    let dir = write(
+        &log("path = \"decisions.log\"\nmask = [\"caller.id\"]\n"),
+        ROUTE,
+    );
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = config.decision_log.expect("a decision log");
+    assert_eq!(
+        settings.target,
+        model::DecisionLogTarget::File(dir.join("decisions.log"))
+    );
+    assert_eq!(settings.mask, ["caller.id"]);
+    assert_eq!(settings.max_line_bytes, defaults::DECISION_LOG_MAX_LINE);
+    assert_eq!(settings.queue, defaults::DECISION_LOG_QUEUE);
 }

@@ -178,8 +178,9 @@ impl RegistryClient {
         })
     }
 
-    /// The evidence of every step from the data owner through `path` to the consumer, from the
-    /// data owner's registry (which holds the linked policies). None: a step has no policy.
+    /// The registry asked, and the evidence of every step from the data owner through `path` to
+    /// the consumer from the data owner's registry (which holds the linked policies). None: a step
+    /// has no policy.
     pub async fn chain(
         &self,
         configured: Option<&str>,
@@ -187,7 +188,7 @@ impl RegistryClient {
         path: &[String],
         request: &AccessRequest,
         trust: &TrustStore,
-    ) -> Result<Option<Vec<DelegationEvidence>>, RegistryError> {
+    ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
         let registry = self
             .registry_for(configured, owner, trust, Timestamp::now())
             .await?;
@@ -203,10 +204,10 @@ impl RegistryClient {
             };
             match self.evidence(&registry, &step, trust).await? {
                 Some(ev) => chain.push(ev),
-                None => return Ok(None),
+                None => return Ok((registry.party_id, None)),
             }
         }
-        Ok(Some(chain))
+        Ok((registry.party_id, Some(chain)))
     }
 
     /// Ask `registry` for the evidence of `step`. None: the registry holds no policy (404).

@@ -8,6 +8,9 @@ pub mod dry_run;
 pub mod log;
 pub mod stages;
 
+#[cfg(test)]
+mod harness;
+
 use super::authz::Grant;
 use super::reject::Reject;
 pub use crate::config::model::Mode;

@@ -1,0 +1,412 @@
+//! The stages driven without sockets: a configuration from text, a fake trust store (the header
+//! tokens it knows and what they verify to) and a fake registry (its policies, and how often it is
+//! asked) behind the `Evidence` trait, and the stages the proxy runs (`dry_run::decide`).
+
+use super::dry_run::{self, CallerArg, DryRequest};
+use super::log::{line, to_json};
+use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
+use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
+use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
+use crate::config::tests::{write, BASE};
+use crate::gateway::reject::{EvidenceRefusal, Reject};
+use crate::gateway::snapshot::{Shared, Snapshot};
+use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::trust::{ChainError, SignerError};
+use crate::scheme::Timestamp;
+use crate::telemetry::metrics::Outcome;
+use async_trait::async_trait;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const OWNER: &str = "EU.EORI.NL000000005";
+const CONSUMER: &str = "EU.EORI.NL000000001";
+const BROKER: &str = "EU.EORI.NL000000007";
+const REGISTRY: &str = "EU.EORI.NL000000004";
+const NOW: i64 = 1_800_000_000;
+
+const RULES: &str = r#"
+[[route]]
+name = "read"
+methods = ["GET"]
+path = "/api/containers/{id}"
+upstream = "legacy"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+licences = ["ISHARE.0001"]
+
+[[route]]
+name = "read-shadow"
+methods = ["GET"]
+path = "/shadow/containers/{id}"
+upstream = "legacy"
+mode = "shadow"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+
+[[route]]
+name = "mine"
+path = "/api/mine"
+upstream = "legacy"
+auth = "token"
+"#;
+
+/// The fake trust store and registry.
+#[derive(Default)]
+struct Fakes {
+    /// Header tokens the trust store verifies, and the evidence each carries.
+    tokens: BTreeMap<String, DelegationEvidence>,
+    /// The registry's policies: evidence by (issuer, subject).
+    policies: Vec<DelegationEvidence>,
+    registry_calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Evidence for Fakes {
+    async fn consumer_of_broker(
+        &self,
+        assertion: &str,
+        _caller: &str,
+        _now: Timestamp,
+    ) -> Result<String, Reject> {
+        Ok(assertion.trim_start_matches("assertion-of-").to_string())
+    }
+
+    fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {
+        Ok(())
+    }
+
+    async fn header(
+        &self,
+        tokens: &str,
+        _expected: &Expected<'_>,
+        _now: Timestamp,
+    ) -> Result<Presented, Reject> {
+        let untrusted = || {
+            let root = ChainError::UntrustedRoot {
+                fingerprint: "00".into(),
+            };
+            Reject::from(EvidenceRefusal::Signer(SignerError::Chain(root)))
+        };
+        let chain = tokens
+            .split(',')
+            .map(|t| self.tokens.get(t.trim()).cloned().ok_or_else(untrusted))
+            .collect::<Result<_, _>>()?;
+        Ok(Presented {
+            chain,
+            source: EvidenceSource::Header,
+            cached: false,
+        })
+    }
+
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+        self.registry_calls.fetch_add(1, Ordering::Relaxed);
+        let source = EvidenceSource::Registry {
+            registry: REGISTRY.into(),
+        };
+        let found = self.policies.iter().find(|ev| {
+            ev.policy_issuer == ask.request.policy_issuer
+                && ev.target.access_subject == ask.request.access_subject
+        });
+        Ok(match found {
+            Some(ev) => evaluate(
+                std::slice::from_ref(ev),
+                ask.request,
+                source,
+                false,
+                Timestamp::from_secs(NOW),
+            ),
+            None => no_policy(source),
+        })
+    }
+}
+
+fn evidence(subject: &str, identifiers: &[&str]) -> DelegationEvidence {
+    serde_json::from_value(json!({
+        "notBefore": NOW - 60,
+        "notOnOrAfter": NOW + 3600,
+        "policyIssuer": OWNER,
+        "target": {"accessSubject": subject},
+        "policySets": [{
+            "target": {"environment": {"licenses": ["ISHARE.0001"]}},
+            "policies": [{
+                "target": {
+                    "resource": {"type": "CONTAINER", "identifiers": identifiers, "attributes": ["*"]},
+                    "actions": ["iSHARE.READ"]
+                },
+                "rules": [{"effect": "Permit"}]
+            }]
+        }]
+    }))
+    .expect("evidence")
+}
+
+struct Harness {
+    snap: Snapshot,
+    fakes: Fakes,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let dir = write(BASE, RULES);
+        let config = crate::config::load(&dir.join("gateway.toml")).expect("the config loads");
+        let _ = std::fs::remove_dir_all(&dir);
+        let snap = Snapshot::build(config, None, &Shared::new(Default::default())).unwrap();
+        let fakes = Fakes {
+            policies: vec![evidence(CONSUMER, &["C1"])],
+            ..Fakes::default()
+        };
+        Harness { snap, fakes }
+    }
+
+    async fn decide(
+        &self,
+        path: &str,
+        caller: Option<CallerArg>,
+        headers: &[(&str, &str)],
+    ) -> Decision {
+        let req = DryRequest {
+            method: "GET".into(),
+            target: path.into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            caller,
+        };
+        let now = Timestamp::from_secs(NOW);
+        dry_run::decide(&self.snap, &req, &self.fakes, now)
+            .await
+            .expect("a decision")
+            .0
+    }
+}
+
+fn consumer() -> Option<CallerArg> {
+    Some(CallerArg::As(CONSUMER.into()))
+}
+
+#[tokio::test]
+async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
+    let h = Harness::new();
+    let d = h.decide("/api/containers/C1", consumer(), &[]).await;
+    assert_eq!(
+        (d.status(), d.reason, d.stage),
+        (200, "granted", Stage::Evaluation)
+    );
+    assert_eq!(d.route, "read");
+    let caller = d.caller.as_ref().expect("a caller");
+    assert_eq!(
+        (caller.kind, caller.id.as_str()),
+        (CallerKind::Party, CONSUMER)
+    );
+    let taken: Vec<(&str, &str, &str)> = d
+        .values
+        .iter()
+        .map(|v| (v.name, v.template.as_str(), v.value.as_str()))
+        .collect();
+    assert_eq!(
+        taken,
+        [
+            ("policy_issuer", OWNER, OWNER),
+            ("resource_type", "CONTAINER", "CONTAINER"),
+            ("identifiers", "{path.id}", "C1"),
+            ("attributes", "*", "*"),
+        ]
+    );
+    let mask = d.mask.as_ref().expect("a mask");
+    assert_eq!(mask.actions, ["iSHARE.READ"]);
+    assert_eq!(mask.service_providers, ["EU.EORI.NL000000003"]);
+    assert_eq!(mask.required_licences, ["ISHARE.0001"]);
+    let used = d.evidence.as_ref().expect("evidence");
+    assert_eq!(
+        used.source,
+        EvidenceSource::Registry {
+            registry: REGISTRY.into()
+        }
+    );
+    assert_eq!(used.issuers, [OWNER]);
+    let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
+    assert_eq!(places, ["evidence[0].policySets[0].policies[0].rules[0]"]);
+    assert_eq!(d.grant.as_ref().map(|g| g.licences.len()), Some(1));
+    assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn each_stage_names_itself_when_it_refuses() {
+    let h = Harness::new();
+    let cases: [(&str, Option<CallerArg>, &[(&str, &str)], u16, &str, Stage); 6] = [
+        (
+            "/api/nothing",
+            consumer(),
+            &[],
+            404,
+            "no_route",
+            Stage::Route,
+        ),
+        (
+            "/api/containers/C%2e1;x",
+            consumer(),
+            &[],
+            400,
+            "ambiguous_request",
+            Stage::Route,
+        ),
+        (
+            "/api/mine",
+            None,
+            &[],
+            401,
+            "missing_token",
+            Stage::Authentication,
+        ),
+        (
+            "/api/containers/C2",
+            consumer(),
+            &[],
+            403,
+            "identifier_not_granted",
+            Stage::Evaluation,
+        ),
+        (
+            "/api/containers/C1",
+            Some(CallerArg::As("EU.EORI.NL000000009".into())),
+            &[],
+            403,
+            "no_policy",
+            Stage::Evaluation,
+        ),
+        (
+            "/api/containers/C1",
+            consumer(),
+            &[("delegation_evidence", "forged")],
+            403,
+            "evidence_untrusted",
+            Stage::Evidence,
+        ),
+    ];
+    for (path, caller, headers, status, reason, stage) in cases {
+        let d = h.decide(path, caller, headers).await;
+        assert_eq!(
+            (d.status(), d.reason, d.stage),
+            (status, reason, stage),
+            "{path}"
+        );
+        assert!(d.description.is_some() && d.refusal.is_some(), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn header_evidence_comes_before_the_registry_and_a_broker_acts_for_its_consumer() {
+    let mut h = Harness::new();
+    h.fakes
+        .tokens
+        .insert("token-c3".into(), evidence(CONSUMER, &["C3"]));
+    let d = h
+        .decide(
+            "/api/containers/C3",
+            consumer(),
+            &[("delegation_evidence", "token-c3")],
+        )
+        .await;
+    assert_eq!((d.status(), d.reason), (200, "granted"));
+    assert_eq!(
+        d.evidence.as_ref().map(|e| &e.source),
+        Some(&EvidenceSource::Header)
+    );
+    assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 0);
+    let assertion = format!("assertion-of-{CONSUMER}");
+    let d = h
+        .decide(
+            "/api/containers/C1",
+            Some(CallerArg::As(BROKER.into())),
+            &[("service_consumer_assertion", &assertion)],
+        )
+        .await;
+    assert_eq!((d.status(), d.reason), (200, "granted"));
+    let caller = d.caller.expect("a caller");
+    assert_eq!(
+        (caller.id.as_str(), caller.acting_for.as_deref()),
+        (BROKER, Some(CONSUMER))
+    );
+    assert_eq!(d.mask.map(|m| m.access_subject).as_deref(), Some(CONSUMER));
+}
+
+#[tokio::test]
+async fn shadow_mode_records_the_refusal_and_lets_the_request_through() {
+    let h = Harness::new();
+    let d = h.decide("/shadow/containers/C2", consumer(), &[]).await;
+    assert_eq!(d.outcome, Outcome::ShadowDenied);
+    assert_eq!((d.status(), d.reason), (200, "identifier_not_granted"));
+    assert!(d.grant.is_none() && d.refusal.is_some());
+    // Without a token the caller is unknown, and the request still goes on, as no one.
+    let d = h.decide("/shadow/containers/C1", None, &[]).await;
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ShadowDenied, "missing_token")
+    );
+    assert!(d.caller.is_none());
+    // The request's form is not a decision to shadow: it is refused in either mode.
+    let d = h
+        .decide("/shadow/containers/C%2e1;x", consumer(), &[])
+        .await;
+    assert_eq!(
+        (d.status(), d.reason, d.outcome),
+        (400, "ambiguous_request", Outcome::BadRequest)
+    );
+    let d = h.decide("/shadow/containers/C1", consumer(), &[]).await;
+    assert_eq!((d.outcome, d.reason), (Outcome::Forwarded, "granted"));
+}
+
+#[tokio::test]
+async fn a_decision_log_line_masks_its_fields_and_keeps_within_its_bound() {
+    let h = Harness::new();
+    let d = h.decide("/api/containers/C2", consumer(), &[]).await;
+    let mut settings = DecisionLogSettings {
+        target: DecisionLogTarget::Stdout,
+        mask: vec!["caller.id".into(), "mask".into()],
+        max_line_bytes: 16 * 1024,
+        queue: 1,
+    };
+    let text = line(&d, 403, Duration::from_millis(3), &settings);
+    assert!(text.ends_with('\n') && !text.trim_end().contains('\n'));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["decision_id"], d.id.as_str());
+    assert_eq!(v["caller"], json!({"type": "party", "id": "[masked]"}));
+    assert_eq!(v["mask"], "[masked]");
+    assert_eq!(v["values"][2]["value"], "C2");
+    assert_eq!(
+        (v["status"].as_u64(), v["reason"].as_str()),
+        (Some(403), Some("identifier_not_granted"))
+    );
+    assert_eq!(v["evidence"]["source"], "registry");
+    assert_eq!(v["evidence"]["registry"], REGISTRY);
+    assert_eq!(
+        v["decided_by"],
+        json!(["evidence[0].policySets[0].policies[0]"])
+    );
+    assert_eq!(to_json(&d)["outcome"], "denied");
+    // A line over its bound keeps what identifies the decision.
+    settings.mask.clear();
+    settings.max_line_bytes = 200;
+    let cut: serde_json::Value =
+        serde_json::from_str(&line(&d, 403, Duration::ZERO, &settings)).unwrap();
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["decision_id"], d.id.as_str());
+    assert!(cut.get("values").is_none() && cut.get("caller").is_none());
+}
+
+#[test]
+fn decision_ids_are_unique_and_of_one_form() {
+    let ids: std::collections::BTreeSet<String> =
+        (0..1000).map(|_| DecisionId::next().to_string()).collect();
+    assert_eq!(ids.len(), 1000);
+    assert!(ids
+        .iter()
+        .all(|i| i.len() == 32 && i.bytes().all(|b| b.is_ascii_hexdigit())));
+}
