@@ -1,7 +1,8 @@
 //! Configuration: `gateway.toml` and the route rules in `policies/*.toml`. The external types
 //! (`file.rs`) are kept apart from the validated model (`model.rs`); loading (`gateway.rs`, a
 //! function per section, and `rules.rs`) checks everything and reports every problem at once, each
-//! with its file and key. Defaults live in `defaults.rs`.
+//! with its file and key. Defaults live in `defaults.rs`; `openapi/` makes a starting rules file
+//! from an OpenAPI document.
 
 pub mod decision_log;
 pub mod defaults;
@@ -11,6 +12,7 @@ mod gateway;
 mod issues;
 mod login;
 pub mod model;
+pub mod openapi;
 mod redis;
 mod rules;
 mod values;
