@@ -71,6 +71,9 @@ enum Command {
     /// Test a participant (service provider, registry or scheme owner) against the scheme's
     /// conformance cases; exits non-zero when a case fails.
     Conformance(Box<cli::conformance::ConformanceArgs>),
+    /// Write a starting rules file (policies/*.toml) from an OpenAPI 3.x or Swagger 2.0 document:
+    /// one delegated route per operation, to read and edit before use.
+    RoutesFromOpenapi(cli::openapi::RoutesFromOpenApiArgs),
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -206,6 +209,7 @@ fn main() -> ExitCode {
             | Command::Conformance(_)
             | Command::Explain(_)
             | Command::Test(_)
+            | Command::RoutesFromOpenapi(_)
     ) {
         end_quietly_on_broken_pipe();
     }
@@ -234,6 +238,7 @@ fn main() -> ExitCode {
             Ok(false) => Err("a rule test failed".into()),
             Err(e) => Err(e),
         },
+        Command::RoutesFromOpenapi(args) => cli::openapi::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

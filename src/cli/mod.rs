@@ -1,5 +1,5 @@
 //! The subcommands that are more than wiring: the consumer's side on the command line, the
-//! conformance checker, and the demo.
+//! conformance checker, the demo, and routes from an OpenAPI document.
 
 pub mod balancer;
 pub mod child;
@@ -10,6 +10,7 @@ pub mod demo;
 pub mod display;
 pub mod explain;
 pub mod rule_tests;
+pub mod openapi;
 pub mod walk;
 
 /// Ctrl-C or SIGTERM.
