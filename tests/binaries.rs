@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use support::process::{self, ChildProcess, GatewayProcess};
+use support::shipped::{shipped_gateway, Urls};
 use support::*;
 
 const BIN: &str = "binaries";
@@ -22,52 +23,6 @@ fn repo() -> &'static Path {
 
 fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
-}
-
-/// Where the testbed's participants serve: party id (or "echo") → base URL.
-struct Urls(Vec<(String, String)>);
-
-impl Urls {
-    fn of(&self, party: &str) -> &str {
-        self.0
-            .iter()
-            .find(|(p, _)| p == party)
-            .map(|(_, u)| u.as_str())
-            .unwrap_or_else(|| panic!("no URL for {party}"))
-    }
-
-    fn of_bed(bed: &Bed) -> Urls {
-        let mut urls: Vec<(String, String)> = [SO, AR, "EU.EORI.NL000000007"]
-            .iter()
-            .map(|p| (p.to_string(), bed.url(p)))
-            .collect();
-        urls.push(("echo".into(), bed.testbed.echo_url.clone()));
-        Urls(urls)
-    }
-}
-
-/// conf/gateway.toml as shipped, for a testbed with its key material in `data` serving at `urls`,
-/// on the ports given, with a grace period of one second.
-fn shipped_gateway(data: &Path, urls: &Urls, ports: &Ports) -> String {
-    let data = data.display().to_string();
-    std::fs::read_to_string(repo().join("conf/gateway.toml"))
-        .unwrap()
-        .replace("../data/testbed", &data)
-        .replace(
-            "../policies",
-            &repo().join("policies").display().to_string(),
-        )
-        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", ports.tls))
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", ports.plain))
-        .replace("127.0.0.1:9901", &format!("127.0.0.1:{}", ports.admin))
-        .replace("https://127.0.0.1:9100", urls.of(SO))
-        .replace("https://127.0.0.1:9104", urls.of(AR))
-        .replace("https://127.0.0.1:9107", urls.of("EU.EORI.NL000000007"))
-        .replace(
-            "127.0.0.1:9180",
-            urls.of("echo").trim_start_matches("http://"),
-        )
-        .replace("grace_period = \"5s\"", "grace_period = \"1s\"")
 }
 
 /// `ishare-gateway check --config FILE`: whether it passed, and what it printed.

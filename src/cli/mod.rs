@@ -9,8 +9,8 @@ pub mod conformance;
 pub mod demo;
 pub mod display;
 pub mod explain;
-pub mod rule_tests;
 pub mod openapi;
+pub mod rule_tests;
 pub mod walk;
 
 /// Ctrl-C or SIGTERM.

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod people;
 pub mod process;
 pub mod satellite;
+pub mod shipped;
 
 use ishare_gateway::scheme::jwt::SigningIdentity;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};

@@ -1,0 +1,427 @@
+//! Decisions operators can see, test and roll out, through the binaries: the decision log, the
+//! decision id a consumer can quote, shadow mode (said at `check` and start-up, counted, and
+//! forwarded), `explain` offline and against the registry, and `test` on the shipped rules.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+use support::process::{eventually, GatewayProcess};
+use support::shipped::{shipped_gateway, Urls};
+use support::*;
+
+const BIN: &str = "decisions";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn binary(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+const SHADOW_ROUTE: &str = r#"
+[[route]]
+name = "containers-shadow"
+methods = ["GET"]
+path = "/shadow/containers/{id}"
+upstream = "legacy"
+upstream_path = "/containers/{id}"
+mode = "shadow"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+"#;
+
+/// The shipped rules and a route in shadow mode, in a directory of their own.
+fn rules_with_a_shadow_route(dir: &Path) -> PathBuf {
+    let rules = dir.join("policies");
+    std::fs::create_dir_all(&rules).unwrap();
+    for entry in std::fs::read_dir(repo().join("policies")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(rules.join("shadow.toml"), SHADOW_ROUTE).unwrap();
+    rules
+}
+
+/// The decision log's lines, parsed.
+fn lines(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+async fn line_of(log: &Path, id: &str) -> Value {
+    let found = eventually(Duration::from_secs(5), || async {
+        lines(log).iter().any(|l| l["decision_id"] == id)
+    })
+    .await;
+    assert!(found, "no line for {id} in {}", log.display());
+    lines(log)
+        .into_iter()
+        .find(|l| l["decision_id"] == id)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let dir = scratch_dir(BIN);
+    let rules = rules_with_a_shadow_route(&dir);
+    let log = dir.join("decisions.log");
+    let shipped_rules = repo().join("policies").display().to_string();
+    let config_text = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
+        .replace(&shipped_rules, &rules.display().to_string())
+        + &format!(
+            "\n[decision_log]\npath = \"{}\"\nmask = [\"caller.acting_for\"]\n",
+            log.display()
+        );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, &config_text).unwrap();
+
+    // check and start-up say which route is in shadow mode.
+    let checked = binary(&["check", "--config", config.to_str().unwrap()]);
+    let said = text(&checked);
+    assert!(checked.status.success(), "{said}");
+    assert!(
+        said.contains("warning:")
+            && said.contains("containers-shadow")
+            && said.contains("NOT enforced"),
+        "{said}"
+    );
+    let mut gateway = GatewayProcess::start("decisions", &config, ports.admin);
+    gateway.wait_ready().await;
+    let started = gateway.process.output();
+    assert!(
+        started.contains("containers-shadow") && started.contains("NOT enforced"),
+        "{started}"
+    );
+
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let token = access_token(&http, &base, &bed.identity(CONSUMER)).await;
+    let get = |path: &str| http.get(format!("{base}{path}")).bearer_auth(&token).send();
+
+    // A permit: the answer and the backend name the same decision, which the log holds.
+    let resp = get("/api/containers/C1").await.unwrap();
+    let id = resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-decision-id"], id.as_str(), "{body}");
+    let permit = line_of(&log, &id).await;
+    assert_eq!(
+        (
+            &permit["route"],
+            &permit["outcome"],
+            &permit["reason"],
+            &permit["status"]
+        ),
+        (
+            &Value::from("containers-read"),
+            &Value::from("forwarded"),
+            &Value::from("granted"),
+            &Value::from(200)
+        ),
+        "{permit}"
+    );
+    assert_eq!(permit["caller"]["id"], CONSUMER);
+    assert_eq!(permit["evidence"]["source"], "registry");
+    assert_eq!(permit["evidence"]["registry"], AR);
+    assert_eq!(permit["evidence"]["issuers"][0], OWNER);
+    assert_eq!(
+        permit["decided_by"][0],
+        "evidence[0].policySets[0].policies[0].rules[0]"
+    );
+    assert_eq!(permit["mask"]["identifiers"][0], "C1");
+    // The same request again: the decision comes from the cache.
+    let again = get("/api/containers/C1").await.unwrap();
+    let again_id = again.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(again_id, id);
+    assert_eq!(
+        line_of(&log, &again_id).await["evidence"]["cache_hit"],
+        true
+    );
+
+    // A refusal: its body quotes the decision the header names, and the log says why.
+    let resp = get("/api/containers/SECRET-1").await.unwrap();
+    let id = resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["decision_id"].as_str()),
+        (403, Some(id.as_str()))
+    );
+    let denied = line_of(&log, &id).await;
+    assert_eq!(
+        (&denied["outcome"], &denied["reason"], &denied["stage"]),
+        (
+            &Value::from("denied"),
+            &Value::from("denied_by_rule"),
+            &Value::from("evaluation")
+        ),
+        "{denied}"
+    );
+    // The registry answers the mask with a policy whose rule denies it.
+    assert_eq!(
+        denied["decided_by"][0],
+        "evidence[0].policySets[0].policies[0].rules[0]"
+    );
+
+    // Shadow mode: the same Deny is made, logged and counted, and the request is forwarded.
+    let resp = get("/shadow/containers/SECRET-1").await.unwrap();
+    let id = resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["path"], "/containers/SECRET-1", "{body}");
+    assert!(body["headers"].get("licensepurpose").is_none(), "{body}");
+    let shadowed = line_of(&log, &id).await;
+    assert_eq!(
+        (&shadowed["mode"], &shadowed["outcome"], &shadowed["reason"]),
+        (
+            &Value::from("shadow"),
+            &Value::from("shadow_denied"),
+            &Value::from("denied_by_rule")
+        ),
+        "{shadowed}"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", gateway.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = metric(
+        &metrics,
+        "ishare_gateway_requests_total",
+        &[("route", "containers-shadow"), ("outcome", "shadow_denied")],
+    );
+    assert_eq!(counted, 1.0, "{metrics}");
+    // The request's form is no decision to shadow: refused there as anywhere.
+    let resp = get("/shadow/containers/C1%3B").await.unwrap();
+    assert_eq!(resp.status(), 400);
+
+    // Reload (SIGHUP) opens the log again: a log moved away (rotated) is written anew.
+    let rotated = dir.join("decisions.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    let generation = gateway.generation().await.unwrap();
+    gateway.process.signal(libc::SIGHUP);
+    gateway.reload(generation).await;
+    let resp = get("/api/containers/C2").await.unwrap();
+    let id = resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(line_of(&log, &id).await["status"], 200);
+    assert!(lines(&rotated)
+        .iter()
+        .all(|l| l["decision_id"] != id.as_str()));
+
+    // SIGTERM: what was queued is written before the process ends.
+    let resp = get("/api/containers/C3").await.unwrap();
+    let last = resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let (status, output) = gateway.terminate().await;
+    assert!(status.success(), "{output}");
+    assert!(lines(&log)
+        .iter()
+        .any(|l| l["decision_id"] == last.as_str()));
+    bed.stop().await;
+}
+
+#[test]
+fn the_shipped_rules_pass_their_tests_and_a_wrong_expectation_names_the_stage() {
+    let config = offline_shipped_config();
+    let junit = scratch_dir(BIN).join("rules.xml");
+    let out = binary(&[
+        "test",
+        "--config",
+        config.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(" passed, 0 failed"), "{said}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+    assert!(
+        xml.contains("name=\"the owner&apos;s Deny rule keeps SECRET-1 from the consumer\"")
+            || xml.contains("name=\"the owner's Deny rule keeps SECRET-1 from the consumer\""),
+        "{xml}"
+    );
+
+    // A fixture that expects a permit the rules do not give fails, naming the stage and rule.
+    let dir = scratch_dir(BIN).join("wrong");
+    std::fs::create_dir_all(dir.join("evidence")).unwrap();
+    std::fs::copy(
+        repo().join("policies/tests/evidence/consumer-reads-containers.json"),
+        dir.join("evidence/consumer.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("wrong.toml"),
+        "[[case]]\nname = \"SECRET-1 for the consumer\"\npath = \"/api/containers/SECRET-1\"\ncaller = \"EU.EORI.NL000000001\"\nregistry = \"evidence/consumer.json\"\nstatus = 200\nreason = \"granted\"\n",
+    )
+    .unwrap();
+    let junit = dir.join("wrong.xml");
+    let out = binary(&[
+        "test",
+        "--config",
+        config.to_str().unwrap(),
+        dir.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("FAIL")
+            && said.contains("expected 200 granted, got 403 denied_by_rule")
+            && said.contains("the evaluation stage decided otherwise")
+            && said.contains("evidence[0].policySets[0].policies[0].rules[1]"),
+        "{said}"
+    );
+    assert!(std::fs::read_to_string(&junit)
+        .unwrap()
+        .contains("failures=\"1\""));
+}
+
+/// The shipped configuration with this test binary's key material, for commands that ask no
+/// one (the participants' addresses lead nowhere).
+fn offline_shipped_config() -> PathBuf {
+    let keys = prepare_keys(&testbed_config(BIN));
+    let nowhere = "https://127.0.0.1:1".to_string();
+    let urls = Urls(
+        [SO, AR, "EU.EORI.NL000000007"]
+            .iter()
+            .map(|p| (p.to_string(), nowhere.clone()))
+            .chain([("echo".to_string(), "http://127.0.0.1:1".to_string())])
+            .collect(),
+    );
+    let path = scratch_dir(BIN).join("offline.toml");
+    let text = shipped_gateway(&keys.data_dir, &urls, &Ports::free());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_registry() {
+    let config = offline_shipped_config();
+    let evidence = repo().join("policies/tests/evidence/consumer-reads-containers.json");
+    let explain = |path: &str, extra: &[&str]| {
+        let mut args = vec![
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--path",
+            path,
+            "--as",
+            CONSUMER,
+        ];
+        args.extend_from_slice(extra);
+        binary(&args)
+    };
+    let out = explain(
+        "/api/containers/C1",
+        &["--evidence", evidence.to_str().unwrap()],
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    for expected in [
+        "route       containers-read",
+        "caller      party EU.EORI.NL000000001",
+        "identifiers     C1 (from {path.id})",
+        "mask        EU.EORI.NL000000001 may iSHARE.READ CONTAINER [C1]",
+        "decided by  evidence[0].policySets[0].policies[0].rules[0]",
+        "outcome     permitted: forwarded to legacy as /api/containers/C1",
+    ] {
+        assert!(said.contains(expected), "{expected:?} in\n{said}");
+    }
+    let out = explain(
+        "/api/containers/SECRET-1",
+        &["--evidence", evidence.to_str().unwrap(), "--json"],
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&json["reason"], &json["stage"], &json["decided_by"][0]),
+        (
+            &Value::from("denied_by_rule"),
+            &Value::from("evaluation"),
+            &Value::from("evidence[0].policySets[0].policies[0].rules[1]")
+        ),
+        "{json}"
+    );
+    // Offline without evidence for a route that asks the registry: told what to give.
+    let out = explain("/api/containers/C1", &[]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--evidence FILE"), "{}", text(&out));
+
+    // With --registry: the testbed's registry is asked, as the gateway would.
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let dir = scratch_dir(BIN);
+    let live = dir.join("live.toml");
+    std::fs::write(
+        &live,
+        shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports),
+    )
+    .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        binary(&[
+            "explain",
+            "--config",
+            live.to_str().unwrap(),
+            "--path",
+            "/api/containers/SECRET-1",
+            "--as",
+            CONSUMER,
+            "--registry",
+        ])
+    })
+    .await
+    .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("evidence    the registry {AR}: issued by {OWNER}"))
+            && said.contains("refused 403 denied_by_rule at the evaluation stage"),
+        "{said}"
+    );
+    bed.stop().await;
+}

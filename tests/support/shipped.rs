@@ -1,0 +1,55 @@
+//! The shipped configuration as the binaries' tests run it: conf/gateway.toml pointed at a
+//! testbed's key material and addresses, on free ports.
+
+use super::{Bed, Ports, AR, SO};
+use std::path::Path;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where the testbed's participants serve: party id (or "echo") → base URL.
+pub struct Urls(pub Vec<(String, String)>);
+
+impl Urls {
+    pub fn of(&self, party: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(p, _)| p == party)
+            .map(|(_, u)| u.as_str())
+            .unwrap_or_else(|| panic!("no URL for {party}"))
+    }
+
+    pub fn of_bed(bed: &Bed) -> Urls {
+        let mut urls: Vec<(String, String)> = [SO, AR, "EU.EORI.NL000000007"]
+            .iter()
+            .map(|p| (p.to_string(), bed.url(p)))
+            .collect();
+        urls.push(("echo".into(), bed.testbed.echo_url.clone()));
+        Urls(urls)
+    }
+}
+
+/// conf/gateway.toml as shipped, for a testbed with its key material in `data` serving at `urls`,
+/// on the ports given, with a grace period of one second.
+pub fn shipped_gateway(data: &Path, urls: &Urls, ports: &Ports) -> String {
+    let data = data.display().to_string();
+    std::fs::read_to_string(repo().join("conf/gateway.toml"))
+        .unwrap()
+        .replace("../data/testbed", &data)
+        .replace(
+            "../policies",
+            &repo().join("policies").display().to_string(),
+        )
+        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", ports.tls))
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", ports.plain))
+        .replace("127.0.0.1:9901", &format!("127.0.0.1:{}", ports.admin))
+        .replace("https://127.0.0.1:9100", urls.of(SO))
+        .replace("https://127.0.0.1:9104", urls.of(AR))
+        .replace("https://127.0.0.1:9107", urls.of("EU.EORI.NL000000007"))
+        .replace(
+            "127.0.0.1:9180",
+            urls.of("echo").trim_start_matches("http://"),
+        )
+        .replace("grace_period = \"5s\"", "grace_period = \"1s\"")
+}
