@@ -240,7 +240,15 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
 #[tokio::test]
 async fn each_stage_names_itself_when_it_refuses() {
     let h = Harness::new();
-    let cases: [(&str, Option<CallerArg>, &[(&str, &str)], u16, &str, Stage); 6] = [
+    type Case<'a> = (
+        &'a str,
+        Option<CallerArg>,
+        &'a [(&'a str, &'a str)],
+        u16,
+        &'a str,
+        Stage,
+    );
+    let cases: [Case; 6] = [
         (
             "/api/nothing",
             consumer(),
