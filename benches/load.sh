@@ -228,6 +228,15 @@ EOF
   }
   gateway_cfg 9205 9215 9225 warn >"$D/gateway.toml"
   gateway_cfg 9206 9216 9226 info >"$D/gateway-log.toml"
+  # The decision log on, and a route in shadow mode beside the shipped ones.
+  mkdir -p "$D/policies"
+  cp policies/*.toml "$D/policies/"
+  printf '%s\n' '[[route]]' 'name = "containers-shadow"' 'methods = ["GET"]' \
+    'path = "/shadow/containers/{id}"' 'upstream = "legacy"' 'mode = "shadow"' '[route.delegation]' \
+    'policy_issuer = "EU.EORI.NL000000005"' 'resource_type = "CONTAINER"' 'identifiers = ["{path.id}"]' \
+    >"$D/policies/shadow.toml"
+  gateway_cfg 9231 9241 9251 warn | sed -e "s|^directory = .*|directory = \"$D/policies\"|" >"$D/gateway-decisions.toml"
+  printf '\n[decision_log]\npath = "%s"\n' "$D/decisions.log" >>"$D/gateway-decisions.toml"
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/session.key"
   for i in 7 8; do # the cluster's instances: the stores on Redis, one session secret
     gateway_cfg 920$i 921$i 922$i warn |
@@ -266,6 +275,7 @@ EOF
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
   GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
+  start "$SERVER_CPUS" "$D/gateway-decisions.out" "$BIN" run --config "$D/gateway-decisions.toml"
   start "$SERVER_CPUS" "$D/redis.log" redis-server --port 9230 --bind 127.0.0.1 --save "" --appendonly no
   start "$SERVER_CPUS" "$D/gateway-7.out" "$BIN" run --config "$D/gateway-7.toml"
   CLUSTER_PID=${PIDS[-1]}
@@ -273,7 +283,7 @@ EOF
   start "$SERVER_CPUS" "$D/balancer-2.log" haproxy -db -f "$D/balancer-2.cfg"
   start "$SERVER_CPUS" "$D/balancer-1.log" haproxy -db -f "$D/balancer-1.cfg"
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
-    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready \
+    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready http://127.0.0.1:9251/ready \
     http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status; do
     wait_for "$url"
   done
@@ -308,6 +318,9 @@ EOF
     run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
     warm 9206
     run "gateway: delegated, access log on" http://127.0.0.1:9206/api/containers/C1 "$BEARER"
+    warm 9231
+    run "gateway: delegated, decision log on" http://127.0.0.1:9231/api/containers/C1 "$BEARER"
+    run "gateway: shadow route, Deny forwarded" http://127.0.0.1:9231/shadow/containers/SECRET-1 "$BEARER"
     warm 9207
     warm 9208
     run "cluster: balancer, 1 gateway" http://127.0.0.1:9210/api/containers/C1 "$BEARER"
