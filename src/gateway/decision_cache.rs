@@ -94,7 +94,8 @@ impl Cached {
                 .sum(),
             Decision::Deny(_) => 0,
         };
-        u32::try_from(licences + issuers + 160)
+        // The evaluation, where it was made (one place per step) and the evidence's source.
+        u32::try_from(licences + issuers + 300)
             .unwrap_or(u32::MAX)
             .saturating_add(ENTRY_OVERHEAD)
     }
