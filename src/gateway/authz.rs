@@ -19,7 +19,6 @@ use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
 use crate::scheme::evidence_token::HeaderEvidenceRules;
 use crate::scheme::jwt::AlgorithmPolicy;
-use crate::scheme::licence::Licence;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use async_trait::async_trait;
@@ -32,16 +31,6 @@ use std::time::Duration;
 const NEW_OWNERS_PER_MINUTE: u32 = 30;
 /// The most callers whose registry budget is remembered (a forgotten caller starts with a full one).
 const CALLERS: u64 = 100_000;
-
-/// A permitted request: what the response headers are made from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Grant {
-    /// The consumer a broker acts for, when it does (the broker pattern).
-    pub original_consumer: Option<String>,
-    pub licences: Vec<Licence>,
-    pub not_on_or_after: i64,
-    pub max_delegation_depth: Option<u32>,
-}
 
 struct Inner {
     replay: Arc<ReplayStore>,

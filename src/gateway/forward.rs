@@ -1,8 +1,7 @@
 //! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
 //! the licence headers on the response.
 
-use super::authz::Grant;
-use super::decision::DecisionId;
+use super::decision::{DecisionId, Grant};
 use super::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, Config, ForwardedFor, HeaderSource, Route};

@@ -124,7 +124,7 @@ impl Ctx {
     /// Record a refusal in the decision; the answer to write, which names the decision.
     fn refuse(&mut self, reject: &Reject) -> Answer {
         self.decision.refused(reject);
-        Answer::refusal(reject, reject.row()).for_decision(&self.decision.id)
+        Answer::refusal(reject, reject.row()).for_decision(self.decision.id.as_str())
     }
 }
 
@@ -425,7 +425,7 @@ impl ProxyHttp for Gateway {
             }
         };
         ctx.decision.decided_in = Some(ctx.started.elapsed());
-        let answer = answer.for_decision(&ctx.decision.id);
+        let answer = answer.for_decision(ctx.decision.id.as_str());
         // A body left unread: answer first, then read what is left within bounds before the
         // connection closes (HTTP/1.1) or the stream ends, so the client reads the answer.
         if !session.is_body_done() && !session.is_body_empty() {

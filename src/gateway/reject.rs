@@ -539,7 +539,7 @@ impl Answer {
 
     /// The answer naming its decision: in the `X-Decision-Id` header, and in a refusal's JSON
     /// body as `decision_id`, so that a consumer can quote it.
-    pub fn for_decision(mut self, id: &super::decision::DecisionId) -> Self {
+    pub fn for_decision(mut self, id: &str) -> Self {
         if let Body::Json(Value::Object(body)) = &mut self.body {
             if body.contains_key("reason") {
                 body.insert("decision_id".into(), Value::String(id.to_string()));

@@ -11,11 +11,11 @@ pub mod stages;
 #[cfg(test)]
 mod harness;
 
-use super::authz::Grant;
 use super::reject::Reject;
 pub use crate::config::model::Mode;
 use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
+use crate::scheme::licence::Licence;
 use crate::telemetry::metrics::Outcome;
 use serde::Serialize;
 use std::fmt;
@@ -146,6 +146,16 @@ pub struct EvidenceUsed {
 pub struct Evaluated {
     pub evaluation: crate::scheme::evaluation::Evaluation,
     pub evidence: EvidenceUsed,
+}
+
+/// A permitted request: what the response headers are made from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grant {
+    /// The consumer a broker acts for, when it does (the broker pattern).
+    pub original_consumer: Option<String>,
+    pub licences: Vec<Licence>,
+    pub not_on_or_after: i64,
+    pub max_delegation_depth: Option<u32>,
 }
 
 /// One request's decision.

@@ -5,11 +5,10 @@
 //! gateway's (the header verified through the trust store, the registry through the decision
 //! cache), or a file or fixture for `explain` and rule tests.
 
-use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Stage, Taken};
+use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config, DelegationRule, Mode, Route};
 use crate::gateway::authn;
-use crate::gateway::authz::Grant;
 use crate::gateway::forward;
 use crate::gateway::reject::{EvidenceRefusal, MissingValue, Reject, RuleValue};
 use crate::gateway::route::{Lookup, RouteTable};
