@@ -4,6 +4,9 @@
 
 mod support;
 
+use ishare_gateway::access_token::AccessTokens;
+use ishare_gateway::scheme::party::PartyId;
+use ishare_gateway::scheme::Timestamp;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -387,6 +390,38 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
         ),
         "{json}"
     );
+    // --token: the gateway's own access token names the caller (validated, as the proxy does).
+    let keys = prepare_keys(&testbed_config(BIN));
+    let key = std::fs::read(keys.data_dir.join(format!("parties/{SP}.key.pem"))).unwrap();
+    let tokens = AccessTokens::new(&PartyId::parse(SP).unwrap(), &key, 3600, 5);
+    let token = tokens.issue(
+        &PartyId::parse(CONSUMER).unwrap(),
+        &["iSHARE".to_string()],
+        Timestamp::now(),
+    );
+    let with_token = |token: &str| {
+        binary(&[
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--path",
+            "/api/my/shipments/2026",
+            "--token",
+            token,
+        ])
+    };
+    let said = text(&with_token(&token));
+    assert!(
+        said.contains("caller      party EU.EORI.NL000000001")
+            && said.contains("forwarded to legacy as /api/my/shipments/2026"),
+        "{said}"
+    );
+    let said = text(&with_token("not-a-token"));
+    assert!(
+        said.contains("refused 401 invalid_token at the authentication stage"),
+        "{said}"
+    );
+
     // Offline without evidence for a route that asks the registry: told what to give.
     let out = explain("/api/containers/C1", &[]);
     assert!(!out.status.success());
