@@ -118,6 +118,19 @@ pub struct GatewayFile {
     pub log: LogFile,
     /// People sign in at an identity provider for the routes that ask for it.
     pub login: Option<LoginFile>,
+    /// OpenTelemetry spans, exported over OTLP; absent: no tracing.
+    pub tracing: Option<TracingFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TracingFile {
+    /// The collector's OTLP/HTTP traces endpoint (protobuf).
+    pub otlp_endpoint: Option<String>,
+    pub service_name: Option<String>,
+    /// The share of new traces recorded, from 0 to 1.
+    pub sample_ratio: Option<f64>,
+    /// Continue the trace a client's `traceparent` names (else start a new one).
+    pub accept_client_context: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,6 +12,7 @@ mod login;
 pub mod model;
 mod redis;
 mod rules;
+mod tracing;
 mod values;
 
 use issues::{parse_toml, read};
