@@ -22,6 +22,7 @@ pub mod route;
 pub mod server;
 pub mod sessions;
 pub mod snapshot;
+pub mod spans;
 pub mod start_budget;
 pub mod token_endpoint;
 pub mod upstream;
@@ -34,6 +35,7 @@ use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
+use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
@@ -46,6 +48,7 @@ use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, HeaderRefusal, Reject};
 use route::Lookup;
 use snapshot::{GatewayState, Snapshot};
+use spans::RequestTrace;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -126,6 +129,8 @@ pub struct Ctx {
     stream_permits: Vec<tokio::sync::OwnedSemaphorePermit>,
     /// The deadline of an HTTP/2 stream's body.
     watchdog: Option<body::Watchdog>,
+    /// The request's spans, when tracing is on.
+    trace: RequestTrace,
 }
 
 impl Ctx {
@@ -385,7 +390,8 @@ impl Gateway {
                     accepted: route.accept,
                     caller: &caller,
                 };
-                let grant = snap.authz.authorize(rule, &facts, &snap.trust).await?;
+                let deciding = snap.authz.authorize(rule, &facts, &snap.trust);
+                let grant = spans::decision(&route.name, deciding).await?;
                 ctx.licence_headers = forward::licence_headers(&route, &grant);
                 ctx.original_consumer = grant.original_consumer;
             }
@@ -417,6 +423,7 @@ impl ProxyHttp for Gateway {
             body: None,
             stream_permits: Vec::new(),
             watchdog: None,
+            trace: RequestTrace::default(),
         }
     }
 
@@ -436,6 +443,7 @@ impl ProxyHttp for Gateway {
             phase.header_read();
         }
         ctx.snap = Some(snap);
+        ctx.trace = RequestTrace::start(self.state.shared.tracing.as_ref(), session);
         Ok(())
     }
 
@@ -449,7 +457,7 @@ impl ProxyHttp for Gateway {
             false => Ok(()),
         };
         let decided = match admitted {
-            Ok(()) => self.decide(session, ctx, &snap).await,
+            Ok(()) => trace::within(ctx.trace.context(), self.decide(session, ctx, &snap)).await,
             Err(reject) => Err(reject),
         };
         let answer = match decided {
@@ -517,7 +525,7 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_peer(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora::Result<Box<HttpPeer>> {
         let (Some(snap), Some(route)) = (&ctx.snap, &ctx.route) else {
@@ -527,7 +535,10 @@ impl ProxyHttp for Gateway {
             Error::explain(ErrorType::InternalError, "the route's upstream is gone")
         })?;
         match forward::peer(pool) {
-            Ok(peer) => Ok(peer),
+            Ok(peer) => {
+                spans::backend_chosen(ctx, session, &peer);
+                Ok(peer)
+            }
             Err(reject) => {
                 ctx.reject = Some(reject);
                 Error::e_explain(ErrorType::HTTPStatus(502), "no healthy backend")
@@ -562,7 +573,18 @@ impl ProxyHttp for Gateway {
             person: &ctx.person_headers,
             own_cookies: snap.login.as_ref().map_or(&[], |l| l.cookie_names()),
         };
-        forward::rewrite_request(upstream, &forwarding)
+        forward::rewrite_request(upstream, &forwarding)?;
+        spans::to_backend(ctx, upstream)
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        answer: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
+        spans::backend_answered(ctx, answer);
+        Ok(())
     }
 
     async fn response_filter(
@@ -584,6 +606,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
         mut e: Box<Error>,
     ) -> Box<Error> {
+        spans::backend_failed(ctx, &e);
         ctx.connect_attempts += 1;
         let backends = ctx
             .snap
@@ -687,5 +710,6 @@ impl ProxyHttp for Gateway {
             duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             error = e.map(|e| e.etype().as_str()).unwrap_or(""),
         );
+        spans::finish(ctx, session, e, status);
     }
 }

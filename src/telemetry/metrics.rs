@@ -113,6 +113,8 @@ pub struct Metrics {
     /// Client connections the gateway closed, by listener and reason (limit, tls_handshake,
     /// idle_timeout, header_timeout).
     pub connections_closed: IntCounterVec,
+    /// Finished spans by what became of them (exported, failed, dropped).
+    pub spans: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -299,10 +301,12 @@ impl Storage {
     }
 }
 
-/// The gateway's own running: its configuration reloads and the health of its backends.
+/// The gateway's own running: its configuration reloads, the health of its backends and the
+/// spans it exports.
 struct Operation {
     reloads: IntCounterVec,
     backend_health: IntGaugeVec,
+    spans: IntCounterVec,
 }
 
 impl Operation {
@@ -319,6 +323,12 @@ impl Operation {
                 "backend_healthy",
                 "Backend health by upstream (1 healthy)",
                 &["upstream", "backend"],
+            ),
+            spans: counter(
+                registry,
+                "spans_total",
+                "Finished spans by outcome: exported, failed (the collector refused or was unreachable), dropped (the queue was full)",
+                &["outcome"],
             ),
         }
     }
@@ -354,6 +364,7 @@ impl Metrics {
         let Operation {
             reloads,
             backend_health,
+            spans,
         } = Operation::register(&registry);
         Metrics {
             registry,
@@ -374,6 +385,7 @@ impl Metrics {
             backend_health,
             connections,
             connections_closed,
+            spans,
         }
     }
 

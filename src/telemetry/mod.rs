@@ -1,6 +1,8 @@
 //! Metrics (Prometheus), the access log, and OpenTelemetry tracing.
 
 pub mod metrics;
+pub mod otlp;
+pub mod trace;
 pub mod traceparent;
 
 pub use metrics::Metrics;
