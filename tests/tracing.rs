@@ -480,6 +480,27 @@ async fn a_delegated_request_is_one_trace_from_the_client_to_the_backend_and_the
         "{metrics}"
     );
 
+    // A trace the client does not record is not recorded either, and still passed on: the
+    // backend gets the client's trace, a span of the gateway as the parent, flags 00.
+    let unrecorded = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let (status, echo) = traced
+        .get(
+            "/status",
+            &token,
+            &[(
+                "traceparent",
+                &format!("00-{unrecorded}-00f067aa0ba902b7-00"),
+            )],
+        )
+        .await;
+    assert_eq!(status, 200, "{echo}");
+    let passed = echo["headers"]["traceparent"].as_str().unwrap();
+    let parent = parent_in(passed, unrecorded);
+    assert!(
+        parent != "00f067aa0ba902b7" && passed.ends_with("-00"),
+        "{passed}"
+    );
+
     // A malformed traceparent (upper-case hex) is ignored: the request starts a trace of its own,
     // and the backend gets the gateway's traceparent, not the client's.
     let upper = traceparent.to_uppercase();
@@ -503,6 +524,9 @@ async fn a_delegated_request_is_one_trace_from_the_client_to_the_backend_and_the
         parent_in(sent, &trace_id),
         named(&spans, "backend echo").span_id
     );
+    // Sent after the unrecorded request, these spans were exported with or after its own would
+    // have been.
+    assert!(traced.collector.spans_of(unrecorded).is_empty());
     traced.stop().await;
 }
 

@@ -12,7 +12,7 @@ use pingora::http::RequestHeader;
 /// The caller of a request: 401 when the token is missing, malformed, forged or expired. A span
 /// of its own in a traced request.
 pub fn authenticate(req: &RequestHeader, tokens: &AccessTokens) -> Result<AccessClaims, Reject> {
-    let mut step = Step::start(SpanKind::Internal, || ("authenticate", Vec::new()));
+    let mut step = Step::start(SpanKind::Internal, || "authenticate", Vec::new);
     let result = validate(req, tokens);
     match &result {
         Ok(claims) => {

@@ -69,27 +69,24 @@ impl RequestTrace {
             .then(|| traceparent::extract(&req.headers))
             .flatten()
             .map(|sc| base.with_remote_span_context(sc));
-        let mut attributes = vec![
-            KeyValue::new("http.request.method", method(req)),
-            KeyValue::new(
-                "url.scheme",
-                if super::is_tls(session) {
-                    "https"
-                } else {
-                    "http"
-                },
-            ),
-            KeyValue::new(
-                "network.protocol.version",
-                if session.is_http2() { "2" } else { "1.1" },
-            ),
-        ];
-        if let Some(addr) = super::client_addr(session) {
-            attributes.push(KeyValue::new("network.peer.address", addr.to_string()));
-        }
-        if let Some(local) = session.server_addr().and_then(|a| a.as_inet()) {
-            attributes.push(KeyValue::new("server.port", i64::from(local.port())));
-        }
+        let attributes = || {
+            let tls = super::is_tls(session);
+            let mut attributes = vec![
+                KeyValue::new("http.request.method", method(req)),
+                KeyValue::new("url.scheme", if tls { "https" } else { "http" }),
+                KeyValue::new(
+                    "network.protocol.version",
+                    if session.is_http2() { "2" } else { "1.1" },
+                ),
+            ];
+            if let Some(addr) = super::client_addr(session) {
+                attributes.push(KeyValue::new("network.peer.address", addr.to_string()));
+            }
+            if let Some(local) = session.server_addr().and_then(|a| a.as_inet()) {
+                attributes.push(KeyValue::new("server.port", i64::from(local.port())));
+            }
+            attributes
+        };
         let parent = client.as_ref().unwrap_or(base);
         let request = Open::start(parent, method(req), SpanKind::Server, attributes);
         RequestTrace(request.map(|request| {
@@ -112,12 +109,11 @@ pub async fn decision<F>(route: &str, work: F) -> Result<Grant, Reject>
 where
     F: Future<Output = Result<Grant, Reject>>,
 {
-    let mut step = Step::start(SpanKind::Internal, || {
-        (
-            "authorize",
-            vec![KeyValue::new("http.route", route.to_string())],
-        )
-    });
+    let mut step = Step::start(
+        SpanKind::Internal,
+        || "authorize",
+        || vec![KeyValue::new("http.route", route.to_string())],
+    );
     let result = step.within(work).await;
     let (decision, outcome, failed) = match &result {
         Ok(_) => ("permit", "granted", false),
@@ -145,14 +141,17 @@ pub fn backend_chosen(ctx: &mut Ctx, session: &Session, peer: &HttpPeer) {
         attempt.end();
     }
     let upstream = ctx.route.as_ref().map_or("", |r| r.upstream.as_str());
-    let mut attributes = vec![
-        KeyValue::new("http.request.method", method(session.req_header())),
-        KeyValue::new("ishare.upstream", upstream.to_string()),
-    ];
-    if let Some(addr) = peer.address().as_inet() {
-        attributes.push(KeyValue::new("server.address", addr.ip().to_string()));
-        attributes.push(KeyValue::new("server.port", i64::from(addr.port())));
-    }
+    let attributes = || {
+        let mut attributes = vec![
+            KeyValue::new("http.request.method", method(session.req_header())),
+            KeyValue::new("ishare.upstream", upstream.to_string()),
+        ];
+        if let Some(addr) = peer.address().as_inet() {
+            attributes.push(KeyValue::new("server.address", addr.ip().to_string()));
+            attributes.push(KeyValue::new("server.port", i64::from(addr.port())));
+        }
+        attributes
+    };
     spans.backend = Open::start(
         spans.request.context(),
         format!("backend {upstream}"),
@@ -170,7 +169,9 @@ pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Resul
     };
     let span = match &mut spans.backend {
         Some(backend) => {
-            backend.set(KeyValue::new("url.path", bounded(upstream.uri.path())));
+            if backend.is_recording() {
+                backend.set(KeyValue::new("url.path", bounded(upstream.uri.path())));
+            }
             backend.span_context()
         }
         None => spans.request.span_context(),
@@ -194,12 +195,14 @@ pub fn backend_answered(ctx: &mut Ctx, answer: &ResponseHeader) {
         return;
     };
     let status = answer.status.as_u16();
-    backend.set(KeyValue::new(
-        "http.response.status_code",
-        i64::from(status),
-    ));
-    if status >= 400 {
-        backend.fail(status.to_string());
+    if backend.is_recording() {
+        backend.set(KeyValue::new(
+            "http.response.status_code",
+            i64::from(status),
+        ));
+        if status >= 400 {
+            backend.fail(status.to_string());
+        }
     }
     backend.end();
 }
@@ -226,6 +229,9 @@ pub fn finish(ctx: &mut Ctx, session: &Session, e: Option<&pingora::Error>, stat
     if let Some(mut backend) = backend {
         backend.fail(error.clone().unwrap_or_else(|| "no_answer".into()));
         backend.end();
+    }
+    if !request.is_recording() {
+        return request.end();
     }
     let method = method(session.req_header());
     request.rename(format!("{method} {}", ctx.label));

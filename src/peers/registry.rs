@@ -233,9 +233,11 @@ impl RegistryClient {
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let started = Instant::now();
-        let span = Step::start(SpanKind::Client, || {
-            ("registry evidence", call_attributes(registry))
-        });
+        let span = Step::start(
+            SpanKind::Client,
+            || "registry evidence",
+            || call_attributes(registry),
+        );
         let result = span.within(self.call(registry, step, trust)).await;
         let outcome = match &result {
             Ok(Some(_)) => "evidence",

@@ -194,14 +194,18 @@ impl TrustStore {
         query: &[(&str, &str)],
         member: &str,
     ) -> Result<T, TrustError> {
-        let span = Step::start(SpanKind::Client, || {
-            let mut attributes = vec![
-                KeyValue::new("ishare.peer.party_id", self.config.party_id.to_string()),
-                KeyValue::new("ishare.endpoint", endpoint.to_string()),
-            ];
-            attributes.extend(super::url_attributes(&join(&self.config.url, path)));
-            (format!("scheme_owner {endpoint}"), attributes)
-        });
+        let span = Step::start(
+            SpanKind::Client,
+            || format!("scheme_owner {endpoint}"),
+            || {
+                let mut attributes = vec![
+                    KeyValue::new("ishare.peer.party_id", self.config.party_id.to_string()),
+                    KeyValue::new("ishare.endpoint", endpoint.to_string()),
+                ];
+                attributes.extend(super::url_attributes(&join(&self.config.url, path)));
+                attributes
+            },
+        );
         let work = async {
             let token = self.token().await?;
             let url = join(&self.config.url, path);

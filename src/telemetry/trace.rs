@@ -33,7 +33,7 @@ pub struct Tracing {
 
 struct Started {
     provider: SdkTracerProvider,
-    /// The context every request's starts from: the tracer, no span.
+    /// The context every request's trace starts from: the tracer, no span.
     base: Context,
 }
 
@@ -101,21 +101,29 @@ pub struct Open {
 }
 
 impl Open {
-    /// A span under `parent` (a context of a traced request), None if `parent` is not one.
+    /// A span under `parent` (a context of a traced request), None if `parent` is not one. Its
+    /// `attributes` are made only when the span is recorded (sampled).
     pub fn start(
         parent: &Context,
         name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
-        attributes: Vec<KeyValue>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Option<Open> {
         let tracer = &parent.get::<ActiveTracer>()?.0;
-        let span = tracer
+        let mut span = tracer
             .span_builder(name)
             .with_kind(kind)
-            .with_attributes(attributes)
             .start_with_context(tracer, parent);
+        if span.is_recording() {
+            span.set_attributes(attributes());
+        }
         let cx = parent.with_remote_span_context(span.span_context().clone());
         Some(Open { span, cx })
+    }
+
+    /// Whether the span is recorded: what is set on one that is not goes nowhere.
+    pub fn is_recording(&self) -> bool {
+        self.span.is_recording()
     }
 
     /// The context of this span's children.
@@ -154,15 +162,15 @@ impl Open {
 pub struct Step(Option<Open>);
 
 impl Step {
-    /// `describe` (the name and attributes) is called only when the request is traced.
+    /// `name` is called only when the request is traced, `attributes` when it is recorded too.
     pub fn start<N: Into<Cow<'static, str>>>(
         kind: SpanKind,
-        describe: impl FnOnce() -> (N, Vec<KeyValue>),
+        name: impl FnOnce() -> N,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Step {
         Step(Context::map_current(|cx| {
             cx.get::<ActiveTracer>()?;
-            let (name, attributes) = describe();
-            Open::start(cx, name, kind, attributes)
+            Open::start(cx, name(), kind, attributes)
         }))
     }
 
@@ -171,19 +179,20 @@ impl Step {
         within(self.0.as_ref().map(|o| o.cx.clone()), work)
     }
 
-    /// Add attributes, made only when the step is traced.
+    /// Add attributes, made only when the step is recorded.
     pub fn record(&mut self, attributes: impl FnOnce() -> Vec<KeyValue>) {
-        if let Some(open) = &mut self.0 {
-            for attribute in attributes() {
-                open.set(attribute);
-            }
+        if let Some(open) = self.0.as_mut().filter(|o| o.is_recording()) {
+            open.span.set_attributes(attributes());
         }
     }
 
     /// End the step with its outcome (`ishare.outcome`), and whether it failed (then also its
-    /// `error.type`); `outcome` is called only when the step is traced.
+    /// `error.type`); `outcome` is called only when the step is recorded.
     pub fn end(self, outcome: impl FnOnce() -> (&'static str, bool)) {
         if let Some(mut open) = self.0 {
+            if !open.is_recording() {
+                return open.end();
+            }
             let (outcome, failed) = outcome();
             open.set(KeyValue::new("ishare.outcome", outcome));
             if failed {
