@@ -89,8 +89,10 @@ start() { # cpus logfile command...
 PIDS+=($!)
 wait_for http://127.0.0.1:9180/
 
-# Ports: backend 9200; per core count, nginx 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203,
-# bare pingora 9204, gateway 9205 (TLS 9215, admin 9225), gateway with access log 9206 (admin 9226);
+# Ports: backend 9200 (also the OTLP sink: it answers 200 to /v1/traces); per core count, nginx
+# 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203, bare pingora 9204, gateway 9205 (TLS 9215,
+# admin 9225), gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235,
+# admin 9236), gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);
 # the cluster: Redis 9230, two gateways on it 9207 and 9208 (TLS 9217, 9218; admin 9227, 9228),
 # HAProxy in front of both 9209, and of the first alone 9210.
 TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
@@ -237,6 +239,9 @@ EOF
     >"$D/policies/shadow.toml"
   gateway_cfg 9231 9241 9251 warn | sed -e "s|^directory = .*|directory = \"$D/policies\"|" >"$D/gateway-decisions.toml"
   printf '\n[decision_log]\npath = "%s"\n' "$D/decisions.log" >>"$D/gateway-decisions.toml"
+  # Every request traced (sample_ratio 1), its spans exported to the backend's nginx as the sink.
+  gateway_cfg 9234 9235 9236 warn >"$D/gateway-traced.toml"
+  printf '\n[tracing]\notlp_endpoint = "http://127.0.0.1:9200/v1/traces"\n' >>"$D/gateway-traced.toml"
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/session.key"
   for i in 7 8; do # the cluster's instances: the stores on Redis, one session secret
     gateway_cfg 920$i 921$i 922$i warn |
@@ -276,6 +281,7 @@ EOF
   GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
   start "$SERVER_CPUS" "$D/gateway-decisions.out" "$BIN" run --config "$D/gateway-decisions.toml"
+  start "$SERVER_CPUS" "$D/gateway-traced.out" "$BIN" run --config "$D/gateway-traced.toml"
   start "$SERVER_CPUS" "$D/redis.log" redis-server --port 9230 --bind 127.0.0.1 --save "" --appendonly no
   start "$SERVER_CPUS" "$D/gateway-7.out" "$BIN" run --config "$D/gateway-7.toml"
   CLUSTER_PID=${PIDS[-1]}
@@ -283,7 +289,7 @@ EOF
   start "$SERVER_CPUS" "$D/balancer-2.log" haproxy -db -f "$D/balancer-2.cfg"
   start "$SERVER_CPUS" "$D/balancer-1.log" haproxy -db -f "$D/balancer-1.cfg"
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
-    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready http://127.0.0.1:9251/ready \
+    http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready http://127.0.0.1:9251/ready http://127.0.0.1:9236/ready \
     http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status; do
     wait_for "$url"
   done
@@ -321,6 +327,9 @@ EOF
     warm 9231
     run "gateway: delegated, decision log on" http://127.0.0.1:9231/api/containers/C1 "$BEARER"
     run "gateway: shadow route, Deny forwarded" http://127.0.0.1:9231/shadow/containers/SECRET-1 "$BEARER"
+    warm 9234
+    run "gateway: delegated, tracing on" http://127.0.0.1:9234/api/containers/C1 "$BEARER" \
+      "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     warm 9207
     warm 9208
     run "cluster: balancer, 1 gateway" http://127.0.0.1:9210/api/containers/C1 "$BEARER"
@@ -355,6 +364,8 @@ for n in order:
     print(f"{n:38} {rps:9.0f} {p50:8.3f} {p99:8.3f} {failures:8d} {vs_nginx:>9} {vs_jwt:>15}")
 full = med["gateway: delegated, cached decision"][2]
 print(f"p99 added by full enforcement over the backend called directly: {full - direct_p99:.3f} ms")
+traced, untraced = med["gateway: delegated, tracing on"], med["gateway: delegated, cached decision"]
+print(f"tracing on (every request sampled, exported): {traced[0] / untraced[0]:.2f}x the req/s of tracing off, p99 {traced[2] - untraced[2]:+.3f} ms")
 bad = [n for n in order if med[n][3]]
 if bad:
     print("\n" + "!" * 78)
@@ -363,6 +374,8 @@ if bad:
     print("!" * 78)
 PY
   echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
+  echo "spans of the traced gateway: $(curl -s http://127.0.0.1:9236/metrics |
+    awk -F'[{}" ]+' '/^ishare_gateway_spans_total/ { printf "%s %s ", $3, $4 }')"
 
   # /connect/token: fresh assertions (they live 30 s, so they are made right before), each sent
   # once; wrk stops after $ISSUANCES answers. The gateway's CPU time per issuance gives the rate

@@ -106,8 +106,9 @@ fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
         ..Default::default()
     };
     let built = server::build(config, path, Some(opt), true)?;
-    // Returns after a graceful shutdown; the log guard then writes out what is buffered.
-    built.server.run(pingora::server::RunArgs::default());
+    // Returns after a graceful shutdown and the spans still queued are sent; the log guard then
+    // writes out what is buffered.
+    built.run(pingora::server::RunArgs::default());
     Ok(())
 }
 

@@ -96,6 +96,11 @@ pub const LOG_LEVEL: &str = "info";
 pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
 pub const DECISION_LOG_QUEUE: usize = 10_000;
 
+pub const OTLP_ENDPOINT: &str = "http://127.0.0.1:4318/v1/traces";
+pub const SERVICE_NAME: &str = "ishare-gateway";
+pub const SAMPLE_RATIO: f64 = 1.0;
+pub const ACCEPT_CLIENT_CONTEXT: bool = true;
+
 pub const LOGIN_SCOPE: &str = "openid profile";
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
 pub const COOKIE_NAME: &str = "__Host-ishare-session";
@@ -191,6 +196,13 @@ pub fn documented() -> Vec<(&'static str, String)> {
             DECISION_LOG_MAX_LINE.to_string(),
         ),
         ("decision_log.queue", DECISION_LOG_QUEUE.to_string()),
+        ("tracing.otlp_endpoint", text(OTLP_ENDPOINT)),
+        ("tracing.service_name", text(SERVICE_NAME)),
+        ("tracing.sample_ratio", format!("{SAMPLE_RATIO:?}")),
+        (
+            "tracing.accept_client_context",
+            ACCEPT_CLIENT_CONTEXT.to_string(),
+        ),
         ("login.scope", text(LOGIN_SCOPE)),
         ("login.session_lifetime", time(SESSION_LIFETIME)),
         ("login.cookie_name", text(COOKIE_NAME)),

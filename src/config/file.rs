@@ -120,6 +120,8 @@ pub struct GatewayFile {
     pub login: Option<LoginFile>,
     /// One JSON line per decision.
     pub decision_log: Option<DecisionLogFile>,
+    /// OpenTelemetry spans, exported over OTLP; absent: no tracing.
+    pub tracing: Option<TracingFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,6 +133,17 @@ pub struct DecisionLogFile {
     pub max_line_bytes: Option<usize>,
     /// Lines waiting to be written at most; more are dropped and counted.
     pub queue: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TracingFile {
+    /// The collector's OTLP/HTTP traces endpoint (protobuf).
+    pub otlp_endpoint: Option<String>,
+    pub service_name: Option<String>,
+    /// The share of new traces recorded, from 0 to 1.
+    pub sample_ratio: Option<f64>,
+    /// Continue the trace a client's `traceparent` names (else start a new one).
+    pub accept_client_context: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

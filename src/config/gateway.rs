@@ -68,6 +68,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let login = file
         .login
         .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), issues));
+    let tracing = file.tracing.map(|t| super::tracing::build(t, issues));
     strip_login_headers(&mut strip_headers, login.as_ref());
     let decision_log = file
         .decision_log
@@ -113,6 +114,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         warnings: Vec::new(),
         login,
         decision_log,
+        tracing,
     })
 }
 

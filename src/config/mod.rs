@@ -15,6 +15,7 @@ pub mod model;
 pub mod openapi;
 mod redis;
 mod rules;
+mod tracing;
 mod values;
 
 use issues::{parse_toml, read};

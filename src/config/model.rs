@@ -48,6 +48,8 @@ pub struct Config {
     pub warnings: Vec<super::issues::ConfigIssue>,
     pub login: Option<LoginSettings>,
     pub decision_log: Option<DecisionLogSettings>,
+    /// OpenTelemetry tracing, when `[tracing]` is configured.
+    pub tracing: Option<TracingSettings>,
 }
 
 /// Where decisions are logged, one JSON line each.
@@ -66,6 +68,18 @@ pub struct DecisionLogSettings {
 pub enum DecisionLogTarget {
     Stdout,
     File(PathBuf),
+}
+
+/// Spans of requests and of the calls made for them, exported over OTLP/HTTP.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracingSettings {
+    /// The collector's traces endpoint, an http(s) URL.
+    pub otlp_endpoint: String,
+    pub service_name: String,
+    /// The share of new traces recorded, in [0, 1].
+    pub sample_ratio: f64,
+    /// A client's `traceparent` is continued; otherwise every request starts a trace.
+    pub accept_client_context: bool,
 }
 
 /// People sign in at an identity provider (OpenID Connect) for the routes that ask for it.

@@ -144,6 +144,10 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("", "", "[login]\nurl = \"https://idp\"\nscope = \"openid\"\ncookie_name = \"session\"\nlogout_path = \"logout\"\n[login.headers]\nshoe_size = \"X-Shoe\"\nsub = \"Cookie\"\n"), "gateway.toml: login.identity_provider: missing: the identity provider's party id|gateway.toml: login.scope: must hold openid and an attribute scope (profile, company or email)|gateway.toml: login.cookie_name: must start with __Host- (a cookie only this host sets: no other subdomain can plant one)|gateway.toml: login.logout_path: a path starting with / other than /openid_connect1.0/return|gateway.toml: login.headers.shoe_size: not sub nor an attribute of a scope|gateway.toml: login.headers.sub: cookie cannot carry an attribute"),
         (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n[login]\nidentity_provider = \"EU.EORI.NL000000007\"\nurl = \"https://idp\"\n"), "gateway.toml: login.session_secret_file: needed with [replay] store = \"redis\": every instance must open the others' cookies"),
         (gateway("", "", "[log]\nformat = \"xml\"\n"), "gateway.toml: log.format: unknown variant `xml`, expected `text` or `json`"),
+        (gateway("", "", "[tracing]\notlp_endpoint = \"ftp://127.0.0.1:4318\"\nservice_name = \" \"\nsample_ratio = 1.5\nspeed = 1\n"), "gateway.toml: tracing.speed: unknown key|gateway.toml: tracing.otlp_endpoint: \"ftp://127.0.0.1:4318\": an OTLP/HTTP endpoint is http:// or https://, not ftp:|gateway.toml: tracing.service_name: must not be empty|gateway.toml: tracing.sample_ratio: 1.5 is not a share from 0 (none) to 1 (every new trace)"),
+        (gateway("", "", "[tracing]\notlp_endpoint = \"http://user:secret@127.0.0.1:4318/v1/traces\"\nsample_ratio = -0.1\n"), "gateway.toml: tracing.otlp_endpoint: \"http://user:secret@127.0.0.1:4318/v1/traces\" holds credentials: the endpoint takes none|gateway.toml: tracing.sample_ratio: -0.1 is not a share from 0 (none) to 1 (every new trace)"),
+        (gateway("", "", "[tracing]\notlp_endpoint = \"collector:4318\"\n"), "gateway.toml: tracing.otlp_endpoint: \"collector:4318\": an OTLP/HTTP endpoint is http:// or https://, not collector:"),
+        (gateway("", "", "[tracing]\notlp_endpoint = \"/v1/traces\"\n"), "gateway.toml: tracing.otlp_endpoint: \"/v1/traces\" is not a URL: relative URL without a base"),
         (gateway("", "", "[replay]\nstore = \"redis\"\n"), "gateway.toml: replay.url: the Redis server to keep jtis on is needed (or sentinels)"),
         (gateway("", "", "[replay]\nurl = \"redis://127.0.0.1/0\"\n"), "gateway.toml: replay.url: needs store = \"redis\""),
         (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"http://x\"\n"), "gateway.toml: replay.url: a Redis URL: redis://host:port/db (or rediss:// for TLS)"),
@@ -187,6 +191,38 @@ fn gateway_toml_errors_name_their_key() {
             "gateway.toml: scheme_owner: missing: url, party_id and root_fingerprint (or trusted_list_file)",
             "policies/rules.toml: route[0] (r).upstream: no [[upstream]] named \"legacy\"",
         ]
+    );
+}
+
+#[test]
+fn tracing_is_off_without_its_table_and_takes_defaults_with_it() {
+    let load_with = |extra: &str| {
+        let dir = write(&format!("{BASE}{extra}"), ROUTE);
+        let config = load(&dir.join("gateway.toml"));
+        let _ = std::fs::remove_dir_all(&dir);
+        config.unwrap().tracing
+    };
+    assert_eq!(load_with(""), None);
+    let settings = load_with("[tracing]\n").unwrap();
+    assert_eq!(settings.otlp_endpoint, defaults::OTLP_ENDPOINT);
+    assert_eq!(settings.service_name, defaults::SERVICE_NAME);
+    assert_eq!(settings.sample_ratio, defaults::SAMPLE_RATIO);
+    assert_eq!(
+        settings.accept_client_context,
+        defaults::ACCEPT_CLIENT_CONTEXT
+    );
+    let settings = load_with(
+        "[tracing]\notlp_endpoint = \"https://collector.example/v1/traces\"\nservice_name = \"edge\"\nsample_ratio = 0.25\naccept_client_context = false\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            settings.otlp_endpoint.as_str(),
+            settings.service_name.as_str(),
+            settings.sample_ratio,
+            settings.accept_client_context
+        ),
+        ("https://collector.example/v1/traces", "edge", 0.25, false)
     );
 }
 

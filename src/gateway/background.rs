@@ -1,5 +1,5 @@
-//! Work beside the requests: reloading on SIGHUP, health checks of the upstreams, and keeping the
-//! trusted list fresh.
+//! Work beside the requests: reloading on SIGHUP, health checks of the upstreams, keeping the
+//! trusted list fresh, and starting the span exporter.
 
 use super::snapshot::{GatewayState, Snapshot};
 use crate::config::{self, ConfigErrors};
@@ -28,6 +28,11 @@ pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, Confi
     };
     if config.listeners != current.config.listeners {
         tracing::warn!("the listeners changed: they take effect with a graceful upgrade (SIGQUIT and a new process with --upgrade); the current ones stay");
+    }
+    if config.tracing.as_ref() != state.shared.tracing.as_ref().map(|t| t.settings()) {
+        tracing::warn!(
+            "[tracing] changed: it takes effect at a restart; the current tracing stays"
+        );
     }
     if config.replay.redis.is_some() != current.config.replay.redis.is_some() {
         tracing::warn!("[replay] store changed between memory and redis: it takes effect at a restart; the current store stays");
@@ -99,6 +104,10 @@ impl Maintenance {
 #[async_trait]
 impl BackgroundService for Maintenance {
     async fn start(&self, mut shutdown: ShutdownWatch) {
+        // The exporter's thread starts now, in the process that serves (after a daemon's fork).
+        if let Some(tracing) = &self.state.shared.tracing {
+            tracing.base();
+        }
         let mut hangup = if self.handle_sighup {
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
                 Ok(s) => Some(s),

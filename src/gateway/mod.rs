@@ -23,6 +23,7 @@ pub mod route;
 pub mod server;
 pub mod sessions;
 pub mod snapshot;
+pub mod spans;
 pub mod start_budget;
 pub mod token_endpoint;
 pub mod upstream;
@@ -33,6 +34,7 @@ use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
+use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
@@ -45,6 +47,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
 use reject::{respond, Answer, HeaderRefusal, Reject};
 use snapshot::{GatewayState, Snapshot};
+use spans::RequestTrace;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -118,6 +121,8 @@ pub struct Ctx {
     stream_permits: Vec<tokio::sync::OwnedSemaphorePermit>,
     /// The deadline of an HTTP/2 stream's body.
     watchdog: Option<body::Watchdog>,
+    /// The request's spans, when tracing is on.
+    trace: RequestTrace,
 }
 
 impl Ctx {
@@ -365,6 +370,7 @@ impl ProxyHttp for Gateway {
             body: None,
             stream_permits: Vec::new(),
             watchdog: None,
+            trace: RequestTrace::default(),
         }
     }
 
@@ -384,6 +390,7 @@ impl ProxyHttp for Gateway {
             phase.header_read();
         }
         ctx.snap = Some(snap);
+        ctx.trace = RequestTrace::start(self.state.shared.tracing.as_ref(), session);
         Ok(())
     }
 
@@ -398,7 +405,7 @@ impl ProxyHttp for Gateway {
         };
         ctx.decision.method = session.req_header().method.to_string();
         let decided = match admitted {
-            Ok(()) => self.decide(session, ctx, &snap).await,
+            Ok(()) => trace::within(ctx.trace.context(), self.decide(session, ctx, &snap)).await,
             Err(reject) => Err(reject),
         };
         let answer = match decided {
@@ -472,7 +479,7 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_peer(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora::Result<Box<HttpPeer>> {
         let (Some(snap), Some(route)) = (&ctx.snap, &ctx.route) else {
@@ -482,7 +489,10 @@ impl ProxyHttp for Gateway {
             Error::explain(ErrorType::InternalError, "the route's upstream is gone")
         })?;
         match forward::peer(pool) {
-            Ok(peer) => Ok(peer),
+            Ok(peer) => {
+                spans::backend_chosen(ctx, session, &peer);
+                Ok(peer)
+            }
             Err(reject) => {
                 ctx.reject = Some(reject);
                 Error::e_explain(ErrorType::HTTPStatus(502), "no healthy backend")
@@ -522,7 +532,18 @@ impl ProxyHttp for Gateway {
             person: &ctx.person_headers,
             own_cookies: snap.login.as_ref().map_or(&[], |l| l.cookie_names()),
         };
-        forward::rewrite_request(upstream, &forwarding)
+        forward::rewrite_request(upstream, &forwarding)?;
+        spans::to_backend(ctx, upstream)
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        answer: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> pingora::Result<()> {
+        spans::backend_answered(ctx, answer);
+        Ok(())
     }
 
     async fn response_filter(
@@ -544,6 +565,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
         mut e: Box<Error>,
     ) -> Box<Error> {
+        spans::backend_failed(ctx, &e);
         ctx.connect_attempts += 1;
         let backends = ctx
             .snap
@@ -663,5 +685,6 @@ impl ProxyHttp for Gateway {
         if let Some(log) = snap.and_then(|s| s.decision_log.as_ref()) {
             log.write(d, status, elapsed);
         }
+        spans::finish(ctx, session, e, status);
     }
 }

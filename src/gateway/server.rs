@@ -1,6 +1,6 @@
 //! Assembling the pingora server from a configuration: the proxy service on every listener, the
-//! admin service, and the maintenance work; running it in this process, or in a thread with a
-//! shutdown handle (tests, the demo).
+//! admin service, the maintenance work and tracing; running it in this process, or in a thread
+//! with a shutdown handle (tests, the demo), and sending the spans still queued when it ends.
 
 use super::admin::Admin;
 use super::background::Maintenance;
@@ -9,6 +9,9 @@ use super::listener::{tls_acceptor, CertResolver};
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
 use crate::config::model::Config;
+use crate::telemetry::otlp;
+use crate::telemetry::trace::Tracing;
+use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
@@ -58,7 +61,8 @@ pub fn build(
             certificates.insert(i, Arc::new(CertResolver::load(&tls.certificate, &tls.key)?));
         }
     }
-    let shared = Shared::new(certificates);
+    let mut shared = Shared::new(certificates);
+    shared.tracing = tracing(&config, &shared.metrics)?;
     let snapshot = Snapshot::build(config.clone(), None, &shared)?;
     let state = Arc::new(GatewayState {
         current: ArcSwap::from_pointee(snapshot),
@@ -105,6 +109,28 @@ pub fn build(
         Maintenance::new(state.clone(), config_path, handle_sighup),
     ));
     Ok(Built { server, state })
+}
+
+/// Tracing when `[tracing]` is configured: its exporter sends through an outbound client (the
+/// `[outbound]` roots for an https collector).
+fn tracing(config: &Config, metrics: &Metrics) -> Result<Option<Tracing>, String> {
+    let Some(settings) = &config.tracing else {
+        return Ok(None);
+    };
+    let http = crate::tls::outbound_client(&config.outbound, otlp::EXPORT_TIMEOUT)
+        .map_err(|e| format!("the OTLP exporter's client: {e}"))?;
+    Tracing::new(settings.clone(), http, metrics).map(Some)
+}
+
+impl Built {
+    /// Serve in this process until a shutdown signal, then send the spans still queued.
+    pub fn run(self, args: RunArgs) {
+        let Built { server, state } = self;
+        server.run(args);
+        if let Some(tracing) = &state.shared.tracing {
+            tracing.shutdown();
+        }
+    }
 }
 
 /// Shuts the server down when told through a channel.
@@ -159,6 +185,9 @@ impl RunningGateway {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+            if let Some(tracing) = &self.state.shared.tracing {
+                tracing.shutdown();
+            }
         }
     }
 }

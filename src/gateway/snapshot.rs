@@ -1,6 +1,6 @@
 //! What the gateway runs on. A `Snapshot` is built from one validated configuration and is
 //! immutable; a reload builds a new one and swaps it in, so requests in flight finish under the one
-//! they started with. `Shared` lives across reloads: metrics, certificates. The stores (jtis,
+//! they started with. `Shared` lives across reloads: metrics, certificates, tracing. The stores (jtis,
 //! sessions) are kept across reloads that leave `[replay]` as it was, and made anew when it changes
 //! (new Redis credentials, another server).
 
@@ -19,6 +19,7 @@ use crate::config::model::{Config, SessionSecret};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
+use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct Shared {
     pub session_secret: SessionSecret,
     /// The certificates of the TLS listeners, by listener index; swapped on reload.
     pub certificates: BTreeMap<usize, Arc<CertResolver>>,
+    /// Tracing, as configured at the start (a reload does not change it).
+    pub tracing: Option<Tracing>,
     generation: AtomicU64,
 }
 
@@ -44,6 +47,7 @@ impl Shared {
             metrics: Metrics::new(),
             session_secret: SessionSecret(secret),
             certificates,
+            tracing: None,
             generation: AtomicU64::new(0),
         }
     }

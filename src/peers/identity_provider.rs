@@ -337,7 +337,7 @@ impl IdentityProviderClient {
         url: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, ProviderFailure> {
-        request
+        super::traced(request)
             .timeout(self.timeout)
             .send()
             .await

@@ -131,10 +131,7 @@ impl PeerClient {
             ),
             ("client_assertion", assertion.as_str()),
         ];
-        let resp = self
-            .http
-            .post(token_url)
-            .form(&form)
+        let resp = traced(self.http.post(token_url).form(&form))
             .send()
             .await
             .map_err(|e| PeerError::from_reqwest(token_url, e))?;
@@ -159,11 +156,7 @@ impl PeerClient {
         token: &str,
         body: &DelegationBody,
     ) -> Result<Option<String>, PeerError> {
-        let resp = self
-            .http
-            .post(url)
-            .bearer_auth(token)
-            .json(body)
+        let resp = traced(self.http.post(url).bearer_auth(token).json(body))
             .send()
             .await
             .map_err(|e| PeerError::from_reqwest(url, e))?;
@@ -242,10 +235,41 @@ pub async fn get_signed(
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
-    let resp = req
+    let resp = traced(req)
         .send()
         .await
         .map_err(|e| PeerError::from_reqwest(url, e))?;
     let body: serde_json::Value = read(url, resp).await?;
     member_of(url, &body, member)
+}
+
+/// What a span of a call says of its address: `url.full` without credentials or query, and the
+/// server's host and port.
+fn url_attributes(text: &str) -> Vec<opentelemetry::KeyValue> {
+    use opentelemetry::KeyValue;
+    let Ok(mut url) = url::Url::parse(text) else {
+        return Vec::new();
+    };
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    let mut attributes = Vec::with_capacity(3);
+    if let Some(host) = url.host_str() {
+        attributes.push(KeyValue::new("server.address", host.to_string()));
+    }
+    if let Some(port) = url.port_or_known_default() {
+        attributes.push(KeyValue::new("server.port", i64::from(port)));
+    }
+    attributes.push(KeyValue::new("url.full", String::from(url)));
+    attributes
+}
+
+/// A call made for a traced request carries its trace context: the `traceparent` naming the
+/// span of the call (a registry's or the scheme owner's) as its parent.
+fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match crate::telemetry::trace::outgoing() {
+        Some(headers) => request.headers(headers),
+        None => request,
+    }
 }

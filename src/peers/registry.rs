@@ -15,9 +15,25 @@ use crate::scheme::party::PartyId;
 use crate::scheme::reason_codes;
 use crate::scheme::vocabulary::{Role, DELEGATION_PATH, TOKEN_PATH};
 use crate::scheme::Timestamp;
+use crate::telemetry::trace::Step;
 use crate::telemetry::Metrics;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// What a span of a call to a registry says of it: which registry, where.
+fn call_attributes(registry: &Registry) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("ishare.peer.party_id", registry.party_id.to_string()),
+        KeyValue::new("ishare.registry", registry.name.clone()),
+    ];
+    attributes.extend(super::url_attributes(&join(
+        &registry.url,
+        &registry.delegation_path,
+    )));
+    attributes
+}
 
 /// Why no registry can be asked about a data owner's delegations: the request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -218,13 +234,19 @@ impl RegistryClient {
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let started = Instant::now();
-        let result = self.call(registry, step, trust).await;
+        let span = Step::start(
+            SpanKind::Client,
+            || "registry evidence",
+            || call_attributes(registry),
+        );
+        let result = span.within(self.call(registry, step, trust)).await;
         let outcome = match &result {
             Ok(Some(_)) => "evidence",
             Ok(None) => "no_policy",
             Err(RegistryError::Failed(f)) => f.code(),
             Err(_) => "refused",
         };
+        span.end(|| (outcome, matches!(result, Err(RegistryError::Failed(_)))));
         self.metrics
             .registry_calls
             .with_label_values(&[&registry.name, outcome])

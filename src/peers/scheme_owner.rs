@@ -13,10 +13,13 @@ use crate::scheme::party::PartyId;
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
+use crate::telemetry::trace::Step;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use moka::Expiry;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use serde::de::DeserializeOwned;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -191,7 +194,19 @@ impl TrustStore {
         query: &[(&str, &str)],
         member: &str,
     ) -> Result<T, TrustError> {
-        let result = async {
+        let span = Step::start(
+            SpanKind::Client,
+            || format!("scheme_owner {endpoint}"),
+            || {
+                let mut attributes = vec![
+                    KeyValue::new("ishare.peer.party_id", self.config.party_id.to_string()),
+                    KeyValue::new("ishare.endpoint", endpoint.to_string()),
+                ];
+                attributes.extend(super::url_attributes(&join(&self.config.url, path)));
+                attributes
+            },
+        );
+        let work = async {
             let token = self.token().await?;
             let url = join(&self.config.url, path);
             let answer = self
@@ -208,13 +223,14 @@ impl TrustStore {
             }
             let jwt = answer?;
             self.verify(&jwt)
-        }
-        .await;
+        };
+        let result = span.within(work).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => "not_found",
             Err(e) => e.code(),
         };
+        span.end(|| (outcome, !matches!(outcome, "ok" | "not_found")));
         self.count(endpoint, outcome);
         self.contact(!matches!(
             result,

@@ -120,6 +120,8 @@ pub struct Metrics {
     /// Client connections the gateway closed, by listener and reason (limit, tls_handshake,
     /// idle_timeout, header_timeout).
     pub connections_closed: IntCounterVec,
+    /// Finished spans by what became of them (exported, failed, dropped).
+    pub spans: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -306,11 +308,13 @@ impl Storage {
     }
 }
 
-/// The gateway's own running: its configuration reloads and the health of its backends.
+/// The gateway's own running: its configuration reloads, the health of its backends and the
+/// spans it exports.
 struct Operation {
     reloads: IntCounterVec,
     backend_health: IntGaugeVec,
     decision_log: IntCounterVec,
+    spans: IntCounterVec,
 }
 
 impl Operation {
@@ -333,6 +337,12 @@ impl Operation {
                 "decision_log_lines_total",
                 "Lines of the decision log by result",
                 &["result"],
+            ),
+            spans: counter(
+                registry,
+                "spans_total",
+                "Finished spans by outcome: exported, failed (the collector refused or was unreachable), dropped (the queue was full)",
+                &["outcome"],
             ),
         }
     }
@@ -369,6 +379,7 @@ impl Metrics {
             reloads,
             backend_health,
             decision_log,
+            spans,
         } = Operation::register(&registry);
         Metrics {
             registry,
@@ -390,6 +401,7 @@ impl Metrics {
             backend_health,
             connections,
             connections_closed,
+            spans,
         }
     }
 

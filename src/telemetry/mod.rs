@@ -1,6 +1,9 @@
-//! Metrics (Prometheus) and the access log.
+//! Metrics (Prometheus), the access log, and OpenTelemetry tracing.
 
 pub mod metrics;
+pub mod otlp;
+pub mod trace;
+pub mod traceparent;
 
 pub use metrics::Metrics;
 

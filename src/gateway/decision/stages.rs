@@ -21,8 +21,11 @@ use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{Action, BROKER_HEADER, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
+use crate::telemetry::trace::Step;
 use async_trait::async_trait;
 use http::Method;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use pingora::http::RequestHeader;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -142,9 +145,35 @@ pub async fn authorise(
         accepted: route.accept,
         caller: &caller,
     };
-    delegation(config, rule, &facts, source, d, now)
-        .await
-        .map(Some)
+    let deciding = delegation(config, rule, &facts, source, d, now);
+    traced(&route.name, deciding).await.map(Some)
+}
+
+/// The delegation stages as a span of a traced request (`authorize`): `ishare.decision` permit,
+/// deny (a refusal) or error (the gateway could not decide), `ishare.outcome` the reason.
+async fn traced<F>(route: &str, work: F) -> Result<Grant, Reject>
+where
+    F: std::future::Future<Output = Result<Grant, Reject>>,
+{
+    let mut step = Step::start(
+        SpanKind::Internal,
+        || "authorize",
+        || vec![KeyValue::new("http.route", route.to_string())],
+    );
+    let result = step.within(work).await;
+    let (decision, outcome, failed) = match &result {
+        Ok(_) => ("permit", "granted", false),
+        Err(reject) => {
+            let row = reject.row();
+            match row.status >= 500 {
+                true => ("error", row.reason, true),
+                false => ("deny", row.reason, false),
+            }
+        }
+    };
+    step.record(|| vec![KeyValue::new("ishare.decision", decision)]);
+    step.end(|| (outcome, failed));
+    result
 }
 
 /// What the route does with the decision: a grant lets the request through; a refusal is the
