@@ -29,7 +29,7 @@ setup:
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup $(INTEROP_VENV)/installed
-	$(call need,redis-server redis-server haproxy haproxy curl curl chromium chromium chromedriver chromium-driver)
+	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl chromium chromium chromedriver chromium-driver)
 
 $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 	$(call need,python3 python3)

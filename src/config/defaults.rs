@@ -95,6 +95,8 @@ pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LOG_LEVEL: &str = "info";
 pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
 pub const DECISION_LOG_QUEUE: usize = 10_000;
+/// The decision service's deadline of a request.
+pub const DECISION_API_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const LOGIN_SCOPE: &str = "openid profile";
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 3600);
@@ -191,6 +193,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
             DECISION_LOG_MAX_LINE.to_string(),
         ),
         ("decision_log.queue", DECISION_LOG_QUEUE.to_string()),
+        ("decision_api.timeout", time(DECISION_API_TIMEOUT)),
         ("login.scope", text(LOGIN_SCOPE)),
         ("login.session_lifetime", time(SESSION_LIFETIME)),
         ("login.cookie_name", text(COOKIE_NAME)),

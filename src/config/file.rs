@@ -120,6 +120,16 @@ pub struct GatewayFile {
     pub login: Option<LoginFile>,
     /// One JSON line per decision.
     pub decision_log: Option<DecisionLogFile>,
+    /// The decision service: the gateway's decisions for nginx and Envoy.
+    pub decision_api: Option<DecisionApiFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DecisionApiFile {
+    pub address: Option<String>,
+    pub tls: Option<ListenerTlsFile>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

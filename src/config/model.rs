@@ -48,6 +48,17 @@ pub struct Config {
     pub warnings: Vec<super::issues::ConfigIssue>,
     pub login: Option<LoginSettings>,
     pub decision_log: Option<DecisionLogSettings>,
+    pub decision_api: Option<DecisionApiSettings>,
+}
+
+/// The decision service: the proxy's decisions answered to other proxies (nginx `auth_request`,
+/// Envoy `ext_authz`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionApiSettings {
+    pub address: SocketAddr,
+    pub tls: Option<ListenerTls>,
+    /// The longest a request may take, from its header to its answer.
+    pub timeout: Duration,
 }
 
 /// Where decisions are logged, one JSON line each.

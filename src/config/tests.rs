@@ -382,3 +382,32 @@ fn the_decision_log_needs_a_path_and_masks_only_known_fields() {
     assert_eq!(settings.max_line_bytes, defaults::DECISION_LOG_MAX_LINE);
     assert_eq!(settings.queue, defaults::DECISION_LOG_QUEUE);
 }
+
+#[test]
+fn the_decision_api_needs_an_address_of_its_own() {
+    let api = |table: &str| gateway("", "", &format!("[decision_api]\n{table}"));
+    assert_eq!(
+        issues(&api("colour = 1\n"), ROUTE),
+        [
+            "gateway.toml: decision_api.colour: unknown key",
+            "gateway.toml: decision_api.address: missing: an address such as \"127.0.0.1:9902\"",
+        ]
+    );
+    assert_eq!(
+        issues(
+            &api("address = \"127.0.0.1:8443\"\ntimeout = \"0s\"\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\n"),
+            ROUTE
+        ),
+        [
+            "gateway.toml: decision_api.tls.client_auth: needs tls.client_ca",
+            "gateway.toml: decision_api.timeout: longer than 0 s",
+            "gateway.toml: decision_api.address: 127.0.0.1:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own",
+        ]
+    );
+    let dir = write(&api("address = \"127.0.0.1:9902\"\n"), ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = config.decision_api.expect("a decision service");
+    assert_eq!(settings.address.to_string(), "127.0.0.1:9902");
+    assert_eq!(settings.timeout, defaults::DECISION_API_TIMEOUT);
+}

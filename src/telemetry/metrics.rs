@@ -111,6 +111,8 @@ pub struct Metrics {
     /// Lines of the decision log by result (written, dropped: the queue was full, failed: the
     /// write failed).
     pub decision_log: IntCounterVec,
+    /// Decisions of the decision service, by interface (nginx, ext_authz_http) and outcome (allowed, shadow_denied, or the refusal's metrics outcome).
+    pub decision_api: IntCounterVec,
     /// Age of the trusted list in seconds.
     pub trusted_list_age: IntGauge,
     /// Backends by upstream and health (1 healthy, 0 not).
@@ -311,6 +313,7 @@ struct Operation {
     reloads: IntCounterVec,
     backend_health: IntGaugeVec,
     decision_log: IntCounterVec,
+    decision_api: IntCounterVec,
 }
 
 impl Operation {
@@ -333,6 +336,12 @@ impl Operation {
                 "decision_log_lines_total",
                 "Lines of the decision log by result",
                 &["result"],
+            ),
+            decision_api: counter(
+                registry,
+                "decision_api_requests_total",
+                "Decisions of the decision service by interface and outcome",
+                &["interface", "outcome"],
             ),
         }
     }
@@ -369,6 +378,7 @@ impl Metrics {
             reloads,
             backend_health,
             decision_log,
+            decision_api,
         } = Operation::register(&registry);
         Metrics {
             registry,
@@ -386,6 +396,7 @@ impl Metrics {
             redis_latency,
             reloads,
             decision_log,
+            decision_api,
             trusted_list_age,
             backend_health,
             connections,

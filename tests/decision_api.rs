@@ -1,0 +1,422 @@
+//! The decision service through the binary: nginx's `auth_request` with a real nginx in front of
+//! the echo backend, and Envoy's HTTP `ext_authz` (requests shaped as Envoy sends them); each
+//! decision logged and counted.
+
+mod support;
+
+use ishare_gateway::peers::PeerClient;
+use ishare_gateway::scheme::evidence::AccessRequest;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::process::{eventually, ChildProcess, GatewayProcess};
+use support::shipped::{rules_with_a_shadow_route, shipped_gateway, Urls};
+use support::*;
+
+const BIN: &str = "decision_api";
+/// nginx from Debian's nginx-light (what `make test-setup` installs): on the PATH or in /usr/sbin.
+fn nginx_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file());
+    on_path.unwrap_or_else(|| {
+        panic!("nginx is missing: `make test-setup` installs it (Debian's nginx-light)")
+    })
+}
+
+/// nginx's configuration: `auth_request` to the decision service in front of the echo backend,
+/// as the README's recipe writes it.
+fn nginx_config(dir: &Path, port: u16, decisions: u16, echo: &str) -> String {
+    let dir = dir.display();
+    format!(
+        r#"daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/nginx-body;
+    proxy_temp_path {dir}/nginx-proxy;
+    fastcgi_temp_path {dir}/nginx-fastcgi;
+    uwsgi_temp_path {dir}/nginx-uwsgi;
+    scgi_temp_path {dir}/nginx-scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        underscores_in_headers on;
+        location / {{
+            auth_request /_ishare;
+            auth_request_set $consumer $upstream_http_x_consumer_party_id;
+            auth_request_set $original_consumer $upstream_http_x_original_consumer_party_id;
+            auth_request_set $decision $upstream_http_x_decision_id;
+            auth_request_set $reason $upstream_http_x_decision_reason;
+            auth_request_set $licence_purpose $upstream_http_licensepurpose;
+            proxy_set_header X-Consumer-Party-Id $consumer;
+            proxy_set_header X-Original-Consumer-Party-Id $original_consumer;
+            proxy_set_header X-Decision-Id $decision;
+            proxy_set_header Authorization "";
+            proxy_set_header delegation_evidence "";
+            proxy_set_header service_consumer_assertion "";
+            add_header X-Decision-Id $decision always;
+            add_header X-Decision-Reason $reason always;
+            add_header LicensePurpose $licence_purpose;
+            proxy_pass {echo};
+        }}
+        location = /_ishare {{
+            internal;
+            proxy_pass http://127.0.0.1:{decisions}/nginx;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Original-URI $request_uri;
+            proxy_set_header X-Original-Method $request_method;
+        }}
+    }}
+}}
+"#
+    )
+}
+
+async fn listening(port: u16) -> bool {
+    eventually(Duration::from_secs(10), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await
+}
+
+fn header<'a>(resp: &'a reqwest::Response, name: &str) -> &'a str {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// Evidence for CONSUMER to read container `id`, from the data owner's registry.
+async fn registry_evidence(bed: &Bed, id: &str) -> String {
+    let peer = PeerClient::new(bed.http.clone(), bed.identity(CONSUMER), "iSHARE");
+    let request = AccessRequest {
+        policy_issuer: OWNER.into(),
+        access_subject: CONSUMER.into(),
+        service_providers: vec![SP.into()],
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        required_licences: vec![],
+    };
+    peer.ask_evidence(&bed.url(AR), AR, &request)
+        .await
+        .unwrap()
+        .expect("the registry has a policy")
+}
+
+struct Service {
+    bed: Bed,
+    gateway: GatewayProcess,
+    /// http://127.0.0.1:PORT of the decision service
+    url: String,
+    token: String,
+    log: PathBuf,
+    dir: PathBuf,
+    http: reqwest::Client,
+}
+
+/// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
+type Table = fn(data: &Path, decisions: u16) -> String;
+
+/// Plain HTTP and h2c.
+fn plain(_: &Path, decisions: u16) -> String {
+    format!("address = \"127.0.0.1:{decisions}\"\n")
+}
+
+/// TLS, every caller with a client certificate of the testbed's CA.
+fn mutual_tls(data: &Path, decisions: u16) -> String {
+    let d = data.display();
+    format!("address = \"127.0.0.1:{decisions}\"\ntls.certificate = \"{d}/tls/server.chain.pem\"\ntls.key = \"{d}/tls/server.key.pem\"\ntls.client_ca = \"{d}/ca.pem\"\ntls.client_auth = \"required\"\n")
+}
+
+async fn start(table: Table) -> Service {
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let decisions = free_port();
+    let dir = scratch_dir(BIN);
+    let log = dir.join("decisions.log");
+    let config = dir.join("gateway.toml");
+    let rules = rules_with_a_shadow_route(&dir);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let text = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
+        .replace(&shipped.display().to_string(), &rules.display().to_string())
+        + &format!(
+            "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\n{}",
+            log.display(),
+            table(&bed.keys.data_dir, decisions)
+        );
+    std::fs::write(&config, text).unwrap();
+    let checked = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(["check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let mut gateway = GatewayProcess::start(BIN, &config, ports.admin);
+    gateway.wait_ready().await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let token = access_token(&http, &base, &bed.identity(CONSUMER)).await;
+    Service {
+        bed,
+        gateway,
+        url: format!("http://127.0.0.1:{decisions}"),
+        token,
+        log,
+        dir,
+        http,
+    }
+}
+
+/// The decision log's line of decision `id`.
+async fn logged(log: &Path, id: &str) -> Value {
+    let read = || -> Option<Value> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["decision_id"] == id)
+    };
+    let found = eventually(Duration::from_secs(5), || async { read().is_some() }).await;
+    assert!(found, "no line for {id} in {}", log.display());
+    read().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_else() {
+    let s = start(plain).await;
+    let nginx_port = free_port();
+    let decisions_port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
+    let conf = s.dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        nginx_config(&s.dir, nginx_port, decisions_port, &s.bed.testbed.echo_url),
+    )
+    .unwrap();
+    let mut command = Command::new(nginx_binary());
+    command.args(["-p", s.dir.to_str().unwrap(), "-c", conf.to_str().unwrap()]);
+    let nginx = ChildProcess::spawn("nginx", command);
+    assert!(listening(nginx_port).await, "{}", nginx.tail());
+    let front = format!("http://127.0.0.1:{nginx_port}");
+    let get = |path: &str| s.http.get(format!("{front}{path}")).bearer_auth(&s.token);
+
+    // Allowed by the registry's evidence: the backend gets the caller and the decision.
+    let resp = get("/api/containers/C1")
+        .header("X-Consumer-Party-Id", "EU.EORI.FORGED")
+        .send()
+        .await
+        .unwrap();
+    let id = header(&resp, "x-decision-id").to_string();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}\n{}", nginx.tail());
+    assert_eq!(body["path"], "/api/containers/C1", "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+    assert_eq!(body["headers"]["x-decision-id"], id.as_str(), "{body}");
+    assert!(body["headers"].get("authorization").is_none(), "{body}");
+    let line = logged(&s.log, &id).await;
+    assert_eq!(
+        (&line["route"], &line["reason"], &line["evidence"]["source"]),
+        (
+            &json!("containers-read"),
+            &json!("granted"),
+            &json!("registry")
+        ),
+        "{line}"
+    );
+
+    // Allowed by evidence in the header (a route that reads only the header).
+    let evidence = registry_evidence(&s.bed, "C1").await;
+    let resp = get("/api/containers/C1/documents")
+        .header("delegation_evidence", &evidence)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+    assert!(
+        body["headers"].get("delegation_evidence").is_none(),
+        "{body}"
+    );
+
+    // Denied: 403 with the reason, and the backend is never reached (its JSON is not the answer).
+    let resp = get("/api/containers/SECRET-1").send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
+    let id = header(&resp, "x-decision-id").to_string();
+    let text = resp.text().await.unwrap();
+    assert!(
+        !text.contains("\"headers\""),
+        "the backend answered: {text}"
+    );
+    assert_eq!(logged(&s.log, &id).await["outcome"], "denied");
+
+    // No token: 401, with the challenge.
+    let resp = s
+        .http
+        .get(format!("{front}/api/containers/C1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(header(&resp, "x-decision-reason"), "missing_token");
+    assert!(header(&resp, "www-authenticate").starts_with("Bearer"));
+
+    // The decision service directly: without X-Original-URI, a 400 that says so.
+    let resp = s
+        .http
+        .get(format!("{}/nginx", s.url))
+        .header("X-Original-Method", "GET")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_original_request")),
+        "{body}"
+    );
+    assert!(body["error_description"]
+        .as_str()
+        .unwrap()
+        .contains("X-Original-URI"));
+    drop(nginx);
+    let metrics = reqwest::get(format!("{}/metrics", s.gateway.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = |outcome| {
+        metric(
+            &metrics,
+            "ishare_gateway_decision_api_requests_total",
+            &[("interface", "nginx"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (counted("allowed"), counted("denied")),
+        (2.0, 1.0),
+        "{metrics}"
+    );
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
+
+/// A check as Envoy's HTTP form sends it: the original path after the prefix, the caller's token.
+async fn envoy_http(s: &Service, path: &str) -> reqwest::Response {
+    s.http
+        .get(format!("{}/ext_authz{path}", s.url))
+        .header("authorization", format!("Bearer {}", s.token))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_ext_authz_http_is_answered_by_the_proxy_s_decisions() {
+    let s = start(plain).await;
+    let bearer = format!("Bearer {}", s.token);
+
+    // Envoy's HTTP form: the original method, the path after the prefix, the allowed headers.
+    let resp = s
+        .http
+        .get(format!("{}/ext_authz/api/containers/C1?x=1", s.url))
+        .header("authorization", &bearer)
+        .header("x-envoy-expected-rq-timeout-ms", "200")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    assert_eq!(header(&resp, "x-decision-reason"), "granted");
+    let id = header(&resp, "x-decision-id").to_string();
+    assert_eq!(logged(&s.log, &id).await["path"], "/api/containers/C1");
+    let resp = envoy_http(&s, "/api/containers/SECRET-1").await;
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    assert!(body["decision_id"].is_string(), "{body}");
+    // The proxy's canonical-request rules hold: a path backends read differently is refused.
+    let resp = envoy_http(&s, "/api/containers/C1%2F..").await;
+    assert_eq!(resp.status(), 400);
+    // A route in shadow mode: allowed, and logged as the Deny it is.
+    let resp = envoy_http(&s, "/shadow/containers/SECRET-1").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
+    assert!(resp.headers().get("licensepurpose").is_none());
+    let id = header(&resp, "x-decision-id").to_string();
+    let line = logged(&s.log, &id).await;
+    assert_eq!(
+        (&line["mode"], &line["outcome"], &line["status"]),
+        (&json!("shadow"), &json!("shadow_denied"), &json!(200)),
+        "{line}"
+    );
+    // A route for people is not decided here.
+    let resp = envoy_http(&s, "/people/containers/C1").await;
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("route_for_people")),
+        "{body}"
+    );
+
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_client_certificates_required_every_caller_shows_one() {
+    let s = start(mutual_tls).await;
+    let base = s.url.replace("http://", "https://");
+    let data = &s.bed.keys.data_dir;
+    let ca_pem = std::fs::read(data.join("ca.pem")).unwrap();
+    let ca = reqwest::Certificate::from_pem_bundle(&ca_pem).unwrap();
+    let key = std::fs::read_to_string(data.join(format!("parties/{SP}.key.pem"))).unwrap();
+    let chain = std::fs::read_to_string(data.join(format!("parties/{SP}.chain.pem"))).unwrap();
+    let check = format!("{base}/ext_authz/api/containers/C1");
+
+    // Without a client certificate, no handshake.
+    let anonymous = reqwest::Client::builder()
+        .tls_certs_only(ca.clone())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let refused = anonymous.get(&check).bearer_auth(&s.token).send().await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    // With one, the request is decided.
+    let pep = reqwest::Client::builder()
+        .tls_certs_only(ca)
+        .identity(reqwest::Identity::from_pem(format!("{key}{chain}").as_bytes()).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let resp = pep.get(&check).bearer_auth(&s.token).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
