@@ -1,9 +1,13 @@
 //! The decision service through the binary: nginx's `auth_request` with a real nginx in front of
-//! the echo backend, and Envoy's HTTP `ext_authz` (requests shaped as Envoy sends them); each
-//! decision logged and counted.
+//! the echo backend, and Envoy's `ext_authz` in its HTTP and gRPC forms (requests shaped as Envoy
+//! sends them); each decision logged and counted.
 
 mod support;
 
+use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
+use envoy_types::pb::envoy::service::auth::v3::{
+    attribute_context, check_response, AttributeContext, CheckRequest,
+};
 use ishare_gateway::peers::PeerClient;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use serde_json::{json, Value};
@@ -122,6 +126,7 @@ struct Service {
     gateway: GatewayProcess,
     /// http://127.0.0.1:PORT of the decision service
     url: String,
+    grpc: u16,
     token: String,
     log: PathBuf,
     dir: PathBuf,
@@ -129,23 +134,23 @@ struct Service {
 }
 
 /// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
-type Table = fn(data: &Path, decisions: u16) -> String;
+type Table = fn(data: &Path, decisions: u16, grpc: u16) -> String;
 
 /// Plain HTTP and h2c.
-fn plain(_: &Path, decisions: u16) -> String {
-    format!("address = \"127.0.0.1:{decisions}\"\n")
+fn plain(_: &Path, decisions: u16, grpc: u16) -> String {
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\n")
 }
 
-/// TLS, every caller with a client certificate of the testbed's CA.
-fn mutual_tls(data: &Path, decisions: u16) -> String {
+/// TLS on both, every caller with a client certificate of the testbed's CA.
+fn mutual_tls(data: &Path, decisions: u16, grpc: u16) -> String {
     let d = data.display();
-    format!("address = \"127.0.0.1:{decisions}\"\ntls.certificate = \"{d}/tls/server.chain.pem\"\ntls.key = \"{d}/tls/server.key.pem\"\ntls.client_ca = \"{d}/ca.pem\"\ntls.client_auth = \"required\"\n")
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\ntls.certificate = \"{d}/tls/server.chain.pem\"\ntls.key = \"{d}/tls/server.key.pem\"\ntls.client_ca = \"{d}/ca.pem\"\ntls.client_auth = \"required\"\n")
 }
 
 async fn start(table: Table) -> Service {
     let bed = Bed::start(BIN).await;
     let ports = Ports::free();
-    let decisions = free_port();
+    let (decisions, grpc) = (free_port(), free_port());
     let dir = scratch_dir(BIN);
     let log = dir.join("decisions.log");
     let config = dir.join("gateway.toml");
@@ -156,7 +161,7 @@ async fn start(table: Table) -> Service {
         + &format!(
             "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\n{}",
             log.display(),
-            table(&bed.keys.data_dir, decisions)
+            table(&bed.keys.data_dir, decisions, grpc)
         );
     std::fs::write(&config, text).unwrap();
     let checked = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
@@ -180,6 +185,7 @@ async fn start(table: Table) -> Service {
         bed,
         gateway,
         url: format!("http://127.0.0.1:{decisions}"),
+        grpc,
         token,
         log,
         dir,
@@ -332,8 +338,48 @@ async fn envoy_http(s: &Service, path: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// A CheckRequest as Envoy sends it: pseudo-headers and the request's headers, lower case.
+fn check_request(method: &str, path: &str, headers: &[(&str, &str)]) -> CheckRequest {
+    let mut map: std::collections::HashMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.insert(":method".into(), method.into());
+    map.insert(":path".into(), path.into());
+    map.insert(":authority".into(), "api.example".into());
+    CheckRequest {
+        attributes: Some(AttributeContext {
+            request: Some(attribute_context::Request {
+                http: Some(attribute_context::HttpRequest {
+                    method: method.into(),
+                    path: path.into(),
+                    host: "api.example".into(),
+                    headers: map,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Envoy's gRPC check of a GET of `path`, with the caller's `Authorization`.
+async fn check(
+    client: &mut AuthorizationClient<tonic::transport::Channel>,
+    path: &str,
+    bearer: Option<&str>,
+) -> envoy_types::pb::envoy::service::auth::v3::CheckResponse {
+    let headers: Vec<(&str, &str)> = bearer.map(|b| ("authorization", b)).into_iter().collect();
+    client
+        .check(check_request("GET", path, &headers))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoy_ext_authz_http_is_answered_by_the_proxy_s_decisions() {
+async fn envoy_ext_authz_http_and_grpc_are_answered_by_the_proxy_s_decisions() {
     let s = start(plain).await;
     let bearer = format!("Bearer {}", s.token);
 
@@ -383,6 +429,36 @@ async fn envoy_ext_authz_http_is_answered_by_the_proxy_s_decisions() {
         "{body}"
     );
 
+    // Envoy's gRPC form, with a client of the same definitions.
+    let mut grpc = AuthorizationClient::connect(format!("http://127.0.0.1:{}", s.grpc))
+        .await
+        .unwrap();
+    let answer = check(&mut grpc, "/api/containers/C1", Some(&bearer)).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 0, "{answer:?}");
+    let Some(check_response::HttpResponse::OkResponse(ok)) = &answer.http_response else {
+        panic!("not allowed: {answer:?}");
+    };
+    let set: Vec<(String, String)> = ok
+        .headers
+        .iter()
+        .filter_map(|h| h.header.as_ref())
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
+    assert!(
+        set.contains(&("x-consumer-party-id".into(), CONSUMER.into())),
+        "{set:?}"
+    );
+    let answer = check(&mut grpc, "/api/containers/SECRET-1", Some(&bearer)).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 7, "{answer:?}");
+    let Some(check_response::HttpResponse::DeniedResponse(denied)) = &answer.http_response else {
+        panic!("not denied: {answer:?}");
+    };
+    assert_eq!(denied.status.as_ref().unwrap().code, 403);
+    let body: Value = serde_json::from_str(&denied.body).unwrap();
+    assert_eq!(body["reason"], "denied_by_rule", "{body}");
+    let answer = check(&mut grpc, "/api/containers/C1", None).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 16, "{answer:?}");
+
     s.gateway.terminate().await;
     s.bed.stop().await;
 }
@@ -396,7 +472,6 @@ async fn with_client_certificates_required_every_caller_shows_one() {
     let ca = reqwest::Certificate::from_pem_bundle(&ca_pem).unwrap();
     let key = std::fs::read_to_string(data.join(format!("parties/{SP}.key.pem"))).unwrap();
     let chain = std::fs::read_to_string(data.join(format!("parties/{SP}.chain.pem"))).unwrap();
-    let check = format!("{base}/ext_authz/api/containers/C1");
 
     // Without a client certificate, no handshake.
     let anonymous = reqwest::Client::builder()
@@ -404,7 +479,8 @@ async fn with_client_certificates_required_every_caller_shows_one() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let refused = anonymous.get(&check).bearer_auth(&s.token).send().await;
+    let c1_check = format!("{base}/ext_authz/api/containers/C1");
+    let refused = anonymous.get(&c1_check).bearer_auth(&s.token).send().await;
     assert!(refused.is_err(), "{refused:?}");
 
     // With one, the request is decided.
@@ -414,9 +490,35 @@ async fn with_client_certificates_required_every_caller_shows_one() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let resp = pep.get(&check).bearer_auth(&s.token).send().await.unwrap();
+    let resp = pep
+        .get(&c1_check)
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+
+    // gRPC over TLS, with the same client certificate.
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca_pem))
+        .identity(tonic::transport::Identity::from_pem(chain, key))
+        .domain_name("localhost");
+    let channel = tonic::transport::Channel::from_shared(format!("https://127.0.0.1:{}", s.grpc))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {}", s.token);
+    let answer = check(
+        &mut AuthorizationClient::new(channel),
+        "/api/containers/SECRET-1",
+        Some(&bearer),
+    )
+    .await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 7, "{answer:?}");
     s.gateway.terminate().await;
     s.bed.stop().await;
 }

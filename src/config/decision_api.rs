@@ -1,5 +1,5 @@
 //! The `[decision_api]` section: where the decision service listens (HTTP for nginx and Envoy's
-//! HTTP form), its TLS and client certificates, and the deadline of a request.
+//! HTTP form, gRPC for Envoy), its TLS and client certificates, and the deadline of a request.
 
 use super::defaults as default;
 use super::file::DecisionApiFile;
@@ -24,6 +24,9 @@ pub(super) fn build(
         }
         Some(a) => issues.check("decision_api.address", socket_addr(a)),
     };
+    let grpc_address = f
+        .grpc_address
+        .and_then(|a| issues.check("decision_api.grpc_address", socket_addr(&a)));
     let tls = f
         .tls
         .map(|t| super::gateway::listener_tls(base, "decision_api", t, issues));
@@ -33,6 +36,7 @@ pub(super) fn build(
     }
     Some(DecisionApiSettings {
         address: address?,
+        grpc_address,
         tls,
         timeout,
     })
@@ -40,5 +44,11 @@ pub(super) fn build(
 
 /// The addresses the service binds, by key, which no other listener may take.
 pub(super) fn addresses(settings: &DecisionApiSettings) -> Vec<(String, SocketAddr)> {
-    vec![("decision_api.address".to_string(), settings.address)]
+    std::iter::once(("decision_api.address".to_string(), settings.address))
+        .chain(
+            settings
+                .grpc_address
+                .map(|a| ("decision_api.grpc_address".to_string(), a)),
+        )
+        .collect()
 }

@@ -127,6 +127,8 @@ pub struct GatewayFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct DecisionApiFile {
     pub address: Option<String>,
+    /// Envoy's gRPC ext_authz, on an address of its own.
+    pub grpc_address: Option<String>,
     pub tls: Option<ListenerTlsFile>,
     #[serde(default, with = "humantime_serde")]
     pub timeout: Option<Duration>,

@@ -56,6 +56,8 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecisionApiSettings {
     pub address: SocketAddr,
+    /// Envoy's gRPC `ext_authz` (h2c, or TLS as `tls` says).
+    pub grpc_address: Option<SocketAddr>,
     pub tls: Option<ListenerTls>,
     /// The longest a request may take, from its header to its answer.
     pub timeout: Duration,

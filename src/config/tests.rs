@@ -395,10 +395,11 @@ fn the_decision_api_needs_an_address_of_its_own() {
     );
     assert_eq!(
         issues(
-            &api("address = \"127.0.0.1:8443\"\ntimeout = \"0s\"\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\n"),
+            &api("address = \"127.0.0.1:8443\"\ngrpc_address = \"nowhere\"\ntimeout = \"0s\"\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\n"),
             ROUTE
         ),
         [
+            "gateway.toml: decision_api.grpc_address: \"nowhere\" is not an address: invalid socket address",
             "gateway.toml: decision_api.tls.client_auth: needs tls.client_ca",
             "gateway.toml: decision_api.timeout: longer than 0 s",
             "gateway.toml: decision_api.address: 127.0.0.1:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own",

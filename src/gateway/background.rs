@@ -29,10 +29,13 @@ pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, Confi
     if config.listeners != current.config.listeners {
         tracing::warn!("the listeners changed: they take effect with a graceful upgrade (SIGQUIT and a new process with --upgrade); the current ones stay");
     }
-    let bound =
-        |c: &config::model::Config| c.decision_api.as_ref().map(|d| (d.address, d.tls.clone()));
+    let bound = |c: &config::model::Config| {
+        c.decision_api
+            .as_ref()
+            .map(|d| (d.address, d.grpc_address, d.tls.clone()))
+    };
     if bound(&config) != bound(&current.config) {
-        tracing::warn!("[decision_api] address or tls changed: they take effect at a restart; its deadline is reloaded");
+        tracing::warn!("[decision_api] address, grpc_address or tls changed: they take effect at a restart; its deadline is reloaded");
     }
     if config.replay.redis.is_some() != current.config.replay.redis.is_some() {
         tracing::warn!("[replay] store changed between memory and redis: it takes effect at a restart; the current store stays");

@@ -1,10 +1,11 @@
 //! The decision service: the proxy's decisions answered to other proxies. nginx
-//! (`auth_request`) and Envoy (`ext_authz`) describe the request they hold;
+//! (`auth_request`) and Envoy (`ext_authz`, HTTP and gRPC) describe the request they hold;
 //! it is decided by the proxy's own stages (`decision::dry_run::decide` with the live evidence,
 //! under the current snapshot), logged in the decision log and counted, and answered with what the
 //! backend receives (allowed) or the refusal with its reason and decision id.
 
 pub mod forwarded;
+pub mod grpc;
 pub mod server;
 
 use super::decision::dry_run::{self, DryRequest, DryRunError};
@@ -25,6 +26,7 @@ pub const REASON_HEADER: &str = "x-decision-reason";
 pub enum Interface {
     Nginx,
     ExtAuthzHttp,
+    ExtAuthzGrpc,
 }
 
 impl Interface {
@@ -32,6 +34,7 @@ impl Interface {
         match self {
             Interface::Nginx => "nginx",
             Interface::ExtAuthzHttp => "ext_authz_http",
+            Interface::ExtAuthzGrpc => "ext_authz_grpc",
         }
     }
 }

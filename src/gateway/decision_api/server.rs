@@ -1,9 +1,9 @@
-//! The decision service's listener, beside pingora's: HTTP/1.1 and HTTP/2 (h2c, or TLS with
-//! optional client certificates) for nginx and Envoy's HTTP form. Bound when the server is built
-//! (a taken port fails the start), served by a background service until shutdown; every request is
-//! read under the configured deadline.
+//! The decision service's listeners, beside pingora's: HTTP/1.1 and HTTP/2 (h2c, or TLS with
+//! optional client certificates) for nginx and Envoy's HTTP form, and gRPC for Envoy. Bound when
+//! the server is built (a taken port fails the start), served by a background service until
+//! shutdown; every request is read under the configured deadline.
 
-use super::forwarded;
+use super::{forwarded, grpc};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::listener::{server_config, CertResolver};
 use crate::gateway::reject::{Answer, Body};
@@ -24,6 +24,7 @@ pub struct DecisionService {
     state: Arc<GatewayState>,
     settings: DecisionApiSettings,
     http: Mutex<Option<std::net::TcpListener>>,
+    grpc: Mutex<Option<std::net::TcpListener>>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
@@ -37,7 +38,7 @@ fn bind(address: SocketAddr, key: &str) -> Result<std::net::TcpListener, String>
 }
 
 impl DecisionService {
-    /// Bind the configured address and load the TLS certificate.
+    /// Bind the configured addresses and load the TLS certificate.
     pub fn bind(
         state: Arc<GatewayState>,
         settings: DecisionApiSettings,
@@ -51,10 +52,15 @@ impl DecisionService {
             }
         };
         let http = bind(settings.address, "decision_api.address")?;
+        let grpc = match settings.grpc_address {
+            Some(a) => Some(bind(a, "decision_api.grpc_address")?),
+            None => None,
+        };
         Ok(DecisionService {
             state,
             settings,
             http: Mutex::new(Some(http)),
+            grpc: Mutex::new(grpc),
             tls,
         })
     }
@@ -66,6 +72,16 @@ impl BackgroundService for DecisionService {
         let taken = |m: &Mutex<Option<std::net::TcpListener>>| {
             m.lock().unwrap_or_else(|e| e.into_inner()).take()
         };
+        if let Some(listener) = taken(&self.grpc) {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    let state = self.state.clone();
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(grpc::serve(state, listener, self.tls.clone(), shutdown));
+                }
+                Err(e) => tracing::error!("decision_api.grpc_address: {e}"),
+            }
+        }
         let Some(listener) = taken(&self.http) else {
             return;
         };
