@@ -1,6 +1,6 @@
 //! The decision service through the binary: nginx's `auth_request` with a real nginx in front of
-//! the echo backend, and Envoy's `ext_authz` in its HTTP and gRPC forms (requests shaped as Envoy
-//! sends them); each decision logged and counted.
+//! the echo backend, Envoy's `ext_authz` in its HTTP and gRPC forms (requests shaped as Envoy sends
+//! them), and AuthZEN; each decision logged and counted.
 
 mod support;
 
@@ -19,6 +19,8 @@ use support::shipped::{rules_with_a_shadow_route, shipped_gateway, Urls};
 use support::*;
 
 const BIN: &str = "decision_api";
+const SECRET: &str = "0123456789abcdef0123456789abcdef-pep-secret";
+
 /// nginx from Debian's nginx-light (what `make test-setup` installs): on the PATH or in /usr/sbin.
 fn nginx_binary() -> PathBuf {
     let on_path = std::env::var_os("PATH")
@@ -136,9 +138,9 @@ struct Service {
 /// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
 type Table = fn(data: &Path, decisions: u16, grpc: u16) -> String;
 
-/// Plain HTTP and h2c.
+/// Plain HTTP and h2c, AuthZEN callers with the bearer secret.
 fn plain(_: &Path, decisions: u16, grpc: u16) -> String {
-    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\n")
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n")
 }
 
 /// TLS on both, every caller with a client certificate of the testbed's CA.
@@ -153,6 +155,7 @@ async fn start(table: Table) -> Service {
     let (decisions, grpc) = (free_port(), free_port());
     let dir = scratch_dir(BIN);
     let log = dir.join("decisions.log");
+    std::fs::write(dir.join("pep.secret"), SECRET).unwrap();
     let config = dir.join("gateway.toml");
     let rules = rules_with_a_shadow_route(&dir);
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
@@ -328,6 +331,23 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
     s.bed.stop().await;
 }
 
+/// An AuthZEN request of a PEP (with the secret, if given): the status and the JSON answer.
+async fn ask(s: &Service, path: &str, body: &Value, secret: Option<&str>) -> (u16, Value) {
+    let mut req = s.http.post(format!("{}{path}", s.url)).json(body);
+    if let Some(secret) = secret {
+        req = req.bearer_auth(secret);
+    }
+    status_json(req.send().await.unwrap()).await
+}
+
+/// AuthZEN's discovery document at `base`.
+async fn discovery(http: &reqwest::Client, base: &str) -> Value {
+    let url = format!("{base}/.well-known/authzen-configuration");
+    let resp = http.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
 /// A check as Envoy's HTTP form sends it: the original path after the prefix, the caller's token.
 async fn envoy_http(s: &Service, path: &str) -> reqwest::Response {
     s.http
@@ -379,7 +399,7 @@ async fn check(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoy_ext_authz_http_and_grpc_are_answered_by_the_proxy_s_decisions() {
+async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     let s = start(plain).await;
     let bearer = format!("Bearer {}", s.token);
 
@@ -459,12 +479,111 @@ async fn envoy_ext_authz_http_and_grpc_are_answered_by_the_proxy_s_decisions() {
     let answer = check(&mut grpc, "/api/containers/C1", None).await;
     assert_eq!(answer.status.as_ref().unwrap().code, 16, "{answer:?}");
 
+    // AuthZEN: the PEP authenticates, and the same delegation stages decide the mask it names.
+    let evaluation = |id: &str| {
+        json!({
+            "subject": {"type": "party", "id": CONSUMER},
+            "resource": {"type": "CONTAINER", "id": id, "properties": {"policy_issuer": OWNER, "attributes": ["*"]}},
+            "action": {"name": "iSHARE.READ"},
+        })
+    };
+    let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    assert_eq!(body["context"]["reason"], "granted", "{body}");
+    let id = body["context"]["decision_id"].as_str().unwrap().to_string();
+    let line = logged(&s.log, &id).await;
+    assert_eq!(line["mask"]["identifiers"][0], "C1", "{line}");
+    let (status, body) = ask(
+        &s,
+        "/access/v1/evaluation",
+        &evaluation("SECRET-1"),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!((status, &body["decision"]), (200, &json!(false)), "{body}");
+    assert_eq!(body["context"]["reason"], "denied_by_rule", "{body}");
+    for secret in [None, Some("not-the-secret")] {
+        let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), secret).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (401, Some("pep_unauthenticated")),
+            "{body}"
+        );
+    }
+    // A route named: its settings and mode apply; a route for people is not one to name.
+    let mut shadowed = evaluation("SECRET-1");
+    shadowed["resource"]["properties"]["route"] = json!("containers-shadow");
+    let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    assert_eq!(
+        (
+            &body["context"]["reason"],
+            &body["context"]["shadow_denied"]
+        ),
+        (&json!("denied_by_rule"), &json!(true)),
+        "{body}"
+    );
+    shadowed["resource"]["properties"]["route"] = json!("people-containers");
+    let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_evaluation")),
+        "{body}"
+    );
+    let batch = json!({
+        "subject": {"type": "party", "id": CONSUMER},
+        "action": {"name": "iSHARE.READ"},
+        "evaluations": [
+            {"resource": evaluation("C2")["resource"]},
+            {"resource": evaluation("SECRET-1")["resource"]},
+        ],
+    });
+    let (status, body) = ask(&s, "/access/v1/evaluations", &batch, Some(SECRET)).await;
+    assert_eq!(status, 200, "{body}");
+    let decided: Vec<&Value> = body["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["decision"])
+        .collect();
+    assert_eq!(decided, [&json!(true), &json!(false)], "{body}");
+    let mut too_many = batch.clone();
+    too_many["evaluations"] = Value::Array(vec![json!({}); 101]);
+    let (status, body) = ask(&s, "/access/v1/evaluations", &too_many, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_evaluation")),
+        "{body}"
+    );
+    let (status, body) = ask(
+        &s,
+        "/access/v1/evaluation",
+        &json!({"subject": {"type": "party", "id": CONSUMER}}),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error_description"]
+        .as_str()
+        .unwrap()
+        .contains("resource is missing"));
+    let big = json!({"padding": "x".repeat(70 * 1024)});
+    let (status, body) = ask(&s, "/access/v1/evaluation", &big, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (413, Some("body_too_large")),
+        "{body}"
+    );
+    assert_eq!(
+        discovery(&s.http, &s.url).await["access_evaluation_endpoint"],
+        format!("{}/access/v1/evaluation", s.url)
+    );
     s.gateway.terminate().await;
     s.bed.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_client_certificates_required_every_caller_shows_one() {
+async fn with_client_certificates_required_every_caller_shows_one_and_authzen_needs_no_secret() {
     let s = start(mutual_tls).await;
     let base = s.url.replace("http://", "https://");
     let data = &s.bed.keys.data_dir;
@@ -472,6 +591,11 @@ async fn with_client_certificates_required_every_caller_shows_one() {
     let ca = reqwest::Certificate::from_pem_bundle(&ca_pem).unwrap();
     let key = std::fs::read_to_string(data.join(format!("parties/{SP}.key.pem"))).unwrap();
     let chain = std::fs::read_to_string(data.join(format!("parties/{SP}.chain.pem"))).unwrap();
+    let evaluation = json!({
+        "subject": {"type": "party", "id": CONSUMER},
+        "resource": {"type": "CONTAINER", "id": "C1", "properties": {"policy_issuer": OWNER}},
+        "action": {"name": "iSHARE.READ"},
+    });
 
     // Without a client certificate, no handshake.
     let anonymous = reqwest::Client::builder()
@@ -479,25 +603,41 @@ async fn with_client_certificates_required_every_caller_shows_one() {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let c1_check = format!("{base}/ext_authz/api/containers/C1");
-    let refused = anonymous.get(&c1_check).bearer_auth(&s.token).send().await;
+    let refused = anonymous
+        .post(format!("{base}/access/v1/evaluation"))
+        .json(&evaluation)
+        .send()
+        .await;
     assert!(refused.is_err(), "{refused:?}");
 
-    // With one, the request is decided.
+    // With one, AuthZEN answers without the bearer secret, and the proxies' forms are decided.
     let pep = reqwest::Client::builder()
         .tls_certs_only(ca)
         .identity(reqwest::Identity::from_pem(format!("{key}{chain}").as_bytes()).unwrap())
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
+    let (status, body) = status_json(
+        pep.post(format!("{base}/access/v1/evaluation"))
+            .json(&evaluation)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
     let resp = pep
-        .get(&c1_check)
+        .get(format!("{base}/ext_authz/api/containers/C1"))
         .bearer_auth(&s.token)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    assert_eq!(
+        discovery(&pep, &base).await["access_evaluations_endpoint"],
+        format!("{base}/access/v1/evaluations")
+    );
 
     // gRPC over TLS, with the same client certificate.
     let tls = tonic::transport::ClientTlsConfig::new()

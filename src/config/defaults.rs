@@ -95,7 +95,9 @@ pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LOG_LEVEL: &str = "info";
 pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
 pub const DECISION_LOG_QUEUE: usize = 10_000;
-/// The decision service's deadline of a request.
+/// The decision service's largest request body, its largest AuthZEN batch, its deadline.
+pub const DECISION_API_MAX_BODY: usize = 64 * 1024;
+pub const DECISION_API_MAX_BATCH: usize = 100;
 pub const DECISION_API_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const LOGIN_SCOPE: &str = "openid profile";
@@ -193,6 +195,11 @@ pub fn documented() -> Vec<(&'static str, String)> {
             DECISION_LOG_MAX_LINE.to_string(),
         ),
         ("decision_log.queue", DECISION_LOG_QUEUE.to_string()),
+        (
+            "decision_api.max_body_bytes",
+            DECISION_API_MAX_BODY.to_string(),
+        ),
+        ("decision_api.max_batch", DECISION_API_MAX_BATCH.to_string()),
         ("decision_api.timeout", time(DECISION_API_TIMEOUT)),
         ("login.scope", text(LOGIN_SCOPE)),
         ("login.session_lifetime", time(SESSION_LIFETIME)),

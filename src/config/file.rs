@@ -120,7 +120,7 @@ pub struct GatewayFile {
     pub login: Option<LoginFile>,
     /// One JSON line per decision.
     pub decision_log: Option<DecisionLogFile>,
-    /// The decision service: the gateway's decisions for nginx and Envoy.
+    /// The decision service: the gateway's decisions for nginx, Envoy and AuthZEN clients.
     pub decision_api: Option<DecisionApiFile>,
 }
 
@@ -130,6 +130,10 @@ pub struct DecisionApiFile {
     /// Envoy's gRPC ext_authz, on an address of its own.
     pub grpc_address: Option<String>,
     pub tls: Option<ListenerTlsFile>,
+    /// A secret AuthZEN callers send as `Authorization: Bearer …`.
+    pub bearer_secret_file: Option<PathBuf>,
+    pub max_body_bytes: Option<ByteSize>,
+    pub max_batch: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     pub timeout: Option<Duration>,
 }

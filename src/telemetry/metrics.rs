@@ -111,8 +111,8 @@ pub struct Metrics {
     /// Lines of the decision log by result (written, dropped: the queue was full, failed: the
     /// write failed).
     pub decision_log: IntCounterVec,
-    /// Decisions of the decision service, by interface (nginx, ext_authz_http, ext_authz_grpc) and
-    /// outcome (allowed, shadow_denied, or the refusal's metrics outcome).
+    /// Decisions of the decision service, by interface (nginx, ext_authz_http, ext_authz_grpc,
+    /// authzen) and outcome (allowed, shadow_denied, or the refusal's metrics outcome).
     pub decision_api: IntCounterVec,
     /// Age of the trusted list in seconds.
     pub trusted_list_age: IntGauge,

@@ -1,9 +1,10 @@
-//! The decision service: the proxy's decisions answered to other proxies. nginx
-//! (`auth_request`) and Envoy (`ext_authz`, HTTP and gRPC) describe the request they hold;
+//! The decision service: the proxy's decisions answered to other proxies and to AuthZEN clients.
+//! nginx (`auth_request`) and Envoy (`ext_authz`, HTTP and gRPC) describe the request they hold;
 //! it is decided by the proxy's own stages (`decision::dry_run::decide` with the live evidence,
 //! under the current snapshot), logged in the decision log and counted, and answered with what the
 //! backend receives (allowed) or the refusal with its reason and decision id.
 
+pub mod authzen;
 pub mod forwarded;
 pub mod grpc;
 pub mod server;
@@ -27,6 +28,7 @@ pub enum Interface {
     Nginx,
     ExtAuthzHttp,
     ExtAuthzGrpc,
+    AuthZen,
 }
 
 impl Interface {
@@ -35,6 +37,7 @@ impl Interface {
             Interface::Nginx => "nginx",
             Interface::ExtAuthzHttp => "ext_authz_http",
             Interface::ExtAuthzGrpc => "ext_authz_grpc",
+            Interface::AuthZen => "authzen",
         }
     }
 }

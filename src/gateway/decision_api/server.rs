@@ -1,9 +1,9 @@
 //! The decision service's listeners, beside pingora's: HTTP/1.1 and HTTP/2 (h2c, or TLS with
-//! optional client certificates) for nginx and Envoy's HTTP form, and gRPC for Envoy. Bound when
-//! the server is built (a taken port fails the start), served by a background service until
-//! shutdown; every request is read under the configured deadline.
+//! optional client certificates) for nginx, Envoy's HTTP form and AuthZEN, and gRPC for Envoy.
+//! Bound when the server is built (a taken port fails the start), served by a background service
+//! until shutdown; every request is read under the configured deadline and body bound.
 
-use super::{forwarded, grpc};
+use super::{authzen, forwarded, grpc};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::listener::{server_config, CertResolver};
 use crate::gateway::reject::{Answer, Body};
@@ -18,6 +18,15 @@ use tokio::sync::Semaphore;
 
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 4096;
+
+/// What the service knows of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    /// The client showed a certificate of `tls.client_ca`, verified in the handshake.
+    pub client_certificate: bool,
+    /// The connection is TLS.
+    pub tls: bool,
+}
 
 /// The decision service, bound and ready to serve.
 pub struct DecisionService {
@@ -114,13 +123,23 @@ impl DecisionService {
             tokio::spawn(async move {
                 let _permit = permit;
                 match tls {
-                    None => serve_connection(state, stream, timeout).await,
+                    None => {
+                        let conn = Connection {
+                            client_certificate: false,
+                            tls: false,
+                        };
+                        serve_connection(state, conn, stream, timeout).await;
+                    }
                     Some(acceptor) => {
                         let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
                         let Ok(Ok(stream)) = handshake.await else {
                             return;
                         };
-                        serve_connection(state, stream, timeout).await;
+                        let conn = Connection {
+                            client_certificate: stream.get_ref().1.peer_certificates().is_some(),
+                            tls: true,
+                        };
+                        serve_connection(state, conn, stream, timeout).await;
                     }
                 }
             });
@@ -158,15 +177,19 @@ where
 }
 
 /// Serve HTTP/1.1 or HTTP/2 on one connection; a request's header must arrive within `timeout`.
-async fn serve_connection<S>(state: Arc<GatewayState>, stream: S, timeout: std::time::Duration)
-where
+async fn serve_connection<S>(
+    state: Arc<GatewayState>,
+    conn: Connection,
+    stream: S,
+    timeout: std::time::Duration,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let state = state.clone();
         async move {
             let req = req.map(axum::body::Body::new);
-            Ok::<_, std::convert::Infallible>(answer(&state, req).await)
+            Ok::<_, std::convert::Infallible>(answer(&state, conn, req).await)
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -186,10 +209,11 @@ where
 /// One request, within the configured deadline.
 async fn answer(
     state: &GatewayState,
+    conn: Connection,
     req: http::Request<axum::body::Body>,
 ) -> http::Response<axum::body::Body> {
     let timeout = super::deadline(state);
-    match tokio::time::timeout(timeout, route(state, req)).await {
+    match tokio::time::timeout(timeout, route(state, conn, req)).await {
         Ok(response) => response.map(axum::body::Body::from),
         Err(_) => Answer {
             status: 503,
@@ -208,6 +232,7 @@ async fn answer(
 /// The service's paths.
 async fn route(
     state: &GatewayState,
+    conn: Connection,
     req: http::Request<axum::body::Body>,
 ) -> http::Response<Vec<u8>> {
     let path = req.uri().path();
@@ -224,14 +249,5 @@ async fn route(
             .to_string();
         return forwarded::ext_authz(state, req.method(), &target, req.headers()).await;
     }
-    Answer {
-        status: 404,
-        body: Body::Json(serde_json::json!({
-            "error": "not_found",
-            "error_description": "the decision service answers /nginx and /ext_authz/…",
-            "reason": "no_route",
-        })),
-        headers: Vec::new(),
-    }
-    .into_response()
+    authzen::route(state, conn, req).await
 }
