@@ -578,6 +578,35 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
         discovery(&s.http, &s.url).await["access_evaluation_endpoint"],
         format!("{}/access/v1/evaluation", s.url)
     );
+
+    // SIGHUP: the next decision is made under the new configuration (the shadow route gone, a new
+    // secret), on the same listener.
+    std::fs::remove_file(s.dir.join("policies/shadow.toml")).unwrap();
+    let renewed = format!("{SECRET}-renewed");
+    std::fs::write(s.dir.join("pep.secret"), &renewed).unwrap();
+    let generation = s.gateway.generation().await.unwrap();
+    s.gateway.reload(generation).await;
+    let (status, body) = status_json(envoy_http(&s, "/shadow/containers/SECRET-1").await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("no_route")),
+        "{body}"
+    );
+    let old = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
+    assert_eq!(old.0, 401, "{}", old.1);
+    let new = ask(
+        &s,
+        "/access/v1/evaluation",
+        &evaluation("C1"),
+        Some(&renewed),
+    )
+    .await;
+    assert_eq!(
+        (new.0, &new.1["decision"]),
+        (200, &json!(true)),
+        "{}",
+        new.1
+    );
     s.gateway.terminate().await;
     s.bed.stop().await;
 }

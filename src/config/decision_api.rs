@@ -36,7 +36,8 @@ pub(super) fn build(
         .map(|t| super::gateway::listener_tls(base, "decision_api", t, issues));
     let bearer_secret = f
         .bearer_secret_file
-        .and_then(|p| bearer_secret(&resolve(base, &p), issues));
+        .as_ref()
+        .and_then(|p| bearer_secret(&resolve(base, p), issues));
     let max_body_bytes = match f.max_body_bytes {
         None => default::DECISION_API_MAX_BODY,
         Some(size) => match usize::try_from(size.0) {
@@ -50,6 +51,16 @@ pub(super) fn build(
     let max_batch = f.max_batch.unwrap_or(default::DECISION_API_MAX_BATCH);
     if max_batch == 0 {
         issues.add("decision_api.max_batch", "at least 1");
+    }
+    let required_certificates = tls
+        .as_ref()
+        .and_then(|t| t.client_auth.as_ref())
+        .is_some_and(|c| c.required);
+    if bearer_secret.is_none() && !required_certificates && f.bearer_secret_file.is_none() {
+        issues.warn(
+            "decision_api",
+            "no bearer_secret_file and no required client certificates: AuthZEN callers cannot authenticate and are refused (nginx and Envoy are decided on their callers' tokens)",
+        );
     }
     let timeout = f.timeout.unwrap_or(default::DECISION_API_TIMEOUT);
     if timeout.is_zero() {

@@ -435,4 +435,13 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
         Some(super::decision_api::digest("s".repeat(40).as_bytes()))
     );
     assert_eq!(settings.max_batch, defaults::DECISION_API_MAX_BATCH);
+    // Without a secret or required client certificates, AuthZEN callers cannot authenticate.
+    let dir = write(&api("address = \"127.0.0.1:9902\"\n"), ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings: Vec<String> = config.warnings.iter().map(|w| w.message.clone()).collect();
+    assert_eq!(
+        warnings,
+        ["no bearer_secret_file and no required client certificates: AuthZEN callers cannot authenticate and are refused (nginx and Envoy are decided on their callers' tokens)"]
+    );
 }
