@@ -89,8 +89,9 @@ impl Refusal {
         }
     }
 
-    /// Record it in `d`; the answer, naming the decision.
+    /// Record it in `d` (in place of what the stages found); the answer, naming the decision.
     fn record(self, d: &mut Decision) -> Answer {
+        d.refusal = None;
         d.outcome = self.outcome;
         d.reason = self.reason;
         d.description = Some(self.description.clone());
