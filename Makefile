@@ -1,8 +1,8 @@
 # The two commands of the README: `make demo` and `make test`. Both first install what a fresh
 # machine lacks: cmake (pingora's zlib-ng build needs it) and OpenSSL's headers (the JOSE crate's
-# encryption), and for the tests the real parts they start: redis-server, curl, headless Chromium
-# with its WebDriver (Debian's chromium and chromium-driver), and python-ishare (from PyPI, in a
-# virtual environment).
+# encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
+# of the decision service), curl, headless Chromium with its WebDriver (Debian's chromium and
+# chromium-driver), and python-ishare (from PyPI, in a virtual environment).
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
