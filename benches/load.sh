@@ -91,8 +91,9 @@ wait_for http://127.0.0.1:9180/
 
 # Ports: backend 9200 (also the OTLP sink: it answers 200 to /v1/traces); per core count, nginx
 # 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203, bare pingora 9204, gateway 9205 (TLS 9215,
-# admin 9225), gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235,
-# admin 9236), gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);
+# admin 9225, decision service 9237), nginx with auth_request to that decision service 9212,
+# gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235, admin 9236),
+# gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);
 # the cluster: Redis 9230, two gateways on it 9207 and 9208 (TLS 9217, 9218; admin 9227, 9228),
 # HAProxy in front of both 9209, and of the first alone 9210.
 TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
@@ -229,6 +230,48 @@ EOF
       conf/gateway.toml
   }
   gateway_cfg 9205 9215 9225 warn >"$D/gateway.toml"
+  printf '\n[decision_api]\naddress = "127.0.0.1:9237"\n' >>"$D/gateway.toml"
+  # nginx asking the gateway's decision service for every request (auth_request), as the
+  # README's recipe has it, with keep-alive to the decision service and the backend.
+  cat >"$D/nginx-authz.conf" <<EOF
+worker_processes $N;
+worker_cpu_affinity auto;
+daemon off;
+pid $D/nginx-authz.pid;
+error_log $D/nginx-authz-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:9200; keepalive 256; }
+  upstream decisions { server 127.0.0.1:9237; keepalive 256; }
+  server {
+    listen 127.0.0.1:9212 backlog=4096;
+    underscores_in_headers on;
+    location / {
+      auth_request /_ishare;
+      auth_request_set \$consumer \$upstream_http_x_consumer_party_id;
+      auth_request_set \$decision \$upstream_http_x_decision_id;
+      proxy_set_header X-Consumer-Party-Id \$consumer;
+      proxy_set_header X-Decision-Id \$decision;
+      proxy_set_header Authorization "";
+      proxy_set_header delegation_evidence "";
+      proxy_set_header service_consumer_assertion "";
+      proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
+    }
+    location = /_ishare {
+      internal;
+      proxy_pass http://decisions/nginx;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-URI \$request_uri;
+      proxy_set_header X-Original-Method \$request_method;
+    }
+  }
+}
+EOF
   gateway_cfg 9206 9216 9226 info >"$D/gateway-log.toml"
   # The decision log on, and a route in shadow mode beside the shipped ones.
   mkdir -p "$D/policies"
@@ -274,6 +317,7 @@ EOF
 
   start "$CLIENT_CPUS" "$D/backend.log" nginx -c "$D/backend.conf"
   start "$SERVER_CPUS" "$D/nginx.log" nginx -c "$D/nginx.conf"
+  start "$SERVER_CPUS" "$D/nginx-authz.log" nginx -c "$D/nginx-authz.conf"
   start "$SERVER_CPUS" "$D/haproxy.log" haproxy -db -f "$D/haproxy.cfg"
   start "$SERVER_CPUS" "$D/haproxy-jwt.log" haproxy -db -f "$D/haproxy-jwt.cfg"
   start "$SERVER_CPUS" "$D/bare.log" "$BARE" 127.0.0.1:9204 127.0.0.1:9200 "$N"
@@ -290,7 +334,8 @@ EOF
   start "$SERVER_CPUS" "$D/balancer-1.log" haproxy -db -f "$D/balancer-1.cfg"
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
     http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready http://127.0.0.1:9251/ready http://127.0.0.1:9236/ready \
-    http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status; do
+    http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status \
+    http://127.0.0.1:9212/status; do
     wait_for "$url"
   done
   curl -fs -o /dev/null -H "Authorization: Bearer $JWT" http://127.0.0.1:9203/ ||
@@ -320,6 +365,8 @@ EOF
     run "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
     warm 9205
     run "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
+    warm 9212
+    run "nginx auth_request + decision service" http://127.0.0.1:9212/api/containers/C1 "$BEARER"
     EVIDENCE=$(fresh_evidence)
     run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
     warm 9206

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use support::process::{eventually, GatewayProcess};
-use support::shipped::{shipped_gateway, Urls};
+use support::shipped::{rules_with_a_shadow_route, shipped_gateway, Urls};
 use support::*;
 
 const BIN: &str = "decisions";
@@ -34,34 +34,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-const SHADOW_ROUTE: &str = r#"
-[[route]]
-name = "containers-shadow"
-methods = ["GET"]
-path = "/shadow/containers/{id}"
-upstream = "legacy"
-upstream_path = "/containers/{id}"
-mode = "shadow"
-[route.delegation]
-policy_issuer = "EU.EORI.NL000000005"
-resource_type = "CONTAINER"
-identifiers = ["{path.id}"]
-"#;
-
-/// The shipped rules and a route in shadow mode, in a directory of their own.
-fn rules_with_a_shadow_route(dir: &Path) -> PathBuf {
-    let rules = dir.join("policies");
-    std::fs::create_dir_all(&rules).unwrap();
-    for entry in std::fs::read_dir(repo().join("policies")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|x| x == "toml") {
-            std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    std::fs::write(rules.join("shadow.toml"), SHADOW_ROUTE).unwrap();
-    rules
 }
 
 /// The decision log's lines, parsed.

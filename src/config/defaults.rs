@@ -95,6 +95,10 @@ pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LOG_LEVEL: &str = "info";
 pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
 pub const DECISION_LOG_QUEUE: usize = 10_000;
+/// The decision service's largest request body, its largest AuthZEN batch, its deadline.
+pub const DECISION_API_MAX_BODY: usize = 64 * 1024;
+pub const DECISION_API_MAX_BATCH: usize = 100;
+pub const DECISION_API_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const OTLP_ENDPOINT: &str = "http://127.0.0.1:4318/v1/traces";
 pub const SERVICE_NAME: &str = "ishare-gateway";
@@ -203,6 +207,12 @@ pub fn documented() -> Vec<(&'static str, String)> {
             "tracing.accept_client_context",
             ACCEPT_CLIENT_CONTEXT.to_string(),
         ),
+        (
+            "decision_api.max_body_bytes",
+            DECISION_API_MAX_BODY.to_string(),
+        ),
+        ("decision_api.max_batch", DECISION_API_MAX_BATCH.to_string()),
+        ("decision_api.timeout", time(DECISION_API_TIMEOUT)),
         ("login.scope", text(LOGIN_SCOPE)),
         ("login.session_lifetime", time(SESSION_LIFETIME)),
         ("login.cookie_name", text(COOKIE_NAME)),

@@ -122,6 +122,22 @@ pub struct GatewayFile {
     pub decision_log: Option<DecisionLogFile>,
     /// OpenTelemetry spans, exported over OTLP; absent: no tracing.
     pub tracing: Option<TracingFile>,
+    /// The decision service: the gateway's decisions for nginx, Envoy and AuthZEN clients.
+    pub decision_api: Option<DecisionApiFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DecisionApiFile {
+    pub address: Option<String>,
+    /// Envoy's gRPC ext_authz, on an address of its own.
+    pub grpc_address: Option<String>,
+    pub tls: Option<ListenerTlsFile>,
+    /// A secret AuthZEN callers send as `Authorization: Bearer …`.
+    pub bearer_secret_file: Option<PathBuf>,
+    pub max_body_bytes: Option<ByteSize>,
+    pub max_batch: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -58,7 +58,15 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
-    distinct_addresses(&listeners, admin, issues);
+    let decision_api = file
+        .decision_api
+        .and_then(|f| super::decision_api::build(&base, f, issues));
+    let service_addresses: Vec<(String, SocketAddr)> = admin
+        .map(|a| ("admin.address".to_string(), a))
+        .into_iter()
+        .chain(decision_api.iter().flat_map(super::decision_api::addresses))
+        .collect();
+    distinct_addresses(&listeners, &service_addresses, issues);
     let forwarding = super::forwarding::build(file.forwarding, issues);
     let mut strip_headers = forwarding.strip_headers;
     let party_headers = forwarding.party_headers;
@@ -115,6 +123,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         login,
         decision_log,
         tracing,
+        decision_api,
     })
 }
 
@@ -284,12 +293,16 @@ fn listeners(base: &Path, files: Vec<ListenerFile>, issues: &mut Issues) -> Vec<
 
 /// Every listener and the admin listener on an address of its own: two on one port of one host
 /// cannot both bind (pingora would even hand one socket to both, mixing their connections).
-fn distinct_addresses(listeners: &[Listener], admin: Option<SocketAddr>, issues: &mut Issues) {
+fn distinct_addresses(
+    listeners: &[Listener],
+    services: &[(String, SocketAddr)],
+    issues: &mut Issues,
+) {
     let named = listeners
         .iter()
         .enumerate()
         .map(|(i, l)| (format!("listener[{i}].address"), l.address))
-        .chain(admin.map(|a| ("admin.address".to_string(), a)));
+        .chain(services.iter().cloned());
     let mut seen: Vec<(String, SocketAddr)> = Vec::new();
     for (key, address) in named {
         let clash = seen.iter().find(|(_, other)| overlaps(*other, address));
@@ -313,7 +326,12 @@ pub(super) fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port() && a.port() != 0 && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
 }
 
-fn listener_tls(base: &Path, key: &str, t: ListenerTlsFile, issues: &mut Issues) -> ListenerTls {
+pub(super) fn listener_tls(
+    base: &Path,
+    key: &str,
+    t: ListenerTlsFile,
+    issues: &mut Issues,
+) -> ListenerTls {
     let mode = t
         .client_auth
         .and_then(|c| issues.choice(&format!("{key}.tls.client_auth"), c));

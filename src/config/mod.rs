@@ -4,6 +4,7 @@
 //! with its file and key. Defaults live in `defaults.rs`; `openapi/` makes a starting rules file
 //! from an OpenAPI document.
 
+pub mod decision_api;
 pub mod decision_log;
 pub mod defaults;
 pub mod file;

@@ -50,6 +50,35 @@ pub struct Config {
     pub decision_log: Option<DecisionLogSettings>,
     /// OpenTelemetry tracing, when `[tracing]` is configured.
     pub tracing: Option<TracingSettings>,
+    pub decision_api: Option<DecisionApiSettings>,
+}
+
+/// The decision service: the proxy's decisions answered to other proxies (nginx `auth_request`,
+/// Envoy `ext_authz`) and to AuthZEN clients.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionApiSettings {
+    pub address: SocketAddr,
+    /// Envoy's gRPC `ext_authz` (h2c, or TLS as `tls` says).
+    pub grpc_address: Option<SocketAddr>,
+    pub tls: Option<ListenerTls>,
+    /// What AuthZEN callers authenticate with, besides a client certificate when `tls` requires one.
+    pub bearer_secret: Option<BearerSecret>,
+    /// The largest request body (AuthZEN's JSON).
+    pub max_body_bytes: usize,
+    /// The most evaluations in one AuthZEN batch.
+    pub max_batch: usize,
+    /// The longest a request may take, from its header to its answer.
+    pub timeout: Duration,
+}
+
+/// The SHA-256 of the secret AuthZEN callers present; compared in constant time, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerSecret(pub [u8; 32]);
+
+impl std::fmt::Debug for BearerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerSecret(..)")
+    }
 }
 
 /// Where decisions are logged, one JSON line each.

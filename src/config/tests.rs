@@ -418,3 +418,66 @@ fn the_decision_log_needs_a_path_and_masks_only_known_fields() {
     assert_eq!(settings.max_line_bytes, defaults::DECISION_LOG_MAX_LINE);
     assert_eq!(settings.queue, defaults::DECISION_LOG_QUEUE);
 }
+
+#[test]
+fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
+    let api = |table: &str| gateway("", "", &format!("[decision_api]\n{table}"));
+    assert_eq!(
+        issues(&api("max_batch = 0\ncolour = 1\n"), ROUTE),
+        [
+            "gateway.toml: decision_api.colour: unknown key",
+            "gateway.toml: decision_api.address: missing: an address such as \"127.0.0.1:9902\"",
+            "gateway.toml: decision_api.max_batch: at least 1",
+        ]
+    );
+    assert_eq!(
+        issues(
+            &api("address = \"127.0.0.1:8443\"\ngrpc_address = \"nowhere\"\nbearer_secret_file = \"id.chain.pem\"\ntimeout = \"0s\"\nmax_body_bytes = 10\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\n"),
+            ROUTE
+        ),
+        [
+            "gateway.toml: decision_api.grpc_address: \"nowhere\" is not an address: invalid socket address",
+            "gateway.toml: decision_api.tls.client_auth: needs tls.client_ca",
+            "gateway.toml: decision_api.bearer_secret_file: id.chain.pem: the secret is sent in a header: printable text only",
+            "gateway.toml: decision_api.max_body_bytes: at least 1024 bytes",
+            "gateway.toml: decision_api.timeout: longer than 0 s",
+            "gateway.toml: decision_api.address: 127.0.0.1:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own",
+        ]
+    );
+    let short = write(
+        &api("address = \"127.0.0.1:9902\"\nbearer_secret_file = \"short\"\n"),
+        ROUTE,
+    );
+    std::fs::write(short.join("short"), "too short\n").unwrap();
+    let refused = load(&short.join("gateway.toml")).unwrap_err().to_string();
+    let _ = std::fs::remove_dir_all(&short);
+    assert!(
+        refused.contains("decision_api.bearer_secret_file")
+            && refused.contains("at least 32 bytes"),
+        "{refused}"
+    );
+    let dir = write(
+        &api("address = \"127.0.0.1:9902\"\nbearer_secret_file = \"secret\"\n"),
+        ROUTE,
+    );
+    std::fs::write(dir.join("secret"), format!("{}\n", "s".repeat(40))).unwrap();
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = config.decision_api.expect("a decision service");
+    assert!(format!("{settings:?}").contains("bearer_secret: Some(BearerSecret(..))"));
+    assert_eq!(settings.address.to_string(), "127.0.0.1:9902");
+    assert_eq!(
+        settings.bearer_secret.map(|s| s.0),
+        Some(super::decision_api::digest("s".repeat(40).as_bytes()))
+    );
+    assert_eq!(settings.max_batch, defaults::DECISION_API_MAX_BATCH);
+    // Without a secret or required client certificates, AuthZEN callers cannot authenticate.
+    let dir = write(&api("address = \"127.0.0.1:9902\"\n"), ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings: Vec<String> = config.warnings.iter().map(|w| w.message.clone()).collect();
+    assert_eq!(
+        warnings,
+        ["no bearer_secret_file and no required client certificates: AuthZEN callers cannot authenticate and are refused (nginx and Envoy are decided on their callers' tokens)"]
+    );
+}

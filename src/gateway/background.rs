@@ -34,6 +34,14 @@ pub fn reload(state: &GatewayState, path: &std::path::Path) -> Result<u64, Confi
             "[tracing] changed: it takes effect at a restart; the current tracing stays"
         );
     }
+    let bound = |c: &config::model::Config| {
+        c.decision_api
+            .as_ref()
+            .map(|d| (d.address, d.grpc_address, d.tls.clone()))
+    };
+    if bound(&config) != bound(&current.config) {
+        tracing::warn!("[decision_api] address, grpc_address or tls changed: they take effect at a restart; its secret and bounds are reloaded");
+    }
     if config.replay.redis.is_some() != current.config.replay.redis.is_some() {
         tracing::warn!("[replay] store changed between memory and redis: it takes effect at a restart; the current store stays");
     }

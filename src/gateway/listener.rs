@@ -2,7 +2,7 @@
 //! (certificate rotation without a restart), HTTP/2 by ALPN, optional client certificates, and
 //! session resumption.
 
-use crate::config::model::Listener;
+use crate::config::model::{Listener, ListenerTls};
 use arc_swap::ArcSwap;
 use pingora::listeners::tls::Acceptor;
 use rustls::server::{
@@ -71,11 +71,21 @@ const SESSION_CACHE: usize = 20_000;
 /// resumption (a session cache, and stateless tickets from a key rotated in memory). Handshakes and
 /// records use aws-lc-rs, the library that also verifies the scheme's RSA signatures.
 pub fn tls_acceptor(listener: &Listener, resolver: Arc<CertResolver>) -> Result<Acceptor, String> {
-    crate::tls::ensure_crypto_provider();
     let tls = listener
         .tls
         .as_ref()
         .ok_or_else(|| format!("listener {} has no TLS", listener.address))?;
+    Ok(Acceptor::from_server_config(Arc::new(server_config(
+        tls, resolver,
+    )?)))
+}
+
+/// The rustls configuration of a listener with TLS (the proxy's, or the decision service's).
+pub fn server_config(
+    tls: &ListenerTls,
+    resolver: Arc<CertResolver>,
+) -> Result<ServerConfig, String> {
+    crate::tls::ensure_crypto_provider();
     let builder = ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),
     ))
@@ -109,5 +119,5 @@ pub fn tls_acceptor(listener: &Listener, resolver: Arc<CertResolver>) -> Result<
     config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
     config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
         .map_err(|e| format!("TLS session tickets: {e}"))?;
-    Ok(Acceptor::from_server_config(Arc::new(config)))
+    Ok(config)
 }

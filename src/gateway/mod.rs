@@ -11,6 +11,7 @@ pub mod broker;
 pub mod capabilities;
 pub mod connections;
 pub mod decision;
+pub mod decision_api;
 pub mod decision_cache;
 pub mod forward;
 pub mod header_evidence;

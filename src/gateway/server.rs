@@ -5,6 +5,7 @@
 use super::admin::Admin;
 use super::background::Maintenance;
 use super::connections::{Connections, Deadlines, Entry, Guard};
+use super::decision_api::server::DecisionService;
 use super::listener::{tls_acceptor, CertResolver};
 use super::snapshot::{GatewayState, Shared, Snapshot};
 use super::Gateway;
@@ -103,6 +104,10 @@ pub fn build(
         let mut service = Service::new("admin".to_string(), Admin::new(state.clone()));
         service.add_tcp(&admin.to_string());
         server.add_service(service);
+    }
+    if let Some(settings) = config.decision_api.clone() {
+        let decisions = DecisionService::bind(state.clone(), settings)?;
+        server.add_service(background_service("decision service", decisions));
     }
     server.add_service(background_service(
         "maintenance",

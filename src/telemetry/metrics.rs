@@ -111,6 +111,9 @@ pub struct Metrics {
     /// Lines of the decision log by result (written, dropped: the queue was full, failed: the
     /// write failed).
     pub decision_log: IntCounterVec,
+    /// Decisions of the decision service, by interface (nginx, ext_authz_http, ext_authz_grpc,
+    /// authzen) and outcome (allowed, shadow_denied, or the refusal's metrics outcome).
+    pub decision_api: IntCounterVec,
     /// Age of the trusted list in seconds.
     pub trusted_list_age: IntGauge,
     /// Backends by upstream and health (1 healthy, 0 not).
@@ -315,6 +318,7 @@ struct Operation {
     backend_health: IntGaugeVec,
     decision_log: IntCounterVec,
     spans: IntCounterVec,
+    decision_api: IntCounterVec,
 }
 
 impl Operation {
@@ -343,6 +347,12 @@ impl Operation {
                 "spans_total",
                 "Finished spans by outcome: exported, failed (the collector refused or was unreachable), dropped (the queue was full)",
                 &["outcome"],
+            ),
+            decision_api: counter(
+                registry,
+                "decision_api_requests_total",
+                "Decisions of the decision service by interface and outcome",
+                &["interface", "outcome"],
             ),
         }
     }
@@ -380,6 +390,7 @@ impl Metrics {
             backend_health,
             decision_log,
             spans,
+            decision_api,
         } = Operation::register(&registry);
         Metrics {
             registry,
@@ -397,6 +408,7 @@ impl Metrics {
             redis_latency,
             reloads,
             decision_log,
+            decision_api,
             trusted_list_age,
             backend_health,
             connections,

@@ -2,7 +2,7 @@
 //! testbed's key material and addresses, on free ports.
 
 use super::{Bed, Ports, AR, SO};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,4 +52,33 @@ pub fn shipped_gateway(data: &Path, urls: &Urls, ports: &Ports) -> String {
             urls.of("echo").trim_start_matches("http://"),
         )
         .replace("grace_period = \"5s\"", "grace_period = \"1s\"")
+}
+
+/// A route in shadow mode beside the shipped ones: the registry's Deny of SECRET-1 is forwarded.
+pub const SHADOW_ROUTE: &str = r#"
+[[route]]
+name = "containers-shadow"
+methods = ["GET"]
+path = "/shadow/containers/{id}"
+upstream = "legacy"
+upstream_path = "/containers/{id}"
+mode = "shadow"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+"#;
+
+/// The shipped rules and a route in shadow mode, in a directory of their own.
+pub fn rules_with_a_shadow_route(dir: &Path) -> PathBuf {
+    let rules = dir.join("policies");
+    std::fs::create_dir_all(&rules).unwrap();
+    for entry in std::fs::read_dir(repo().join("policies")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            std::fs::copy(&path, rules.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(rules.join("shadow.toml"), SHADOW_ROUTE).unwrap();
+    rules
 }

@@ -1,0 +1,120 @@
+//! The `[decision_api]` section: where the decision service listens (HTTP for nginx, Envoy's HTTP
+//! form and AuthZEN; gRPC for Envoy), its TLS and client certificates, the secret AuthZEN callers
+//! present, and the bounds of a request.
+
+use super::defaults as default;
+use super::file::DecisionApiFile;
+use super::issues::Issues;
+use super::model::{BearerSecret, DecisionApiSettings};
+use super::values::{resolve, socket_addr};
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The fewest bytes of secret a bearer secret file holds.
+const MIN_SECRET_BYTES: usize = 32;
+
+pub(super) fn build(
+    base: &Path,
+    f: DecisionApiFile,
+    issues: &mut Issues,
+) -> Option<DecisionApiSettings> {
+    let address = match f.address.as_deref() {
+        None | Some("") => {
+            issues.add(
+                "decision_api.address",
+                "missing: an address such as \"127.0.0.1:9902\"",
+            );
+            None
+        }
+        Some(a) => issues.check("decision_api.address", socket_addr(a)),
+    };
+    let grpc_address = f
+        .grpc_address
+        .and_then(|a| issues.check("decision_api.grpc_address", socket_addr(&a)));
+    let tls = f
+        .tls
+        .map(|t| super::gateway::listener_tls(base, "decision_api", t, issues));
+    let bearer_secret = f
+        .bearer_secret_file
+        .as_ref()
+        .and_then(|p| bearer_secret(&resolve(base, p), issues));
+    let max_body_bytes = match f.max_body_bytes {
+        None => default::DECISION_API_MAX_BODY,
+        Some(size) => match usize::try_from(size.0) {
+            Ok(n) if n >= 1024 => n,
+            _ => {
+                issues.add("decision_api.max_body_bytes", "at least 1024 bytes");
+                default::DECISION_API_MAX_BODY
+            }
+        },
+    };
+    let max_batch = f.max_batch.unwrap_or(default::DECISION_API_MAX_BATCH);
+    if max_batch == 0 {
+        issues.add("decision_api.max_batch", "at least 1");
+    }
+    let required_certificates = tls
+        .as_ref()
+        .and_then(|t| t.client_auth.as_ref())
+        .is_some_and(|c| c.required);
+    if bearer_secret.is_none() && !required_certificates && f.bearer_secret_file.is_none() {
+        issues.warn(
+            "decision_api",
+            "no bearer_secret_file and no required client certificates: AuthZEN callers cannot authenticate and are refused (nginx and Envoy are decided on their callers' tokens)",
+        );
+    }
+    let timeout = f.timeout.unwrap_or(default::DECISION_API_TIMEOUT);
+    if timeout.is_zero() {
+        issues.add("decision_api.timeout", "longer than 0 s");
+    }
+    Some(DecisionApiSettings {
+        address: address?,
+        grpc_address,
+        tls,
+        bearer_secret,
+        max_body_bytes,
+        max_batch,
+        timeout,
+    })
+}
+
+/// The addresses the service binds, by key, which no other listener may take.
+pub(super) fn addresses(settings: &DecisionApiSettings) -> Vec<(String, SocketAddr)> {
+    std::iter::once(("decision_api.address".to_string(), settings.address))
+        .chain(
+            settings
+                .grpc_address
+                .map(|a| ("decision_api.grpc_address".to_string(), a)),
+        )
+        .collect()
+}
+
+/// The SHA-256 of the secret in `path`: at least 32 bytes, surrounding white space ignored.
+fn bearer_secret(path: &Path, issues: &mut Issues) -> Option<BearerSecret> {
+    let checked = std::fs::read(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+        .and_then(|bytes| {
+            let secret = bytes.trim_ascii();
+            if secret.len() < MIN_SECRET_BYTES {
+                return Err(format!(
+                    "{}: needs at least {MIN_SECRET_BYTES} bytes of secret (e.g. `openssl rand -hex 32`)",
+                    path.display()
+                ));
+            }
+            if std::str::from_utf8(secret).is_err() || secret.iter().any(|b| b.is_ascii_control()) {
+                return Err(format!(
+                    "{}: the secret is sent in a header: printable text only",
+                    path.display()
+                ));
+            }
+            Ok(BearerSecret(digest(secret)))
+        });
+    issues.check("decision_api.bearer_secret_file", checked)
+}
+
+/// The SHA-256 of a secret, as it is kept and compared.
+pub fn digest(secret: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}

@@ -1,0 +1,495 @@
+//! AuthZEN 1.0 (the OpenID Authorization API): `POST /access/v1/evaluation`, the batch
+//! `POST /access/v1/evaluations` and `GET /.well-known/authzen-configuration`. The caller, a
+//! policy enforcement point, authenticates with the bearer secret or a client certificate; the
+//! subject it names is its claim, not a proof. An evaluation is the mask of a rule whose values
+//! are the request's (`subject.id` the access subject, `resource.type` and `id`,
+//! `properties.attributes`, `properties.policy_issuer`, `action.name`), decided by the proxy's
+//! delegation stages (`stages::delegation`: the mask, the evidence of the `delegation_evidence`
+//! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
+
+use super::server::Connection;
+use super::{record, Interface, Verdict};
+use crate::config::model::{Auth, DelegationRule, EvidenceSources, Route};
+use crate::gateway::decision::stages::{self, RequestFacts};
+use crate::gateway::decision::Decision;
+use crate::gateway::reject::{Answer, Body};
+use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::request::query::Query;
+use crate::request::template::{RequestValues, Template};
+use crate::scheme::vocabulary::EVIDENCE_HEADER;
+use crate::scheme::Timestamp;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const EVALUATION_PATH: &str = "/access/v1/evaluation";
+pub const EVALUATIONS_PATH: &str = "/access/v1/evaluations";
+pub const CONFIGURATION_PATH: &str = "/.well-known/authzen-configuration";
+
+/// The longest subject id and action name (the rule's values are bounded by the stages).
+const MAX_ID_LEN: usize = 256;
+/// The most attributes one evaluation names.
+const MAX_ATTRIBUTES: usize = 32;
+
+#[derive(Debug, Default, Deserialize, Clone)]
+struct Subject {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+struct Resource {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+    #[serde(default)]
+    properties: ResourceProperties,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+struct ResourceProperties {
+    /// The data owner, whose policy decides.
+    policy_issuer: Option<String>,
+    #[serde(default)]
+    attributes: Vec<String>,
+    /// A delegation route whose evidence settings (header, registry, licences, mode) apply.
+    route: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+struct Action {
+    name: String,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+struct Context {
+    /// Licences the evidence must grant.
+    #[serde(default)]
+    licences: Vec<String>,
+    /// Evidence tokens, as the delegation_evidence header carries them.
+    delegation_evidence: Option<String>,
+}
+
+/// One evaluation, or a batch's defaults and items (each item's members override the defaults).
+#[derive(Debug, Default, Deserialize, Clone)]
+struct Evaluation {
+    subject: Option<Subject>,
+    resource: Option<Resource>,
+    action: Option<Action>,
+    context: Option<Context>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Batch {
+    #[serde(flatten)]
+    defaults: Evaluation,
+    #[serde(default)]
+    evaluations: Vec<Evaluation>,
+    #[serde(default)]
+    options: BatchOptions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct BatchOptions {
+    evaluations_semantic: Option<String>,
+}
+
+/// An error of the caller's request: 4xx with a JSON reason.
+fn problem(status: u16, error: &str, reason: &str, description: String) -> http::Response<Vec<u8>> {
+    let mut answer = Answer {
+        status,
+        body: Body::Json(json!({
+            "error": error,
+            "error_description": description,
+            "reason": reason,
+        })),
+        headers: Vec::new(),
+    };
+    if status == 401 {
+        answer
+            .headers
+            .push(("www-authenticate", "Bearer realm=\"authzen\"".into()));
+    }
+    answer.into_response()
+}
+
+fn invalid(description: impl Into<String>) -> http::Response<Vec<u8>> {
+    problem(
+        400,
+        "invalid_request",
+        "invalid_evaluation",
+        description.into(),
+    )
+}
+
+/// The AuthZEN paths; any other is not found.
+pub async fn route(
+    state: &GatewayState,
+    conn: Connection,
+    req: http::Request<axum::body::Body>,
+) -> http::Response<Vec<u8>> {
+    let path = req.uri().path().to_string();
+    let known = [EVALUATION_PATH, EVALUATIONS_PATH, CONFIGURATION_PATH];
+    if !known.contains(&path.as_str()) {
+        return problem(
+            404,
+            "not_found",
+            "no_route",
+            "the decision service answers /nginx, /ext_authz/…, /access/v1/evaluation(s) and /.well-known/authzen-configuration".into(),
+        );
+    }
+    let snap = state.current.load_full();
+    let Some(settings) = snap.config.decision_api.clone() else {
+        return problem(404, "not_found", "no_route", "no [decision_api]".into());
+    };
+    let method = if path == CONFIGURATION_PATH {
+        http::Method::GET
+    } else {
+        http::Method::POST
+    };
+    if req.method() != method {
+        let mut r = problem(
+            405,
+            "method_not_allowed",
+            "method_not_allowed",
+            format!("this path answers {method}"),
+        );
+        if let Ok(v) = http::HeaderValue::from_str(method.as_str()) {
+            r.headers_mut().insert(http::header::ALLOW, v);
+        }
+        return r;
+    }
+    if path == CONFIGURATION_PATH {
+        return configuration(&req, conn);
+    }
+    if let Err(why) = authenticate(&settings, conn, req.headers()) {
+        return problem(401, "invalid_token", "pep_unauthenticated", why.into());
+    }
+    let limit = settings.max_body_bytes;
+    let body = match axum::body::to_bytes(req.into_body(), limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return problem(
+                413,
+                "request_too_large",
+                "body_too_large",
+                format!("the body is larger than {limit} bytes, or could not be read"),
+            )
+        }
+    };
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return invalid(format!("the body is not JSON: {e}")),
+    };
+    if path == EVALUATION_PATH {
+        let one: Evaluation = match serde_json::from_value(value) {
+            Ok(e) => e,
+            Err(e) => return invalid(format!("not an evaluation: {e}")),
+        };
+        return match evaluate(state, &snap, one).await {
+            Ok(answer) => json_answer(answer),
+            Err(description) => invalid(description),
+        };
+    }
+    let batch: Batch = match serde_json::from_value(value) {
+        Ok(b) => b,
+        Err(e) => return invalid(format!("not a batch of evaluations: {e}")),
+    };
+    match evaluations(state, &snap, batch, settings.max_batch).await {
+        Ok(answer) => json_answer(answer),
+        Err(description) => invalid(description),
+    }
+}
+
+fn json_answer(body: Value) -> http::Response<Vec<u8>> {
+    Answer::ok(body).into_response()
+}
+
+/// The caller shows the bearer secret, or connected with a client certificate of
+/// `tls.client_ca`; without either configured nobody may call.
+fn authenticate(
+    settings: &crate::config::model::DecisionApiSettings,
+    conn: Connection,
+    headers: &http::HeaderMap,
+) -> Result<(), &'static str> {
+    if conn.client_certificate
+        && settings
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_auth.is_some())
+    {
+        return Ok(());
+    }
+    let Some(secret) = &settings.bearer_secret else {
+        return Err("AuthZEN callers authenticate with [decision_api] bearer_secret_file or a client certificate of tls.client_ca; this connection has neither");
+    };
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let matches = presented.is_some_and(|p| {
+        let digest = crate::config::decision_api::digest(p.as_bytes());
+        // Compared in constant time: every byte of both digests is read.
+        digest
+            .iter()
+            .zip(secret.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    });
+    match matches {
+        true => Ok(()),
+        false => Err("the caller is not authenticated: send Authorization: Bearer with the decision service's secret"),
+    }
+}
+
+/// The discovery document: where the evaluation endpoints are, at the address the caller used
+/// (HTTP/1.1's Host, HTTP/2's authority).
+fn configuration(
+    req: &http::Request<axum::body::Body>,
+    conn: Connection,
+) -> http::Response<Vec<u8>> {
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or(req.uri().authority().map(http::uri::Authority::as_str))
+        .filter(|h| crate::request::valid_host(h))
+        .unwrap_or("127.0.0.1");
+    let base = format!("{}://{host}", if conn.tls { "https" } else { "http" });
+    json_answer(json!({
+        "policy_decision_point": base,
+        "access_evaluation_endpoint": format!("{base}{EVALUATION_PATH}"),
+        "access_evaluations_endpoint": format!("{base}{EVALUATIONS_PATH}"),
+    }))
+}
+
+/// A batch: each item with the defaults it leaves out, answered in order; `deny_on_first_deny`
+/// and `permit_on_first_permit` end it early.
+async fn evaluations(
+    state: &GatewayState,
+    snap: &Arc<Snapshot>,
+    batch: Batch,
+    max: usize,
+) -> Result<Value, String> {
+    if batch.evaluations.len() > max {
+        return Err(format!(
+            "{} evaluations: at most {max} in one batch",
+            batch.evaluations.len()
+        ));
+    }
+    let stop_on = match batch.options.evaluations_semantic.as_deref() {
+        None | Some("execute_all") => None,
+        Some("deny_on_first_deny") => Some(false),
+        Some("permit_on_first_permit") => Some(true),
+        Some(other) => return Err(format!("evaluations_semantic {other:?} is not execute_all, deny_on_first_deny or permit_on_first_permit")),
+    };
+    if batch.evaluations.is_empty() {
+        let one = evaluate(state, snap, batch.defaults).await?;
+        return Ok(json!({ "evaluations": [one] }));
+    }
+    let mut answers = Vec::new();
+    for item in batch.evaluations {
+        let d = &batch.defaults;
+        let merged = Evaluation {
+            subject: item.subject.or_else(|| d.subject.clone()),
+            resource: item.resource.or_else(|| d.resource.clone()),
+            action: item.action.or_else(|| d.action.clone()),
+            context: item.context.or_else(|| d.context.clone()),
+        };
+        let answer = evaluate(state, snap, merged).await?;
+        let decided = answer["decision"].as_bool();
+        answers.push(answer);
+        if stop_on.is_some() && decided == stop_on {
+            break;
+        }
+    }
+    Ok(json!({ "evaluations": answers }))
+}
+
+/// What an evaluation asks, checked.
+struct Asked {
+    subject: Subject,
+    resource: Resource,
+    action: Action,
+    context: Context,
+}
+
+fn asked(e: Evaluation) -> Result<Asked, String> {
+    let subject = e.subject.ok_or("subject is missing")?;
+    if !matches!(subject.kind.as_str(), "party" | "person") {
+        return Err(format!(
+            "subject.type {:?}: \"party\" or \"person\"",
+            subject.kind
+        ));
+    }
+    if subject.id.is_empty() || subject.id.len() > MAX_ID_LEN {
+        return Err(format!("subject.id: 1 to {MAX_ID_LEN} bytes"));
+    }
+    let resource = e.resource.ok_or("resource is missing")?;
+    if resource.properties.attributes.len() > MAX_ATTRIBUTES {
+        return Err(format!(
+            "at most {MAX_ATTRIBUTES} resource.properties.attributes"
+        ));
+    }
+    let action = e.action.ok_or("action is missing")?;
+    if action.name.is_empty() || action.name.len() > MAX_ID_LEN {
+        return Err(format!("action.name: 1 to {MAX_ID_LEN} bytes"));
+    }
+    Ok(Asked {
+        subject,
+        resource,
+        action,
+        context: e.context.unwrap_or_default(),
+    })
+}
+
+/// The rule an evaluation is the mask of: its values are captures the request fills in (so they
+/// pass the proxy's checks of a value: present, bounded, unambiguous), its evidence settings the
+/// named route's or both sources.
+fn rule_of(
+    asked: &Asked,
+    route: Option<&Route>,
+) -> Result<(DelegationRule, BTreeMap<String, String>), String> {
+    let t = |text: &str| Template::parse(text).map_err(|e| e.to_string());
+    let base = match route.map(|r| &r.auth) {
+        Some(Auth::Delegation(rule)) => Some(rule),
+        Some(_) => return Err("resource.properties.route is not a delegation route".into()),
+        None => None,
+    };
+    let mut captures = BTreeMap::new();
+    captures.insert("resource_type".to_string(), asked.resource.kind.clone());
+    captures.insert("id".to_string(), asked.resource.id.clone());
+    let policy_issuer = match (&asked.resource.properties.policy_issuer, base) {
+        (Some(owner), _) => {
+            captures.insert("policy_issuer".to_string(), owner.clone());
+            t("{path.policy_issuer}")?
+        }
+        (None, Some(rule)) if rule.policy_issuer.is_literal() => rule.policy_issuer.clone(),
+        (None, _) => {
+            return Err("resource.properties.policy_issuer (the data owner) is missing".into())
+        }
+    };
+    let mut attributes = Vec::new();
+    for (i, a) in asked.resource.properties.attributes.iter().enumerate() {
+        captures.insert(format!("attribute{i}"), a.clone());
+        attributes.push(t(&format!("{{path.attribute{i}}}"))?);
+    }
+    let mut licences = asked.context.licences.clone();
+    licences.extend(base.iter().flat_map(|r| r.licences.iter().cloned()));
+    let rule = DelegationRule {
+        policy_issuer,
+        resource_type: t("{path.resource_type}")?,
+        identifiers: vec![t("{path.id}")?],
+        attributes,
+        action: Some(asked.action.name.clone()),
+        evidence: base.map_or(
+            EvidenceSources {
+                header: true,
+                registry: true,
+            },
+            |r| r.evidence.clone(),
+        ),
+        registry: base.and_then(|r| r.registry.clone()),
+        licences,
+        delegation_path: Vec::new(),
+        caller_names_owner: false,
+    };
+    Ok((rule, captures))
+}
+
+/// One evaluation, decided by the delegation stages, logged and counted.
+async fn evaluate(
+    state: &GatewayState,
+    snap: &Arc<Snapshot>,
+    e: Evaluation,
+) -> Result<Value, String> {
+    let started = Instant::now();
+    let asked = asked(e)?;
+    let route = match &asked.resource.properties.route {
+        None => None,
+        Some(name) => {
+            let found = snap
+                .routes
+                .routes()
+                .iter()
+                .find(|r| &r.name == name)
+                .cloned();
+            let route = found.ok_or_else(|| format!("no route named {name:?}"))?;
+            if route.login {
+                return Err(format!(
+                    "{name} is a route for people signed in at the gateway"
+                ));
+            }
+            Some(route)
+        }
+    };
+    let (rule, captures) = rule_of(&asked, route.as_deref())?;
+    let mut headers = http::HeaderMap::new();
+    if let Some(tokens) = &asked.context.delegation_evidence {
+        let value = http::HeaderValue::from_str(tokens)
+            .map_err(|_| "context.delegation_evidence is not a header value")?;
+        headers.insert(EVIDENCE_HEADER, value);
+    }
+    let query = Query::default();
+    let mut d = Decision::new();
+    d.method = "AUTHZEN".into();
+    d.route = route.as_ref().map_or("authzen".into(), |r| r.name.clone());
+    d.mode = route.as_ref().map_or(d.mode, |r| r.mode);
+    match asked.subject.kind.as_str() {
+        "person" => d.called_by_person(asked.subject.id.clone()),
+        _ => d.called_by_party(asked.subject.id.clone()),
+    }
+    let facts = RequestFacts {
+        method: &http::Method::GET,
+        values: RequestValues {
+            captures: &captures,
+            query: &query,
+            headers: &headers,
+        },
+        accepted: route.as_ref().map_or(Default::default(), |r| r.accept),
+        caller: &asked.subject.id,
+    };
+    let evidence = snap.authz.with(&snap.trust);
+    let granted = stages::delegation(
+        &snap.config,
+        &rule,
+        &facts,
+        &evidence,
+        &mut d,
+        Timestamp::now(),
+    )
+    .await;
+    let refusal = match (granted, &route) {
+        (granted, Some(route)) => stages::enforce(route, granted.map(Some), &mut d).err(),
+        (Ok(grant), None) => {
+            d.reason = "granted";
+            d.grant = Some(grant);
+            None
+        }
+        (Err(reject), None) => Some(reject),
+    };
+    let refusal = refusal.map(|reject| {
+        d.refused(&reject);
+        Answer::from(&reject).for_decision(d.id.as_str())
+    });
+    d.decided_in = Some(started.elapsed());
+    let verdict = Verdict {
+        decision: d,
+        refusal,
+        upstream_headers: Vec::new(),
+    };
+    record(state, snap, Interface::AuthZen, &verdict, started.elapsed());
+    let d = &verdict.decision;
+    let mut context = json!({"reason": d.reason, "decision_id": d.id});
+    if let Some(description) = d.description.as_ref().filter(|_| !verdict.allowed()) {
+        context["description"] = json!(description);
+    }
+    if verdict.allowed() && d.outcome == crate::telemetry::metrics::Outcome::ShadowDenied {
+        context["shadow_denied"] = json!(true);
+    }
+    Ok(json!({"decision": verdict.allowed(), "context": context}))
+}

@@ -1,0 +1,231 @@
+//! Envoy's gRPC `ext_authz` (`envoy.service.auth.v3.Authorization/Check`): the request's method,
+//! target and headers from the `CheckRequest`, decided as the proxy decides; an `OkHttpResponse`
+//! with the headers the backend receives, or a `DeniedHttpResponse` with the proxy's status,
+//! reason and body.
+
+use super::server::next_connection;
+use super::{decide, forwarded, Interface, Verdict, REASON_HEADER};
+use crate::gateway::decision::dry_run::DryRequest;
+use crate::gateway::snapshot::GatewayState;
+use envoy_types::ext_authz::v3::pb::{
+    Authorization, AuthorizationServer, CheckRequest, CheckResponse, DeniedHttpResponse,
+    HeaderAppendAction, HeaderValue, HeaderValueOption, HttpResponse, HttpStatus, OkHttpResponse,
+};
+use envoy_types::pb::google::rpc;
+use pingora::server::ShutdownWatch;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// gRPC status codes of the answer (google.rpc.Code).
+const OK: i32 = 0;
+const PERMISSION_DENIED: i32 = 7;
+const UNAUTHENTICATED: i32 = 16;
+
+/// The Authorization service on the decision service's state.
+pub struct Checks {
+    state: Arc<GatewayState>,
+}
+
+impl Checks {
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        Checks { state }
+    }
+}
+
+/// The request Envoy holds, as the stages read it; pseudo-headers (`:path`, …) and the headers of
+/// the hop are left out.
+fn asked(check: &CheckRequest) -> Option<DryRequest> {
+    let http = check.attributes.as_ref()?.request.as_ref()?.http.as_ref()?;
+    let headers = http
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.starts_with(':') && !forwarded::is_of_the_hop(name))
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+        .collect();
+    Some(DryRequest {
+        method: http.method.clone(),
+        target: http.path.clone(),
+        headers,
+        caller: None,
+    })
+}
+
+fn header(name: &str, value: &str) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: name.to_string(),
+            value: value.to_string(),
+            ..Default::default()
+        }),
+        append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        ..Default::default()
+    }
+}
+
+/// The verdict as Envoy reads it.
+pub fn check_response(verdict: Verdict) -> CheckResponse {
+    let reason = verdict.reason();
+    let status = verdict.status();
+    let (code, http_response) = match verdict.refusal {
+        None => {
+            let mut headers: Vec<HeaderValueOption> = verdict
+                .upstream_headers
+                .iter()
+                .map(|(n, v)| header(n, v))
+                .collect();
+            headers.push(header(REASON_HEADER, reason));
+            let ok = OkHttpResponse {
+                headers,
+                ..Default::default()
+            };
+            (OK, HttpResponse::OkResponse(ok))
+        }
+        Some(answer) => {
+            let response = answer.into_response();
+            let headers = response
+                .headers()
+                .iter()
+                .filter(|(n, _)| *n != http::header::CONTENT_LENGTH)
+                .filter_map(|(n, v)| Some(header(n.as_str(), v.to_str().ok()?)))
+                .chain(std::iter::once(header(REASON_HEADER, reason)))
+                .collect();
+            let denied = DeniedHttpResponse {
+                status: Some(HttpStatus {
+                    code: i32::from(status),
+                }),
+                headers,
+                body: String::from_utf8_lossy(response.body()).into_owned(),
+            };
+            let code = match status {
+                401 => UNAUTHENTICATED,
+                _ => PERMISSION_DENIED,
+            };
+            (code, HttpResponse::DeniedResponse(denied))
+        }
+    };
+    CheckResponse {
+        status: Some(rpc::Status {
+            code,
+            message: reason.to_string(),
+            details: Vec::new(),
+        }),
+        http_response: Some(http_response),
+        ..Default::default()
+    }
+}
+
+#[tonic::async_trait]
+impl Authorization for Checks {
+    async fn check(
+        &self,
+        request: tonic::Request<CheckRequest>,
+    ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
+        let interface = Interface::ExtAuthzGrpc;
+        let verdict = match asked(request.get_ref()) {
+            Some(req) => decide(&self.state, interface, req).await,
+            None => super::refused_unread(
+                &self.state,
+                interface,
+                super::Refusal::bad_request(
+                    "invalid_original_request",
+                    "the CheckRequest has no attributes.request.http",
+                ),
+            ),
+        };
+        Ok(tonic::Response::new(check_response(verdict)))
+    }
+}
+
+/// A TLS connection, as tonic serves it.
+struct TlsIo(tokio_rustls::server::TlsStream<tokio::net::TcpStream>);
+
+impl tonic::transport::server::Connected for TlsIo {
+    type ConnectInfo = ();
+
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl tokio::io::AsyncRead for TlsIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for TlsIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// Connections whose TLS handshake completed within `timeout`: each handshake runs on its own, so
+/// that a slow one holds up no other.
+fn tls_connections(
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    timeout: Duration,
+) -> impl futures::Stream<Item = Result<TlsIo, std::io::Error>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<TlsIo>(64);
+    tokio::spawn(async move {
+        let key = "decision_api.grpc_address";
+        while let Some(stream) = next_connection(&listener, key, tx.closed()).await {
+            let (acceptor, sender) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                if let Ok(Ok(tls)) = tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                    let _ = sender.send(TlsIo(tls)).await;
+                }
+            });
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|io| (Ok(io), rx))
+    })
+}
+
+/// Serve the Authorization service on `listener` (h2c, or TLS with `tls`) until shutdown.
+pub async fn serve(
+    state: Arc<GatewayState>,
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: ShutdownWatch,
+) {
+    let timeout = super::deadline(&state);
+    let server = tonic::transport::Server::builder()
+        .timeout(timeout)
+        .concurrency_limit_per_connection(100)
+        .add_service(AuthorizationServer::new(Checks::new(state)));
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    let served = match tls {
+        None => {
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            server.serve_with_incoming_shutdown(incoming, stop).await
+        }
+        Some(acceptor) => {
+            let incoming = tls_connections(listener, acceptor, timeout);
+            server.serve_with_incoming_shutdown(incoming, stop).await
+        }
+    };
+    if let Err(e) = served {
+        tracing::error!("decision_api.grpc_address: {e}");
+    }
+}

@@ -1,0 +1,278 @@
+//! The decision service: the proxy's decisions answered to other proxies and to AuthZEN clients.
+//! nginx (`auth_request`) and Envoy (`ext_authz`, HTTP and gRPC) describe the request they hold;
+//! it is decided by the proxy's own stages (`decision::dry_run::decide` with the live evidence,
+//! under the current snapshot), logged in the decision log and counted, and answered with what the
+//! backend receives (allowed) or the refusal with its reason and decision id.
+
+pub mod authzen;
+pub mod forwarded;
+pub mod grpc;
+pub mod server;
+
+use super::decision::dry_run::{self, DryRequest, DryRunError};
+use super::decision::Decision;
+use super::forward;
+use super::reject::{Answer, Body, Reject, DECISION_ID_HEADER};
+use super::snapshot::{GatewayState, Snapshot};
+use crate::scheme::Timestamp;
+use crate::telemetry::metrics::Outcome;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The header an answer names its reason code in, for a proxy that passes on only headers.
+pub const REASON_HEADER: &str = "x-decision-reason";
+
+/// Which interface asked: the `interface` label of `decision_api_requests_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interface {
+    Nginx,
+    ExtAuthzHttp,
+    ExtAuthzGrpc,
+    AuthZen,
+}
+
+impl Interface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interface::Nginx => "nginx",
+            Interface::ExtAuthzHttp => "ext_authz_http",
+            Interface::ExtAuthzGrpc => "ext_authz_grpc",
+            Interface::AuthZen => "authzen",
+        }
+    }
+}
+
+/// A decision as the decision service answers it.
+pub struct Verdict {
+    pub decision: Decision,
+    /// The refusal, as the proxy would answer it; None: allowed.
+    pub refusal: Option<Answer>,
+    /// What the backend receives when allowed: the party headers, the licence headers and
+    /// X-Decision-Id, as the proxy sets them.
+    pub upstream_headers: Vec<(String, String)>,
+}
+
+impl Verdict {
+    pub fn allowed(&self) -> bool {
+        self.refusal.is_none()
+    }
+
+    /// The status the proxy would answer with itself, or 200.
+    pub fn status(&self) -> u16 {
+        self.refusal.as_ref().map_or(200, |a| a.status)
+    }
+
+    /// The reason code: `granted`, `authenticated`, `public`, or the refusal's.
+    pub fn reason(&self) -> &'static str {
+        self.decision.reason
+    }
+}
+
+/// A refusal the decision service makes itself, before or beside the stages: the request cannot
+/// be described to them. It is logged and counted like any other.
+pub struct Refusal {
+    pub status: u16,
+    pub error: &'static str,
+    pub reason: &'static str,
+    pub outcome: Outcome,
+    pub description: String,
+}
+
+impl Refusal {
+    pub fn bad_request(reason: &'static str, description: impl Into<String>) -> Refusal {
+        Refusal {
+            status: 400,
+            error: "invalid_request",
+            reason,
+            outcome: Outcome::BadRequest,
+            description: description.into(),
+        }
+    }
+
+    /// Record it in `d` (in place of what the stages found); the answer, naming the decision.
+    fn record(self, d: &mut Decision) -> Answer {
+        d.refusal = None;
+        d.outcome = self.outcome;
+        d.reason = self.reason;
+        d.description = Some(self.description.clone());
+        d.grant = None;
+        Answer {
+            status: self.status,
+            body: Body::Json(json!({
+                "error": self.error,
+                "error_description": self.description,
+                "reason": self.reason,
+            })),
+            headers: Vec::new(),
+        }
+        .for_decision(d.id.as_str())
+    }
+}
+
+/// Why a request the stages could not take is refused.
+fn undecidable(e: DryRunError) -> Result<Refusal, Reject> {
+    match e {
+        DryRunError::Method(_) | DryRunError::Target(_) | DryRunError::Header(_) => Ok(
+            Refusal::bad_request("invalid_original_request", e.to_string()),
+        ),
+        DryRunError::OwnEndpoint(path) => Ok(Refusal {
+            status: 404,
+            error: "not_found",
+            reason: "own_endpoint",
+            outcome: Outcome::NotFound,
+            description: format!("{path} is the gateway's own endpoint: clients call the gateway for it, it is not decided for another proxy"),
+        }),
+        // The live registry failed in a way the stages call internal.
+        DryRunError::RegistryNotGiven => Err(Reject::Internal),
+    }
+}
+
+/// A route for people: they sign in with a session cookie at the gateway itself, which no
+/// other proxy holds.
+fn route_for_people() -> Refusal {
+    Refusal {
+        status: 403,
+        error: "access_denied",
+        reason: "route_for_people",
+        outcome: Outcome::Denied,
+        description: "the route is for people signed in at the gateway (login = true): the decision service decides for parties with an access token only".into(),
+    }
+}
+
+/// How long a request to the decision service may take, as the current configuration says.
+pub fn deadline(state: &GatewayState) -> Duration {
+    state
+        .current
+        .load()
+        .config
+        .decision_api
+        .as_ref()
+        .map_or(crate::config::defaults::DECISION_API_TIMEOUT, |s| s.timeout)
+}
+
+/// Decide a request another proxy holds: by the proxy's stages, under the current snapshot, with
+/// the live evidence (the token in Authorization names the caller). Logged and counted.
+pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest) -> Verdict {
+    let started = Instant::now();
+    let snap = state.current.load_full();
+    let evidence = snap.authz.with(&snap.trust);
+    let decided = dry_run::decide(&snap, &req, &evidence, Timestamp::now()).await;
+    let mut upstream_headers = Vec::new();
+    let (mut decision, refusal) = match decided {
+        Ok((mut d, Some(routed))) if routed.route.login => {
+            let answer = route_for_people().record(&mut d);
+            (d, Some(answer))
+        }
+        Ok((d, routed)) => match &d.refusal {
+            Some(reject) if d.outcome != Outcome::ShadowDenied => {
+                let answer = Answer::from(reject).for_decision(d.id.as_str());
+                (d, Some(answer))
+            }
+            _ => {
+                if let Some(routed) = routed {
+                    upstream_headers = backend_headers(&snap, &routed.route, &d);
+                }
+                (d, None)
+            }
+        },
+        Err(e) => {
+            let mut d = Decision::new();
+            d.method = req.method.clone();
+            let answer = match undecidable(e) {
+                Ok(refusal) => refusal.record(&mut d),
+                Err(reject) => {
+                    d.refused(&reject);
+                    Answer::from(&reject).for_decision(d.id.as_str())
+                }
+            };
+            (d, Some(answer))
+        }
+    };
+    decision.decided_in.get_or_insert(started.elapsed());
+    let verdict = Verdict {
+        decision,
+        refusal,
+        upstream_headers,
+    };
+    record(state, &snap, interface, &verdict, started.elapsed());
+    verdict
+}
+
+/// What the backend receives about an allowed request: the caller and the consumer a broker acts
+/// for in the `[forwarding]` headers, the route's licence headers, and the decision's id.
+fn backend_headers(
+    snap: &Snapshot,
+    route: &crate::config::model::Route,
+    d: &Decision,
+) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    if let Some(caller) = d.caller_id() {
+        headers.push((snap.config.party_header.to_string(), caller.to_string()));
+    }
+    if let Some(grant) = &d.grant {
+        if let Some(original) = &grant.original_consumer {
+            headers.push((
+                snap.config.original_consumer_header.to_string(),
+                original.clone(),
+            ));
+        }
+        headers.extend(forward::licence_headers(route, grant));
+    }
+    headers.push((DECISION_ID_HEADER.to_string(), d.id.to_string()));
+    headers
+}
+
+/// The decision log's line, the access log's and the count of a decision.
+pub fn record(
+    state: &GatewayState,
+    snap: &Snapshot,
+    interface: Interface,
+    verdict: &Verdict,
+    elapsed: Duration,
+) {
+    let d = &verdict.decision;
+    let status = verdict.status();
+    let outcome = match (verdict.allowed(), d.outcome) {
+        (true, Outcome::ShadowDenied) => "shadow_denied",
+        (true, _) => "allowed",
+        (false, o) => o.as_str(),
+    };
+    state
+        .shared
+        .metrics
+        .decision_api
+        .with_label_values(&[interface.as_str(), outcome])
+        .inc();
+    tracing::info!(
+        target: "access",
+        interface = interface.as_str(),
+        route = %d.route,
+        method = %d.method,
+        path = %d.path,
+        client = d.caller_id().unwrap_or("-"),
+        status,
+        outcome,
+        reason = d.reason,
+        decision_id = %d.id,
+        duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
+    );
+    if let Some(log) = &snap.decision_log {
+        log.write(d, status, elapsed);
+    }
+}
+
+/// A request refused before the stages could read it: logged and counted as a decision.
+pub fn refused_unread(state: &GatewayState, interface: Interface, refusal: Refusal) -> Verdict {
+    let started = Instant::now();
+    let snap = state.current.load_full();
+    let mut decision = Decision::new();
+    let answer = refusal.record(&mut decision);
+    decision.decided_in = Some(started.elapsed());
+    let verdict = Verdict {
+        decision,
+        refusal: Some(answer),
+        upstream_headers: Vec::new(),
+    };
+    record(state, &snap, interface, &verdict, started.elapsed());
+    verdict
+}

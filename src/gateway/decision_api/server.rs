@@ -1,0 +1,253 @@
+//! The decision service's listeners, beside pingora's: HTTP/1.1 and HTTP/2 (h2c, or TLS with
+//! optional client certificates) for nginx, Envoy's HTTP form and AuthZEN, and gRPC for Envoy.
+//! Bound when the server is built (a taken port fails the start), served by a background service
+//! until shutdown; every request is read under the configured deadline and body bound.
+
+use super::{authzen, forwarded, grpc};
+use crate::config::model::DecisionApiSettings;
+use crate::gateway::listener::{server_config, CertResolver};
+use crate::gateway::reject::{Answer, Body};
+use crate::gateway::snapshot::GatewayState;
+use async_trait::async_trait;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 4096;
+
+/// What the service knows of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    /// The client showed a certificate of `tls.client_ca`, verified in the handshake.
+    pub client_certificate: bool,
+    /// The connection is TLS.
+    pub tls: bool,
+}
+
+/// The decision service, bound and ready to serve.
+pub struct DecisionService {
+    state: Arc<GatewayState>,
+    settings: DecisionApiSettings,
+    http: Mutex<Option<std::net::TcpListener>>,
+    grpc: Mutex<Option<std::net::TcpListener>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+fn bind(address: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
+    let listener = std::net::TcpListener::bind(address)
+        .map_err(|e| format!("{key} {address}: cannot listen: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("{key} {address}: {e}"))?;
+    Ok(listener)
+}
+
+impl DecisionService {
+    /// Bind the configured addresses and load the TLS certificate.
+    pub fn bind(
+        state: Arc<GatewayState>,
+        settings: DecisionApiSettings,
+    ) -> Result<DecisionService, String> {
+        let tls = match &settings.tls {
+            None => None,
+            Some(tls) => {
+                let resolver = Arc::new(CertResolver::load(&tls.certificate, &tls.key)?);
+                let config = server_config(tls, resolver)?;
+                Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+            }
+        };
+        let http = bind(settings.address, "decision_api.address")?;
+        let grpc = match settings.grpc_address {
+            Some(a) => Some(bind(a, "decision_api.grpc_address")?),
+            None => None,
+        };
+        Ok(DecisionService {
+            state,
+            settings,
+            http: Mutex::new(Some(http)),
+            grpc: Mutex::new(grpc),
+            tls,
+        })
+    }
+}
+
+#[async_trait]
+impl BackgroundService for DecisionService {
+    async fn start(&self, shutdown: ShutdownWatch) {
+        let taken = |m: &Mutex<Option<std::net::TcpListener>>| {
+            m.lock().unwrap_or_else(|e| e.into_inner()).take()
+        };
+        if let Some(listener) = taken(&self.grpc) {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    let state = self.state.clone();
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(grpc::serve(state, listener, self.tls.clone(), shutdown));
+                }
+                Err(e) => tracing::error!("decision_api.grpc_address: {e}"),
+            }
+        }
+        let Some(listener) = taken(&self.http) else {
+            return;
+        };
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("decision_api.address: {e}");
+                return;
+            }
+        };
+        self.serve(listener, shutdown).await;
+    }
+}
+
+impl DecisionService {
+    async fn serve(&self, listener: tokio::net::TcpListener, mut shutdown: ShutdownWatch) {
+        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let stopped = shutdown.changed();
+            let Some(stream) = next_connection(&listener, "decision_api.address", stopped).await
+            else {
+                return;
+            };
+            let state = self.state.clone();
+            let tls = self.tls.clone();
+            let timeout = self.settings.timeout;
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tls {
+                    None => {
+                        let conn = Connection {
+                            client_certificate: false,
+                            tls: false,
+                        };
+                        serve_connection(state, conn, stream, timeout).await;
+                    }
+                    Some(acceptor) => {
+                        let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
+                        let Ok(Ok(stream)) = handshake.await else {
+                            return;
+                        };
+                        let conn = Connection {
+                            client_certificate: stream.get_ref().1.peer_certificates().is_some(),
+                            tls: true,
+                        };
+                        serve_connection(state, conn, stream, timeout).await;
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// The next connection `listener` accepts (without Nagle's delay), or None once `stop` is done.
+/// A failed accept (too many open files) is logged and tried again after a pause.
+pub async fn next_connection<F>(
+    listener: &tokio::net::TcpListener,
+    key: &str,
+    stop: F,
+) -> Option<tokio::net::TcpStream>
+where
+    F: std::future::Future,
+{
+    tokio::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut stop => return None,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return Some(stream);
+            }
+            Err(e) => {
+                tracing::warn!("{key}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Serve HTTP/1.1 or HTTP/2 on one connection; a request's header must arrive within `timeout`.
+async fn serve_connection<S>(
+    state: Arc<GatewayState>,
+    conn: Connection,
+    stream: S,
+    timeout: std::time::Duration,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let state = state.clone();
+        async move {
+            let req = req.map(axum::body::Body::new);
+            Ok::<_, std::convert::Infallible>(answer(&state, conn, req).await)
+        }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(100);
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// One request, within the configured deadline.
+async fn answer(
+    state: &GatewayState,
+    conn: Connection,
+    req: http::Request<axum::body::Body>,
+) -> http::Response<axum::body::Body> {
+    let timeout = super::deadline(state);
+    match tokio::time::timeout(timeout, route(state, conn, req)).await {
+        Ok(response) => response.map(axum::body::Body::from),
+        Err(_) => Answer {
+            status: 503,
+            body: Body::Json(serde_json::json!({
+                "error": "temporarily_unavailable",
+                "error_description": format!("no decision within {timeout:?}; try again later"),
+                "reason": "decision_timeout",
+            })),
+            headers: Vec::new(),
+        }
+        .into_response()
+        .map(axum::body::Body::from),
+    }
+}
+
+/// The service's paths.
+async fn route(
+    state: &GatewayState,
+    conn: Connection,
+    req: http::Request<axum::body::Body>,
+) -> http::Response<Vec<u8>> {
+    let path = req.uri().path();
+    if path == forwarded::NGINX_PATH {
+        return forwarded::nginx(state, req.headers()).await;
+    }
+    if path == forwarded::EXT_AUTHZ_PREFIX
+        || path.starts_with(&format!("{}/", forwarded::EXT_AUTHZ_PREFIX))
+    {
+        let target = req
+            .uri()
+            .path_and_query()
+            .map_or(path, http::uri::PathAndQuery::as_str)
+            .to_string();
+        return forwarded::ext_authz(state, req.method(), &target, req.headers()).await;
+    }
+    authzen::route(state, conn, req).await
+}

@@ -1,0 +1,693 @@
+//! The decision service through the binary: nginx's `auth_request` with a real nginx in front of
+//! the echo backend, Envoy's `ext_authz` in its HTTP and gRPC forms (requests shaped as Envoy sends
+//! them), and AuthZEN; each decision logged and counted.
+
+mod support;
+
+use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
+use envoy_types::pb::envoy::service::auth::v3::{
+    attribute_context, check_response, AttributeContext, CheckRequest,
+};
+use ishare_gateway::peers::PeerClient;
+use ishare_gateway::scheme::evidence::AccessRequest;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::process::{eventually, ChildProcess, GatewayProcess};
+use support::shipped::{rules_with_a_shadow_route, shipped_gateway, Urls};
+use support::*;
+
+const BIN: &str = "decision_api";
+const SECRET: &str = "0123456789abcdef0123456789abcdef-pep-secret";
+
+/// nginx from Debian's nginx-light (what `make test-setup` installs): on the PATH or in /usr/sbin.
+fn nginx_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file());
+    on_path.unwrap_or_else(|| {
+        panic!("nginx is missing: `make test-setup` installs it (Debian's nginx-light)")
+    })
+}
+
+/// nginx's configuration: `auth_request` to the decision service in front of the echo backend,
+/// as the README's recipe writes it.
+fn nginx_config(dir: &Path, port: u16, decisions: u16, echo: &str) -> String {
+    let dir = dir.display();
+    format!(
+        r#"daemon off;
+master_process off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/nginx-body;
+    proxy_temp_path {dir}/nginx-proxy;
+    fastcgi_temp_path {dir}/nginx-fastcgi;
+    uwsgi_temp_path {dir}/nginx-uwsgi;
+    scgi_temp_path {dir}/nginx-scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        underscores_in_headers on;
+        location / {{
+            auth_request /_ishare;
+            auth_request_set $consumer $upstream_http_x_consumer_party_id;
+            auth_request_set $original_consumer $upstream_http_x_original_consumer_party_id;
+            auth_request_set $decision $upstream_http_x_decision_id;
+            auth_request_set $reason $upstream_http_x_decision_reason;
+            auth_request_set $licence_purpose $upstream_http_licensepurpose;
+            proxy_set_header X-Consumer-Party-Id $consumer;
+            proxy_set_header X-Original-Consumer-Party-Id $original_consumer;
+            proxy_set_header X-Decision-Id $decision;
+            proxy_set_header Authorization "";
+            proxy_set_header delegation_evidence "";
+            proxy_set_header service_consumer_assertion "";
+            add_header X-Decision-Id $decision always;
+            add_header X-Decision-Reason $reason always;
+            add_header LicensePurpose $licence_purpose;
+            proxy_pass {echo};
+        }}
+        location = /_ishare {{
+            internal;
+            proxy_pass http://127.0.0.1:{decisions}/nginx;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Original-URI $request_uri;
+            proxy_set_header X-Original-Method $request_method;
+        }}
+    }}
+}}
+"#
+    )
+}
+
+async fn listening(port: u16) -> bool {
+    eventually(Duration::from_secs(10), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await
+}
+
+fn header<'a>(resp: &'a reqwest::Response, name: &str) -> &'a str {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// Evidence for CONSUMER to read container `id`, from the data owner's registry.
+async fn registry_evidence(bed: &Bed, id: &str) -> String {
+    let peer = PeerClient::new(bed.http.clone(), bed.identity(CONSUMER), "iSHARE");
+    let request = AccessRequest {
+        policy_issuer: OWNER.into(),
+        access_subject: CONSUMER.into(),
+        service_providers: vec![SP.into()],
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        required_licences: vec![],
+    };
+    peer.ask_evidence(&bed.url(AR), AR, &request)
+        .await
+        .unwrap()
+        .expect("the registry has a policy")
+}
+
+struct Service {
+    bed: Bed,
+    gateway: GatewayProcess,
+    /// http://127.0.0.1:PORT of the decision service
+    url: String,
+    grpc: u16,
+    token: String,
+    log: PathBuf,
+    dir: PathBuf,
+    http: reqwest::Client,
+}
+
+/// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
+type Table = fn(data: &Path, decisions: u16, grpc: u16) -> String;
+
+/// Plain HTTP and h2c, AuthZEN callers with the bearer secret.
+fn plain(_: &Path, decisions: u16, grpc: u16) -> String {
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n")
+}
+
+/// TLS on both, every caller with a client certificate of the testbed's CA.
+fn mutual_tls(data: &Path, decisions: u16, grpc: u16) -> String {
+    let d = data.display();
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\ntls.certificate = \"{d}/tls/server.chain.pem\"\ntls.key = \"{d}/tls/server.key.pem\"\ntls.client_ca = \"{d}/ca.pem\"\ntls.client_auth = \"required\"\n")
+}
+
+async fn start(table: Table) -> Service {
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let (decisions, grpc) = (free_port(), free_port());
+    let dir = scratch_dir(BIN);
+    let log = dir.join("decisions.log");
+    std::fs::write(dir.join("pep.secret"), SECRET).unwrap();
+    let config = dir.join("gateway.toml");
+    let rules = rules_with_a_shadow_route(&dir);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let text = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
+        .replace(&shipped.display().to_string(), &rules.display().to_string())
+        + &format!(
+            "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\n{}",
+            log.display(),
+            table(&bed.keys.data_dir, decisions, grpc)
+        );
+    std::fs::write(&config, text).unwrap();
+    let checked = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(["check", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let mut gateway = GatewayProcess::start(BIN, &config, ports.admin);
+    gateway.wait_ready().await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let token = access_token(&http, &base, &bed.identity(CONSUMER)).await;
+    Service {
+        bed,
+        gateway,
+        url: format!("http://127.0.0.1:{decisions}"),
+        grpc,
+        token,
+        log,
+        dir,
+        http,
+    }
+}
+
+/// The decision log's line of decision `id`.
+async fn logged(log: &Path, id: &str) -> Value {
+    let read = || -> Option<Value> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["decision_id"] == id)
+    };
+    let found = eventually(Duration::from_secs(5), || async { read().is_some() }).await;
+    assert!(found, "no line for {id} in {}", log.display());
+    read().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_else() {
+    let s = start(plain).await;
+    let nginx_port = free_port();
+    let decisions_port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
+    let conf = s.dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        nginx_config(&s.dir, nginx_port, decisions_port, &s.bed.testbed.echo_url),
+    )
+    .unwrap();
+    let mut command = Command::new(nginx_binary());
+    command.args(["-p", s.dir.to_str().unwrap(), "-c", conf.to_str().unwrap()]);
+    let nginx = ChildProcess::spawn("nginx", command);
+    assert!(listening(nginx_port).await, "{}", nginx.tail());
+    let front = format!("http://127.0.0.1:{nginx_port}");
+    let get = |path: &str| s.http.get(format!("{front}{path}")).bearer_auth(&s.token);
+
+    // Allowed by the registry's evidence: the backend gets the caller and the decision.
+    let resp = get("/api/containers/C1")
+        .header("X-Consumer-Party-Id", "EU.EORI.FORGED")
+        .send()
+        .await
+        .unwrap();
+    let id = header(&resp, "x-decision-id").to_string();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}\n{}", nginx.tail());
+    assert_eq!(body["path"], "/api/containers/C1", "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+    assert_eq!(body["headers"]["x-decision-id"], id.as_str(), "{body}");
+    assert!(body["headers"].get("authorization").is_none(), "{body}");
+    let line = logged(&s.log, &id).await;
+    assert_eq!(
+        (&line["route"], &line["reason"], &line["evidence"]["source"]),
+        (
+            &json!("containers-read"),
+            &json!("granted"),
+            &json!("registry")
+        ),
+        "{line}"
+    );
+
+    // Allowed by evidence in the header (a route that reads only the header).
+    let evidence = registry_evidence(&s.bed, "C1").await;
+    let resp = get("/api/containers/C1/documents")
+        .header("delegation_evidence", &evidence)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+    assert!(
+        body["headers"].get("delegation_evidence").is_none(),
+        "{body}"
+    );
+
+    // Denied: 403 with the reason, and the backend is never reached (its JSON is not the answer).
+    let resp = get("/api/containers/SECRET-1").send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
+    let id = header(&resp, "x-decision-id").to_string();
+    let text = resp.text().await.unwrap();
+    assert!(
+        !text.contains("\"headers\""),
+        "the backend answered: {text}"
+    );
+    assert_eq!(logged(&s.log, &id).await["outcome"], "denied");
+
+    // No token: 401, with the challenge.
+    let resp = s
+        .http
+        .get(format!("{front}/api/containers/C1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(header(&resp, "x-decision-reason"), "missing_token");
+    assert!(header(&resp, "www-authenticate").starts_with("Bearer"));
+
+    // The decision service directly: without X-Original-URI, a 400 that says so.
+    let resp = s
+        .http
+        .get(format!("{}/nginx", s.url))
+        .header("X-Original-Method", "GET")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_original_request")),
+        "{body}"
+    );
+    assert!(body["error_description"]
+        .as_str()
+        .unwrap()
+        .contains("X-Original-URI"));
+    drop(nginx);
+    let metrics = reqwest::get(format!("{}/metrics", s.gateway.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = |outcome| {
+        metric(
+            &metrics,
+            "ishare_gateway_decision_api_requests_total",
+            &[("interface", "nginx"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (counted("allowed"), counted("denied")),
+        (2.0, 1.0),
+        "{metrics}"
+    );
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
+
+/// An AuthZEN request of a PEP (with the secret, if given): the status and the JSON answer.
+async fn ask(s: &Service, path: &str, body: &Value, secret: Option<&str>) -> (u16, Value) {
+    let mut req = s.http.post(format!("{}{path}", s.url)).json(body);
+    if let Some(secret) = secret {
+        req = req.bearer_auth(secret);
+    }
+    status_json(req.send().await.unwrap()).await
+}
+
+/// AuthZEN's discovery document at `base`.
+async fn discovery(http: &reqwest::Client, base: &str) -> Value {
+    let url = format!("{base}/.well-known/authzen-configuration");
+    let resp = http.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+/// A check as Envoy's HTTP form sends it: the original path after the prefix, the caller's token.
+async fn envoy_http(s: &Service, path: &str) -> reqwest::Response {
+    s.http
+        .get(format!("{}/ext_authz{path}", s.url))
+        .header("authorization", format!("Bearer {}", s.token))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A CheckRequest as Envoy sends it: pseudo-headers and the request's headers, lower case.
+fn check_request(method: &str, path: &str, headers: &[(&str, &str)]) -> CheckRequest {
+    let mut map: std::collections::HashMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.insert(":method".into(), method.into());
+    map.insert(":path".into(), path.into());
+    map.insert(":authority".into(), "api.example".into());
+    CheckRequest {
+        attributes: Some(AttributeContext {
+            request: Some(attribute_context::Request {
+                http: Some(attribute_context::HttpRequest {
+                    method: method.into(),
+                    path: path.into(),
+                    host: "api.example".into(),
+                    headers: map,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Envoy's gRPC check of a GET of `path`, with the caller's `Authorization`.
+async fn check(
+    client: &mut AuthorizationClient<tonic::transport::Channel>,
+    path: &str,
+    bearer: Option<&str>,
+) -> envoy_types::pb::envoy::service::auth::v3::CheckResponse {
+    let headers: Vec<(&str, &str)> = bearer.map(|b| ("authorization", b)).into_iter().collect();
+    client
+        .check(check_request("GET", path, &headers))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
+    let s = start(plain).await;
+    let bearer = format!("Bearer {}", s.token);
+
+    // Envoy's HTTP form: the original method, the path after the prefix, the allowed headers.
+    let resp = s
+        .http
+        .get(format!("{}/ext_authz/api/containers/C1?x=1", s.url))
+        .header("authorization", &bearer)
+        .header("x-envoy-expected-rq-timeout-ms", "200")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    assert_eq!(header(&resp, "x-decision-reason"), "granted");
+    let id = header(&resp, "x-decision-id").to_string();
+    assert_eq!(logged(&s.log, &id).await["path"], "/api/containers/C1");
+    let resp = envoy_http(&s, "/api/containers/SECRET-1").await;
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    assert!(body["decision_id"].is_string(), "{body}");
+    // The proxy's canonical-request rules hold: a path backends read differently is refused.
+    let resp = envoy_http(&s, "/api/containers/C1%2F..").await;
+    assert_eq!(resp.status(), 400);
+    // A route in shadow mode: allowed, and logged as the Deny it is.
+    let resp = envoy_http(&s, "/shadow/containers/SECRET-1").await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
+    assert!(resp.headers().get("licensepurpose").is_none());
+    let id = header(&resp, "x-decision-id").to_string();
+    let line = logged(&s.log, &id).await;
+    assert_eq!(
+        (&line["mode"], &line["outcome"], &line["status"]),
+        (&json!("shadow"), &json!("shadow_denied"), &json!(200)),
+        "{line}"
+    );
+    // A route for people is not decided here.
+    let resp = envoy_http(&s, "/people/containers/C1").await;
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("route_for_people")),
+        "{body}"
+    );
+
+    // Envoy's gRPC form, with a client of the same definitions.
+    let mut grpc = AuthorizationClient::connect(format!("http://127.0.0.1:{}", s.grpc))
+        .await
+        .unwrap();
+    let answer = check(&mut grpc, "/api/containers/C1", Some(&bearer)).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 0, "{answer:?}");
+    let Some(check_response::HttpResponse::OkResponse(ok)) = &answer.http_response else {
+        panic!("not allowed: {answer:?}");
+    };
+    let set: Vec<(String, String)> = ok
+        .headers
+        .iter()
+        .filter_map(|h| h.header.as_ref())
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
+    assert!(
+        set.contains(&("x-consumer-party-id".into(), CONSUMER.into())),
+        "{set:?}"
+    );
+    let answer = check(&mut grpc, "/api/containers/SECRET-1", Some(&bearer)).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 7, "{answer:?}");
+    let Some(check_response::HttpResponse::DeniedResponse(denied)) = &answer.http_response else {
+        panic!("not denied: {answer:?}");
+    };
+    assert_eq!(denied.status.as_ref().unwrap().code, 403);
+    let body: Value = serde_json::from_str(&denied.body).unwrap();
+    assert_eq!(body["reason"], "denied_by_rule", "{body}");
+    let answer = check(&mut grpc, "/api/containers/C1", None).await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 16, "{answer:?}");
+
+    // AuthZEN: the PEP authenticates, and the same delegation stages decide the mask it names.
+    let evaluation = |id: &str| {
+        json!({
+            "subject": {"type": "party", "id": CONSUMER},
+            "resource": {"type": "CONTAINER", "id": id, "properties": {"policy_issuer": OWNER, "attributes": ["*"]}},
+            "action": {"name": "iSHARE.READ"},
+        })
+    };
+    let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    assert_eq!(body["context"]["reason"], "granted", "{body}");
+    let id = body["context"]["decision_id"].as_str().unwrap().to_string();
+    let line = logged(&s.log, &id).await;
+    assert_eq!(line["mask"]["identifiers"][0], "C1", "{line}");
+    let (status, body) = ask(
+        &s,
+        "/access/v1/evaluation",
+        &evaluation("SECRET-1"),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!((status, &body["decision"]), (200, &json!(false)), "{body}");
+    assert_eq!(body["context"]["reason"], "denied_by_rule", "{body}");
+    for secret in [None, Some("not-the-secret")] {
+        let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), secret).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (401, Some("pep_unauthenticated")),
+            "{body}"
+        );
+    }
+    // A route named: its settings and mode apply; a route for people is not one to name.
+    let mut shadowed = evaluation("SECRET-1");
+    shadowed["resource"]["properties"]["route"] = json!("containers-shadow");
+    let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    assert_eq!(
+        (
+            &body["context"]["reason"],
+            &body["context"]["shadow_denied"]
+        ),
+        (&json!("denied_by_rule"), &json!(true)),
+        "{body}"
+    );
+    shadowed["resource"]["properties"]["route"] = json!("people-containers");
+    let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_evaluation")),
+        "{body}"
+    );
+    let batch = json!({
+        "subject": {"type": "party", "id": CONSUMER},
+        "action": {"name": "iSHARE.READ"},
+        "evaluations": [
+            {"resource": evaluation("C2")["resource"]},
+            {"resource": evaluation("SECRET-1")["resource"]},
+        ],
+    });
+    let (status, body) = ask(&s, "/access/v1/evaluations", &batch, Some(SECRET)).await;
+    assert_eq!(status, 200, "{body}");
+    let decided: Vec<&Value> = body["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["decision"])
+        .collect();
+    assert_eq!(decided, [&json!(true), &json!(false)], "{body}");
+    let mut too_many = batch.clone();
+    too_many["evaluations"] = Value::Array(vec![json!({}); 101]);
+    let (status, body) = ask(&s, "/access/v1/evaluations", &too_many, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("invalid_evaluation")),
+        "{body}"
+    );
+    let (status, body) = ask(
+        &s,
+        "/access/v1/evaluation",
+        &json!({"subject": {"type": "party", "id": CONSUMER}}),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error_description"]
+        .as_str()
+        .unwrap()
+        .contains("resource is missing"));
+    let big = json!({"padding": "x".repeat(70 * 1024)});
+    let (status, body) = ask(&s, "/access/v1/evaluation", &big, Some(SECRET)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (413, Some("body_too_large")),
+        "{body}"
+    );
+    assert_eq!(
+        discovery(&s.http, &s.url).await["access_evaluation_endpoint"],
+        format!("{}/access/v1/evaluation", s.url)
+    );
+
+    // SIGHUP: the next decision is made under the new configuration (the shadow route gone, a new
+    // secret), on the same listener.
+    std::fs::remove_file(s.dir.join("policies/shadow.toml")).unwrap();
+    let renewed = format!("{SECRET}-renewed");
+    std::fs::write(s.dir.join("pep.secret"), &renewed).unwrap();
+    let generation = s.gateway.generation().await.unwrap();
+    s.gateway.reload(generation).await;
+    let (status, body) = status_json(envoy_http(&s, "/shadow/containers/SECRET-1").await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("no_route")),
+        "{body}"
+    );
+    let old = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
+    assert_eq!(old.0, 401, "{}", old.1);
+    let new = ask(
+        &s,
+        "/access/v1/evaluation",
+        &evaluation("C1"),
+        Some(&renewed),
+    )
+    .await;
+    assert_eq!(
+        (new.0, &new.1["decision"]),
+        (200, &json!(true)),
+        "{}",
+        new.1
+    );
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_client_certificates_required_every_caller_shows_one_and_authzen_needs_no_secret() {
+    let s = start(mutual_tls).await;
+    let base = s.url.replace("http://", "https://");
+    let data = &s.bed.keys.data_dir;
+    let ca_pem = std::fs::read(data.join("ca.pem")).unwrap();
+    let ca = reqwest::Certificate::from_pem_bundle(&ca_pem).unwrap();
+    let key = std::fs::read_to_string(data.join(format!("parties/{SP}.key.pem"))).unwrap();
+    let chain = std::fs::read_to_string(data.join(format!("parties/{SP}.chain.pem"))).unwrap();
+    let evaluation = json!({
+        "subject": {"type": "party", "id": CONSUMER},
+        "resource": {"type": "CONTAINER", "id": "C1", "properties": {"policy_issuer": OWNER}},
+        "action": {"name": "iSHARE.READ"},
+    });
+
+    // Without a client certificate, no handshake.
+    let anonymous = reqwest::Client::builder()
+        .tls_certs_only(ca.clone())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let refused = anonymous
+        .post(format!("{base}/access/v1/evaluation"))
+        .json(&evaluation)
+        .send()
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    // With one, AuthZEN answers without the bearer secret, and the proxies' forms are decided.
+    let pep = reqwest::Client::builder()
+        .tls_certs_only(ca)
+        .identity(reqwest::Identity::from_pem(format!("{key}{chain}").as_bytes()).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (status, body) = status_json(
+        pep.post(format!("{base}/access/v1/evaluation"))
+            .json(&evaluation)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    let resp = pep
+        .get(format!("{base}/ext_authz/api/containers/C1"))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    assert_eq!(
+        discovery(&pep, &base).await["access_evaluations_endpoint"],
+        format!("{base}/access/v1/evaluations")
+    );
+
+    // gRPC over TLS, with the same client certificate.
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca_pem))
+        .identity(tonic::transport::Identity::from_pem(chain, key))
+        .domain_name("localhost");
+    let channel = tonic::transport::Channel::from_shared(format!("https://127.0.0.1:{}", s.grpc))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {}", s.token);
+    let answer = check(
+        &mut AuthorizationClient::new(channel),
+        "/api/containers/SECRET-1",
+        Some(&bearer),
+    )
+    .await;
+    assert_eq!(answer.status.as_ref().unwrap().code, 7, "{answer:?}");
+    s.gateway.terminate().await;
+    s.bed.stop().await;
+}
