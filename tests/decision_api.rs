@@ -428,6 +428,42 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     // The proxy's canonical-request rules hold: a path backends read differently is refused.
     let resp = envoy_http(&s, "/api/containers/C1%2F..").await;
     assert_eq!(resp.status(), 400);
+    // What the proxy in front passes on must be what was decided on: the target as the gateway
+    // would forward it, and no header the gateway never passes.
+    for (path, extra, reason) in [
+        ("/api/containers/%43%31", None, "not_as_decided"),
+        ("/api/containers/C1?id=A+B", None, "not_as_decided"),
+        (
+            "/api/containers/C1",
+            Some(("x-http-method-override", "DELETE")),
+            "header_not_passable",
+        ),
+        (
+            "/api/containers/C1",
+            Some(("x_consumer_party_id", OWNER)),
+            "header_not_passable",
+        ),
+    ] {
+        let mut asked = s
+            .http
+            .get(format!("{}/ext_authz{path}", s.url))
+            .header("authorization", &bearer);
+        if let Some((name, value)) = extra {
+            asked = asked.header(name, value);
+        }
+        let (status, body) = status_json(asked.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some(reason)),
+            "{path} {extra:?}: {body}"
+        );
+    }
+    // Envoy is told to remove the scheme's credentials and the party headers it does not set.
+    let resp = envoy_http(&s, "/api/containers/C1").await;
+    assert_eq!(
+        header(&resp, "x-envoy-auth-headers-to-remove"),
+        "delegation_evidence,service_consumer_assertion,x-original-consumer-party-id,authorization"
+    );
     // A route in shadow mode: allowed, and logged as the Deny it is.
     let resp = envoy_http(&s, "/shadow/containers/SECRET-1").await;
     assert_eq!(resp.status(), 200);
@@ -510,17 +546,18 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
             "{body}"
         );
     }
-    // A route named: its settings and mode apply; a route for people is not one to name.
+    // A route named: its settings apply, but not its shadow mode (a PEP reads `decision`);
+    // a route for people is not one to name.
     let mut shadowed = evaluation("SECRET-1");
     shadowed["resource"]["properties"]["route"] = json!("containers-shadow");
     let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
-    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    assert_eq!((status, &body["decision"]), (200, &json!(false)), "{body}");
     assert_eq!(
         (
             &body["context"]["reason"],
-            &body["context"]["shadow_denied"]
+            body["context"].get("shadow_denied")
         ),
-        (&json!("denied_by_rule"), &json!(true)),
+        (&json!("denied_by_rule"), None),
         "{body}"
     );
     shadowed["resource"]["properties"]["route"] = json!("people-containers");

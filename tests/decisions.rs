@@ -181,7 +181,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
         .to_string();
     let (status, body) = status_json(resp).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["path"], "/containers/SECRET-1", "{body}");
+    assert_eq!(body["path"], "/shadow/containers/SECRET-1", "{body}");
     assert!(body["headers"].get("licensepurpose").is_none(), "{body}");
     let shadowed = line_of(&log, &id).await;
     assert_eq!(

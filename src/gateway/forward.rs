@@ -231,7 +231,7 @@ fn same_folded(a: &str, b: &str) -> bool {
 /// spelling of a header the gateway sets or vouches for, of the scheme's credentials and of the
 /// stripped headers, the client's copies of the route's licence headers, and look-alikes of the
 /// headers the route's rule reads (which themselves pass, as decided on).
-fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
+pub(crate) fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
     let authorization = http::header::AUTHORIZATION.as_str();
     let always = [
         config.party_header.as_str(),

@@ -39,7 +39,7 @@ use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
-use decision::{stages, Decision, Stage};
+use decision::{logged, stages, Decision, Stage};
 use http::Method;
 use login::Login;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -132,22 +132,6 @@ impl Ctx {
         self.decision.refused(reject);
         Answer::refusal(reject, reject.row()).for_decision(self.decision.id.as_str())
     }
-}
-
-/// The longest request value written to a log line.
-const LOGGED_LEN: usize = 256;
-
-/// A request value as logs show it: at most LOGGED_LEN bytes, control characters escaped.
-fn logged(value: &str) -> String {
-    let mut end = value.len().min(LOGGED_LEN);
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out: String = value[..end].escape_debug().collect();
-    if end < value.len() {
-        out.push('…');
-    }
-    out
 }
 
 fn client_addr(session: &Session) -> Option<std::net::IpAddr> {
@@ -404,7 +388,7 @@ impl ProxyHttp for Gateway {
             true => self.admit_stream(session, ctx),
             false => Ok(()),
         };
-        ctx.decision.method = session.req_header().method.to_string();
+        ctx.decision.method = logged(session.req_header().method.as_str());
         let decided = match admitted {
             Ok(()) => trace::within(ctx.trace.context(), self.decide(session, ctx, &snap)).await,
             Err(reject) => Err(reject),

@@ -61,7 +61,6 @@ name = "containers-shadow"
 methods = ["GET"]
 path = "/shadow/containers/{id}"
 upstream = "legacy"
-upstream_path = "/containers/{id}"
 mode = "shadow"
 [route.delegation]
 policy_issuer = "EU.EORI.NL000000005"

@@ -6,7 +6,7 @@
 use super::stages::{
     self, evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed,
 };
-use super::{Decision, Evaluated, EvidenceSource, Stage};
+use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
 use crate::gateway::reject::{EvidenceRefusal, Reject};
 use crate::gateway::snapshot::Snapshot;
 use crate::request::path::canonical_path;
@@ -136,8 +136,14 @@ pub enum DryRunError {
     RegistryNotGiven,
 }
 
+/// The longest method a request may name (the longest registered one has 17 letters).
+const MAX_METHOD_LEN: usize = 32;
+
 /// The request as the proxy reads it.
 fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
+    if req.method.len() > MAX_METHOD_LEN {
+        return Err(DryRunError::Method(logged(&req.method)));
+    }
     let method = http::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
         .map_err(|_| DryRunError::Method(req.method.clone()))?;
     if !req.target.starts_with('/') {
@@ -175,7 +181,7 @@ pub async fn decide(
     let header = request_header(req)?;
     let started = std::time::Instant::now();
     let mut d = Decision::new();
-    d.method = header.method.to_string();
+    d.method = logged(header.method.as_str());
     let canonical = match canonical_path(header.uri.path()) {
         Ok(c) => c,
         Err(e) => {
@@ -183,7 +189,7 @@ pub async fn decide(
             return Ok((d, None));
         }
     };
-    d.path = canonical.path.clone();
+    d.path = logged(&canonical.path);
     let own = snap.config.tokens.paths.contains(&canonical.path)
         || canonical.path == crate::scheme::vocabulary::CAPABILITIES_PATH
         || snap.login.as_ref().is_some_and(|l| {

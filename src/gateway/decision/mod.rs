@@ -23,6 +23,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
+/// The longest request value written to a log line.
+const LOGGED_LEN: usize = 256;
+
+/// A request value as logs show it: at most LOGGED_LEN bytes, control characters escaped.
+pub fn logged(value: &str) -> String {
+    let mut end = value.len().min(LOGGED_LEN);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = value[..end].escape_debug().collect();
+    if end < value.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// A decision's identifier, unique across the instances of a fleet: a random prefix per process
 /// and a counter. A consumer quotes it (`X-Decision-Id`, `decision_id` in a refusal) and an
 /// operator finds the line of the decision log by it.

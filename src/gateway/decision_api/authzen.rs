@@ -396,7 +396,9 @@ fn rule_of(
         registry: base.and_then(|r| r.registry.clone()),
         licences,
         delegation_path: Vec::new(),
-        caller_names_owner: false,
+        // A data owner the PEP names is bounded as one a caller names at the proxy: not the
+        // subject itself, and only so many not looked up yet a minute.
+        caller_names_owner: asked.resource.properties.policy_issuer.is_some(),
     };
     Ok((rule, captures))
 }
@@ -438,7 +440,6 @@ async fn evaluate(
     let mut d = Decision::new();
     d.method = "AUTHZEN".into();
     d.route = route.as_ref().map_or("authzen".into(), |r| r.name.clone());
-    d.mode = route.as_ref().map_or(d.mode, |r| r.mode);
     match asked.subject.kind.as_str() {
         "person" => d.called_by_person(asked.subject.id.clone()),
         _ => d.called_by_party(asked.subject.id.clone()),
@@ -463,14 +464,15 @@ async fn evaluate(
         Timestamp::now(),
     )
     .await;
-    let refusal = match (granted, &route) {
-        (granted, Some(route)) => stages::enforce(route, granted.map(Some), &mut d).err(),
-        (Ok(grant), None) => {
+    // Always enforced: a PEP reads `decision`, and a route's shadow mode is the gateway's own
+    // roll-out, not a permit for whatever an evaluation names.
+    let refusal = match granted {
+        Ok(grant) => {
             d.reason = "granted";
             d.grant = Some(grant);
             None
         }
-        (Err(reject), None) => Some(reject),
+        Err(reject) => Some(reject),
     };
     let refusal = refusal.map(|reject| {
         d.refused(&reject);
@@ -481,15 +483,13 @@ async fn evaluate(
         decision: d,
         refusal,
         upstream_headers: Vec::new(),
+        remove_upstream: Vec::new(),
     };
     record(state, snap, Interface::AuthZen, &verdict, started.elapsed());
     let d = &verdict.decision;
     let mut context = json!({"reason": d.reason, "decision_id": d.id});
     if let Some(description) = d.description.as_ref().filter(|_| !verdict.allowed()) {
         context["description"] = json!(description);
-    }
-    if verdict.allowed() && d.outcome == crate::telemetry::metrics::Outcome::ShadowDenied {
-        context["shadow_denied"] = json!(true);
     }
     Ok(json!({"decision": verdict.allowed(), "context": context}))
 }

@@ -136,13 +136,25 @@ fn allowed(headers: &[(String, String)]) -> Option<Response<Vec<u8>>> {
     Some(response)
 }
 
-/// The verdict as an HTTP answer: both carry the decision's reason code in X-Decision-Reason.
+/// Envoy's header of an allowed answer naming the request headers it removes before the backend.
+const ENVOY_REMOVE: &str = "x-envoy-auth-headers-to-remove";
+
+/// The verdict as an HTTP answer: both carry the decision's reason code in X-Decision-Reason. An
+/// allowed one tells Envoy what to remove from the request (nginx's recipe clears the same).
 pub fn respond(verdict: Verdict) -> Response<Vec<u8>> {
     let reason = verdict.reason();
+    let remove = verdict.remove_upstream.join(",");
     let mut response = match verdict.refusal {
         Some(answer) => answer.into_response(),
         None => match allowed(&verdict.upstream_headers) {
-            Some(response) => response,
+            Some(mut response) => {
+                if let Ok(value) = http::HeaderValue::from_str(&remove) {
+                    if !remove.is_empty() {
+                        response.headers_mut().insert(ENVOY_REMOVE, value);
+                    }
+                }
+                response
+            }
             // A header the proxy could not send either: no allow without it.
             None => Answer::from(&Reject::Internal).into_response(),
         },

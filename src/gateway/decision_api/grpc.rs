@@ -78,6 +78,7 @@ pub fn check_response(verdict: Verdict) -> CheckResponse {
             headers.push(header(REASON_HEADER, reason));
             let ok = OkHttpResponse {
                 headers,
+                headers_to_remove: verdict.remove_upstream.clone(),
                 ..Default::default()
             };
             (OK, HttpResponse::OkResponse(ok))
@@ -199,6 +200,9 @@ fn tls_connections(
     })
 }
 
+/// The largest CheckRequest read: a request's head, as Envoy describes it.
+const MAX_CHECK_BYTES: usize = 256 << 10;
+
 /// Serve the Authorization service on `listener` (h2c, or TLS with `tls`) until shutdown.
 pub async fn serve(
     state: Arc<GatewayState>,
@@ -207,10 +211,18 @@ pub async fn serve(
     mut shutdown: ShutdownWatch,
 ) {
     let timeout = super::deadline(&state);
+    // A check is a request's head: bounded in size, in streams per connection, and idle
+    // connections are found out and closed.
+    let service =
+        AuthorizationServer::new(Checks::new(state)).max_decoding_message_size(MAX_CHECK_BYTES);
     let server = tonic::transport::Server::builder()
         .timeout(timeout)
         .concurrency_limit_per_connection(100)
-        .add_service(AuthorizationServer::new(Checks::new(state)));
+        .max_concurrent_streams(100)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .tcp_keepalive(Some(Duration::from_secs(60)))
+        .add_service(service);
     let stop = async move {
         let _ = shutdown.changed().await;
     };

@@ -10,10 +10,12 @@ pub mod grpc;
 pub mod server;
 
 use super::decision::dry_run::{self, DryRequest, DryRunError};
+use super::decision::stages::Routed;
 use super::decision::Decision;
 use super::forward;
 use super::reject::{Answer, Body, Reject, DECISION_ID_HEADER};
 use super::snapshot::{GatewayState, Snapshot};
+use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use serde_json::json;
@@ -50,6 +52,10 @@ pub struct Verdict {
     /// What the backend receives when allowed: the party headers, the licence headers and
     /// X-Decision-Id, as the proxy sets them.
     pub upstream_headers: Vec<(String, String)>,
+    /// What the proxy in front must remove from the request before the backend gets it: the
+    /// scheme's credentials, and the party headers the decision does not set (Envoy removes them
+    /// as told; nginx's recipe clears them).
+    pub remove_upstream: Vec<String>,
 }
 
 impl Verdict {
@@ -158,26 +164,33 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
     let evidence = snap.authz.with(&snap.trust);
     let decided = dry_run::decide(&snap, &req, &evidence, Timestamp::now()).await;
     let mut upstream_headers = Vec::new();
+    let mut remove_upstream = Vec::new();
     let (mut decision, refusal) = match decided {
         Ok((mut d, Some(routed))) if routed.route.login => {
             let answer = route_for_people().record(&mut d);
             (d, Some(answer))
         }
-        Ok((d, routed)) => match &d.refusal {
-            Some(reject) if d.outcome != Outcome::ShadowDenied => {
+        Ok((mut d, routed)) => match (&d.refusal, routed) {
+            (Some(reject), _) if d.outcome != Outcome::ShadowDenied => {
                 let answer = Answer::from(reject).for_decision(d.id.as_str());
                 (d, Some(answer))
             }
-            _ => {
-                if let Some(routed) = routed {
-                    upstream_headers = backend_headers(&snap, &routed.route, &d);
+            (_, Some(routed)) => match as_decided(&snap, interface, &req, &routed) {
+                Err(refusal) => {
+                    let answer = refusal.record(&mut d);
+                    (d, Some(answer))
                 }
-                (d, None)
-            }
+                Ok(()) => {
+                    upstream_headers = backend_headers(&snap, &routed.route, &d);
+                    remove_upstream = to_remove(&snap, &routed.route, &upstream_headers);
+                    (d, None)
+                }
+            },
+            (_, None) => (d, None),
         },
         Err(e) => {
             let mut d = Decision::new();
-            d.method = req.method.clone();
+            d.method = crate::gateway::decision::logged(&req.method);
             let answer = match undecidable(e) {
                 Ok(refusal) => refusal.record(&mut d),
                 Err(reject) => {
@@ -193,9 +206,94 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
         decision,
         refusal,
         upstream_headers,
+        remove_upstream,
     };
     record(state, &snap, interface, &verdict, started.elapsed());
     verdict
+}
+
+/// Whether the proxy in front passes on what was decided on, as the gateway would have: the
+/// target as written is the one the gateway forwards (the proxy in front passes it as written),
+/// and the request carries no header the gateway never lets through (method and path overrides,
+/// look-alikes of the headers it sets or a rule reads). The scheme's credentials and the party
+/// headers are exempt: the proxy in front removes or overwrites them (`remove_upstream`, the
+/// recipes). AuthZEN describes no request a proxy forwards.
+fn as_decided(
+    snap: &Snapshot,
+    interface: Interface,
+    req: &DryRequest,
+    routed: &Routed,
+) -> Result<(), Refusal> {
+    if interface == Interface::AuthZen {
+        return Ok(());
+    }
+    let decided = &routed.upstream_uri;
+    let (path, query) = match req.target.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (req.target.as_str(), None),
+    };
+    let decoded = |q: &str| percent_encoding::percent_decode_str(q).collect::<Vec<u8>>();
+    let same_query = match (query.filter(|q| !q.is_empty()), decided.query()) {
+        (None, None) => true,
+        (Some(raw), Some(ours)) => !raw.contains('+') && decoded(raw) == decoded(ours),
+        _ => false,
+    };
+    if path != decided.path() || !same_query {
+        return Err(Refusal::bad_request(
+            "not_as_decided",
+            format!("the request is decided on as {decided}, and the proxy in front passes it to the backend as written: send the path and query in that form (routes with upstream_path or identifier_case cannot be served through another proxy)"),
+        ));
+    }
+    let exempt = exempt_headers(snap);
+    let route = &routed.route;
+    let refused = req.headers.iter().map(|(name, _)| name).find(|name| {
+        !exempt.iter().any(|e| e.eq_ignore_ascii_case(name))
+            && forward::is_removed(&name.to_ascii_lowercase(), route, &snap.config)
+    });
+    match refused {
+        Some(name) => Err(Refusal::bad_request(
+            "header_not_passable",
+            format!("the request carries {name}, which the gateway never passes to a backend, and the proxy in front would"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The headers the proxy in front removes or overwrites itself: the scheme's credentials, the
+/// party headers, and what it sets about the hop.
+fn exempt_headers(snap: &Snapshot) -> [&str; 8] {
+    [
+        http::header::AUTHORIZATION.as_str(),
+        EVIDENCE_HEADER,
+        BROKER_HEADER,
+        snap.config.party_header.as_str(),
+        snap.config.original_consumer_header.as_str(),
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        DECISION_ID_HEADER,
+    ]
+}
+
+/// What the proxy in front removes before the backend: the scheme's credentials (Authorization
+/// unless the route forwards it) and the party headers the decision does not set.
+fn to_remove(
+    snap: &Snapshot,
+    route: &crate::config::model::Route,
+    set: &[(String, String)],
+) -> Vec<String> {
+    let authorization =
+        (!route.forward_authorization).then_some(http::header::AUTHORIZATION.as_str());
+    [
+        EVIDENCE_HEADER,
+        BROKER_HEADER,
+        snap.config.party_header.as_str(),
+        snap.config.original_consumer_header.as_str(),
+    ]
+    .into_iter()
+    .chain(authorization)
+    .filter(|name| !set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
+    .map(str::to_string)
+    .collect()
 }
 
 /// What the backend receives about an allowed request: the caller and the consumer a broker acts
@@ -272,6 +370,7 @@ pub fn refused_unread(state: &GatewayState, interface: Interface, refusal: Refus
         decision,
         refusal: Some(answer),
         upstream_headers: Vec::new(),
+        remove_upstream: Vec::new(),
     };
     record(state, &snap, interface, &verdict, started.elapsed());
     verdict
