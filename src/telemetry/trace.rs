@@ -217,7 +217,11 @@ pub fn outgoing() -> Option<http::HeaderMap> {
     Context::map_current(|cx| {
         cx.get::<ActiveTracer>()?;
         let span = cx.span().span_context().clone();
-        span.is_valid().then(|| headers_for(&span))
+        // Other participants get the trace's ids, not a client's tracestate: what a client put
+        // there is for its own vendors, not for the registry or the scheme owner.
+        let mut headers = span.is_valid().then(|| headers_for(&span))?;
+        headers.remove(traceparent::TRACESTATE);
+        Some(headers)
     })
 }
 

@@ -197,10 +197,13 @@ async fn serve_connection<S>(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(timeout);
+    // An HTTP/2 connection whose peer stops answering pings is closed: idle ones hold nothing.
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(100);
+        .max_concurrent_streams(100)
+        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
+        .keep_alive_timeout(std::time::Duration::from_secs(10));
     let _ = builder
         .serve_connection(TokioIo::new(stream), service)
         .await;
