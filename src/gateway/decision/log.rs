@@ -4,18 +4,22 @@
 //! full a line is dropped and counted, never waited for. Configured fields are masked, and a line
 //! longer than its bound is cut to the fields that identify the decision.
 
-use super::Decision;
+use super::{Caller, Decision, DecisionId, EvidenceUsed, Mode, Stage, Taken};
 use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
+use crate::scheme::evaluation::DecidedBy;
 use crate::telemetry::Metrics;
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender, TrySendError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a masked field says instead.
 const MASKED: &str = "[masked]";
 /// How long written lines may wait in the writer's buffer.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// How long the writer lets lines gather after writing what had come.
+const GATHER: Duration = Duration::from_millis(20);
 
 /// The writer of the decision log; dropping the last clone lets its thread write out what is
 /// queued and end.
@@ -49,17 +53,37 @@ impl DecisionLog {
                 // two writers (before and after a reload) do not mix.
                 let capacity = (4 * max_line).max(64 << 10);
                 let mut out = std::io::BufWriter::with_capacity(capacity, out);
+                let write = |out: &mut std::io::BufWriter<_>, line: String| match out
+                    .write_all(line.as_bytes())
+                {
+                    Ok(()) => written.inc(),
+                    Err(_) => failed.inc(),
+                };
+                let mut flushed = Instant::now();
                 loop {
                     match queue.recv_timeout(FLUSH_EVERY) {
-                        Ok(line) => match out.write_all(line.as_bytes()) {
-                            Ok(()) => written.inc(),
-                            Err(_) => failed.inc(),
-                        },
+                        Ok(line) => write(&mut out, line),
+                        // Quiet for a while: what is buffered goes out now.
                         Err(RecvTimeoutError::Timeout) => {
                             let _ = out.flush();
+                            flushed = Instant::now();
+                            continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
                     }
+                    // What came meanwhile, in one go; then a pause, so that a busy gateway wakes
+                    // this thread a few dozen times a second, not once per request.
+                    while let Ok(line) = queue.try_recv() {
+                        write(&mut out, line);
+                    }
+                    if flushed.elapsed() >= FLUSH_EVERY {
+                        let _ = out.flush();
+                        flushed = Instant::now();
+                    }
+                    std::thread::sleep(GATHER);
+                }
+                while let Ok(line) = queue.try_recv() {
+                    write(&mut out, line);
                 }
                 let _ = out.flush();
             })
@@ -89,45 +113,105 @@ fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
+/// A line of the log as it is written: borrowed from the decision, serialized at once (no
+/// intermediate JSON tree on the request's path).
+#[derive(Serialize)]
+struct Line<'a> {
+    decision_id: &'a DecisionId,
+    time: String,
+    route: &'a str,
+    mode: Mode,
+    method: &'a str,
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller: Option<&'a Caller>,
+    values: &'a [Taken],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mask: Option<MaskLine<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence: Option<&'a EvidenceUsed>,
+    decided_by: Places<'a>,
+    stage: Stage,
+    outcome: &'static str,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<f64>,
+}
+
+/// The mask asked, in the log's words.
+#[derive(Serialize)]
+struct MaskLine<'a> {
+    policy_issuer: &'a str,
+    access_subject: &'a str,
+    service_providers: &'a [String],
+    resource_type: &'a str,
+    identifiers: &'a [String],
+    attributes: &'a [String],
+    actions: &'a [String],
+    licences: &'a [String],
+}
+
+/// Where the decision was made, as paths into the evidence.
+struct Places<'a>(&'a [DecidedBy]);
+
+impl Serialize for Places<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Place<'a>(&'a DecidedBy);
+        impl Serialize for Place<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self.0)
+            }
+        }
+        s.collect_seq(self.0.iter().map(Place))
+    }
+}
+
+impl<'a> Line<'a> {
+    fn of(d: &'a Decision, answered: Option<(u16, Duration)>) -> Self {
+        let time = time::OffsetDateTime::from(d.at)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        Line {
+            decision_id: &d.id,
+            time,
+            route: &d.route,
+            mode: d.mode,
+            method: &d.method,
+            path: &d.path,
+            caller: d.caller.as_ref(),
+            values: &d.values,
+            mask: d.mask.as_ref().map(|m| MaskLine {
+                policy_issuer: &m.policy_issuer,
+                access_subject: &m.access_subject,
+                service_providers: &m.service_providers,
+                resource_type: &m.resource_type,
+                identifiers: &m.identifiers,
+                attributes: &m.attributes,
+                actions: &m.actions,
+                licences: &m.required_licences,
+            }),
+            evidence: d.evidence.as_ref(),
+            decided_by: Places(&d.decided_by),
+            stage: d.stage,
+            outcome: d.outcome.as_str(),
+            reason: d.reason,
+            description: d.description.as_deref(),
+            decision_ms: d.decided_in.map(millis),
+            status: answered.map(|(status, _)| status),
+            duration_ms: answered.map(|(_, duration)| millis(duration)),
+        }
+    }
+}
+
 /// The decision as JSON: what `explain --json` prints, and each line of the log before masking.
 pub fn to_json(d: &Decision) -> Value {
-    let time = time::OffsetDateTime::from(d.at)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
-    let mask = d.mask.as_ref().map(|m| {
-        json!({
-            "policy_issuer": m.policy_issuer,
-            "access_subject": m.access_subject,
-            "service_providers": m.service_providers,
-            "resource_type": m.resource_type,
-            "identifiers": m.identifiers,
-            "attributes": m.attributes,
-            "actions": m.actions,
-            "licences": m.required_licences,
-        })
-    });
-    let mut v = json!({
-        "decision_id": d.id,
-        "time": time,
-        "route": d.route,
-        "mode": d.mode,
-        "method": d.method,
-        "path": d.path,
-        "caller": d.caller,
-        "values": d.values,
-        "mask": mask,
-        "evidence": d.evidence,
-        "decided_by": d.decided_by.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "stage": d.stage,
-        "outcome": d.outcome.as_str(),
-        "reason": d.reason,
-        "description": d.description,
-        "decision_ms": d.decided_in.map(millis),
-    });
-    if let Some(object) = v.as_object_mut() {
-        object.retain(|_, value| !value.is_null());
-    }
-    v
+    serde_json::to_value(Line::of(d, None)).unwrap_or_default()
 }
 
 /// One line of the log: the decision, its answer's status and the request's duration, with the
@@ -138,14 +222,19 @@ pub fn line(
     duration: Duration,
     settings: &DecisionLogSettings,
 ) -> String {
-    let mut v = to_json(d);
-    v["status"] = json!(status);
-    v["duration_ms"] = json!(millis(duration));
-    for field in &settings.mask {
-        mask(&mut v, field);
-    }
-    let mut text = v.to_string();
+    let of = Line::of(d, Some((status, duration)));
+    let mut text = match settings.mask.is_empty() {
+        true => serde_json::to_string(&of).unwrap_or_default(),
+        false => {
+            let mut v = serde_json::to_value(&of).unwrap_or_default();
+            for field in &settings.mask {
+                mask(&mut v, field);
+            }
+            v.to_string()
+        }
+    };
     if text.len() >= settings.max_line_bytes {
+        let v = serde_json::to_value(&of).unwrap_or_default();
         let keep = [
             "decision_id",
             "time",
