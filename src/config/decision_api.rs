@@ -33,7 +33,7 @@ pub(super) fn build(
         .and_then(|a| issues.check("decision_api.grpc_address", socket_addr(&a)));
     let tls = f
         .tls
-        .map(|t| super::gateway::listener_tls(base, "decision_api", t, issues));
+        .map(|t| super::pem::listener_tls(base, "decision_api", t, issues));
     let bearer_secret = f
         .bearer_secret_file
         .as_ref()

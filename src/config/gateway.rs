@@ -5,6 +5,7 @@ use super::defaults as default;
 use super::file::*;
 use super::issues::{ConfigIssue, Issues};
 use super::model::*;
+use super::pem::{check_pem_certs, listener_tls};
 use super::rules::{load_rules, Known};
 use super::values::{nonzero, party, resolve, socket_addr, url_of, warn_plain};
 use crate::scheme::jwt::SigningIdentity;
@@ -158,31 +159,6 @@ fn scheme(scheme: Option<String>, issues: &mut Issues) -> String {
     scheme
 }
 
-pub(super) fn check_pem_certs(path: &Path, key: &str, issues: &mut Issues) -> Option<Vec<Vec<u8>>> {
-    let bytes = issues.check(
-        key,
-        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())),
-    )?;
-    let certs = issues.check(
-        key,
-        crate::tls::certs_from_pem(&bytes, &path.display().to_string()).map_err(|e| e.to_string()),
-    )?;
-    Some(certs.into_iter().map(|c| c.to_vec()).collect())
-}
-
-fn check_pem_key(path: &Path, key: &str, issues: &mut Issues) {
-    if let Some(bytes) = issues.check(
-        key,
-        std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())),
-    ) {
-        issues.check(
-            key,
-            crate::tls::key_from_pem(&bytes, &path.display().to_string())
-                .map_err(|e| e.to_string()),
-        );
-    }
-}
-
 fn identity(base: &Path, id: IdentityFile, issues: &mut Issues) -> Option<Identity> {
     let party_id = issues.check("identity.party_id", party(&id.party_id));
     let key_file = resolve(base, &id.key);
@@ -324,41 +300,6 @@ pub(super) fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
         wide.ip().is_unspecified() && (wide.is_ipv6() || other.is_ipv4())
     };
     a.port() == b.port() && a.port() != 0 && (a.ip() == b.ip() || covers(a, b) || covers(b, a))
-}
-
-pub(super) fn listener_tls(
-    base: &Path,
-    key: &str,
-    t: ListenerTlsFile,
-    issues: &mut Issues,
-) -> ListenerTls {
-    let mode = t
-        .client_auth
-        .and_then(|c| issues.choice(&format!("{key}.tls.client_auth"), c));
-    let client_auth = match (t.client_ca, mode) {
-        (None, None) => None,
-        (None, Some(_)) => {
-            issues.add(format!("{key}.tls.client_auth"), "needs tls.client_ca");
-            None
-        }
-        (Some(ca), mode) => {
-            let ca_file = resolve(base, &ca);
-            check_pem_certs(&ca_file, &format!("{key}.tls.client_ca"), issues);
-            Some(ClientAuth {
-                ca_file,
-                required: mode == Some(ClientAuthMode::Required),
-            })
-        }
-    };
-    let certificate = resolve(base, &t.certificate);
-    let key_file = resolve(base, &t.key);
-    check_pem_certs(&certificate, &format!("{key}.tls.certificate"), issues);
-    check_pem_key(&key_file, &format!("{key}.tls.key"), issues);
-    ListenerTls {
-        certificate,
-        key: key_file,
-        client_auth,
-    }
 }
 
 /// The root the scheme owner signs under, pinned by fingerprint or by a certificate file.

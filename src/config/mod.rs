@@ -14,6 +14,7 @@ mod issues;
 mod login;
 pub mod model;
 pub mod openapi;
+mod pem;
 mod redis;
 mod rules;
 mod tracing;

@@ -7,7 +7,7 @@
 //! delegation stages (`stages::delegation`: the mask, the evidence of the `delegation_evidence`
 //! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
 
-use super::server::Connection;
+use super::connection::Connection;
 use super::{record, Interface, Verdict};
 use crate::config::model::{Auth, DelegationRule, EvidenceSources, Route};
 use crate::gateway::decision::stages::{self, RequestFacts};

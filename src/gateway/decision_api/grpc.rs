@@ -3,7 +3,7 @@
 //! with the headers the backend receives, or a `DeniedHttpResponse` with the proxy's status,
 //! reason and body.
 
-use super::server::next_connection;
+use super::connection::next_connection;
 use super::{decide, forwarded, Interface, Verdict, REASON_HEADER};
 use crate::gateway::decision::dry_run::DryRequest;
 use crate::gateway::snapshot::GatewayState;

@@ -5,6 +5,7 @@
 //! backend receives (allowed) or the refusal with its reason and decision id.
 
 pub mod authzen;
+pub mod connection;
 pub mod forwarded;
 pub mod grpc;
 pub mod server;

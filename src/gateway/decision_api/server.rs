@@ -3,6 +3,7 @@
 //! Bound when the server is built (a taken port fails the start), served by a background service
 //! until shutdown; every request is read under the configured deadline and body bound.
 
+use super::connection::{next_connection, Connection};
 use super::{authzen, forwarded, grpc};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::listener::{server_config, CertResolver};
@@ -18,15 +19,6 @@ use tokio::sync::Semaphore;
 
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 4096;
-
-/// What the service knows of a connection.
-#[derive(Clone, Copy, Debug)]
-pub struct Connection {
-    /// The client showed a certificate of `tls.client_ca`, verified in the handshake.
-    pub client_certificate: bool,
-    /// The connection is TLS.
-    pub tls: bool,
-}
 
 /// The decision service, bound and ready to serve.
 pub struct DecisionService {
@@ -143,35 +135,6 @@ impl DecisionService {
                     }
                 }
             });
-        }
-    }
-}
-
-/// The next connection `listener` accepts (without Nagle's delay), or None once `stop` is done.
-/// A failed accept (too many open files) is logged and tried again after a pause.
-pub async fn next_connection<F>(
-    listener: &tokio::net::TcpListener,
-    key: &str,
-    stop: F,
-) -> Option<tokio::net::TcpStream>
-where
-    F: std::future::Future,
-{
-    tokio::pin!(stop);
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = &mut stop => return None,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                return Some(stream);
-            }
-            Err(e) => {
-                tracing::warn!("{key}: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
         }
     }
 }
