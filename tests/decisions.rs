@@ -388,6 +388,27 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
             && said.contains("forwarded to legacy as /api/my/shipments/2026"),
         "{said}"
     );
+    // `--token -` reads it from standard input, out of sight of the process list.
+    let mut piped = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args([
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--path",
+            "/api/my/shipments/2026",
+            "--token",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut piped.stdin.take().unwrap(), token.as_bytes()).unwrap();
+    let said = text(&piped.wait_with_output().unwrap());
+    assert!(
+        said.contains("caller      party EU.EORI.NL000000001"),
+        "{said}"
+    );
     let said = text(&with_token("not-a-token"));
     assert!(
         said.contains("refused 401 invalid_token at the authentication stage"),

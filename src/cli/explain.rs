@@ -30,7 +30,8 @@ pub struct ExplainArgs {
     /// authenticated.
     #[arg(long = "as", value_name = "PARTY_ID")]
     pub as_party: Option<String>,
-    /// The caller: an access token of this gateway, validated.
+    /// The caller: an access token of this gateway, validated; `-` reads it from standard input
+    /// (an argument is seen by everyone who lists the processes).
     #[arg(long)]
     pub token: Option<String>,
     /// A request header, `NAME:VALUE`; repeat for more.
@@ -79,6 +80,12 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()?;
     let caller = match (args.as_party, args.token) {
         (Some(id), _) => Some(CallerArg::As(id)),
+        (None, Some(token)) if token == "-" => {
+            let mut read = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut read)
+                .map_err(|e| format!("--token -: standard input: {e}"))?;
+            Some(CallerArg::Token(read.trim().to_string()))
+        }
         (None, Some(token)) => Some(CallerArg::Token(token)),
         (None, None) => None,
     };
