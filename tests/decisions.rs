@@ -17,8 +17,12 @@ use support::*;
 
 const BIN: &str = "decisions";
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The decision an answer names.
+fn decision_id(resp: &reqwest::Response) -> String {
+    resp.headers()["x-decision-id"]
+        .to_str()
+        .unwrap()
+        .to_string()
 }
 
 fn binary(args: &[&str]) -> Output {
@@ -102,10 +106,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
 
     // A permit: the answer and the backend name the same decision, which the log holds.
     let resp = get("/api/containers/C1").await.unwrap();
-    let id = resp.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let id = decision_id(&resp);
     let (status, body) = status_json(resp).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["headers"]["x-decision-id"], id.as_str(), "{body}");
@@ -136,10 +137,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
     assert_eq!(permit["mask"]["identifiers"][0], "C1");
     // The same request again: the decision comes from the cache.
     let again = get("/api/containers/C1").await.unwrap();
-    let again_id = again.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let again_id = decision_id(&again);
     assert_ne!(again_id, id);
     assert_eq!(
         line_of(&log, &again_id).await["evidence"]["cache_hit"],
@@ -148,10 +146,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
 
     // A refusal: its body quotes the decision the header names, and the log says why.
     let resp = get("/api/containers/SECRET-1").await.unwrap();
-    let id = resp.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let id = decision_id(&resp);
     let (status, body) = status_json(resp).await;
     assert_eq!(
         (status, body["decision_id"].as_str()),
@@ -175,10 +170,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
 
     // Shadow mode: the same Deny is made, logged and counted, and the request is forwarded.
     let resp = get("/shadow/containers/SECRET-1").await.unwrap();
-    let id = resp.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let id = decision_id(&resp);
     let (status, body) = status_json(resp).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["path"], "/shadow/containers/SECRET-1", "{body}");
@@ -216,10 +208,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
     gateway.process.signal(libc::SIGHUP);
     gateway.reload(generation).await;
     let resp = get("/api/containers/C2").await.unwrap();
-    let id = resp.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let id = decision_id(&resp);
     assert_eq!(line_of(&log, &id).await["status"], 200);
     assert!(lines(&rotated)
         .iter()
@@ -227,10 +216,7 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
 
     // SIGTERM: what was queued is written before the process ends.
     let resp = get("/api/containers/C3").await.unwrap();
-    let last = resp.headers()["x-decision-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
+    let last = decision_id(&resp);
     let (status, output) = gateway.terminate().await;
     assert!(status.success(), "{output}");
     assert!(lines(&log)

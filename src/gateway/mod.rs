@@ -129,8 +129,8 @@ pub struct Ctx {
 impl Ctx {
     /// Record a refusal in the decision; the answer to write, which names the decision.
     fn refuse(&mut self, reject: &Reject) -> Answer {
-        self.decision.refused(reject);
-        Answer::refusal(reject, reject.row()).for_decision(self.decision.id.as_str())
+        let row = self.decision.refused(reject);
+        Answer::refusal(reject, row).for_decision(self.decision.id.as_str())
     }
 }
 

@@ -28,7 +28,8 @@ pub const INACTIVE: &str = "EU.EORI.NL000000006";
 /// A party whose certificate the test PKI issues but that the scheme owner does not know.
 pub const UNKNOWN: &str = "EU.EORI.NL000000099";
 
-fn repo() -> &'static Path {
+/// The repository's root.
+pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 

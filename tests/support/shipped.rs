@@ -1,12 +1,8 @@
 //! The shipped configuration as the binaries' tests run it: conf/gateway.toml pointed at a
 //! testbed's key material and addresses, on free ports.
 
-use super::{Bed, Ports, AR, SO};
+use super::{repo, Bed, Ports, AR, SO};
 use std::path::{Path, PathBuf};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Where the testbed's participants serve: party id (or "echo") → base URL.
 pub struct Urls(pub Vec<(String, String)>);

@@ -11,7 +11,7 @@ pub mod stages;
 #[cfg(test)]
 mod harness;
 
-use super::reject::Reject;
+use super::reject::{Reject, Row};
 pub use crate::config::model::Mode;
 use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
@@ -259,13 +259,14 @@ impl Decision {
         });
     }
 
-    /// Record a refusal: its outcome, reason and description.
-    pub fn refused(&mut self, reject: &Reject) {
+    /// Record a refusal: its outcome, reason and description; its row, for the answer.
+    pub fn refused(&mut self, reject: &Reject) -> Row {
         let row = reject.row();
         self.outcome = row.outcome;
         self.reason = row.reason;
-        self.description = Some(row.description);
+        self.description = Some(row.description.clone());
         self.refusal = Some(reject.clone());
+        row
     }
 
     /// A refusal on a route in shadow mode: recorded and counted, and the request goes on.

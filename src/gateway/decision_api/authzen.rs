@@ -475,8 +475,8 @@ async fn evaluate(
         Err(reject) => Some(reject),
     };
     let refusal = refusal.map(|reject| {
-        d.refused(&reject);
-        Answer::from(&reject).for_decision(d.id.as_str())
+        let row = d.refused(&reject);
+        Answer::refusal(&reject, row).for_decision(d.id.as_str())
     });
     d.decided_in = Some(started.elapsed());
     let verdict = Verdict {

@@ -195,8 +195,8 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
             let answer = match undecidable(e) {
                 Ok(refusal) => refusal.record(&mut d),
                 Err(reject) => {
-                    d.refused(&reject);
-                    Answer::from(&reject).for_decision(d.id.as_str())
+                    let row = d.refused(&reject);
+                    Answer::refusal(&reject, row).for_decision(d.id.as_str())
                 }
             };
             (d, Some(answer))
