@@ -9,6 +9,12 @@ use ishare_gateway::testbed::{config::TestbedConfig, Testbed};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The allocator the gateway and its benchmark baseline (`examples/bare_proxy.rs`) both run on:
+/// the proxy's request path allocates and frees small buffers at a high rate, where mimalloc's
+/// thread-local free lists beat the system allocator's (see the load benchmark).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "ishare-gateway",
