@@ -366,8 +366,9 @@ impl ProxyHttp for Gateway {
     ) -> pingora::Result<()> {
         // Requests in flight finish under the snapshot they started with.
         let snap = self.state.current.load_full();
-        let mut clock = BodyClock::new(&snap.config.server, Instant::now());
-        session.set_read_timeout(clock.next_read(0, Instant::now()));
+        // The request's head has just been read: the clock read when the context was made.
+        let mut clock = BodyClock::new(&snap.config.server, ctx.started);
+        session.set_read_timeout(clock.next_read(0, ctx.started));
         // An answer the client does not read holds nothing for longer than a body read may.
         session.set_write_timeout(Some(snap.config.server.body_timeout));
         ctx.body = Some(clock);
@@ -625,14 +626,19 @@ impl ProxyHttp for Gateway {
         if let Some(phase) = session.stream().and_then(Guarded::phase_of) {
             phase.done();
         }
-        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let written = session.response_written().map(|r| r.status);
+        let status = written.map_or(0, |s| s.as_u16());
         let snap = ctx.snap.as_ref();
         let d = &ctx.decision;
         let metrics = &self.state.shared.metrics;
         let elapsed = ctx.started.elapsed();
         metrics
             .requests
-            .with_label_values(&[&d.route, &status.to_string(), d.outcome.as_str()])
+            .with_label_values(&[
+                d.route.as_str(),
+                written.as_ref().map_or("0", |s| s.as_str()),
+                d.outcome.as_str(),
+            ])
             .inc();
         metrics
             .latency

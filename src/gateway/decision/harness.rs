@@ -418,3 +418,33 @@ fn decision_ids_are_unique_and_of_one_form() {
         .iter()
         .all(|i| i.len() == 32 && i.bytes().all(|b| b.is_ascii_hexdigit())));
 }
+
+#[test]
+fn decision_ids_share_the_process_prefix_and_count_up() {
+    let (a, b) = (DecisionId::next(), DecisionId::next());
+    assert_eq!(a.as_str()[..16], b.as_str()[..16]);
+    let count = |id: &DecisionId| u64::from_str_radix(&id.as_str()[16..], 16).unwrap();
+    assert!(count(&b) > count(&a));
+    assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
+}
+
+#[test]
+fn logged_values_are_escaped_and_bounded_whichever_way_they_are_copied() {
+    for value in [
+        "/api/containers/C1",
+        "GET",
+        "a\"b",
+        "it's",
+        "back\\slash",
+        "tab\there",
+        "é/ü",
+    ] {
+        assert_eq!(
+            super::logged(value),
+            value.escape_debug().collect::<String>(),
+            "{value:?}"
+        );
+    }
+    let long = "a".repeat(300);
+    assert_eq!(super::logged(&long), format!("{}…", "a".repeat(256)));
+}

@@ -28,6 +28,12 @@ const LOGGED_LEN: usize = 256;
 
 /// A request value as logs show it: at most LOGGED_LEN bytes, control characters escaped.
 pub fn logged(value: &str) -> String {
+    // Most values (methods, paths) are short printable ASCII that nothing escapes: copied as
+    // they are, without walking them character by character.
+    let plain = |b: &u8| matches!(b, b' '..=b'~') && !matches!(b, b'\\' | b'"' | b'\'');
+    if value.len() <= LOGGED_LEN && value.as_bytes().iter().all(plain) {
+        return value.to_string();
+    }
     let mut end = value.len().min(LOGGED_LEN);
     while !value.is_char_boundary(end) {
         end -= 1;
@@ -42,9 +48,8 @@ pub fn logged(value: &str) -> String {
 /// A decision's identifier, unique across the instances of a fleet: a random prefix per process
 /// and a counter. A consumer quotes it (`X-Decision-Id`, `decision_id` in a refusal) and an
 /// operator finds the line of the decision log by it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct DecisionId(String);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecisionId([u8; 32]);
 
 impl DecisionId {
     pub fn next() -> Self {
@@ -57,17 +62,32 @@ impl DecisionId {
             u64::from_le_bytes(bytes)
         });
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        DecisionId(format!("{prefix:016x}{n:016x}"))
+        // Made for every request: written in place, without formatting machinery or the heap.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut id = [0u8; 32];
+        for (i, word) in [*prefix, n].into_iter().enumerate() {
+            for (j, nibble) in id[i * 16..(i + 1) * 16].iter_mut().enumerate() {
+                *nibble = HEX[((word >> (60 - 4 * j)) & 0xf) as usize];
+            }
+        }
+        DecisionId(id)
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Always lower-case hexadecimal digits (ASCII).
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl Serialize for DecisionId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
 impl fmt::Display for DecisionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
