@@ -5,6 +5,8 @@
 
 mod support;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use ishare_gateway::peers::PeerClient;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
@@ -638,6 +640,20 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     let forged = format!("{signed}.{flipped}{}", &signature[1..]);
     assert_eq!(
         refusal(&env, "/api/header-only/V1", &token, &forged).await,
+        (403, "evidence_signature_invalid".to_string())
+    );
+    // The verified token's signature under other claims: found by its signature, but not the
+    // token that was verified.
+    let (head, payload) = signed.split_once('.').unwrap();
+    let mut claims: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    claims["jti"] = json!("another-token");
+    let altered = format!(
+        "{head}.{}.{signature}",
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap())
+    );
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &token, &altered).await,
         (403, "evidence_signature_invalid".to_string())
     );
     let misses = evidence_lookups(&env, "miss").await;

@@ -3,8 +3,10 @@
 //! be signed by a party that may issue it, and say what the scheme's rules require of its claims.
 //!
 //! A consumer sends the same token again and again until it expires. What a token proves by itself
-//! (its signature by a chain under the trusted list) is kept by the token's SHA-256, until the token,
-//! its evidence or its chain expires, and only under the trusted list it was verified with; what
+//! (its signature by a chain under the trusted list) is kept, found by the SHA-256 of its signature
+//! and used only for the very same token text, until the token, its evidence or its chain expires,
+//! and only under the trusted list it was verified with. (Hashing the signature alone, not the
+//! whole token of several kilobytes, is most of what a cache hit saves.) What
 //! depends on the request or on the signer's standing now (its party record, its role, the subjects,
 //! the token's age) is checked on every request.
 
@@ -29,6 +31,8 @@ use std::time::{Duration, Instant};
 
 /// A delegation token whose signature verified with a chain under the trusted list.
 struct VerifiedToken {
+    /// The token's text, compared on every hit: the key is made of its signature only.
+    text: Box<str>,
     jwt: DecodedJwt,
     token: EvidenceToken,
     chain: Arc<TrustedChain>,
@@ -41,7 +45,7 @@ struct VerifiedToken {
 }
 
 impl VerifiedToken {
-    fn new(jwt: DecodedJwt, token: EvidenceToken, chain: Arc<TrustedChain>, size: usize) -> Self {
+    fn new(text: &str, jwt: DecodedJwt, token: EvidenceToken, chain: Arc<TrustedChain>) -> Self {
         let until = [
             jwt.time_claim("exp").map(|e| e.floor() as i64),
             Some(token.evidence.not_on_or_after),
@@ -52,13 +56,14 @@ impl VerifiedToken {
         .min()
         .unwrap_or(0);
         VerifiedToken {
+            text: text.into(),
             jwt,
             token,
             chain,
             generation: 0,
             until,
-            // The decoded claims and evidence take about what the token's text does, twice.
-            weight: u32::try_from(2 * size + 512).unwrap_or(u32::MAX),
+            // The text, and the decoded claims and evidence: about what the text takes, twice.
+            weight: u32::try_from(3 * text.len() + 512).unwrap_or(u32::MAX),
         }
     }
 }
@@ -201,12 +206,9 @@ impl HeaderEvidence {
         now: Timestamp,
     ) -> Result<(Arc<VerifiedToken>, bool), Reject> {
         let generation = trust.trusted_list().await?.generation;
-        let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
-            .as_ref()
-            .try_into()
-            .expect("SHA-256 is 32 bytes");
+        let key = cache_key(token);
         if let Some(hit) = self.verified.get(&key) {
-            if hit.generation == generation && now.secs() < hit.until {
+            if *hit.text == *token && hit.generation == generation && now.secs() < hit.until {
                 self.metrics.cache_hit("evidence_token", true);
                 return Ok((hit, true));
             }
@@ -224,9 +226,20 @@ impl HeaderEvidence {
             })?;
         let verified = Arc::new(VerifiedToken {
             generation,
-            ..VerifiedToken::new(decoded, read, chain, token.len())
+            ..VerifiedToken::new(token, decoded, read, chain)
         });
         self.verified.insert(key, verified.clone());
         Ok((verified, false))
     }
+}
+
+/// Where a token is kept in the cache of verified tokens: the SHA-256 of its signature (what
+/// follows its last dot). Tokens that share a signature but differ elsewhere share the key; the
+/// text kept with the entry tells them apart, and only a token that verifies is ever kept.
+fn cache_key(token: &str) -> [u8; 32] {
+    let signature = token.rsplit_once('.').map_or(token, |(_, s)| s);
+    let digest = ring::digest::digest(&ring::digest::SHA256, signature.as_bytes());
+    let mut key = [0u8; 32];
+    key.copy_from_slice(digest.as_ref());
+    key
 }
