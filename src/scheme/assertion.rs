@@ -224,9 +224,13 @@ impl TokenRequest {
 /// only where they are encoded: a token request's values (a JWT, party ids) seldom are, and the
 /// assertion is long.
 fn form_pairs(body: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    // An assertion is several kilobytes: the scans are memchr's, not byte by byte.
     fn decode(bytes: &[u8]) -> Cow<'_, str> {
-        if !bytes.iter().any(|b| matches!(b, b'%' | b'+')) {
-            return String::from_utf8_lossy(bytes);
+        if memchr::memchr2(b'%', b'+', bytes).is_none() {
+            return match std::str::from_utf8(bytes) {
+                Ok(text) => Cow::Borrowed(text),
+                Err(_) => String::from_utf8_lossy(bytes),
+            };
         }
         let spaced: Vec<u8> = bytes
             .iter()
@@ -238,9 +242,15 @@ fn form_pairs(body: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)>
                 .into_owned(),
         )
     }
-    body.split(|b| *b == b'&')
+    memchr::memchr_iter(b'&', body)
+        .chain(std::iter::once(body.len()))
+        .scan(0, |start, end| {
+            let pair = &body[*start..end];
+            *start = end + 1;
+            Some(pair)
+        })
         .filter(|pair| !pair.is_empty())
-        .map(|pair| match pair.iter().position(|b| *b == b'=') {
+        .map(|pair| match memchr::memchr(b'=', pair) {
             Some(at) => (decode(&pair[..at]), decode(&pair[at + 1..])),
             None => (decode(pair), Cow::Borrowed("")),
         })
