@@ -191,10 +191,11 @@ async fn tls_certificates_rotate_on_reload_without_a_restart() {
     let ca = bed.keys.ca_file.clone();
     assert_eq!(peer_certificate(&ca, &url).await, first.chain_der[0]);
 
+    // The new pair is ECDSA P-256 (README: ECDSA certificates): served as the RSA one was.
     let second = bed
         .keys
         .pki
-        .issue_tls_server(&["127.0.0.1", "localhost"])
+        .issue_tls_server_ecdsa(&["127.0.0.1", "localhost"])
         .unwrap();
     std::fs::write(dir.join("tls.pem"), &second.chain_pem).unwrap();
     std::fs::write(dir.join("tls.key"), &second.key_pem).unwrap();

@@ -173,6 +173,15 @@ pub fn load_or_generate(
             },
         );
     }
+    // The same server names with an ECDSA P-256 key, for listeners that make many new
+    // connections (README: TLS).
+    let ecdsa_chain = data_dir.join("tls/server-ecdsa.chain.pem");
+    let ecdsa_key = data_dir.join("tls/server-ecdsa.key.pem");
+    if load_credentials(&ecdsa_chain, &ecdsa_key)?.is_none() {
+        let creds = pki.issue_tls_server_ecdsa(tls_names)?;
+        write(&ecdsa_chain, &creds.chain_pem, false)?;
+        write(&ecdsa_key, &creds.key_pem, true)?;
+    }
     let tls_chain = data_dir.join("tls/server.chain.pem");
     let tls_key = data_dir.join("tls/server.key.pem");
     let tls = match load_credentials(&tls_chain, &tls_key)? {
