@@ -8,7 +8,10 @@
 # one worker or thread per core, keep-alive to the backend) while wrk and the backend run on the
 # other cores. A core count that leaves no core for wrk and the backend is skipped, with a note.
 # wrk runs against each target in turn, interleaved, for --rounds rounds; the table shows the
-# median of the rounds. Compare the ratios, not the absolute figures: they depend on the machine.
+# median of the rounds. Then each route type is loaded at a constant rate, half of what wrk found
+# it saturates at (examples/constant_rate.rs: an open loop, so a slow answer does not slow the load
+# down), beside the backend called directly at the same rate: the p99 the route adds. Compare the
+# ratios, not the absolute figures: they depend on the machine.
 #
 # Needs wrk, nginx, haproxy, curl, openssl and python3 (`make load-bench` installs the missing
 # ones); this script installs nothing itself.
@@ -46,10 +49,12 @@ fi
 
 MACHINE_CORES=$(nproc)
 echo "building (release)…"
-cargo build --release -q --bin ishare-gateway --example bare_proxy --example token_forms
+cargo build --release -q --bin ishare-gateway --example bare_proxy --example token_forms \
+  --example constant_rate
 BIN=target/release/ishare-gateway
 BARE=target/release/examples/bare_proxy
 FORMS=target/release/examples/token_forms
+RATE=target/release/examples/constant_rate
 # Token requests per issuance run (each with a fresh assertion, used once).
 ISSUANCES=${ISSUANCES:-6000}
 "$BIN" testbed --config conf/testbed.toml --prepare >/dev/null
@@ -90,14 +95,18 @@ PIDS+=($!)
 wait_for http://127.0.0.1:9180/
 
 # Ports: backend 9200 (also the OTLP sink: it answers 200 to /v1/traces); per core count, nginx
-# 9201 (TLS 9211), HAProxy 9202, HAProxy jwt 9203, bare pingora 9204, gateway 9205 (TLS 9215,
+# 9201 (TLS 9211, with the ECDSA certificate 9213), HAProxy 9202, HAProxy jwt 9203, bare pingora
+# 9204 (on the system allocator 9214), gateway 9205 (TLS 9215,
 # admin 9225, decision service 9237), nginx with auth_request to that decision service 9212,
 # gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235, admin 9236),
 # gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);
 # the cluster: Redis 9230, two gateways on it 9207 and 9208 (TLS 9217, 9218; admin 9227, 9228),
-# HAProxy in front of both 9209, and of the first alone 9210.
+# HAProxy in front of both 9209, and of the first alone 9210; gateway with the ECDSA certificate
+# 9238 (TLS 9239, admin 9240); gateway tracing one request in ten 9242 (TLS 9243, admin 9244).
 TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
 TLS_KEY=$PWD/data/testbed/tls/server.key.pem
+ECDSA_CERT=$PWD/data/testbed/tls/server-ecdsa.chain.pem
+ECDSA_KEY=$PWD/data/testbed/tls/server-ecdsa.key.pem
 CA=$PWD/data/testbed/ca.pem
 CONSUMER=EU.EORI.NL000000001
 client() { "$BIN" client --testbed data/testbed --as "$CONSUMER" --raw "$@"; }
@@ -195,6 +204,12 @@ http {
     ssl_certificate_key $TLS_KEY;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
+  server {
+    listen 127.0.0.1:9213 ssl backlog=4096;
+    ssl_certificate $ECDSA_CERT;
+    ssl_certificate_key $ECDSA_KEY;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
 }
 EOF
   haproxy_cfg() { # port extra-frontend-lines
@@ -285,6 +300,11 @@ EOF
   # Every request traced (sample_ratio 1), its spans exported to the backend's nginx as the sink.
   gateway_cfg 9234 9235 9236 warn >"$D/gateway-traced.toml"
   printf '\n[tracing]\notlp_endpoint = "http://127.0.0.1:9200/v1/traces"\n' >>"$D/gateway-traced.toml"
+  gateway_cfg 9242 9243 9244 warn >"$D/gateway-sampled.toml"
+  printf '\n[tracing]\notlp_endpoint = "http://127.0.0.1:9200/v1/traces"\nsample_ratio = 0.1\n' >>"$D/gateway-sampled.toml"
+  gateway_cfg 9238 9239 9240 warn |
+    sed -e "s|/tls/server.chain.pem|/tls/server-ecdsa.chain.pem|" -e "s|/tls/server.key.pem|/tls/server-ecdsa.key.pem|" \
+      >"$D/gateway-ecdsa.toml"
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$D/session.key"
   for i in 7 8; do # the cluster's instances: the stores on Redis, one session secret
     gateway_cfg 920$i 921$i 922$i warn |
@@ -321,11 +341,14 @@ EOF
   start "$SERVER_CPUS" "$D/haproxy.log" haproxy -db -f "$D/haproxy.cfg"
   start "$SERVER_CPUS" "$D/haproxy-jwt.log" haproxy -db -f "$D/haproxy-jwt.cfg"
   start "$SERVER_CPUS" "$D/bare.log" "$BARE" 127.0.0.1:9204 127.0.0.1:9200 "$N"
+  start "$SERVER_CPUS" "$D/bare-system.log" env BARE_ALLOCATOR=system "$BARE" 127.0.0.1:9214 127.0.0.1:9200 "$N"
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
   GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
   start "$SERVER_CPUS" "$D/gateway-decisions.out" "$BIN" run --config "$D/gateway-decisions.toml"
   start "$SERVER_CPUS" "$D/gateway-traced.out" "$BIN" run --config "$D/gateway-traced.toml"
+  start "$SERVER_CPUS" "$D/gateway-ecdsa.out" "$BIN" run --config "$D/gateway-ecdsa.toml"
+  start "$SERVER_CPUS" "$D/gateway-sampled.out" "$BIN" run --config "$D/gateway-sampled.toml"
   start "$SERVER_CPUS" "$D/redis.log" redis-server --port 9230 --bind 127.0.0.1 --save "" --appendonly no
   start "$SERVER_CPUS" "$D/gateway-7.out" "$BIN" run --config "$D/gateway-7.toml"
   CLUSTER_PID=${PIDS[-1]}
@@ -335,7 +358,8 @@ EOF
   for url in http://127.0.0.1:9200/ http://127.0.0.1:9201/ http://127.0.0.1:9202/ \
     http://127.0.0.1:9204/ http://127.0.0.1:9225/ready http://127.0.0.1:9226/ready http://127.0.0.1:9251/ready http://127.0.0.1:9236/ready \
     http://127.0.0.1:9227/ready http://127.0.0.1:9228/ready http://127.0.0.1:9209/status \
-    http://127.0.0.1:9212/status; do
+    http://127.0.0.1:9212/status http://127.0.0.1:9214/ http://127.0.0.1:9240/ready \
+    http://127.0.0.1:9244/ready; do
     wait_for "$url"
   done
   curl -fs -o /dev/null -H "Authorization: Bearer $JWT" http://127.0.0.1:9203/ ||
@@ -360,6 +384,7 @@ EOF
     run "nginx proxy_pass" http://127.0.0.1:9201/status
     run "HAProxy" http://127.0.0.1:9202/status
     run "HAProxy RS256 jwt_verify" http://127.0.0.1:9203/status "Authorization: Bearer $JWT"
+    run "bare pingora, system allocator" http://127.0.0.1:9214/status
     run "bare pingora (no checks)" http://127.0.0.1:9204/status
     run "gateway: public route" http://127.0.0.1:9205/status
     run "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
@@ -377,6 +402,8 @@ EOF
     warm 9234
     run "gateway: delegated, tracing on" http://127.0.0.1:9234/api/containers/C1 "$BEARER" \
       "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    warm 9242
+    run "gateway: delegated, tracing 1 in 10" http://127.0.0.1:9242/api/containers/C1 "$BEARER"
     warm 9207
     warm 9208
     run "cluster: balancer, 1 gateway" http://127.0.0.1:9210/api/containers/C1 "$BEARER"
@@ -385,6 +412,8 @@ EOF
     run "gateway TLS, keep-alive" https://127.0.0.1:9215/status
     run "nginx TLS, new connections" https://127.0.0.1:9211/status "Connection: close"
     run "gateway TLS, new connections" https://127.0.0.1:9215/status "Connection: close"
+    run "nginx TLS ECDSA, new connections" https://127.0.0.1:9213/status "Connection: close"
+    run "gateway TLS ECDSA, new connections" https://127.0.0.1:9239/status "Connection: close"
   done
 
   python3 - "$RESULTS" "$ROUNDS" <<'PY'
@@ -399,7 +428,9 @@ for line in open(sys.argv[1]):
 med = {n: [statistics.median(v[i] for v in rows[n]) for i in range(3)] + [sum(v[3] for v in rows[n])] for n in order}
 base = {"nginx TLS, keep-alive": "nginx TLS, keep-alive", "gateway TLS, keep-alive": "nginx TLS, keep-alive",
         "nginx TLS, new connections": "nginx TLS, new connections",
-        "gateway TLS, new connections": "nginx TLS, new connections"}
+        "gateway TLS, new connections": "nginx TLS, new connections",
+        "nginx TLS ECDSA, new connections": "nginx TLS ECDSA, new connections",
+        "gateway TLS ECDSA, new connections": "nginx TLS ECDSA, new connections"}
 jwt = med["HAProxy RS256 jwt_verify"][0]
 direct_p99 = med["backend called directly"][2]
 print(f"{'target':38} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'vs nginx':>9} {'vs HAProxy jwt':>15}")
@@ -411,8 +442,20 @@ for n in order:
     print(f"{n:38} {rps:9.0f} {p50:8.3f} {p99:8.3f} {failures:8d} {vs_nginx:>9} {vs_jwt:>15}")
 full = med["gateway: delegated, cached decision"][2]
 print(f"p99 added by full enforcement over the backend called directly: {full - direct_p99:.3f} ms")
-traced, untraced = med["gateway: delegated, tracing on"], med["gateway: delegated, cached decision"]
-print(f"tracing on (every request sampled, exported): {traced[0] / untraced[0]:.2f}x the req/s of tracing off, p99 {traced[2] - untraced[2]:+.3f} ms")
+rps = lambda n: med[n][0]
+bare, cached = rps("bare pingora (no checks)"), rps("gateway: delegated, cached decision")
+print("\nratios (req/s):")
+print(f"  bare pingora on mimalloc / on the system allocator: {bare / rps('bare pingora, system allocator'):.2f}")
+for n in ("gateway: public route", "gateway: bearer token", "gateway: delegated, cached decision",
+          "gateway: evidence in header"):
+    print(f"  {n} / bare pingora: {rps(n) / bare:.2f}")
+print(f"  full enforcement (bearer, cached decision, licence headers) / HAProxy RS256 jwt_verify: {cached / jwt:.2f}")
+print(f"  evidence in header / cached decision: {rps('gateway: evidence in header') / cached:.2f}")
+for n in ("access log on", "decision log on", "tracing on", "tracing 1 in 10"):
+    print(f"  delegated, {n} / off: {rps('gateway: delegated, ' + n) / cached:.2f}")
+print(f"  gateway TLS keep-alive / the same route in plain HTTP: {rps('gateway TLS, keep-alive') / rps('gateway: public route'):.2f}")
+for cert in ("", " ECDSA"):
+    print(f"  gateway / nginx, TLS{cert} new connections: {rps(f'gateway TLS{cert}, new connections') / rps(f'nginx TLS{cert}, new connections'):.2f}")
 bad = [n for n in order if med[n][3]]
 if bad:
     print("\n" + "!" * 78)
@@ -421,6 +464,36 @@ if bad:
     print("!" * 78)
 PY
   echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
+
+  # Latency at a constant rate: half the saturating rate wrk found for the row, the backend called
+  # directly at the same rate beside it.
+  saturating() { awk -F'\t' -v row="$1" '$1 == row { print $2 }' "$RESULTS" | median; }
+  paced() { # rate url [header...]: p50, p99, p99.9 ms, and the answers that failed
+    local out
+    out=$(taskset -c "$CLIENT_CPUS" "$RATE" "$2" "$1" "$DURATION" "$CONNECTIONS" "${@:3}")
+    awk -F'\t' '{ printf "%s\t%s\t%s\t%d\n", $5, $7, $8, $1 - $2 + $3 }' <<<"$out"
+  }
+  LATENCY=$D/latency.tsv
+  : >"$LATENCY"
+  latency() { # row url [header...]
+    local rate
+    rate=$(saturating "$1" | awk '{ printf "%d", $1 / 2 }')
+    printf '%s\t%s\t%s\t%s\n' "$1" "$rate" "$(paced "$rate" "${@:2}")" \
+      "$(paced "$rate" http://127.0.0.1:9200/status | cut -f2)" >>"$LATENCY"
+  }
+  latency "nginx proxy_pass" http://127.0.0.1:9201/status
+  latency "bare pingora (no checks)" http://127.0.0.1:9204/status
+  latency "gateway: public route" http://127.0.0.1:9205/status
+  latency "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
+  latency "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
+  EVIDENCE=$(fresh_evidence)
+  latency "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+  echo
+  echo "constant rate, half the saturating rate, $DURATION s each ($CONNECTIONS connections):"
+  awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed" }
+    { printf "%-38s %8d %8.3f %8.3f %9.3f %14.3f %9.3f %8d\n", $1, $2, $3, $4, $5, $7, $4 - $7, $6
+      if ($6 > 0) bad = bad "!!! " $1 ": " $6 " answers failed or were not 2xx: its figures do not count\n" }
+    END { printf "%s", bad }' "$LATENCY"
   echo "spans of the traced gateway: $(curl -s http://127.0.0.1:9236/metrics |
     awk -F'[{}" ]+' '/^ishare_gateway_spans_total/ { printf "%s %s ", $3, $4 }')"
 
