@@ -6,7 +6,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config};
 use ishare_gateway::gateway::decision::stages::{self, RequestFacts};
-use ishare_gateway::gateway::decision::Decision;
+use ishare_gateway::gateway::decision::{logged, Decision};
 use ishare_gateway::gateway::replay::ReplayStore;
 use ishare_gateway::gateway::route::Lookup;
 use ishare_gateway::gateway::snapshot::{Shared, Snapshot};
@@ -275,6 +275,16 @@ fn per_request(c: &mut Criterion) {
     );
     group.bench_function("delegated: header evidence verified before", |b| {
         b.iter(|| assert!(bench.authorize(black_box("C2"), &with_evidence)))
+    });
+    // What every request pays before any check: its decision's id and clock, and the method
+    // and path as logs name them.
+    group.bench_function("a request's decision value and logged path", |b| {
+        b.iter(|| {
+            let mut d = Decision::new();
+            d.method = logged(black_box("GET"));
+            d.path = logged(black_box("/api/containers/C1/documents"));
+            d
+        })
     });
     group.finish();
     bench.stop();
