@@ -68,7 +68,7 @@ cleanup() {
       [ -s "$log" ] && { echo "--- $log"; tail -n 5 "$log"; }
     done
   fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -336,11 +336,14 @@ EOF
   balancer_cfg 9210 9207 >"$D/balancer-1.cfg"
 
   start "$CLIENT_CPUS" "$D/backend.log" nginx -c "$D/backend.conf"
+  FIRST_SERVER=${#PIDS[@]}
   start "$SERVER_CPUS" "$D/nginx.log" nginx -c "$D/nginx.conf"
+  NGINX_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/nginx-authz.log" nginx -c "$D/nginx-authz.conf"
   start "$SERVER_CPUS" "$D/haproxy.log" haproxy -db -f "$D/haproxy.cfg"
   start "$SERVER_CPUS" "$D/haproxy-jwt.log" haproxy -db -f "$D/haproxy-jwt.cfg"
   start "$SERVER_CPUS" "$D/bare.log" "$BARE" 127.0.0.1:9204 127.0.0.1:9200 "$N"
+  BARE_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/bare-system.log" env BARE_ALLOCATOR=system "$BARE" 127.0.0.1:9214 127.0.0.1:9200 "$N"
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
   GATEWAY_PID=${PIDS[-1]}
@@ -466,7 +469,8 @@ PY
   echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
 
   # Latency at a constant rate: half the saturating rate wrk found for the row, the backend called
-  # directly at the same rate beside it.
+  # directly at the same rate beside it. Every other server on the servers' cores is paused
+  # meanwhile (SIGSTOP): their timers and health checks would otherwise land in the tail.
   saturating() { awk -F'\t' -v row="$1" '$1 == row { print $2 }' "$RESULTS" | median; }
   paced() { # rate url [header...]: p50, p99, p99.9 ms, and the answers that failed
     local out
@@ -475,19 +479,21 @@ PY
   }
   LATENCY=$D/latency.tsv
   : >"$LATENCY"
-  latency() { # row url [header...]
-    local rate
-    rate=$(saturating "$1" | awk '{ printf "%d", $1 / 2 }')
-    printf '%s\t%s\t%s\t%s\n' "$1" "$rate" "$(paced "$rate" "${@:2}")" \
+  latency() { # pid row url [header...]
+    local rate pid
+    rate=$(saturating "$2" | awk '{ printf "%d", $1 / 2 }')
+    for pid in "${PIDS[@]:FIRST_SERVER}"; do [ "$pid" = "$1" ] || kill -STOP "$pid"; done
+    printf '%s\t%s\t%s\t%s\n' "$2" "$rate" "$(paced "$rate" "${@:3}")" \
       "$(paced "$rate" http://127.0.0.1:9200/status | cut -f2)" >>"$LATENCY"
+    for pid in "${PIDS[@]:FIRST_SERVER}"; do kill -CONT "$pid"; done
   }
-  latency "nginx proxy_pass" http://127.0.0.1:9201/status
-  latency "bare pingora (no checks)" http://127.0.0.1:9204/status
-  latency "gateway: public route" http://127.0.0.1:9205/status
-  latency "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
-  latency "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
+  latency "$NGINX_PID" "nginx proxy_pass" http://127.0.0.1:9201/status
+  latency "$BARE_PID" "bare pingora (no checks)" http://127.0.0.1:9204/status
+  latency "$GATEWAY_PID" "gateway: public route" http://127.0.0.1:9205/status
+  latency "$GATEWAY_PID" "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
+  latency "$GATEWAY_PID" "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
   EVIDENCE=$(fresh_evidence)
-  latency "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+  latency "$GATEWAY_PID" "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
   echo
   echo "constant rate, half the saturating rate, $DURATION s each ($CONNECTIONS connections):"
   awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed" }

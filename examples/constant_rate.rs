@@ -5,14 +5,18 @@
 //!     cargo run --release --example constant_rate -- URL RATE SECONDS CONNECTIONS [HEADER...]
 //!
 //! Request `k` is due at `k / RATE` seconds after the start, on connection `k % CONNECTIONS`.
+//! A thread of its own releases each request when it is due, with the operating system's
+//! high-resolution sleep (the async runtime's timers tick by the millisecond, which would send
+//! the requests of each millisecond at once, in bursts that a slower server answers later).
 //! Its latency runs from when it was due if its connection was still busy with an earlier answer
-//! then (the wait is the server's), and from when it was sent otherwise (a late timer is the
+//! then (the wait is the server's), and from when it was sent otherwise (a late release is the
 //! generator's, not the server's). Prints one tab-separated line: due, answered, non-2xx, errors,
 //! then p50, p90, p99, p99.9 and the maximum in milliseconds.
 
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 struct Target {
     address: String,
@@ -115,21 +119,28 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), Stri
     }
 }
 
-async fn connection(
-    target: std::sync::Arc<Target>,
+/// Releases request `k` to its connection when it is due.
+fn pace(
     start: Instant,
     interval: Duration,
-    first: u64,
-    step: u64,
     total: u64,
-) -> Tally {
+    connections: Vec<UnboundedSender<Instant>>,
+) {
+    for k in 0..total {
+        let due = start + interval.mul_f64(k as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let _ = connections[(k % connections.len() as u64) as usize].send(due);
+    }
+}
+
+async fn connection(target: std::sync::Arc<Target>, mut due: UnboundedReceiver<Instant>) -> Tally {
     let mut tally = Tally::default();
     let mut stream = None;
     let mut buf = Vec::with_capacity(4096);
-    let mut free_at = start;
-    for k in (first..total).step_by(step as usize) {
-        let due = start + interval.mul_f64(k as f64);
-        tokio::time::sleep_until(due.into()).await;
+    let mut free_at = Instant::now();
+    while let Some(due) = due.recv().await {
         let sent = Instant::now();
         let from = if free_at > due { due } else { sent };
         if stream.is_none() {
@@ -197,23 +208,19 @@ fn main() -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let tallies = runtime.block_on(async {
-        let start = Instant::now() + Duration::from_millis(50);
-        let tasks: Vec<_> = (0..connections)
-            .map(|c| {
-                tokio::spawn(connection(
-                    target.clone(),
-                    start,
-                    interval,
-                    c,
-                    connections,
-                    total,
-                ))
-            })
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..connections).map(|_| unbounded_channel()).unzip();
+        let tasks: Vec<_> = receivers
+            .into_iter()
+            .map(|r| tokio::spawn(connection(target.clone(), r)))
             .collect();
+        let start = Instant::now() + Duration::from_millis(50);
+        let pacer = std::thread::spawn(move || pace(start, interval, total, senders));
         let mut tallies = Vec::new();
         for task in tasks {
             tallies.push(task.await.map_err(|e| e.to_string())?);
         }
+        pacer.join().map_err(|_| "the pacing thread failed")?;
         Ok::<_, String>(tallies)
     })?;
     let mut all = Tally::default();
