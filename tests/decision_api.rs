@@ -8,8 +8,6 @@ use envoy_types::pb::envoy::service::auth::v3::authorization_client::Authorizati
 use envoy_types::pb::envoy::service::auth::v3::{
     attribute_context, check_response, AttributeContext, CheckRequest,
 };
-use ishare_gateway::peers::PeerClient;
-use ishare_gateway::scheme::evidence::AccessRequest;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -102,25 +100,6 @@ fn header<'a>(resp: &'a reqwest::Response, name: &str) -> &'a str {
         .get(name)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
-}
-
-/// Evidence for CONSUMER to read container `id`, from the data owner's registry.
-async fn registry_evidence(bed: &Bed, id: &str) -> String {
-    let peer = PeerClient::new(bed.http.clone(), bed.identity(CONSUMER), "iSHARE");
-    let request = AccessRequest {
-        policy_issuer: OWNER.into(),
-        access_subject: CONSUMER.into(),
-        service_providers: vec![SP.into()],
-        resource_type: "CONTAINER".into(),
-        identifiers: vec![id.into()],
-        attributes: vec!["*".into()],
-        actions: vec!["iSHARE.READ".into()],
-        required_licences: vec![],
-    };
-    peer.ask_evidence(&bed.url(AR), AR, &request)
-        .await
-        .unwrap()
-        .expect("the registry has a policy")
 }
 
 struct Service {
@@ -253,7 +232,10 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
     );
 
     // Allowed by evidence in the header (a route that reads only the header).
-    let evidence = registry_evidence(&s.bed, "C1").await;
+    let evidence = s
+        .bed
+        .registry_evidence(CONSUMER, &read_request(CONSUMER, "C1", &[SP]))
+        .await;
     let resp = get("/api/containers/C1/documents")
         .header("delegation_evidence", &evidence)
         .send()

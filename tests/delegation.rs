@@ -7,7 +7,6 @@ mod support;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ishare_gateway::peers::PeerClient;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};
@@ -254,25 +253,7 @@ async fn refusal(env: &Env, path: &str, token: &str, evidence: &str) -> (u16, St
 
 /// Evidence fetched from the registry by `requester` (as the consumer does).
 async fn evidence(env: &Env, requester: &str, request: AccessRequest) -> String {
-    let peer = PeerClient::new(env.bed.http.clone(), env.bed.identity(requester), "iSHARE");
-    let ar = env.bed.url(AR);
-    peer.ask_evidence(&ar, AR, &request)
-        .await
-        .unwrap()
-        .expect("the registry has a policy")
-}
-
-fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
-    AccessRequest {
-        policy_issuer: OWNER.into(),
-        access_subject: subject.into(),
-        service_providers: sps.iter().map(|s| s.to_string()).collect(),
-        resource_type: "CONTAINER".into(),
-        identifiers: vec![id.into()],
-        attributes: vec!["*".into()],
-        actions: vec!["iSHARE.READ".into()],
-        required_licences: vec![],
-    }
+    env.bed.registry_evidence(requester, &request).await
 }
 
 async fn registry_stats(env: &Env) -> u64 {

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::process::{eventually, GatewayProcess};
+use support::served::Served;
 use support::*;
 
 const BIN: &str = "tracing";
@@ -90,8 +91,7 @@ struct Collector {
     endpoint: String,
     spans: Arc<Mutex<Vec<Received>>>,
     refusing: Arc<AtomicBool>,
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 #[derive(Clone)]
@@ -161,18 +161,12 @@ impl Collector {
                 spans: spans.clone(),
                 refusing: refusing.clone(),
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("http://{}/v1/traces", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(ishare_gateway::testbed::server::serve(
-            listener, None, app, stopped,
-        ));
+        let served = Served::start(app).await;
         Collector {
-            endpoint,
+            endpoint: format!("{}/v1/traces", served.url()),
             spans,
             refusing,
-            stop,
-            task,
+            served,
         }
     }
 
@@ -202,8 +196,7 @@ impl Collector {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+        let _ = self.served.stop().await;
     }
 }
 
@@ -215,8 +208,7 @@ type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 struct Recorder {
     url: String,
     seen: Seen,
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 #[derive(Clone)]
@@ -265,17 +257,11 @@ impl Recorder {
                 http,
                 seen: seen.clone(),
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(ishare_gateway::testbed::server::serve(
-            listener, None, app, stopped,
-        ));
+        let served = Served::start(app).await;
         Recorder {
-            url,
+            url: served.url(),
             seen,
-            stop,
-            task,
+            served,
         }
     }
 
@@ -289,8 +275,7 @@ impl Recorder {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+        let _ = self.served.stop().await;
     }
 }
 

@@ -7,8 +7,11 @@ pub mod fleet;
 pub mod people;
 pub mod process;
 pub mod satellite;
+pub mod served;
 pub mod shipped;
 
+use ishare_gateway::peers::PeerClient;
+use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::jwt::SigningIdentity;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
@@ -112,6 +115,15 @@ impl Bed {
 
     pub fn identity(&self, party: &str) -> SigningIdentity {
         self.creds(party).signing_identity()
+    }
+
+    /// Evidence from the registry for `request`, asked by `requester` (as a consumer does).
+    pub async fn registry_evidence(&self, requester: &str, request: &AccessRequest) -> String {
+        let peer = PeerClient::new(self.http.clone(), self.identity(requester), "iSHARE");
+        peer.ask_evidence(&self.url(AR), AR, request)
+            .await
+            .unwrap()
+            .expect("the registry has a policy")
     }
 
     /// Credentials for a party the scheme owner does not know, from the testbed's own CA.
@@ -669,5 +681,19 @@ impl RedisServer {
     pub fn kill(mut self) -> u16 {
         self.process.kill();
         self.port
+    }
+}
+
+/// The mask of `subject` reading container `id` (every attribute) of the data owner, for `sps`.
+pub fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
+    AccessRequest {
+        policy_issuer: OWNER.into(),
+        access_subject: subject.into(),
+        service_providers: sps.iter().map(|s| s.to_string()).collect(),
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        required_licences: vec![],
     }
 }

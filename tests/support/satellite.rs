@@ -2,13 +2,13 @@
 //! endpoints, sends token answers without `Cache-Control`, accepts a client assertion twice, or
 //! reads the query of `/parties` before its token. It counts the requests it is sent, by path.
 
+use super::served::Served;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// How the satellite departs from its upstream.
 #[derive(Clone, Debug, Default)]
@@ -37,8 +37,7 @@ struct Shared {
 pub struct Satellite {
     pub url: String,
     shared: Arc<Shared>,
-    stop: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 impl Satellite {
@@ -54,17 +53,11 @@ impl Satellite {
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(ishare_gateway::testbed::server::serve(
-            listener, None, app, stopped,
-        ));
+        let served = Served::start(app).await;
         Satellite {
-            url,
+            url: served.url(),
             shared,
-            stop,
-            task,
+            served,
         }
     }
 
@@ -75,11 +68,10 @@ impl Satellite {
     }
 
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        tokio::time::timeout(Duration::from_secs(10), self.task)
+        self.served
+            .stop()
             .await
-            .expect("the satellite stops")
-            .expect("the satellite's task ends cleanly");
+            .expect("the satellite stops cleanly");
     }
 }
 
