@@ -528,6 +528,10 @@ impl Trust for TrustStore {
 
     /// The party record of `id` (None when the scheme owner does not know it), cached.
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
+        if let Some(cached) = self.parties.get(id.as_str()).await {
+            self.metrics.cache_hit("party", true);
+            return Ok(cached.0);
+        }
         let mut hit = true;
         let result = self
             .parties

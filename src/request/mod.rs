@@ -38,9 +38,21 @@ pub fn single_header(
     let mut all = headers.get_all(name).iter();
     match (all.next(), all.next()) {
         (None, _) => Ok(None),
-        (Some(v), None) => v.to_str().map(Some).map_err(|_| HeaderProblem::NotText),
+        (Some(v), None) => visible_text(v.as_bytes())
+            .map(Some)
+            .ok_or(HeaderProblem::NotText),
         (Some(_), Some(_)) => Err(HeaderProblem::Repeated),
     }
+}
+
+/// A header value as text when every byte is visible ASCII or a tab, as `HeaderValue::to_str`
+/// asks; checked without stopping at the first byte, so that evidence headers of kilobytes are
+/// checked with vector instructions.
+pub fn visible_text(value: &[u8]) -> Option<&str> {
+    let visible = value.iter().fold(true, |all, &b| {
+        all & ((b' '..=b'~').contains(&b) | (b == b'\t'))
+    });
+    visible.then(|| std::str::from_utf8(value).ok()).flatten()
 }
 
 /// The name of a cookie as `cookies` gives it.
@@ -304,7 +316,27 @@ pub const ENCODE_ALL_BUT_UNRESERVED: &percent_encoding::AsciiSet =
 
 #[cfg(test)]
 mod tests {
-    use super::{valid_host, value_ambiguities, Ambiguity};
+    use super::{valid_host, value_ambiguities, visible_text, Ambiguity};
+
+    #[test]
+    fn visible_text_agrees_with_header_value_on_every_byte() {
+        let long = "a".repeat(6000);
+        for b in 0..=255u8 {
+            for at in [0, 17, 5999] {
+                let mut bytes = long.clone().into_bytes();
+                bytes[at] = b;
+                let agreed = http::HeaderValue::from_bytes(&bytes)
+                    .ok()
+                    .and_then(|v| v.to_str().ok().map(str::to_owned));
+                assert_eq!(
+                    visible_text(&bytes).map(str::to_owned),
+                    agreed,
+                    "{b:#x} at {at}"
+                );
+            }
+        }
+        assert_eq!(visible_text(b""), Some(""));
+    }
 
     #[test]
     fn values_that_read_as_another_identifier_are_ambiguous() {

@@ -242,13 +242,8 @@ fn form_pairs(body: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)>
                 .into_owned(),
         )
     }
-    memchr::memchr_iter(b'&', body)
-        .chain(std::iter::once(body.len()))
-        .scan(0, |start, end| {
-            let pair = &body[*start..end];
-            *start = end + 1;
-            Some(pair)
-        })
+    super::pieces(body, b'&')
+        .map(|at| &body[at])
         .filter(|pair| !pair.is_empty())
         .map(|pair| match memchr::memchr(b'=', pair) {
             Some(at) => (decode(&pair[..at]), decode(&pair[at + 1..])),

@@ -285,11 +285,10 @@ impl PartyInfo {
 
     /// Whether the party holds a certification for `role` (compared without case and spaces) at `now`.
     pub fn has_role(&self, role: &str, now: i64) -> bool {
-        let want = normalise_role(role);
         let in_certifications = self
             .certifications
             .iter()
-            .any(|c| normalise_role(&c.role) == want && c.is_valid_at(now));
+            .any(|c| same_role(&c.role, role) && c.is_valid_at(now));
         let in_roles = self
             .extra
             .get("roles")
@@ -300,12 +299,27 @@ impl PartyInfo {
                         |k: &str| r.get(k).and_then(Value::as_str).and_then(SchemeTime::parse);
                     r.get("role")
                         .and_then(Value::as_str)
-                        .is_some_and(|s| normalise_role(s) == want)
+                        .is_some_and(|s| same_role(s, role))
                         && date("start_date").is_none_or(|d| d.unix() <= now)
                         && date("end_date").is_none_or(|d| now < d.unix())
                 })
             });
         in_certifications || in_roles
+    }
+}
+
+/// Whether two role names are the same, compared without case and spaces, and with
+/// "authorization" read as "authorisation".
+fn same_role(a: &str, b: &str) -> bool {
+    // Without spaces, non-ASCII or a `z`, normalising only lowers the case: compare in place.
+    let plain = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_graphic() && c != b'z' && c != b'Z')
+    };
+    if plain(a) && plain(b) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        normalise_role(a) == normalise_role(b)
     }
 }
 
@@ -558,6 +572,27 @@ mod tests {
             "an ended role does not count"
         );
         assert_eq!(serde_json::to_value(&p).unwrap(), v);
+    }
+
+    #[test]
+    fn roles_compare_without_case_spaces_or_spelling() {
+        for (a, b) in [
+            ("AuthorisationRegistry", "authorisationregistry"),
+            ("Authorisation Registry", "AuthorisationRegistry"),
+            ("AuthorizationRegistry", "AuthorisationRegistry"),
+            ("authorization\u{a0}registry", "Authorisation Registry"),
+            ("ServiceProvider", "SERVICEPROVIDER"),
+        ] {
+            assert!(same_role(a, b), "{a} = {b}");
+        }
+        for (a, b) in [
+            ("AuthorisationRegistry", "ServiceProvider"),
+            ("AuthorisationRegistr", "AuthorisationRegistry"),
+            ("AuthorizationRegistryX", "AuthorisationRegistry"),
+            ("Zone", "Sone"),
+        ] {
+            assert!(!same_role(a, b), "{a} ≠ {b}");
+        }
     }
 
     #[test]

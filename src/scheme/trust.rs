@@ -69,6 +69,15 @@ impl TrustedList {
 }
 
 /// Fingerprints compare case-insensitively and with or without colons.
+/// Whether `registered` (base64 that may be broken into lines) is the base64 text `leaf`.
+fn same_base64(registered: &str, leaf: &str) -> bool {
+    registered == leaf
+        || registered
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .eq(leaf.chars())
+}
+
 fn normalise_fingerprint(fp: &str) -> String {
     fp.chars()
         .filter(|c| c.is_ascii_hexdigit())
@@ -144,6 +153,8 @@ pub struct SubjectIds {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidatedChain {
     pub leaf_der: Vec<u8>,
+    /// The leaf in standard base64, as a party record registers it (`x5c`): made once per chain.
+    pub leaf_base64: String,
     pub leaf_fingerprint: String,
     pub root_fingerprint: String,
     pub subject: SubjectIds,
@@ -254,6 +265,7 @@ pub fn validate_chain(
     }
     Ok(ValidatedChain {
         leaf_der: chain[0].clone(),
+        leaf_base64: STANDARD.encode(&chain[0]),
         leaf_fingerprint: fingerprint(&chain[0]),
         root_fingerprint,
         subject: subject_ids(leaf),
@@ -430,17 +442,13 @@ pub fn check_party(
         .filter(|c| c.x5c.is_some() || c.x5t_s256.is_some())
         .collect();
     if !registered.is_empty() {
-        let leaf_b64 = STANDARD.encode(&chain.leaf_der);
         let matches = registered.iter().any(|c| {
             c.x5t_s256
                 .as_deref()
                 .is_some_and(|t| normalise_fingerprint(t) == chain.leaf_fingerprint)
-                || c.x5c.as_deref().is_some_and(|x| {
-                    x.chars()
-                        .filter(|ch| !ch.is_whitespace())
-                        .collect::<String>()
-                        == leaf_b64
-                })
+                || c.x5c
+                    .as_deref()
+                    .is_some_and(|x| same_base64(x, &chain.leaf_base64))
         });
         return if matches {
             Ok(())

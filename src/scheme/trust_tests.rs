@@ -275,6 +275,23 @@ fn registered_certificates_take_precedence_over_the_subject() {
     );
     let by_x5c = record(vec![registered(Some(STANDARD.encode(&v.leaf_der)), None)]);
     assert_eq!(check_party(&v, &party(), Some(&by_x5c), now()), Ok(()));
+    // Registered as PEM lines are: the same certificate.
+    let b64 = STANDARD.encode(&v.leaf_der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    let by_lines = record(vec![registered(Some(lines.join("\r\n")), None)]);
+    assert_eq!(check_party(&v, &party(), Some(&by_lines), now()), Ok(()));
+    // One character less is another certificate.
+    let cut = record(vec![registered(Some(b64[1..].to_string()), None)]);
+    assert_eq!(
+        check_party(&v, &party(), Some(&cut), now())
+            .unwrap_err()
+            .code(),
+        "certificate_not_registered"
+    );
     // The subject names the party, but the record registers another certificate.
     let other = record(vec![registered(None, Some("00".repeat(32)))]);
     assert_eq!(
