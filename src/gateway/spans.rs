@@ -1,10 +1,11 @@
 //! A request's spans as the proxy phases see it: the request itself (a server span, from its
 //! header to its log line), the decision on a delegated route, and the call to the backend (a
 //! client span, from choosing the backend to the arrival of its answer's header), whose span id
-//! the backend receives as the parent in `traceparent` — never the client's own.
+//! the backend receives as the parent in `traceparent` — never the client's own. A request that
+//! is not recorded has only its own span, which the backend receives as the parent.
 
 use super::Ctx;
-use crate::telemetry::trace::{Open, Tracing};
+use crate::telemetry::trace::{samples_children, Open, Tracing};
 use crate::telemetry::traceparent::{self, TRACEPARENT, TRACESTATE};
 use opentelemetry::trace::{SpanKind, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
@@ -110,6 +111,9 @@ pub fn backend_chosen(ctx: &mut Ctx, session: &Session, peer: &HttpPeer) {
         attempt.fail("connect");
         attempt.end();
     }
+    if !samples_children(spans.request.context()) {
+        return;
+    }
     let upstream = ctx.route.as_ref().map_or("", |r| r.upstream.as_str());
     let attributes = || {
         let mut attributes = vec![
@@ -131,7 +135,7 @@ pub fn backend_chosen(ctx: &mut Ctx, session: &Session, peer: &HttpPeer) {
 }
 
 /// The trace context the backend receives: the gateway's `traceparent` naming the backend call
-/// as the parent, and the `tracestate` of the trace (a client's only when its context was
+/// as the parent (the request's span when the request is not recorded), and the `tracestate` of the trace (a client's only when its context was
 /// accepted). Whatever the client sent in these headers is replaced.
 pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Result<()> {
     let Some(spans) = ctx.trace.0.as_mut() else {

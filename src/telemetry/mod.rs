@@ -9,6 +9,17 @@ pub use metrics::Metrics;
 
 use std::io::IsTerminal;
 
+/// `bytes` in lower-case hexadecimal, two digits each, at the start of `out`: the ids made for
+/// every request (decision ids, `traceparent`) are written in place, without formatting
+/// machinery or the heap.
+pub fn write_hex(out: &mut [u8], bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (digits, b) in out.chunks_exact_mut(2).zip(bytes) {
+        digits[0] = HEX[usize::from(b >> 4)];
+        digits[1] = HEX[usize::from(b & 0xf)];
+    }
+}
+
 /// Keeps the log writer's thread flushing; dropping it writes out what is buffered.
 #[must_use = "logs buffered in the background are lost when the guard is dropped early"]
 pub struct LogGuard {

@@ -157,6 +157,15 @@ impl Open {
     }
 }
 
+/// Whether spans started under `cx` may be recorded. Sampling follows the parent: the children of
+/// a span that is not sampled are not either, so a request that is not recorded makes no span
+/// for its steps, and what they call carries the request's own context (not sampled).
+pub fn samples_children(cx: &Context) -> bool {
+    let parent = cx.span();
+    let parent = parent.span_context();
+    !parent.is_valid() || parent.is_sampled()
+}
+
 /// A step of the current request, as a child span of the one current where it starts; nothing
 /// when the current context is not a traced request's.
 pub struct Step(Option<Open>);
@@ -170,6 +179,9 @@ impl Step {
     ) -> Step {
         Step(Context::map_current(|cx| {
             cx.get::<ActiveTracer>()?;
+            if !samples_children(cx) {
+                return None;
+            }
             Open::start(cx, name(), kind, attributes)
         }))
     }

@@ -1,6 +1,7 @@
 //! W3C Trace Context: the `traceparent` and `tracestate` a request brings, read strictly (a header
 //! that is malformed in any way is ignored, never an error), and the ones the gateway sends on.
 
+use super::write_hex;
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 
 pub const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -104,14 +105,12 @@ fn tracestate(headers: &http::HeaderMap) -> Option<TraceState> {
 
 /// The `traceparent` naming `span` as the parent of the call it is sent with.
 pub fn traceparent(span: &SpanContext) -> http::HeaderValue {
-    let text = format!(
-        "00-{}-{}-{:02x}",
-        span.trace_id(),
-        span.span_id(),
-        span.trace_flags().to_u8()
-    );
+    let mut text = *b"00-00000000000000000000000000000000-0000000000000000-00";
+    write_hex(&mut text[3..35], &span.trace_id().to_bytes());
+    write_hex(&mut text[36..52], &span.span_id().to_bytes());
+    write_hex(&mut text[53..], &[span.trace_flags().to_u8()]);
     // Hex digits and dashes only.
-    http::HeaderValue::from_str(&text).expect("a traceparent is ASCII")
+    http::HeaderValue::from_bytes(&text).expect("a traceparent is ASCII")
 }
 
 /// The `tracestate` sent with a call of `span`'s trace, if it has one.
@@ -128,6 +127,14 @@ mod tests {
     use proptest::prelude::*;
 
     const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_span_is_written_as_the_traceparent_it_was_read_from() {
+        for case in [GOOD, &GOOD.replace("-01", "-00")] {
+            let sc = extract(&headers(&[("traceparent", case)])).unwrap();
+            assert_eq!(traceparent(&sc), *case);
+        }
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
         let mut map = http::HeaderMap::new();

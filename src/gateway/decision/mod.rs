@@ -17,6 +17,7 @@ use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
 use crate::scheme::licence::Licence;
 use crate::telemetry::metrics::Outcome;
+use crate::telemetry::write_hex;
 use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,14 +63,9 @@ impl DecisionId {
             u64::from_le_bytes(bytes)
         });
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        // Made for every request: written in place, without formatting machinery or the heap.
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut id = [0u8; 32];
-        for (i, word) in [*prefix, n].into_iter().enumerate() {
-            for (j, nibble) in id[i * 16..(i + 1) * 16].iter_mut().enumerate() {
-                *nibble = HEX[((word >> (60 - 4 * j)) & 0xf) as usize];
-            }
-        }
+        write_hex(&mut id[..16], &prefix.to_be_bytes());
+        write_hex(&mut id[16..], &n.to_be_bytes());
         DecisionId(id)
     }
 
