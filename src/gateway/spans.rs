@@ -135,8 +135,9 @@ pub fn backend_chosen(ctx: &mut Ctx, session: &Session, peer: &HttpPeer) {
 }
 
 /// The trace context the backend receives: the gateway's `traceparent` naming the backend call
-/// as the parent (the request's span when the request is not recorded), and the `tracestate` of the trace (a client's only when its context was
-/// accepted). Whatever the client sent in these headers is replaced.
+/// as the parent (the request's span when the request is not recorded), and the `tracestate` of
+/// the trace (a client's only when its context was accepted). Whatever the client sent in these
+/// headers is replaced.
 pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Result<()> {
     let Some(spans) = ctx.trace.0.as_mut() else {
         return Ok(());
