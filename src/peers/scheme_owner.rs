@@ -132,8 +132,11 @@ impl TrustStore {
                 .max_capacity(CHAIN_CACHE_BYTES)
                 .weigher(|_: &[u8; 32], c: &Arc<CachedChain>| {
                     let chain = &c.trusted.chain;
-                    u32::try_from(chain.leaf_der.len() + chain.subject.subject.len() + 512)
-                        .unwrap_or(u32::MAX)
+                    let held = chain.leaf_der.len()
+                        + chain.leaf_base64.len()
+                        + chain.subject.subject.len()
+                        + 512;
+                    u32::try_from(held).unwrap_or(u32::MAX)
                 })
                 .eviction_listener(metrics.on_eviction("chain"))
                 .time_to_live(CHAIN_TTL)
