@@ -14,6 +14,7 @@ use std::time::Duration;
 use support::process::{self, ChildProcess, GatewayProcess};
 use support::shipped::{shipped_gateway, Urls};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = "binaries";
 
@@ -342,6 +343,28 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
 }
 
 /// The text of the README between `start` and `end`, first after `section`.
+/// A TLS ClientHello with an IP address as its server name, which RFC 6066 does not allow and
+/// rustls's client never sends: its hello for `localhost` with the name rewritten in place.
+fn client_hello_with_ip_sni() -> Vec<u8> {
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut client = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut hello = Vec::new();
+    client.write_tls(&mut hello).unwrap();
+    let at = hello
+        .windows(9)
+        .position(|w| w == b"localhost")
+        .expect("the server name in the hello");
+    hello[at..at + 9].copy_from_slice(b"127.0.0.1");
+    hello
+}
+
 fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
     readme
         .split(section)
@@ -501,6 +524,36 @@ async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+
+    // A client naming the server by its IP address in SNI (as wrk and OpenSSL-based clients do)
+    // is served, and writes nothing to the log: any client could write a line per connection.
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", ports.tls))
+        .await
+        .unwrap();
+    raw.write_all(&client_hello_with_ip_sni()).await.unwrap();
+    let mut record_type = [0u8; 1];
+    tokio::time::timeout(Duration::from_secs(10), raw.read_exact(&mut record_type))
+        .await
+        .expect("a server hello within 10 s")
+        .unwrap();
+    assert_eq!(record_type, [0x16], "a handshake record answers the hello");
+    drop(raw);
+    // A reload's line comes after anything that handshake logged.
+    let generation = gateway
+        .generation()
+        .await
+        .expect("/ready names a generation");
+    gateway.reload(generation).await;
+    assert!(
+        process::eventually(Duration::from_secs(10), || async {
+            gateway.process.output().contains("configuration reloaded")
+        })
+        .await,
+        "{}",
+        gateway.process.tail()
+    );
+    let log = gateway.process.output();
+    assert!(!log.contains("SNI"), "{log}");
 
     // SIGKILL: gone at once, nothing left listening.
     let GatewayProcess { mut process, .. } = gateway;

@@ -26,13 +26,25 @@ pub struct LogGuard {
     _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
 }
 
+/// The filter for `level` when `RUST_LOG` is not set. rustls warns about what a peer sent (an IP
+/// address as the server name, as wrk and OpenSSL-based clients send it; a warning alert; a message
+/// out of order): any client could write such a line with every connection it opens, so they are
+/// logged only when `level` names `rustls` (its errors are kept).
+fn default_filter(level: &str) -> String {
+    if level.contains("rustls") {
+        level.to_string()
+    } else {
+        format!("{level},rustls=error")
+    }
+}
+
 /// Set up logging: `text` for terminals, `json` for log collectors. `RUST_LOG` overrides the level.
 /// With `background_writer`, lines are written by a thread of their own so that request threads
 /// do not wait on the output (not for a process that forks to daemonize afterwards: the thread
 /// would not survive the fork). Keep the guard until the end of the process.
 pub fn init_logging(json: bool, level: &str, background_writer: bool) -> LogGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter(level)));
     let (writer, guard) = if background_writer {
         let (w, g) = tracing_appender::non_blocking::NonBlockingBuilder::default()
             // Back-pressure rather than lost lines when the output cannot keep up.
