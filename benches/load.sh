@@ -95,7 +95,7 @@ PIDS+=($!)
 wait_for http://127.0.0.1:9180/
 
 # Ports: backend 9200 (also the OTLP sink: it answers 200 to /v1/traces); per core count, nginx
-# 9201 (TLS 9211, with the ECDSA certificate 9213), HAProxy 9202, HAProxy jwt 9203, bare pingora
+# 9201 (TLS 9211, with the ECDSA certificate 9213, TLS 1.2 only 9245), HAProxy 9202, HAProxy jwt 9203, bare pingora
 # 9204 (on the system allocator 9214), gateway 9205 (TLS 9215,
 # admin 9225, decision service 9237), nginx with auth_request to that decision service 9212,
 # gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235, admin 9236),
@@ -137,7 +137,30 @@ run() {
   printf '%s\t%s\t%s\t%s\t%s\n' "$row" "$rps" "$p50" "$p99" "$((${non2xx:-0} + ${sockerr:-0}))" >>"$RESULTS"
 }
 
+# CPU ticks (user and system) a process and its children (nginx's workers) have used so far.
+cpu_ticks() { # pid
+  local total=0 p
+  for p in "$1" $(pgrep -P "$1"); do
+    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+
+# run_cpu PID ROW URL [header...]: run, and append to cpu.tsv the row and the server's CPU
+# microseconds per request. wrk's figure alone can be the client's limit: with TLS 1.3 the client
+# makes a key exchange per connection too.
+run_cpu() {
+  local pid=$1 before after
+  shift
+  before=$(cpu_ticks "$pid")
+  run "$@"
+  after=$(cpu_ticks "$pid")
+  tail -n 1 "$RESULTS" | awk -v row="$1" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+    -v seconds="$DURATION" -F'\t' '{ printf "%s\t%.1f\n", row, ticks / hz * 1e6 / ($2 * seconds) }' >>"$CPU_RESULTS"
+}
+
 # Session resumption: a second TLS connection with the first one's session (ticket) must resume.
+# Says whether it did, and the protocol version.
 resumes() { # port
   python3 - "$1" "$CA" <<'PY'
 import socket, ssl, sys
@@ -150,9 +173,10 @@ def get(session=None):
             s.sendall(b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             while s.recv(65536):
                 pass
-            return s.session, s.session_reused
-session, _ = get()
-print("yes" if get(session)[1] else "no")
+            return s.session, s.session_reused, s.version()
+session, _, _ = get()
+_, reused, version = get(session)
+print(("yes, " if reused else "no, ") + version)
 PY
 }
 
@@ -169,6 +193,7 @@ for N in "${CORE_COUNTS[@]}"; do
   D=$WORK/$N
   mkdir -p "$D"
   RESULTS=$D/results.tsv
+  CPU_RESULTS=$D/cpu.tsv
   echo
   echo "== $N core(s) for each server (cpus $SERVER_CPUS); wrk ($WRK_THREADS threads, $CONNECTIONS connections) and the backend on cpus $CLIENT_CPUS =="
 
@@ -197,6 +222,9 @@ http {
   upstream backend { server 127.0.0.1:9200; keepalive 256; }
   ssl_session_cache shared:SSL:10m;
   ssl_session_tickets on;
+  # TLS 1.3 as the gateway speaks it (nginx's default from 1.23.4; 1.22 offers up to TLS 1.2, whose
+  # resumed sessions skip the key exchange that every TLS 1.3 resumption makes).
+  ssl_protocols TLSv1.2 TLSv1.3;
   server {
     listen 127.0.0.1:9201 backlog=4096;
     listen 127.0.0.1:9211 ssl backlog=4096;
@@ -208,6 +236,13 @@ http {
     listen 127.0.0.1:9213 ssl backlog=4096;
     ssl_certificate $ECDSA_CERT;
     ssl_certificate_key $ECDSA_KEY;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+  server {
+    listen 127.0.0.1:9245 ssl backlog=4096;
+    ssl_protocols TLSv1.2;
+    ssl_certificate $TLS_CERT;
+    ssl_certificate_key $TLS_KEY;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
 }
@@ -351,6 +386,7 @@ EOF
   start "$SERVER_CPUS" "$D/gateway-decisions.out" "$BIN" run --config "$D/gateway-decisions.toml"
   start "$SERVER_CPUS" "$D/gateway-traced.out" "$BIN" run --config "$D/gateway-traced.toml"
   start "$SERVER_CPUS" "$D/gateway-ecdsa.out" "$BIN" run --config "$D/gateway-ecdsa.toml"
+  ECDSA_GATEWAY_PID=${PIDS[-1]}
   start "$SERVER_CPUS" "$D/gateway-sampled.out" "$BIN" run --config "$D/gateway-sampled.toml"
   start "$SERVER_CPUS" "$D/redis.log" redis-server --port 9230 --bind 127.0.0.1 --save "" --appendonly no
   start "$SERVER_CPUS" "$D/gateway-7.out" "$BIN" run --config "$D/gateway-7.toml"
@@ -413,13 +449,14 @@ EOF
     run "cluster: balancer, 2 gateways" http://127.0.0.1:9209/api/containers/C1 "$BEARER"
     run "nginx TLS, keep-alive" https://127.0.0.1:9211/status
     run "gateway TLS, keep-alive" https://127.0.0.1:9215/status
-    run "nginx TLS, new connections" https://127.0.0.1:9211/status "Connection: close"
-    run "gateway TLS, new connections" https://127.0.0.1:9215/status "Connection: close"
-    run "nginx TLS ECDSA, new connections" https://127.0.0.1:9213/status "Connection: close"
-    run "gateway TLS ECDSA, new connections" https://127.0.0.1:9239/status "Connection: close"
+    run_cpu "$NGINX_PID" "nginx TLS, new connections" https://127.0.0.1:9211/status "Connection: close"
+    run_cpu "$GATEWAY_PID" "gateway TLS, new connections" https://127.0.0.1:9215/status "Connection: close"
+    run_cpu "$NGINX_PID" "nginx TLS ECDSA, new connections" https://127.0.0.1:9213/status "Connection: close"
+    run_cpu "$ECDSA_GATEWAY_PID" "gateway TLS ECDSA, new connections" https://127.0.0.1:9239/status "Connection: close"
+    run_cpu "$NGINX_PID" "nginx TLS 1.2 only, new connections" https://127.0.0.1:9245/status "Connection: close"
   done
 
-  python3 - "$RESULTS" "$ROUNDS" <<'PY'
+  python3 - "$RESULTS" "$ROUNDS" "$CPU_RESULTS" <<'PY'
 import statistics, sys
 rows, order = {}, []
 for line in open(sys.argv[1]):
@@ -433,7 +470,8 @@ base = {"nginx TLS, keep-alive": "nginx TLS, keep-alive", "gateway TLS, keep-ali
         "nginx TLS, new connections": "nginx TLS, new connections",
         "gateway TLS, new connections": "nginx TLS, new connections",
         "nginx TLS ECDSA, new connections": "nginx TLS ECDSA, new connections",
-        "gateway TLS ECDSA, new connections": "nginx TLS ECDSA, new connections"}
+        "gateway TLS ECDSA, new connections": "nginx TLS ECDSA, new connections",
+        "nginx TLS 1.2 only, new connections": "nginx TLS, new connections"}
 jwt = med["HAProxy RS256 jwt_verify"][0]
 direct_p99 = med["backend called directly"][2]
 print(f"{'target':38} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'vs nginx':>9} {'vs HAProxy jwt':>15}")
@@ -459,6 +497,17 @@ for n in ("access log on", "decision log on", "tracing on", "tracing 1 in 10"):
 print(f"  gateway TLS keep-alive / the same route in plain HTTP: {rps('gateway TLS, keep-alive') / rps('gateway: public route'):.2f}")
 for cert in ("", " ECDSA"):
     print(f"  gateway / nginx, TLS{cert} new connections: {rps(f'gateway TLS{cert}, new connections') / rps(f'nginx TLS{cert}, new connections'):.2f}")
+print(f"  gateway (TLS 1.3) / nginx on TLS 1.2 only, new connections: {rps('gateway TLS, new connections') / rps('nginx TLS 1.2 only, new connections'):.2f}")
+cpu = {}
+for line in open(sys.argv[3]):
+    name, us = line.rstrip("\n").split("\t")
+    cpu.setdefault(name, []).append(float(us))
+cpu = {n: statistics.median(v) for n, v in cpu.items()}
+print("\nserver CPU per new TLS connection (µs, median of the rounds):")
+for n, us in cpu.items():
+    print(f"  {n:38} {us:7.1f}")
+for cert in ("", " ECDSA"):
+    print(f"  nginx / gateway, TLS{cert}: {cpu[f'nginx TLS{cert}, new connections'] / cpu[f'gateway TLS{cert}, new connections']:.2f}")
 bad = [n for n in order if med[n][3]]
 if bad:
     print("\n" + "!" * 78)
@@ -466,7 +515,7 @@ if bad:
         print(f"!!! {n}: {med[n][3]} non-2xx answers or socket errors: its figures do not count")
     print("!" * 78)
 PY
-  echo "session resumption: nginx $(resumes 9211), gateway $(resumes 9215)"
+  echo "session resumption: nginx $(resumes 9211), nginx TLS 1.2 only $(resumes 9245), gateway $(resumes 9215)"
 
   # Latency at a constant rate: half the saturating rate wrk found for the row, the backend called
   # directly at the same rate beside it. Every other server on the servers' cores is paused
