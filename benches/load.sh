@@ -95,8 +95,8 @@ PIDS+=($!)
 wait_for http://127.0.0.1:9180/
 
 # Ports: backend 9200 (also the OTLP sink: it answers 200 to /v1/traces); per core count, nginx
-# 9201 (TLS 9211, with the ECDSA certificate 9213, TLS 1.2 only 9245), HAProxy 9202, HAProxy jwt 9203, bare pingora
-# 9204 (on the system allocator 9214), gateway 9205 (TLS 9215,
+# 9201 (TLS 9211, with the ECDSA certificate 9213, TLS 1.2 only 9245), HAProxy 9202, HAProxy jwt
+# 9203, bare pingora 9204 (on the system allocator 9214), gateway 9205 (TLS 9215,
 # admin 9225, decision service 9237), nginx with auth_request to that decision service 9212,
 # gateway with access log 9206 (admin 9226), gateway with tracing 9234 (TLS 9235, admin 9236),
 # gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);

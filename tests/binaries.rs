@@ -342,7 +342,6 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     bed.stop().await;
 }
 
-/// The text of the README between `start` and `end`, first after `section`.
 /// A TLS ClientHello with an IP address as its server name, which RFC 6066 does not allow and
 /// rustls's client never sends: its hello for `localhost` with the name rewritten in place.
 fn client_hello_with_ip_sni() -> Vec<u8> {
@@ -365,6 +364,7 @@ fn client_hello_with_ip_sni() -> Vec<u8> {
     hello
 }
 
+/// The text of the README between `start` and `end`, first after `section`.
 fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
     readme
         .split(section)
