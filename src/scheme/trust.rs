@@ -68,7 +68,6 @@ impl TrustedList {
     }
 }
 
-/// Fingerprints compare case-insensitively and with or without colons.
 /// Whether `registered` (base64 that may be broken into lines) is the base64 text `leaf`.
 fn same_base64(registered: &str, leaf: &str) -> bool {
     registered == leaf
@@ -78,6 +77,7 @@ fn same_base64(registered: &str, leaf: &str) -> bool {
             .eq(leaf.chars())
 }
 
+/// Fingerprints compare case-insensitively and with or without colons.
 fn normalise_fingerprint(fp: &str) -> String {
     fp.chars()
         .filter(|c| c.is_ascii_hexdigit())
