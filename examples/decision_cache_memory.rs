@@ -24,21 +24,25 @@ fn resident_bytes() -> u64 {
     pages * 4096
 }
 
-fn key(i: usize) -> DecisionKey {
+fn request(i: usize) -> AccessRequest {
+    AccessRequest {
+        policy_issuer: "EU.EORI.NL000000005".into(),
+        access_subject: "EU.EORI.NL000000001".into(),
+        service_providers: vec!["EU.EORI.NL000000003".into()],
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![format!("CONTAINER-{i:07}")],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        required_licences: vec!["ISHARE.0001".into()],
+    }
+}
+
+fn key(request: &AccessRequest) -> DecisionKey<'_> {
     DecisionKey {
-        route: "containers-read".into(),
-        request: AccessRequest {
-            policy_issuer: "EU.EORI.NL000000005".into(),
-            access_subject: "EU.EORI.NL000000001".into(),
-            service_providers: vec!["EU.EORI.NL000000003".into()],
-            resource_type: "CONTAINER".into(),
-            identifiers: vec![format!("CONTAINER-{i:07}")],
-            attributes: vec!["*".into()],
-            actions: vec!["iSHARE.READ".into()],
-            required_licences: vec!["ISHARE.0001".into()],
-        },
-        registry: "EU.EORI.NL000000004".into(),
-        path: vec![],
+        route: "containers-read",
+        request,
+        registry: "EU.EORI.NL000000004",
+        path: &[],
     }
 }
 
@@ -82,11 +86,15 @@ async fn main() {
                 cache_hit: false,
             },
         };
-        let decided = cache.get_or_decide(key(i), async { Ok(permit) }).await;
+        let asked = request(i);
+        let decided = cache
+            .get_or_decide(key(&asked), || async { Ok(permit) })
+            .await;
         assert!(decided.is_ok(), "a Permit is cached");
     }
+    let first = request(0);
     let held = cache
-        .get_or_decide(key(0), async { Err(Reject::Internal) })
+        .get_or_decide(key(&first), || async { Err(Reject::Internal) })
         .await;
     assert!(held.is_ok(), "the first decision is still cached");
     let added = resident_bytes().saturating_sub(before);

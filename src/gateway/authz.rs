@@ -199,12 +199,14 @@ impl Evidence for Live<'_> {
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
         let key = DecisionKey {
-            route: ask.route.to_string(),
-            request: ask.request.clone(),
-            registry: ask.registry.unwrap_or_default().to_string(),
-            path: ask.path.to_vec(),
+            route: ask.route,
+            request: ask.request,
+            registry: ask.registry.unwrap_or_default(),
+            path: ask.path,
         };
-        let fetch = self.ask_registry(ask);
-        self.authz.0.decisions.get_or_decide(key, fetch).await
+        let decisions = &self.authz.0.decisions;
+        decisions
+            .get_or_decide(key, || Box::pin(self.ask_registry(ask)))
+            .await
     }
 }

@@ -14,16 +14,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What a decision is cached by: a looser rule never serves a stricter one.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DecisionKey {
-    pub route: String,
-    pub request: AccessRequest,
-    pub registry: String,
-    pub path: Vec<String>,
+/// What a decision is cached by: a looser rule never serves a stricter one. Borrowed from the
+/// request's decision: only its digest is kept.
+#[derive(Clone, Copy, Debug)]
+pub struct DecisionKey<'a> {
+    pub route: &'a str,
+    pub request: &'a AccessRequest,
+    pub registry: &'a str,
+    pub path: &'a [String],
 }
 
-impl DecisionKey {
+impl DecisionKey<'_> {
     /// What the cache holds instead of the key: the SHA-256 of an encoding of every field in
     /// which each string carries its length and each list its count, so that two different keys
     /// never encode alike. 32 bytes per entry, where the key's own strings and lists take 16
@@ -39,11 +40,11 @@ impl DecisionKey {
                 text(ctx, s);
             }
         }
-        let r = &self.request;
+        let r = self.request;
         let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
         for s in [
-            &self.route,
-            &self.registry,
+            self.route,
+            self.registry,
             &r.policy_issuer,
             &r.access_subject,
             &r.resource_type,
@@ -51,7 +52,7 @@ impl DecisionKey {
             text(&mut ctx, s);
         }
         for v in [
-            &self.path,
+            self.path,
             &r.service_providers,
             &r.identifiers,
             &r.attributes,
@@ -131,38 +132,50 @@ impl DecisionCache {
         }
     }
 
-    /// The cached evaluation for `key`, or the one `decide` makes (then cached unless it
-    /// failed); `evidence.cache_hit` says which.
-    pub async fn get_or_decide(
+    /// The cached evaluation for `key`, or the one the future `decide` makes (then cached unless
+    /// it failed); `evidence.cache_hit` says which. A hit looks the digest up and no more: the
+    /// registry call's future (several kilobytes of state, moved with every poll's caller) is
+    /// made and boxed only on a miss.
+    pub async fn get_or_decide<F>(
         &self,
-        key: DecisionKey,
-        decide: impl Future<Output = Result<Evaluated, Reject>>,
-    ) -> Result<Evaluated, Reject> {
+        key: DecisionKey<'_>,
+        decide: impl FnOnce() -> F,
+    ) -> Result<Evaluated, Reject>
+    where
+        F: Future<Output = Result<Evaluated, Reject>>,
+    {
+        let digest = key.digest();
+        if let Some(cached) = self.cache.get(&digest).await {
+            self.metrics.cache_hit("decision", true);
+            return Ok(Self::evaluated(&cached, true));
+        }
         let mut hit = true;
-        let result = self
-            .cache
-            .try_get_with(key.digest(), async {
-                hit = false;
-                let evaluated = decide.await?;
-                let ttl = match &evaluated.evaluation.decision {
-                    Decision::Permit(p) => {
-                        let left = (p.not_on_or_after - Timestamp::now().secs()).max(0) as u64;
-                        self.permit_ttl.min(Duration::from_secs(left))
-                    }
-                    Decision::Deny(_) => self.deny_ttl,
-                };
-                Ok::<_, Reject>(Cached {
-                    evaluated: Arc::new(evaluated),
-                    ttl,
-                })
+        let result = Box::pin(self.cache.try_get_with(digest, async {
+            hit = false;
+            let evaluated = decide().await?;
+            let ttl = match &evaluated.evaluation.decision {
+                Decision::Permit(p) => {
+                    let left = (p.not_on_or_after - Timestamp::now().secs()).max(0) as u64;
+                    self.permit_ttl.min(Duration::from_secs(left))
+                }
+                Decision::Deny(_) => self.deny_ttl,
+            };
+            Ok::<_, Reject>(Cached {
+                evaluated: Arc::new(evaluated),
+                ttl,
             })
-            .await;
+        }))
+        .await;
         self.metrics.cache_hit("decision", hit);
-        let mut evaluated = result
-            .map(|c| (*c.evaluated).clone())
-            .map_err(|e| (*e).clone())?;
+        result
+            .map(|c| Self::evaluated(&c, hit))
+            .map_err(|e| (*e).clone())
+    }
+
+    fn evaluated(cached: &Cached, hit: bool) -> Evaluated {
+        let mut evaluated = (*cached.evaluated).clone();
         evaluated.evidence.cache_hit = hit;
-        Ok(evaluated)
+        evaluated
     }
 }
 
@@ -189,21 +202,25 @@ mod tests {
         }
     }
 
-    fn key(identifier: String) -> DecisionKey {
+    fn request(identifier: String) -> AccessRequest {
+        AccessRequest {
+            policy_issuer: "EU.EORI.NL000000005".into(),
+            access_subject: "EU.EORI.NL000000001".into(),
+            service_providers: vec!["EU.EORI.NL000000003".into()],
+            resource_type: "CONTAINER".into(),
+            identifiers: vec![identifier],
+            attributes: vec!["*".into()],
+            actions: vec!["iSHARE.READ".into()],
+            required_licences: vec![],
+        }
+    }
+
+    fn key(request: &AccessRequest) -> DecisionKey<'_> {
         DecisionKey {
-            route: "read".into(),
-            request: AccessRequest {
-                policy_issuer: "EU.EORI.NL000000005".into(),
-                access_subject: "EU.EORI.NL000000001".into(),
-                service_providers: vec!["EU.EORI.NL000000003".into()],
-                resource_type: "CONTAINER".into(),
-                identifiers: vec![identifier],
-                attributes: vec!["*".into()],
-                actions: vec!["iSHARE.READ".into()],
-                required_licences: vec![],
-            },
-            registry: String::new(),
-            path: vec![],
+            route: "read",
+            request,
+            registry: "",
+            path: &[],
         }
     }
 
@@ -212,8 +229,10 @@ mod tests {
         let metrics = Metrics::new();
         let cache = DecisionCache::new(&settings(64 << 10), metrics.clone());
         for i in 0..2000 {
-            let id = format!("{i:0>250}");
-            let decision = cache.get_or_decide(key(id), async { Ok(denied()) }).await;
+            let asked = request(format!("{i:0>250}"));
+            let decision = cache
+                .get_or_decide(key(&asked), || async { Ok(denied()) })
+                .await;
             assert!(decision.is_ok());
         }
         cache.cache.run_pending_tasks().await;
@@ -224,20 +243,39 @@ mod tests {
             .get();
         assert!(evicted > 1000, "{evicted} evicted");
         // Keys that differ only in where a string ends are different keys.
-        let mut split = key("C1".into());
-        split.request.identifiers = vec!["C".into(), "1".into()];
-        assert_ne!(split.digest(), key("C1".into()).digest());
-        let mut moved = key("C1".into());
-        moved.request.attributes = vec!["*".into(), "C1".into()];
-        moved.request.identifiers = vec![];
-        assert_ne!(moved.digest(), key("C1".into()).digest());
+        let c1 = request("C1".into());
+        let mut split = c1.clone();
+        split.identifiers = vec!["C".into(), "1".into()];
+        assert_ne!(key(&split).digest(), key(&c1).digest());
+        let mut moved = c1.clone();
+        moved.attributes = vec!["*".into(), "C1".into()];
+        moved.identifiers = vec![];
+        assert_ne!(key(&moved).digest(), key(&c1).digest());
+        // Every part of the key counts: the route, the registry and the delegation path.
+        let other_route = DecisionKey {
+            route: "write",
+            ..key(&c1)
+        };
+        let other_registry = DecisionKey {
+            registry: "EU.EORI.NL000000004",
+            ..key(&c1)
+        };
+        let path = ["EU.EORI.NL000000002".to_string()];
+        let other_path = DecisionKey {
+            path: &path,
+            ..key(&c1)
+        };
+        for other in [other_route, other_registry, other_path] {
+            assert_ne!(other.digest(), key(&c1).digest(), "{other:?}");
+        }
     }
 
     #[tokio::test]
     async fn failures_are_not_cached_and_concurrent_misses_decide_once() {
         let cache = DecisionCache::new(&settings(1 << 20), Metrics::new());
+        let c1 = request("C1".into());
         let failed = cache
-            .get_or_decide(key("C1".into()), async { Err(Reject::Internal) })
+            .get_or_decide(key(&c1), || async { Err(Reject::Internal) })
             .await;
         assert!(failed.is_err());
         let calls = std::sync::atomic::AtomicU32::new(0);
@@ -246,9 +284,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             Ok(denied())
         };
-        let all = futures::future::join_all(
-            (0..20).map(|_| cache.get_or_decide(key("C1".into()), decide())),
-        );
+        let all = futures::future::join_all((0..20).map(|_| cache.get_or_decide(key(&c1), decide)));
         let all = all.await;
         assert!(all.iter().all(Result::is_ok));
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);

@@ -310,7 +310,9 @@ impl TrustStore {
                 })
             }));
         }
-        self.refresh().await
+        // Boxed: a fetch's state is kilobytes, and every caller's future would otherwise carry
+        // it on the path that finds the list fresh.
+        Box::pin(self.refresh()).await
     }
 
     fn max_age(&self) -> Duration {
@@ -511,7 +513,7 @@ impl Trust for TrustStore {
         self.metrics.cache_hit("chain", false);
         let mut result = validate_chain(x5c, &state.list, now);
         if matches!(result, Err(ChainError::UntrustedRoot { .. })) {
-            if let Some(fresh) = self.refresh_for_unknown_root().await {
+            if let Some(fresh) = Box::pin(self.refresh_for_unknown_root()).await {
                 state = fresh;
                 result = validate_chain(x5c, &state.list, now);
             }
@@ -535,21 +537,20 @@ impl Trust for TrustStore {
             self.metrics.cache_hit("party", true);
             return Ok(cached.0);
         }
+        // A miss's future (the loader and the fetch, about 11 KB) is made and boxed only here.
         let mut hit = true;
-        let result = self
-            .parties
-            .try_get_with(id.to_string(), async {
-                hit = false;
-                if self.party_lookups.take(Instant::now()).is_err() {
-                    return Err(TrustError::Busy);
-                }
-                self.fetch_party(id)
-                    .await
-                    .map(|p| CachedParty(p.map(Arc::new)))
-            })
-            .await
-            .map(|c| c.0)
-            .map_err(|e| (*e).clone());
+        let result = Box::pin(self.parties.try_get_with(id.to_string(), async {
+            hit = false;
+            if self.party_lookups.take(Instant::now()).is_err() {
+                return Err(TrustError::Busy);
+            }
+            self.fetch_party(id)
+                .await
+                .map(|p| CachedParty(p.map(Arc::new)))
+        }))
+        .await
+        .map(|c| c.0)
+        .map_err(|e| (*e).clone());
         self.metrics.cache_hit("party", hit);
         result
     }
