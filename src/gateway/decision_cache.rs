@@ -134,8 +134,8 @@ impl DecisionCache {
 
     /// The cached evaluation for `key`, or the one the future `decide` makes (then cached unless
     /// it failed); `evidence.cache_hit` says which. A hit looks the digest up and no more: the
-    /// registry call's future (several kilobytes of state, moved with every poll's caller) is
-    /// made and boxed only on a miss.
+    /// registry call's future (tens of kilobytes of state, which every hit would otherwise
+    /// allocate and move) is made and boxed only on a miss.
     pub async fn get_or_decide<F>(
         &self,
         key: DecisionKey<'_>,
