@@ -165,7 +165,7 @@ impl Bench {
             identifiers: vec![id.into()],
             attributes: vec!["*".into()],
             actions: vec!["iSHARE.READ".into()],
-            required_licences: vec![],
+            ..AccessRequest::default()
         };
         self.rt
             .block_on(peer.ask_evidence(ar, AR, &request))

@@ -97,7 +97,7 @@ fn evidence_evaluation(c: &mut Criterion) {
             identifiers: vec![format!("C{}", n - 1)],
             attributes: vec!["weight".into()],
             actions: vec!["iSHARE.READ".into()],
-            required_licences: vec![],
+            ..AccessRequest::default()
         };
         let now = Timestamp::from_secs(1_800_000_000);
         assert!(evaluate(&ev, &request, now).is_permit());

@@ -34,6 +34,7 @@ fn request(i: usize) -> AccessRequest {
         attributes: vec!["*".into()],
         actions: vec!["iSHARE.READ".into()],
         required_licences: vec!["ISHARE.0001".into()],
+        ..AccessRequest::default()
     }
 }
 
@@ -59,6 +60,7 @@ async fn main() {
         cache_size: 1 << 30,
         header_evidence_max_age: Duration::from_secs(3600),
         registry_calls_per_minute: 600,
+        ignored_members: Default::default(),
     };
     let cache = DecisionCache::new(&settings, Metrics::new());
     let not_on_or_after = Timestamp::now().secs() + 3600;

@@ -67,6 +67,8 @@ http {{
             proxy_set_header Authorization "";
             proxy_set_header delegation_evidence "";
             proxy_set_header service_consumer_assertion "";
+            proxy_set_header delegationEvidence "";
+            proxy_set_header serviceConsumerAssertion "";
             add_header X-Decision-Id $decision always;
             add_header X-Decision-Reason $reason always;
             add_header LicensePurpose $licence_purpose;
@@ -236,18 +238,19 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         .bed
         .registry_evidence(CONSUMER, &read_request(CONSUMER, "C1", &[SP]))
         .await;
-    let resp = get("/api/containers/C1/documents")
-        .header("delegation_evidence", &evidence)
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
-    assert!(
-        body["headers"].get("delegation_evidence").is_none(),
-        "{body}"
-    );
+    for name in ["delegation_evidence", "delegationEvidence"] {
+        let resp = get("/api/containers/C1/documents")
+            .header(name, &evidence)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        assert_eq!(status, 200, "{name}: {body}");
+        assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
+        for gone in ["delegation_evidence", "delegationevidence"] {
+            assert!(body["headers"].get(gone).is_none(), "{name}: {body}");
+        }
+    }
 
     // Denied: 403 with the reason, and the backend is never reached (its JSON is not the answer).
     let resp = get("/api/containers/SECRET-1").send().await.unwrap();
@@ -304,9 +307,10 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
             &[("interface", "nginx"), ("outcome", outcome)],
         )
     };
+    // The registry's permit and the header's, under each of its names; the Deny.
     assert_eq!(
         (counted("allowed"), counted("denied")),
-        (2.0, 1.0),
+        (3.0, 1.0),
         "{metrics}"
     );
     s.gateway.terminate().await;
@@ -444,7 +448,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     let resp = envoy_http(&s, "/api/containers/C1").await;
     assert_eq!(
         header(&resp, "x-envoy-auth-headers-to-remove"),
-        "delegation_evidence,service_consumer_assertion,x-original-consumer-party-id,authorization"
+        "delegation_evidence,delegationevidence,service_consumer_assertion,serviceconsumerassertion,x-original-consumer-party-id,authorization"
     );
     // A route in shadow mode: allowed, and logged as the Deny it is.
     let resp = envoy_http(&s, "/shadow/containers/SECRET-1").await;

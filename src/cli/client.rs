@@ -9,6 +9,7 @@ use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
 use crate::scheme::models::PartiesPayload;
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::TrustedList;
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{
     member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, PARTIES_PATH, TOKEN_PATH,
 };
@@ -457,8 +458,9 @@ pub async fn run(args: ClientArgs) -> CliResult {
                         },
                         actions,
                         required_licences: licences,
+                        ..AccessRequest::default()
                     };
-                    DelegationBody::new(request.to_mask())
+                    DelegationBody::new(request.to_mask(SchemeVersion::V1_9), SchemeVersion::V1_9)
                 }
             };
             let body = DelegationBody {

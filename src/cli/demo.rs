@@ -8,6 +8,7 @@ use crate::config;
 use crate::gateway::server::{self, RunningGateway};
 use crate::peers::{join, PeerClient};
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
 use crate::testbed::person::Browser;
@@ -69,7 +70,7 @@ async fn registry_evidence(
         identifiers: vec!["C1".into()],
         attributes: vec!["DOCUMENTS".into()],
         actions: vec![format!("{scheme}.READ")],
-        required_licences: vec![],
+        ..AccessRequest::default()
     };
     let registry_token = consumer
         .token(&join(registry_url, TOKEN_PATH), "EU.EORI.NL000000004")
@@ -80,7 +81,7 @@ async fn registry_evidence(
         .delegation(
             &join(registry_url, DELEGATION_PATH),
             &registry_token,
-            &DelegationBody::new(request.to_mask()),
+            &DelegationBody::new(request.to_mask(SchemeVersion::V1_9), SchemeVersion::V1_9),
         )
         .await
         .map_err(|e| e.to_string())?

@@ -5,6 +5,7 @@
 //! would.
 
 use crate::config;
+use crate::gateway::authz::evidence_readers;
 use crate::gateway::decision::dry_run::{self, CallerArg, DryRequest, Given, RegistryAnswer};
 use crate::gateway::decision::log::to_json;
 use crate::gateway::decision::stages::Routed;
@@ -104,7 +105,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("{}: {e}", path.display()))?;
-                let chain = dry_run::read_evidence(&text, algorithms)
+                let chain = dry_run::read_evidence_file(&text, &evidence_readers(&snap.config))
                     .map_err(|e| format!("{}: {e}", path.display()))?;
                 Some((chain, path.display().to_string()))
             }
@@ -117,6 +118,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
             header: given,
             registry,
             algorithms,
+            readers: evidence_readers(&snap.config),
             now,
         };
         dry_run::decide(&snap, &req, &source, now).await

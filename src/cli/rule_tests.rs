@@ -5,11 +5,12 @@
 //! evidence evaluated without its signatures verified. A table, and JUnit XML for CI.
 
 use super::explain::snapshot;
+use crate::gateway::authz::evidence_readers;
 use crate::gateway::decision::dry_run::{self, CallerArg, DryRequest, Given, RegistryAnswer};
 use crate::gateway::decision::Decision;
 use crate::gateway::snapshot::Snapshot;
 use crate::scheme::jwt::AlgorithmPolicy;
-use crate::scheme::vocabulary::EVIDENCE_HEADER;
+use crate::scheme::vocabulary::{EVIDENCE_HEADER, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -146,7 +147,7 @@ async fn decide(
         let path = base.join(p);
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let chain = dry_run::read_evidence(&text, algorithms)
+        let chain = dry_run::read_evidence_file(&text, &evidence_readers(&snap.config))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok((chain, p.display().to_string()))
     };
@@ -168,7 +169,7 @@ async fn decide(
         && !case
             .headers
             .keys()
-            .any(|n| n.eq_ignore_ascii_case(EVIDENCE_HEADER))
+            .any(|n| EVIDENCE_HEADERS.iter().any(|e| n.eq_ignore_ascii_case(e)))
     {
         headers.push((EVIDENCE_HEADER.into(), "presented".into()));
     }
@@ -177,6 +178,7 @@ async fn decide(
         header,
         registry,
         algorithms,
+        readers: evidence_readers(&snap.config),
         now,
     };
     let req = DryRequest {

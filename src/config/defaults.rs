@@ -2,6 +2,7 @@
 //! held to these by a test (`documented`).
 
 use super::model::ForwardedFor;
+use crate::scheme::version::SchemeVersion;
 use std::time::Duration;
 
 pub const SCHEME: &str = "iSHARE";
@@ -10,6 +11,8 @@ pub const SCHEME_OWNER_REFRESH: Duration = Duration::from_secs(300);
 pub const PARTY_CACHE_TTL: Duration = Duration::from_secs(600);
 pub const SCHEME_OWNER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const PARTY_LOOKUPS_PER_SECOND: u32 = 20;
+/// The version the scheme owner, and every peer without its own, speaks.
+pub const SCHEME_VERSION: SchemeVersion = SchemeVersion::V1_9;
 
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 pub const CLOCK_LEEWAY: Duration = Duration::from_secs(5);
@@ -131,6 +134,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
         ("scheme", text(SCHEME)),
         ("scheme_owner.refresh", time(SCHEME_OWNER_REFRESH)),
         ("scheme_owner.party_cache_ttl", time(PARTY_CACHE_TTL)),
+        ("scheme_owner.scheme_version", text(SCHEME_VERSION.as_str())),
         ("scheme_owner.timeout", time(SCHEME_OWNER_TIMEOUT)),
         (
             "scheme_owner.party_lookups_per_second",

@@ -222,6 +222,10 @@ pub struct SchemeOwnerFile {
     pub timeout: Option<Duration>,
     /// Party records fetched per second at most (and five times that at once).
     pub party_lookups_per_second: Option<u32>,
+    /// The version of the scheme the scheme owner speaks, and every peer not configured with
+    /// its own (data owners, registries found in party records): "1.9", "2.0", "2.1", "2.2" or
+    /// "3.0".
+    pub scheme_version: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -275,6 +279,8 @@ pub struct RegistryFile {
     pub url: String,
     pub token_path: Option<String>,
     pub delegation_path: Option<String>,
+    /// The version of the scheme this registry speaks; the scheme owner's if not given.
+    pub scheme_version: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -292,6 +298,11 @@ pub struct DelegationFile {
     pub header_evidence_max_age: Option<Duration>,
     /// Registry calls a caller may cause per minute.
     pub registry_calls_per_minute: Option<u32>,
+    /// Members of evidence that no version of the scheme defines, dropped before evaluation for
+    /// the issuer (party id) they are listed under, as generic paths
+    /// (`policySets[].policies[].rules[].comment`). Any other member not understood denies.
+    #[serde(default)]
+    pub ignored_members: BTreeMap<String, Vec<String>>,
 }
 
 /// Where the jtis of accepted assertions are kept.
@@ -442,4 +453,13 @@ pub struct DelegationRuleFile {
     /// Accept a data owner taken from the request (the caller names it).
     #[serde(default)]
     pub caller_names_owner: bool,
+    /// The value of each left operand conditions in evidence may compare (3.0): a template of
+    /// the request's values or a constant. Also sent as the context of a mask to a 3.0 registry.
+    #[serde(default)]
+    pub conditions: BTreeMap<String, String>,
+    /// Accept evidence of a 3.0 signer that names no service provider (3.0 evidence has no
+    /// serviceProviders); otherwise it binds to us only where the data owner designated its
+    /// registry for us.
+    #[serde(default)]
+    pub accept_unnamed_service_provider: bool,
 }

@@ -6,7 +6,7 @@ use super::file::ForwardingFile;
 use super::issues::Issues;
 use super::model::ForwardedFor;
 use super::values::header_name;
-use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER};
+use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 
 /// The section, validated.
 pub(super) struct Forwarding {
@@ -50,14 +50,11 @@ fn party_headers(
 ) -> Option<(http::HeaderName, http::HeaderName)> {
     let mut header = |key: &str, configured: Option<String>, default: &str| {
         let name = issues.check(key, header_name(configured.as_deref().unwrap_or(default)))?;
-        let reserved = [
-            "authorization",
-            "host",
-            EVIDENCE_HEADER,
-            BROKER_HEADER,
-            "content-length",
-        ];
-        if reserved.contains(&name.as_str()) {
+        let reserved = ["authorization", "host", "content-length"];
+        let credential = CREDENTIAL_HEADERS
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name.as_str()));
+        if credential || reserved.contains(&name.as_str()) {
             issues.add(key, format!("{name} cannot carry a party id"));
         }
         Some(name)

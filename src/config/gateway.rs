@@ -11,6 +11,8 @@ use super::values::{nonzero, party, resolve, socket_addr, url_of, warn_plain};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::openid;
+use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{CAPABILITIES_PATH, DELEGATION_PATH, TOKEN_PATH};
 use crate::tls::OutboundTrust;
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,7 +55,10 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let tokens = tokens(file.tokens, issues);
     let outbound = outbound(&base, file.outbound, issues);
     let upstreams = upstreams(&base, file.upstreams, issues);
-    let registries = registries(file.registries, issues);
+    let scheme_version = scheme_owner
+        .as_ref()
+        .map_or(default::SCHEME_VERSION, |so| so.scheme_version);
+    let registries = registries(file.registries, scheme_version, issues);
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
     let admin = file
@@ -390,6 +395,8 @@ fn scheme_owner(base: &Path, so: SchemeOwnerFile, issues: &mut Issues) -> Option
         party_lookups_per_second: so
             .party_lookups_per_second
             .unwrap_or(default::PARTY_LOOKUPS_PER_SECOND),
+        scheme_version: scheme_version("scheme_owner.scheme_version", so.scheme_version, issues)
+            .unwrap_or(default::SCHEME_VERSION),
     })
 }
 
@@ -529,11 +536,24 @@ fn health_check(key: &str, h: HealthCheckFile, issues: &mut Issues) -> HealthChe
     }
 }
 
-fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String, Registry> {
+/// A version of the scheme a peer speaks, if given.
+fn scheme_version(key: &str, text: Option<String>, issues: &mut Issues) -> Option<SchemeVersion> {
+    issues.check(key, SchemeVersion::parse(&text?))
+}
+
+/// The configured registries; one that gives no `scheme_version` speaks `scheme`'s.
+fn registries(
+    files: Vec<RegistryFile>,
+    scheme: SchemeVersion,
+    issues: &mut Issues,
+) -> BTreeMap<String, Registry> {
     let mut registries = BTreeMap::new();
     let mut names = BTreeSet::new();
+    let mut versions: BTreeMap<PartyId, SchemeVersion> = BTreeMap::new();
     for (i, r) in files.into_iter().enumerate() {
         let key = format!("registry[{i}]");
+        let version = scheme_version(&format!("{key}.scheme_version"), r.scheme_version, issues)
+            .unwrap_or(scheme);
         let party_id = issues.check(&format!("{key}.party_id"), party(&r.party_id));
         let url = issues.check(&format!("{key}.url"), url_of(&r.url));
         if let Some(url) = &url {
@@ -546,6 +566,15 @@ fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String,
             );
         }
         if let (Some(party_id), Some(url)) = (party_id, url) {
+            if versions
+                .insert(party_id.clone(), version)
+                .is_some_and(|other| other != version)
+            {
+                issues.add(
+                    format!("{key}.scheme_version"),
+                    format!("{party_id} is configured as another registry with another scheme_version: a party's evidence is read in one version"),
+                );
+            }
             registries.insert(
                 r.name.clone(),
                 Registry {
@@ -554,6 +583,7 @@ fn registries(files: Vec<RegistryFile>, issues: &mut Issues) -> BTreeMap<String,
                     url,
                     token_path: r.token_path.unwrap_or_else(|| TOKEN_PATH.into()),
                     delegation_path: r.delegation_path.unwrap_or_else(|| DELEGATION_PATH.into()),
+                    scheme_version: version,
                 },
             );
         }
@@ -580,7 +610,36 @@ fn delegation(d: DelegationFile, issues: &mut Issues) -> DelegationSettings {
             .header_evidence_max_age
             .unwrap_or(default::HEADER_EVIDENCE_MAX_AGE),
         registry_calls_per_minute: calls,
+        ignored_members: ignored_members(d.ignored_members, issues),
     }
+}
+
+/// Members of evidence operators list to drop, per issuer: each a member no version of the
+/// scheme defines, written as a generic path.
+fn ignored_members(
+    listed: BTreeMap<String, Vec<String>>,
+    issues: &mut Issues,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (issuer, paths) in listed {
+        let key = format!("delegation.ignored_members.{issuer:?}");
+        let Some(issuer) = issues.check(&key, party(&issuer)) else {
+            continue;
+        };
+        let kept: Vec<String> = paths
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                issues.check(
+                    &format!("{key}[{i}]"),
+                    crate::scheme::evidence::droppable(&p),
+                )?;
+                Some(p)
+            })
+            .collect();
+        out.insert(issuer.to_string(), kept);
+    }
+    out
 }
 
 fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {

@@ -7,6 +7,7 @@ use crate::request::Ambiguities;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use crate::tls::OutboundTrust;
 use http::Method;
 use std::collections::BTreeMap;
@@ -193,6 +194,8 @@ pub struct SchemeOwner {
     pub party_cache_ttl: Duration,
     pub timeout: Duration,
     pub party_lookups_per_second: u32,
+    /// The scheme owner's version, and every peer's not configured on its own.
+    pub scheme_version: SchemeVersion,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -287,6 +290,7 @@ pub struct Registry {
     pub url: String,
     pub token_path: String,
     pub delegation_path: String,
+    pub scheme_version: SchemeVersion,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -299,6 +303,8 @@ pub struct DelegationSettings {
     pub header_evidence_max_age: Duration,
     /// Registry calls (decision-cache misses) a caller may cause per minute.
     pub registry_calls_per_minute: u32,
+    /// Per issuer (party id): members of its evidence to drop, as generic paths.
+    pub ignored_members: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -391,6 +397,10 @@ pub struct DelegationRule {
     pub delegation_path: Vec<Template>,
     /// The data owner comes from the request: the caller names it (and may not name itself).
     pub caller_names_owner: bool,
+    /// The values of conditions' left operands (3.0), by operand.
+    pub conditions: BTreeMap<String, Template>,
+    /// Evidence of a 3.0 signer that names no service provider is accepted as ours.
+    pub accept_unnamed_service_provider: bool,
 }
 
 /// How a response header is set on delegated routes.
@@ -478,7 +488,8 @@ impl Route {
                 rule.identifiers
                     .iter()
                     .chain(&rule.attributes)
-                    .chain(&rule.delegation_path),
+                    .chain(&rule.delegation_path)
+                    .chain(rule.conditions.values()),
             );
         }
         templates

@@ -393,6 +393,18 @@ fn delegation_rule(
         );
     }
     let resource_type = templates.parse(&format!("{key}.resource_type"), &d.resource_type, issues);
+    let conditions = d
+        .conditions
+        .iter()
+        .filter_map(|(operand, text)| {
+            let at = format!("{key}.conditions.{operand}");
+            if operand.is_empty() || operand == "conditions" {
+                issues.add(&at, "not a left operand a condition can name");
+                return None;
+            }
+            Some((operand.clone(), templates.parse(&at, text, issues)?))
+        })
+        .collect();
     Some(DelegationRule {
         policy_issuer: policy_issuer?,
         resource_type: resource_type?,
@@ -404,6 +416,8 @@ fn delegation_rule(
         licences: d.licences,
         delegation_path,
         caller_names_owner: named_by_caller,
+        conditions,
+        accept_unnamed_service_provider: d.accept_unnamed_service_provider,
     })
 }
 

@@ -158,6 +158,7 @@ impl Run<'_> {
         {
             policy.target.environment = Some(PolicyEnvironment {
                 service_providers: Some(vec![STRANGER.into()]),
+                ..PolicyEnvironment::default()
             });
         }
         self.status_case(G, "CLIENT ID NOT ALLOWED", 400, post(&sp_token, &not_named))

@@ -17,7 +17,7 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
-use crate::scheme::evidence_token::HeaderEvidenceRules;
+use crate::scheme::evidence_token::{HeaderEvidenceRules, Readers};
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
@@ -64,12 +64,13 @@ impl Authorizer {
         };
         let leeway_secs = config.tokens.leeway.as_secs_f64();
         let d = &config.delegation;
+        let readers = evidence_readers(config);
         Authorizer(Arc::new(Inner {
             replay,
             algorithms,
             leeway_secs,
             header_evidence: HeaderEvidence::new(
-                algorithms,
+                readers.clone(),
                 HeaderEvidenceRules {
                     leeway_secs,
                     max_age_secs: d.header_evidence_max_age.as_secs_f64(),
@@ -80,7 +81,7 @@ impl Authorizer {
             registry_timeout: d.registry_timeout,
             registries: RegistryClient::new(
                 peer,
-                algorithms,
+                readers,
                 leeway_secs,
                 config.registries.clone(),
                 metrics.clone(),
@@ -102,6 +103,21 @@ impl Authorizer {
     /// The evidence of the live gateway under `trust`.
     pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
         Live { authz: self, trust }
+    }
+}
+
+/// How evidence is read from each signer: the version of each configured registry, the scheme
+/// owner's for every other, and the members operators listed to drop.
+pub fn evidence_readers(config: &Config) -> Readers {
+    Readers {
+        scheme_version: config.scheme_owner.scheme_version,
+        versions: config
+            .registries
+            .values()
+            .map(|r| (r.party_id.to_string(), r.scheme_version))
+            .collect(),
+        dropped: config.delegation.ignored_members.clone(),
+        rs384_rs512: config.tokens.allow_rs384_rs512,
     }
 }
 

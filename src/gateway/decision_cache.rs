@@ -61,6 +61,18 @@ impl DecisionKey<'_> {
         ] {
             list(&mut ctx, v);
         }
+        ctx.update(&(r.operands.len() as u64).to_le_bytes());
+        for (operand, value) in &r.operands {
+            text(&mut ctx, operand);
+            match value {
+                Some(v) => {
+                    ctx.update(&[1]);
+                    text(&mut ctx, v);
+                }
+                None => ctx.update(&[0]),
+            }
+        }
+        ctx.update(&[u8::from(r.unnamed_provider_accepted)]);
         let mut out = [0u8; 32];
         out.copy_from_slice(ctx.finish().as_ref());
         out
@@ -199,6 +211,7 @@ mod tests {
             cache_size: size,
             header_evidence_max_age: Duration::from_secs(60),
             registry_calls_per_minute: 600,
+            ignored_members: Default::default(),
         }
     }
 
@@ -211,7 +224,7 @@ mod tests {
             identifiers: vec![identifier],
             attributes: vec!["*".into()],
             actions: vec!["iSHARE.READ".into()],
-            required_licences: vec![],
+            ..AccessRequest::default()
         }
     }
 
@@ -267,6 +280,19 @@ mod tests {
         };
         for other in [other_route, other_registry, other_path] {
             assert_ne!(other.digest(), key(&c1).digest(), "{other:?}");
+        }
+        // And the values conditions compare, absent or given, and what a route accepts.
+        let mut located = c1.clone();
+        located.operands.insert("requesterLocation".into(), None);
+        let mut in_nl = c1.clone();
+        in_nl
+            .operands
+            .insert("requesterLocation".into(), Some("NL".into()));
+        let mut unnamed = c1.clone();
+        unnamed.unnamed_provider_accepted = true;
+        let digests = [&c1, &located, &in_nl, &unnamed].map(|r| key(r).digest());
+        for (i, a) in digests.iter().enumerate() {
+            assert!(digests[i + 1..].iter().all(|b| a != b), "{i}");
         }
     }
 

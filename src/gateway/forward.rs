@@ -7,11 +7,10 @@ use super::upstream::UpstreamPool;
 use crate::config::model::{Auth, Config, ForwardedFor, HeaderSource, Route};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
-use crate::scheme::licence::Licence;
+use crate::scheme::licence::guaranteed_by;
 use crate::scheme::models::SchemeTime;
 use crate::scheme::vocabulary::{
-    BROKER_HEADER, EVIDENCE_HEADER, LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE,
-    LICENSE_SUB_LICENSE,
+    CREDENTIAL_HEADERS, LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
 };
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
@@ -92,7 +91,8 @@ pub struct Forwarding<'a> {
 }
 
 /// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
-/// route forwards it; no credentials of the scheme (evidence, consumer assertions) in any spelling;
+/// route forwards it; no credentials of the scheme (evidence, consumer assertions) under any of
+/// their names (`delegation_evidence`, `delegationEvidence`) in any spelling;
 /// the consumer's party id (and the original consumer's, for a broker) in their headers, never a
 /// client's copy; none of the headers the configuration strips (method and path overrides,
 /// forwarding details a client could forge), nor the client's copies of the licence headers a
@@ -217,14 +217,17 @@ fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
         .join("; ")
 }
 
-/// Whether two header names read the same to a backend that folds every character but letters
-/// and digits into one (CGI, WSGI and Rack read `X_Forwarded_For` as `X-Forwarded-For`).
+/// Whether two header names read the same to a backend that folds or drops every character but
+/// letters and digits, and ignores case: CGI, WSGI and Rack read `X_Forwarded_For` as
+/// `X-Forwarded-For`, and a framework that maps headers to names reads `delegationEvidence` as
+/// `delegation_evidence`.
 fn same_folded(a: &str, b: &str) -> bool {
-    let fold = |c: u8| match c.is_ascii_alphanumeric() {
-        true => c.to_ascii_lowercase(),
-        false => b'-',
-    };
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
+    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(u8::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+    }
+    letters(a).eq(letters(b))
 }
 
 /// Whether a request header (lower case, as HTTP gives it) stays away from the backend: any
@@ -236,13 +239,12 @@ pub(crate) fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
     let always = [
         config.party_header.as_str(),
         config.original_consumer_header.as_str(),
-        EVIDENCE_HEADER,
-        BROKER_HEADER,
         "x-forwarded-for",
         "x-forwarded-proto",
         DECISION_ID_HEADER,
     ]
     .into_iter()
+    .chain(CREDENTIAL_HEADERS)
     .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
     .chain(licence_header_names(route))
     .chain((!route.forward_authorization).then_some(authorization));
@@ -290,15 +292,12 @@ pub fn licence_headers(route: &Route, grant: &Grant) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The value of a licence header from a grant: the licence ids, the allowed further delegation
-/// steps, and the end of the evidence's validity.
+/// The value of a licence header from a grant: the licences granted (the identifiers the
+/// evidence's expressions guarantee, however they are satisfied: not the branches of an
+/// `anyOf`), the allowed further delegation steps, and the end of the evidence's validity.
 fn evidence_header_value(name: &str, grant: &Grant) -> Option<String> {
     if name.eq_ignore_ascii_case(LICENSE_PURPOSE) {
-        let ids: Vec<&str> = grant
-            .licences
-            .iter()
-            .flat_map(Licence::identifiers)
-            .collect();
+        let ids: Vec<&str> = guaranteed_by(&grant.licences).into_iter().collect();
         (!ids.is_empty()).then(|| ids.join(", "))
     } else if name.eq_ignore_ascii_case(LICENSE_SUB_LICENSE) {
         Some(grant.max_delegation_depth.unwrap_or(0).to_string())

@@ -1,6 +1,7 @@
-//! Delegation evidence a consumer presents in the `delegation_evidence` header: one delegation
-//! token, or several separated by commas for a chain from the data owner to the consumer. Each must
-//! be signed by a party that may issue it, and say what the scheme's rules require of its claims.
+//! Delegation evidence a consumer presents in the `delegationEvidence` header (`delegation_evidence`
+//! before 3.0): one delegation token, or several separated by commas for a chain from the data
+//! owner to the consumer. Each must be signed by a party that may issue it, be written as its
+//! signer's scheme version writes evidence, and say what the scheme's rules require of its claims.
 //!
 //! A consumer sends the same token again and again until it expires. What a token proves by itself
 //! (its signature by a chain under the trusted list) is kept, found by the SHA-256 of its signature
@@ -17,12 +18,12 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{
-    check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules,
+    check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
 use crate::scheme::models::PartyInfo;
 use crate::scheme::trust::{check_party, PartyError, SignerError};
-use crate::scheme::vocabulary::{Role, EVIDENCE_HEADER};
+use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
 use crate::telemetry::Metrics;
 use moka::Expiry;
@@ -83,7 +84,9 @@ impl Expiry<[u8; 32], Arc<VerifiedToken>> for UntilExpiry {
 }
 
 pub struct HeaderEvidence {
+    /// Every algorithm some version signs with: which one a signer may use is its version's.
     algorithms: AlgorithmPolicy,
+    readers: Readers,
     rules: HeaderEvidenceRules,
     verified: moka::sync::Cache<[u8; 32], Arc<VerifiedToken>>,
     metrics: Metrics,
@@ -92,13 +95,16 @@ pub struct HeaderEvidence {
 impl HeaderEvidence {
     /// `cache_size`: the bytes verified tokens may take.
     pub fn new(
-        algorithms: AlgorithmPolicy,
+        readers: Readers,
         rules: HeaderEvidenceRules,
         cache_size: u64,
         metrics: Metrics,
     ) -> Self {
         HeaderEvidence {
-            algorithms,
+            algorithms: AlgorithmPolicy {
+                allow_rs384_rs512: true,
+            },
+            readers,
             rules,
             verified: moka::sync::Cache::builder()
                 .max_capacity(cache_size)
@@ -130,7 +136,7 @@ impl HeaderEvidence {
         }
         if chain.is_empty() {
             return Err(EvidenceRefusal::Header {
-                header: EVIDENCE_HEADER,
+                header: expected.header,
                 problem: HeaderProblem::Empty,
             }
             .into());
@@ -162,30 +168,30 @@ impl HeaderEvidence {
             .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;
         check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
         let owner = &read.evidence.policy_issuer;
+        let mut designated_for_us = false;
         if read.issuer.as_str() != owner {
             if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
                 return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
             }
             // In a chain, a later step may be registered with the route's data owner's registry.
             let configured = expected.registry;
-            let holds = registries
-                .holds_delegations_of(configured, owner, &read.issuer, trust)
-                .await?
-                || registries
-                    .holds_delegations_of(
-                        configured,
-                        &expected.request.policy_issuer,
-                        &read.issuer,
-                        trust,
-                    )
+            let mut holds = None;
+            for of in [owner.as_str(), &expected.request.policy_issuer] {
+                holds = registries
+                    .holds_delegations_of(configured, of, &read.issuer, trust)
                     .await?;
-            if !holds {
+                if holds.is_some() {
+                    break;
+                }
+            }
+            let Some(holding) = holds else {
                 return Err(EvidenceRefusal::IssuerNotTheOwnersRegistry {
                     issuer: read.issuer.clone(),
                     owner: owner.clone(),
                 }
                 .into());
-            }
+            };
+            designated_for_us = holding.for_us;
         }
         check_header_evidence(
             decoded,
@@ -195,7 +201,9 @@ impl HeaderEvidence {
             now,
         )
         .map_err(EvidenceRefusal::Token)?;
-        Ok((read.evidence.clone(), hit))
+        let mut evidence = read.evidence.clone();
+        evidence.read_as.designated_for_us = designated_for_us;
+        Ok((evidence, hit))
     }
 
     /// The token decoded, with its signature verified by a chain under the current trusted list:
@@ -217,7 +225,7 @@ impl HeaderEvidence {
         self.metrics.cache_hit("evidence_token", false);
         let decoded =
             jwt::decode(token, self.algorithms).map_err(|e| EvidenceRefusal::Token(e.into()))?;
-        let read = read_evidence_token(&decoded).map_err(EvidenceRefusal::Token)?;
+        let read = read_evidence_token(&decoded, &self.readers).map_err(EvidenceRefusal::Token)?;
         let Signer { chain, .. } = trust
             .verify_signer(&decoded, &read.issuer, now)
             .await

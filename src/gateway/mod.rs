@@ -32,7 +32,7 @@ pub mod upstream;
 use crate::config::model::Route;
 use crate::request::path::canonical_path;
 use crate::scheme::openid;
-use crate::scheme::vocabulary::BROKER_HEADER;
+use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use crate::telemetry::trace;
@@ -223,7 +223,7 @@ async fn person_of(
     path: &str,
 ) -> Result<Result<String, Answer>, Reject> {
     let req = session.req_header();
-    if req.headers.contains_key(BROKER_HEADER) {
+    if BROKER_HEADERS.iter().any(|h| req.headers.contains_key(*h)) {
         return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
     }
     let now = Timestamp::now();

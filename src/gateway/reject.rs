@@ -97,10 +97,12 @@ pub enum HeaderRefusal {
     Upgrade,
     #[error("a request header is malformed or names a header that cannot be removed")]
     Invalid,
-    #[error("the service_consumer_assertion header is for a machine acting for another; a signed-in person acts for themselves")]
+    #[error("the serviceConsumerAssertion (service_consumer_assertion) header is for a machine acting for another; a signed-in person acts for themselves")]
     BrokerWithPerson,
     #[error("the Host header {0}")]
     Host(&'static str),
+    #[error("the request carries both {0} and {1}, two names of one header: send one")]
+    BothSpellings(&'static str, &'static str),
 }
 
 reason_codes! {
@@ -110,6 +112,7 @@ reason_codes! {
         HeaderRefusal::Upgrade => "upgrade_not_allowed",
         HeaderRefusal::BrokerWithPerson => "broker_with_person",
         HeaderRefusal::Host(_) => "invalid_host",
+        HeaderRefusal::BothSpellings(..) => "both_header_spellings",
     }
 }
 
@@ -269,6 +272,7 @@ pub enum RuleValue {
     Identifier,
     Attribute,
     DelegationPathParty,
+    ConditionOperand,
 }
 
 impl RuleValue {
@@ -280,6 +284,7 @@ impl RuleValue {
             RuleValue::Identifier => "identifiers",
             RuleValue::Attribute => "attributes",
             RuleValue::DelegationPathParty => "delegation_path",
+            RuleValue::ConditionOperand => "conditions",
         }
     }
 }
@@ -292,6 +297,7 @@ impl fmt::Display for RuleValue {
             RuleValue::Identifier => "an identifier",
             RuleValue::Attribute => "an attribute",
             RuleValue::DelegationPathParty => "a delegation path party",
+            RuleValue::ConditionOperand => "a condition's operand",
         })
     }
 }

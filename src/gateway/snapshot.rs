@@ -260,6 +260,8 @@ impl Snapshot {
         match same_peers {
             Some(p)
                 if Arc::ptr_eq(&p.stores, stores)
+                    && p.config.scheme_owner.scheme_version
+                        == config.scheme_owner.scheme_version
                     && p.config.registries == config.registries
                     && p.config.delegation == config.delegation
                     && p.config.tokens == config.tokens =>

@@ -8,10 +8,11 @@ pub mod scheme_owner;
 pub mod token_cache;
 pub mod trust;
 
-use crate::scheme::evidence::{AccessRequest, DelegationBody};
+use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TokenResponse;
 use crate::scheme::reason_codes;
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::Timestamp;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -150,6 +151,8 @@ impl PeerClient {
     }
 
     /// POST a delegation request. `Ok(None)` when the registry has no policy (404), which is a Deny.
+    /// The answer's member is the one of the body's version: `delegationToken` for a 3.0 body,
+    /// `delegation_token` before; the other is garbled, not guessed.
     pub async fn delegation(
         &self,
         url: &str,
@@ -163,8 +166,12 @@ impl PeerClient {
         if resp.status() == StatusCode::NOT_FOUND {
             return Ok(None);
         }
-        let body: serde_json::Value = read(url, resp).await?;
-        member_of(url, &body, crate::scheme::vocabulary::member::DELEGATION).map(Some)
+        let answer: serde_json::Value = read(url, resp).await?;
+        let member = match body.shape {
+            BodyShape::Camel => crate::scheme::vocabulary::member::DELEGATION_3,
+            _ => crate::scheme::vocabulary::member::DELEGATION,
+        };
+        member_of(url, &answer, member).map(Some)
     }
 
     /// Evidence on `request` from the registry at `base` (party `registry_id`), as a consumer
@@ -186,7 +193,7 @@ impl PeerClient {
         self.delegation(
             &join(base, crate::scheme::vocabulary::DELEGATION_PATH),
             &token,
-            &DelegationBody::new(request.to_mask()),
+            &DelegationBody::new(request.to_mask(SchemeVersion::V1_9), SchemeVersion::V1_9),
         )
         .await
     }

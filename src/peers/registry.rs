@@ -9,7 +9,7 @@ use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::Registry;
 use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
-use crate::scheme::evidence_token::read_evidence_token;
+use crate::scheme::evidence_token::{read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::party::PartyId;
 use crate::scheme::reason_codes;
@@ -84,11 +84,20 @@ pub enum RegistryError {
     SchemeOwner(#[from] TrustError),
 }
 
+/// That a registry holds a data owner's delegations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    /// The data owner designated it for this service provider (3.0, RFC056), not only in general.
+    pub for_us: bool,
+}
+
 /// Asks registries for evidence as our identity.
 pub struct RegistryClient {
     peer: PeerClient,
     our_id: PartyId,
+    /// Every algorithm some version signs with: which one a registry may use is its version's.
     algorithms: AlgorithmPolicy,
+    readers: Readers,
     leeway_secs: f64,
     configured: BTreeMap<String, Registry>,
     tokens: TokenCache,
@@ -98,7 +107,7 @@ pub struct RegistryClient {
 impl RegistryClient {
     pub fn new(
         peer: PeerClient,
-        algorithms: AlgorithmPolicy,
+        readers: Readers,
         leeway_secs: f64,
         configured: BTreeMap<String, Registry>,
         metrics: Metrics,
@@ -106,7 +115,10 @@ impl RegistryClient {
         RegistryClient {
             our_id: peer.identity().party_id().clone(),
             peer,
-            algorithms,
+            algorithms: AlgorithmPolicy {
+                allow_rs384_rs512: true,
+            },
+            readers,
             leeway_secs,
             configured,
             tokens: TokenCache::default(),
@@ -115,42 +127,52 @@ impl RegistryClient {
     }
 
     /// Whether `registry` holds the delegations of `owner`: it is the configured registry (when a
-    /// rule names one), or one of the registries in the owner's party record.
+    /// rule names one), or one of the registries in the owner's party record; and whether the
+    /// record designates it for us.
     pub async fn holds_delegations_of(
         &self,
         configured: Option<&str>,
         owner: &str,
         registry: &PartyId,
         trust: &TrustStore,
-    ) -> Result<bool, TrustError> {
+    ) -> Result<Option<Holding>, TrustError> {
         if let Some(name) = configured {
-            return Ok(self
+            let holds = self
                 .configured
                 .get(name)
-                .is_some_and(|r| r.party_id == *registry));
+                .is_some_and(|r| r.party_id == *registry);
+            return Ok(holds.then_some(Holding { for_us: false }));
         }
         let Ok(owner) = PartyId::parse(owner) else {
-            return Ok(false);
+            return Ok(None);
         };
-        Ok(trust.party(&owner).await?.is_some_and(|r| {
-            r.registries()
-                .any(|ar| ar.id.eq_ignore_ascii_case(registry.as_str()))
-        }))
+        let Some(record) = trust.party(&owner).await? else {
+            return Ok(None);
+        };
+        let mut listed = record
+            .registries()
+            .filter(|ar| ar.id.eq_ignore_ascii_case(registry.as_str()))
+            .peekable();
+        if listed.peek().is_none() {
+            return Ok(None);
+        }
+        let for_us = listed.any(|ar| ar.service_provider.as_deref() == Some(self.our_id.as_str()));
+        Ok(Some(Holding { for_us }))
     }
 
     /// The registry to ask about `owner`'s delegations: the configured one, or the one in the
     /// owner's party record, whose address must be the registry's own (its record's capabilities
     /// address) over https: otherwise our client assertion, addressed to the registry, would go to
-    /// whoever the owner's record names.
+    /// whoever the owner's record names. Whether the record designates it for us.
     pub async fn registry_for(
         &self,
         configured: Option<&str>,
         owner: &PartyId,
         trust: &TrustStore,
         now: Timestamp,
-    ) -> Result<Registry, RegistryError> {
+    ) -> Result<(Registry, Holding), RegistryError> {
         if let Some(registry) = configured.and_then(|name| self.configured.get(name)) {
-            return Ok(registry.clone());
+            return Ok((registry.clone(), Holding { for_us: false }));
         }
         let record = trust
             .party(owner)
@@ -185,13 +207,18 @@ impl RegistryClient {
             }
             .into());
         }
-        Ok(Registry {
+        let holding = Holding {
+            for_us: listed.service_provider.as_deref() == Some(self.our_id.as_str()),
+        };
+        let registry = Registry {
             name: ar_id.to_string(),
             url: listed.url.trim_end_matches('/').to_string(),
+            scheme_version: self.readers.version_of(ar_id.as_str()),
             party_id: ar_id,
             token_path: TOKEN_PATH.into(),
             delegation_path: DELEGATION_PATH.into(),
-        })
+        };
+        Ok((registry, holding))
     }
 
     /// The registry asked, and the evidence of every step from the data owner through `path` to
@@ -205,7 +232,7 @@ impl RegistryClient {
         request: &AccessRequest,
         trust: &TrustStore,
     ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
-        let registry = self
+        let (registry, holding) = self
             .registry_for(configured, owner, trust, Timestamp::now())
             .await?;
         let mut parties = vec![request.policy_issuer.clone()];
@@ -219,7 +246,10 @@ impl RegistryClient {
                 ..request.clone()
             };
             match self.evidence(&registry, &step, trust).await? {
-                Some(ev) => chain.push(ev),
+                Some(mut ev) => {
+                    ev.read_as.designated_for_us = holding.for_us;
+                    chain.push(ev)
+                }
                 None => return Ok((registry.party_id, None)),
             }
         }
@@ -271,7 +301,8 @@ impl RegistryClient {
             .get(&self.peer, &token_url, registry.party_id.as_str())
             .await
             .map_err(failed)?;
-        let body = DelegationBody::new(step.to_mask());
+        let version = registry.scheme_version;
+        let body = DelegationBody::new(step.to_mask(version), version);
         let answer = self
             .peer
             .delegation(
@@ -324,7 +355,7 @@ impl RegistryClient {
         {
             return Err(garbled("the answer has expired".into()).into());
         }
-        read_evidence_token(&decoded)
+        read_evidence_token(&decoded, &self.readers)
             .map(|t| t.evidence)
             .map_err(|e| garbled(e.to_string()).into())
     }

@@ -1,9 +1,13 @@
 //! The evaluation of delegation evidence against a request: the time window, issuer and subject,
 //! permit-overrides across policy sets and policies, deny-overrides across rules, service
-//! providers, licences, and chains of evidence.
+//! providers, conditions and contexts, licences, and chains of evidence. Nothing in evidence that
+//! is not understood grants anything: a member no version defines, a condition that cannot be
+//! evaluated or a licence expression that is not the scheme's makes its rule, policy, policy set
+//! or evidence a Deny that names it.
 
-use super::evidence::{AccessRequest, DelegationEvidence, Effect, Policy, PolicySet, Rule};
-use super::licence::{self, Licence};
+use super::condition::ConditionFailure;
+use super::evidence::{AccessRequest, DelegationEvidence, Effect, Policy, PolicySet, ReadAs, Rule};
+use super::licence::{self, Licence, LicenceProblem};
 use super::Timestamp;
 use std::fmt;
 
@@ -21,19 +25,55 @@ impl Decision {
 }
 
 /// Where in the evidence a decision was made: the step of the chain, and the policy set, policy
-/// and rule of that step (none of them when the step failed on its time window, issuer or subject).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// and rule of that step (none of them when the step failed on its time window, issuer or subject),
+/// and the part of it that decided (a condition, a licence expression, a member not understood).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DecidedBy {
     pub step: usize,
-    pub policy_set: Option<usize>,
-    pub policy: Option<usize>,
-    pub rule: Option<usize>,
+    pub policy_set: Option<u32>,
+    pub policy: Option<u32>,
+    pub rule: Option<u32>,
+    /// Below the innermost of those: `conditions.allOf[1]`, `target.environment.licenses[0]`.
+    pub part: Option<Box<str>>,
 }
 
-impl fmt::Display for DecidedBy {
-    /// As a path into the evidence: `evidence[0].policySets[1].policies[0].rules[2]`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "evidence[{}]", self.step)?;
+/// An index into the evidence's lists, which hold far fewer than 2³² items.
+fn index(i: usize) -> Option<u32> {
+    Some(u32::try_from(i).unwrap_or(u32::MAX))
+}
+
+impl DecidedBy {
+    fn set(s: usize) -> Self {
+        DecidedBy {
+            policy_set: index(s),
+            ..DecidedBy::default()
+        }
+    }
+
+    fn policy(s: usize, p: usize) -> Self {
+        DecidedBy {
+            policy: index(p),
+            ..DecidedBy::set(s)
+        }
+    }
+
+    fn rule(s: usize, p: usize, r: usize) -> Self {
+        DecidedBy {
+            rule: index(r),
+            ..DecidedBy::policy(s, p)
+        }
+    }
+
+    fn with_part(self, part: impl Into<Box<str>>) -> Self {
+        DecidedBy {
+            part: Some(part.into()),
+            ..self
+        }
+    }
+
+    /// The path of this place within its evidence (`policySets[0].policies[1]`).
+    fn path(&self) -> String {
+        let mut out = String::new();
         let parts = [
             ("policySets", self.policy_set),
             ("policies", self.policy),
@@ -41,8 +81,34 @@ impl fmt::Display for DecidedBy {
         ];
         for (name, index) in parts {
             if let Some(i) = index {
-                write!(f, ".{name}[{i}]")?;
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&format!("{name}[{i}]"));
             }
+        }
+        out
+    }
+
+    /// The path of `member` (below this place) within the evidence.
+    fn member(&self, member: &str) -> String {
+        match self.path() {
+            p if p.is_empty() => member.to_string(),
+            p => format!("{p}.{member}"),
+        }
+    }
+}
+
+impl fmt::Display for DecidedBy {
+    /// As a path into the evidence: `evidence[0].policySets[1].policies[0].rules[2].conditions`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "evidence[{}]", self.step)?;
+        let path = self.path();
+        if !path.is_empty() {
+            write!(f, ".{path}")?;
+        }
+        if let Some(part) = &self.part {
+            write!(f, ".{part}")?;
         }
         Ok(())
     }
@@ -68,20 +134,57 @@ pub struct Permit {
 /// Why evidence does not grant a request. `code()` is a bounded label for logs and metrics.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DenyReason {
-    NotYetValid { not_before: i64 },
-    Expired { not_on_or_after: i64 },
-    WrongIssuer { expected: String, found: String },
-    WrongSubject { expected: String, found: String },
+    NotYetValid {
+        not_before: i64,
+    },
+    Expired {
+        not_on_or_after: i64,
+    },
+    WrongIssuer {
+        expected: String,
+        found: String,
+    },
+    WrongSubject {
+        expected: String,
+        found: String,
+    },
     NoPolicy,
-    ResourceTypeNotGranted { requested: String },
-    IdentifierNotGranted { identifier: String },
-    AttributeNotGranted { attribute: String },
-    ActionNotGranted { action: String },
+    ResourceTypeNotGranted {
+        requested: String,
+    },
+    IdentifierNotGranted {
+        identifier: String,
+    },
+    AttributeNotGranted {
+        attribute: String,
+    },
+    ActionNotGranted {
+        action: String,
+    },
     ServiceProviderNotListed,
-    LicenceMissing { licence: String },
+    /// 3.0 evidence that names no service provider, not designated for us nor accepted so by the route.
+    ServiceProviderNotNamed,
+    LicenceMissing {
+        licence: String,
+    },
+    /// A licence expression that is not one the scheme defines (`at` within the evidence).
+    LicenceUnusable {
+        at: String,
+        problem: Box<LicenceProblem>,
+    },
+    /// A member of the evidence that no version of the scheme defines where it stands.
+    NotUnderstood {
+        member: String,
+    },
+    /// A condition (or a context) that does not hold or cannot be evaluated.
+    Condition(Box<ConditionFailure>),
     DeniedByRule,
-    ChainBroken { hop: usize },
-    DelegationDepthExceeded { hop: usize },
+    ChainBroken {
+        hop: usize,
+    },
+    DelegationDepthExceeded {
+        hop: usize,
+    },
     EmptyChain,
 }
 
@@ -94,9 +197,10 @@ impl DenyReason {
             DenyReason::IdentifierNotGranted { .. } => 2,
             DenyReason::AttributeNotGranted { .. } => 3,
             DenyReason::ActionNotGranted { .. } => 4,
-            DenyReason::ServiceProviderNotListed => 5,
-            DenyReason::DeniedByRule => 6,
-            DenyReason::LicenceMissing { .. } => 7,
+            DenyReason::ServiceProviderNotListed | DenyReason::ServiceProviderNotNamed => 5,
+            DenyReason::NotUnderstood { .. } | DenyReason::LicenceUnusable { .. } => 6,
+            DenyReason::Condition(_) | DenyReason::DeniedByRule => 7,
+            DenyReason::LicenceMissing { .. } => 8,
             _ => 0,
         }
     }
@@ -114,11 +218,16 @@ reason_codes! {
         DenyReason::AttributeNotGranted { .. } => "attribute_not_granted",
         DenyReason::ActionNotGranted { .. } => "action_not_granted",
         DenyReason::ServiceProviderNotListed => "service_provider_not_listed",
+        DenyReason::ServiceProviderNotNamed => "service_provider_not_named",
         DenyReason::LicenceMissing { .. } => "licence_missing",
+        DenyReason::NotUnderstood { .. } => "evidence_member_not_understood",
+        DenyReason::LicenceUnusable { .. } => "licence_expression_malformed",
         DenyReason::DeniedByRule => "denied_by_rule",
         DenyReason::ChainBroken { .. } => "delegation_chain_broken",
         DenyReason::DelegationDepthExceeded { .. } => "delegation_depth_exceeded",
         DenyReason::EmptyChain => "no_evidence",
+    } nested {
+        DenyReason::Condition(e) => e: ConditionFailure,
     }
 }
 
@@ -155,9 +264,21 @@ impl fmt::Display for DenyReason {
             DenyReason::ServiceProviderNotListed => {
                 f.write_str("this service provider is not listed in the policy's serviceProviders")
             }
+            DenyReason::ServiceProviderNotNamed => f.write_str(
+                "the policy names no service provider: evidence of a 3.0 signer binds to this service provider only where the data owner designated the signing registry for it, or the route accepts it (accept_unnamed_service_provider)",
+            ),
             DenyReason::LicenceMissing { licence } => {
-                write!(f, "the evidence does not carry the required licence {licence}")
+                write!(f, "the evidence does not grant the required licence {licence}")
             }
+            DenyReason::LicenceUnusable { at, problem } => write!(
+                f,
+                "the licence expression {at} {problem}; a licence expression that is not understood grants nothing"
+            ),
+            DenyReason::NotUnderstood { member } => write!(
+                f,
+                "the evidence's member {member} is not understood, and nothing not understood grants anything"
+            ),
+            DenyReason::Condition(e) => e.fmt(f),
             DenyReason::DeniedByRule => f.write_str("a Deny rule of the policy covers this request"),
             DenyReason::ChainBroken { hop } => write!(
                 f,
@@ -255,23 +376,22 @@ fn check_chain(
         if hop > 0 && ev.policy_issuer != chain[hop - 1].target.access_subject {
             return Err(at_step(hop)(DenyReason::ChainBroken { hop }));
         }
+        if let Some(member) = ev.not_understood() {
+            let place = DecidedBy {
+                step: hop,
+                part: Some(member.as_str().into()),
+                ..DecidedBy::default()
+            };
+            return Err((DenyReason::NotUnderstood { member }, Some(place)));
+        }
         check_window(ev, now).map_err(at_step(hop))?;
-        let (granted, (set, policy)) =
-            granting_policy(&ev.policy_sets, request).map_err(|(reason, place)| {
-                let at = DecidedBy {
-                    step: hop,
-                    policy_set: place.map(|p| p.0),
-                    policy: place.map(|p| p.1),
-                    rule: place.and_then(|p| p.2),
-                };
-                (reason, Some(at))
-            })?;
-        decided_by.push(DecidedBy {
-            step: hop,
-            policy_set: Some(set),
-            policy: Some(policy),
-            rule: Some(0),
-        });
+        let on_step = |mut place: DecidedBy| {
+            place.step = hop;
+            place
+        };
+        let (granted, places) = granting_policy(&ev.policy_sets, request, ev.read_as)
+            .map_err(|(reason, place)| (reason, place.map(on_step)))?;
+        decided_by.extend(places.into_iter().map(on_step));
         let own = granted.max_delegation_depth.unwrap_or(0);
         let allowed = match allowed_after {
             None => own,
@@ -327,34 +447,31 @@ pub fn evaluate_policy_sets(
     sets: &[PolicySet],
     request: &AccessRequest,
 ) -> Result<Granted, DenyReason> {
-    granting_policy(sets, request)
+    granting_policy(sets, request, ReadAs::default())
         .map(|(granted, _)| granted)
         .map_err(|(reason, _)| reason)
 }
 
-/// Where a policy failed: its policy set, the policy, and the rule when a rule decided.
-type Place = (usize, usize, Option<usize>);
-/// Where a policy granted: its policy set and the policy.
-type Granting = (Granted, (usize, usize));
-
-/// `evaluate_policy_sets`, with the first granting policy (set, policy), or the reason to deny and
-/// the policy that came closest to granting.
+/// `evaluate_policy_sets`, with the places that granted (the first granting policy, and the
+/// conditions and licence expressions that decided for it), or the reason to deny and the place
+/// in the policy that came closest to granting.
 fn granting_policy(
     sets: &[PolicySet],
     request: &AccessRequest,
-) -> Result<Granting, (DenyReason, Option<Place>)> {
-    let mut best: Option<(DenyReason, Place)> = None;
-    let mut granted: Option<Granting> = None;
+    read_as: ReadAs,
+) -> Result<(Granted, Vec<DecidedBy>), (DenyReason, Option<DecidedBy>)> {
+    let mut best: Option<(DenyReason, DecidedBy)> = None;
+    let mut granted: Option<(Granted, Vec<DecidedBy>)> = None;
     for (s, set) in sets.iter().enumerate() {
         for (p, policy) in set.policies.iter().enumerate() {
-            match evaluate_policy(set, policy, request) {
-                Ok(()) => {
+            match evaluate_policy(set, s, policy, p, request, read_as) {
+                Ok(places) => {
                     let (g, _) = granted.get_or_insert_with(|| {
                         let none = Granted {
                             licences: Vec::new(),
                             max_delegation_depth: None,
                         };
-                        (none, (s, p))
+                        (none, places)
                     });
                     for l in set.licences() {
                         if !g.licences.contains(l) {
@@ -363,12 +480,12 @@ fn granting_policy(
                     }
                     g.max_delegation_depth = g.max_delegation_depth.max(set.max_delegation_depth);
                 }
-                Err((reason, rule)) => {
+                Err((reason, place)) => {
                     if best
                         .as_ref()
                         .is_none_or(|(b, _)| reason.depth() > b.depth())
                     {
-                        best = Some((reason, (s, p, rule)));
+                        best = Some((reason, place));
                     }
                 }
             }
@@ -381,44 +498,128 @@ fn granting_policy(
     granted.ok_or(denial)
 }
 
-/// Whether one policy grants the request; the reason if not, with the rule that decided it.
+/// Whether one policy grants the request: the places that decided if it does (the policy's
+/// first rule, its conditions and context, the licence expressions that grant the required
+/// licences); the reason and its place if not. Coverage first, then what is not understood in the
+/// set or the policy, the context, the rules (every Permit rule must hold, no Deny rule may
+/// apply), and the licences.
 fn evaluate_policy(
     set: &PolicySet,
+    s: usize,
     policy: &Policy,
+    p: usize,
     request: &AccessRequest,
-) -> Result<(), (DenyReason, Option<usize>)> {
-    covers(policy, request).map_err(|reason| (reason, None))?;
-    // Deny-overrides: the first rule is the default and must be Permit; any later Deny rule whose
-    // target overlaps the request takes the permit away.
+    read_as: ReadAs,
+) -> Result<Vec<DecidedBy>, (DenyReason, DecidedBy)> {
+    let here = DecidedBy::policy(s, p);
+    covers(policy, request, read_as).map_err(|reason| (reason, here.clone()))?;
+    let not_understood = |place: DecidedBy, member: String| {
+        let reason = DenyReason::NotUnderstood {
+            member: place.member(&member),
+        };
+        (reason, place.with_part(member))
+    };
+    if let Some(member) = set.not_understood() {
+        return Err(not_understood(DecidedBy::set(s), member));
+    }
+    for (i, l) in set.licences().iter().enumerate() {
+        if let Some((part, problem)) = l.unusable(format!("target.environment.licenses[{i}]")) {
+            let place = DecidedBy::set(s);
+            if let LicenceProblem::UnknownMember(member) = problem {
+                return Err(not_understood(place, format!("{part}.{member}")));
+            }
+            let reason = DenyReason::LicenceUnusable {
+                at: place.member(&part),
+                problem: Box::new(problem.clone()),
+            };
+            return Err((reason, place.with_part(part)));
+        }
+    }
+    if let Some(member) = policy.not_understood() {
+        return Err(not_understood(here, member));
+    }
+    let mut decided = vec![DecidedBy::rule(s, p, 0)];
+    if let Some(context) = &policy.target.context {
+        let held = context.check(&here.member("target.context"), &request.operands);
+        held.map_err(|e| condition_denial(&here, e))?;
+        decided.push(here.clone().with_part("target.context"));
+    }
     if policy
         .rules
         .first()
         .is_none_or(|r| r.effect != Effect::Permit)
     {
-        let rule = (!policy.rules.is_empty()).then_some(0);
-        return Err((DenyReason::DeniedByRule, rule));
+        let place = match policy.rules.is_empty() {
+            true => here,
+            false => DecidedBy::rule(s, p, 0),
+        };
+        return Err((DenyReason::DeniedByRule, place));
     }
-    let denying = policy
-        .rules
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, r)| r.effect == Effect::Deny && rule_covers(r, request));
-    if let Some((index, _)) = denying {
-        return Err((DenyReason::DeniedByRule, Some(index)));
+    for (r, rule) in policy.rules.iter().enumerate() {
+        let place = DecidedBy::rule(s, p, r);
+        if let Some(member) = rule.not_understood() {
+            return Err(not_understood(place, member));
+        }
+        let conditions = rule
+            .conditions
+            .as_ref()
+            .map(|c| c.check(&place.member("conditions"), &request.operands));
+        match rule.effect {
+            // A Permit rule holds where its target (if any) covers the request and its
+            // conditions hold.
+            Effect::Permit => {
+                if !rule_grants(rule, request) {
+                    return Err((DenyReason::DeniedByRule, place.with_part("target")));
+                }
+                if let Some(held) = conditions {
+                    held.map_err(|e| condition_denial(&place, e))?;
+                    if r == 0 {
+                        decided.push(place.with_part("conditions"));
+                    }
+                }
+            }
+            // A Deny rule applies where its target overlaps the request and its conditions hold;
+            // conditions that cannot be evaluated deny.
+            Effect::Deny if rule_covers(rule, request) => match conditions {
+                None | Some(Ok(())) => return Err((DenyReason::DeniedByRule, place)),
+                Some(Err(ConditionFailure::NotMet { .. })) => {}
+                Some(Err(e)) => return Err(condition_denial(&place, e)),
+            },
+            Effect::Deny => {}
+        }
     }
     if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
         let reason = DenyReason::LicenceMissing {
             licence: missing.to_string(),
         };
-        return Err((reason, None));
+        return Err((
+            reason,
+            DecidedBy::set(s).with_part("target.environment.licenses"),
+        ));
     }
-    Ok(())
+    let granting = licence::granting(set.licences(), &request.required_licences);
+    decided.extend(
+        granting
+            .into_iter()
+            .map(|i| DecidedBy::set(s).with_part(format!("target.environment.licenses[{i}]"))),
+    );
+    Ok(decided)
+}
+
+/// A condition's failure as a Deny, at the part of the policy that decided.
+fn condition_denial(policy_or_rule: &DecidedBy, e: ConditionFailure) -> (DenyReason, DecidedBy) {
+    let prefix = format!("{}.", policy_or_rule.path());
+    let part = e.at().strip_prefix(&prefix).unwrap_or(e.at()).to_string();
+    (
+        DenyReason::Condition(Box::new(e)),
+        policy_or_rule.clone().with_part(part),
+    )
 }
 
 /// Whether the target of a policy covers the request: resource, identifiers, attributes,
-/// actions and service providers.
-fn covers(policy: &Policy, request: &AccessRequest) -> Result<(), DenyReason> {
+/// actions and service providers. A policy that names no service provider covers any before
+/// 3.0; a 3.0 signer's only where the data owner designated it for us or the route accepts it.
+fn covers(policy: &Policy, request: &AccessRequest, read_as: ReadAs) -> Result<(), DenyReason> {
     let target = &policy.target;
     if target.resource.resource_type != request.resource_type {
         return Err(DenyReason::ResourceTypeNotGranted {
@@ -437,18 +638,28 @@ fn covers(policy: &Policy, request: &AccessRequest) -> Result<(), DenyReason> {
     if let Some(action) = not_granted(Some(&target.actions), &request.actions) {
         return Err(DenyReason::ActionNotGranted { action });
     }
-    if let Some(listed) = target
+    match target
         .environment
         .as_ref()
         .and_then(|e| e.service_providers.as_ref())
     {
-        let all_listed = !request.service_providers.is_empty()
-            && request
-                .service_providers
-                .iter()
-                .all(|sp| listed.contains(sp));
-        if !all_listed {
-            return Err(DenyReason::ServiceProviderNotListed);
+        Some(listed) => {
+            let all_listed = !request.service_providers.is_empty()
+                && request
+                    .service_providers
+                    .iter()
+                    .all(|sp| listed.contains(sp));
+            if !all_listed {
+                return Err(DenyReason::ServiceProviderNotListed);
+            }
+        }
+        None => {
+            let bound = read_as.version.binds_by_absence()
+                || read_as.designated_for_us
+                || request.unnamed_provider_accepted;
+            if !bound {
+                return Err(DenyReason::ServiceProviderNotNamed);
+            }
         }
     }
     Ok(())
@@ -462,6 +673,29 @@ fn not_granted(granted: Option<&[String]>, requested: &[String]) -> Option<Strin
         return None;
     }
     requested.iter().find(|r| !granted.contains(r)).cloned()
+}
+
+/// Whether a Permit rule's own target (if it has one) covers the whole request: what it names
+/// must grant every requested type, identifier, attribute and action.
+fn rule_grants(rule: &Rule, request: &AccessRequest) -> bool {
+    let Some(target) = &rule.target else {
+        return true;
+    };
+    let resource = target.resource.as_ref();
+    resource
+        .and_then(|r| r.resource_type.as_ref())
+        .is_none_or(|t| *t == request.resource_type)
+        && not_granted(
+            resource.and_then(|r| r.identifiers.as_deref()),
+            &request.identifiers,
+        )
+        .is_none()
+        && not_granted(
+            resource.and_then(|r| r.attributes.as_deref()),
+            &request.attributes,
+        )
+        .is_none()
+        && not_granted(target.actions.as_deref(), &request.actions).is_none()
 }
 
 /// Whether a (Deny) rule's target overlaps the request. Omitted or empty parts mean "all", and a

@@ -1,5 +1,6 @@
 use super::*;
 use crate::scheme::evidence::*;
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::Timestamp;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -44,7 +45,7 @@ fn request() -> AccessRequest {
         identifiers: vec!["C1".into()],
         attributes: vec!["weight".into()],
         actions: vec!["iSHARE.READ".into()],
-        required_licences: vec![],
+        ..AccessRequest::default()
     }
 }
 
@@ -374,7 +375,7 @@ fn spec_example_evidence_round_trips() {
 
 #[test]
 fn a_request_becomes_a_mask_with_us_as_service_provider() {
-    let mask = request().to_mask();
+    let mask = request().to_mask(SchemeVersion::V1_9);
     assert_eq!(mask.policy_issuer, OWNER);
     let p = &mask.policy_sets[0].policies[0];
     assert_eq!(
@@ -411,7 +412,7 @@ fn arb_request() -> impl Strategy<Value = AccessRequest> {
             identifiers: ids,
             attributes: attrs,
             actions: actions.into_iter().map(String::from).collect(),
-            required_licences: vec![],
+            ..AccessRequest::default()
         })
 }
 
@@ -432,13 +433,18 @@ fn arb_policy() -> impl Strategy<Value = Policy> {
                     resource_type: t.into(),
                     identifiers: ids,
                     attributes: attrs,
+                    ..Resource::default()
                 },
                 actions: actions.into_iter().map(String::from).collect(),
                 environment: sps.map(|s| PolicyEnvironment {
                     service_providers: Some(s.into_iter().map(String::from).collect()),
+                    ..PolicyEnvironment::default()
                 }),
+                context: None,
+                unknown: Unknown::default(),
             },
             rules: vec![Rule::permit()],
+            unknown: Unknown::default(),
         })
 }
 
@@ -453,15 +459,17 @@ fn arb_deny_rule() -> impl Strategy<Value = Rule> {
         )),
     )
         .prop_map(|(t, ids, attrs, actions)| Rule {
-            effect: Effect::Deny,
             target: Some(RuleTarget {
                 resource: Some(RuleResource {
                     resource_type: t.map(String::from),
                     identifiers: ids,
                     attributes: attrs,
+                    ..RuleResource::default()
                 }),
                 actions: actions.map(|a| a.into_iter().map(String::from).collect()),
+                ..RuleTarget::default()
             }),
+            ..Rule::deny()
         })
 }
 
@@ -470,14 +478,13 @@ fn wrap(policies: Vec<Policy>) -> DelegationEvidence {
         not_before: NOW - 1,
         not_on_or_after: NOW + 60,
         policy_issuer: OWNER.into(),
-        target: RootTarget {
-            access_subject: CONSUMER.into(),
-        },
+        target: RootTarget::new(CONSUMER.into()),
         policy_sets: vec![PolicySet {
-            max_delegation_depth: None,
-            target: None,
             policies,
+            ..PolicySet::default()
         }],
+        unknown: Unknown::default(),
+        read_as: ReadAs::default(),
     }
 }
 
@@ -493,13 +500,15 @@ fn within(req: &AccessRequest, mask: &AccessRequest) -> bool {
 
 /// Evidence as a registry issues it for a mask: the mask's own policies with a Permit rule.
 fn issued_for(mask: &AccessRequest) -> DelegationEvidence {
-    let m = mask.to_mask();
+    let m = mask.to_mask(SchemeVersion::V1_9);
     DelegationEvidence {
         not_before: NOW - 1,
         not_on_or_after: NOW + 60,
         policy_issuer: m.policy_issuer,
         target: m.target,
         policy_sets: m.policy_sets,
+        unknown: Unknown::default(),
+        read_as: ReadAs::default(),
     }
 }
 
@@ -579,4 +588,377 @@ fn the_evaluation_names_the_policy_and_rule_that_decided() {
     let chain = [hop(OWNER, BROKER, Some(1)), hop(SUB, CONSUMER, Some(0))];
     assert_eq!(decided_where(&chain, &request()), ["evidence[1]"]);
     assert!(decided_where(&[], &request()).is_empty());
+}
+
+// ---- what is not understood, conditions, contexts, licence expressions, 3.0 binding ----
+
+/// The first policy of `ev`.
+fn policy(ev: &mut Value) -> &mut Value {
+    &mut ev["policySets"][0]["policies"][0]
+}
+
+fn deny_at(ev: Value, req: &AccessRequest) -> (&'static str, Vec<String>) {
+    let evaluation = evaluate_chain_at(&[evidence(ev)], req, Timestamp::from_secs(NOW));
+    let code = match &evaluation.decision {
+        Decision::Deny(r) => r.code(),
+        Decision::Permit(_) => "permit",
+    };
+    let places = evaluation.decided_by.iter().map(ToString::to_string);
+    (code, places.collect())
+}
+
+fn located(value: &str) -> AccessRequest {
+    let mut r = request();
+    r.operands
+        .insert("requesterLocation".into(), Some(value.into()));
+    r
+}
+
+fn condition(left: &str, op: &str, right: &str) -> Value {
+    json!({"leftOperand": left, "operator": op, "rightOperand": right})
+}
+
+#[test]
+fn a_member_no_version_defines_denies_what_it_is_part_of_and_is_named() {
+    type Edit = fn(&mut Value);
+    let places: [(&str, Edit); 9] = [
+        ("comment", |ev| ev["comment"] = json!("x")),
+        ("target.delegate", |ev| {
+            ev["target"]["delegate"] = json!("x")
+        }),
+        ("policySets[0].priority", |ev| {
+            ev["policySets"][0]["priority"] = json!(1)
+        }),
+        ("policySets[0].target.environment.region", |ev| {
+            ev["policySets"][0]["target"]["environment"]["region"] = json!("EU")
+        }),
+        ("policySets[0].policies[0].obligations", |ev| {
+            policy(ev)["obligations"] = json!(["log"])
+        }),
+        ("policySets[0].policies[0].target.resource.except", |ev| {
+            policy(ev)["target"]["resource"]["except"] = json!(["C1"])
+        }),
+        (
+            "policySets[0].policies[0].target.environment.regions",
+            |ev| policy(ev)["target"]["environment"]["regions"] = json!(["EU"]),
+        ),
+        ("policySets[0].policies[0].rules[0].validUntil", |ev| {
+            policy(ev)["rules"][0]["validUntil"] = json!(0)
+        }),
+        ("policySets[0].policies[0].rules[1].target.when", |ev| {
+            policy(ev)["rules"] = json!([{"effect": "Permit"}, {"effect": "Deny", "target": {"resource": {"identifiers": ["C9"]}, "when": "night"}}])
+        }),
+    ];
+    for (member, edit) in places {
+        let mut ev = base_evidence();
+        edit(&mut ev);
+        let (code, at) = deny_at(ev.clone(), &request());
+        assert_eq!(code, "evidence_member_not_understood", "{member}");
+        assert_eq!(at.len(), 1);
+        assert!(at[0].ends_with(member), "{member}: {at:?}");
+        match decide(ev, &request()) {
+            Decision::Deny(r) => assert!(r.to_string().contains(member), "{r}"),
+            Decision::Permit(_) => unreachable!(),
+        }
+    }
+    // Policies are permit-overrides: another policy that is understood still grants.
+    let mut ev = base_evidence();
+    let understood = policy(&mut ev).clone();
+    policy(&mut ev)["obligations"] = json!(["log"]);
+    ev["policySets"][0]["policies"]
+        .as_array_mut()
+        .unwrap()
+        .push(understood);
+    assert_eq!(deny_code(ev, &request()), "permit");
+}
+
+#[test]
+fn members_listed_for_an_issuer_are_dropped_and_nothing_else() {
+    let mut written = base_evidence();
+    policy(&mut written)["rules"][0]["comment"] = json!("granted by phone");
+    policy(&mut written)["description"] = json!("x");
+    drop_listed(
+        &mut written,
+        &["policySets[].policies[].rules[].comment".into()],
+    );
+    let (code, at) = deny_at(written.clone(), &request());
+    assert_eq!(code, "evidence_member_not_understood");
+    assert_eq!(at, ["evidence[0].policySets[0].policies[0].description"]);
+    drop_listed(
+        &mut written,
+        &["policySets[].policies[].description".into()],
+    );
+    assert_eq!(deny_code(written, &request()), "permit");
+    // A list written as one object is walked as well.
+    let mut single = base_evidence();
+    let only = single["policySets"][0].clone();
+    single["policySets"] = only;
+    single["policySets"]["policies"][0]["note"] = json!(1);
+    drop_listed(&mut single, &["policySets[].policies[].note".into()]);
+    assert_eq!(deny_code(single, &request()), "permit");
+    // Members the scheme defines are never droppable; paths must name an object of the evidence.
+    for listed in [
+        "policySets[].policies[].rules[].conditions",
+        "policySets[].policies[].rules[].effect",
+        "policySets[].policies[].target.environment.serviceProviders",
+        "policySets[].policies[].target.context.x",
+        "policySets.policies.rules.comment",
+        "policySets[].policies[].rules[]",
+    ] {
+        assert!(droppable(listed).is_err(), "{listed}");
+    }
+    assert!(droppable("comment").is_ok());
+    assert!(droppable("policySets[].policies[].rules[].target.resource.note").is_ok());
+}
+
+/// The conditional Permits and trees the gateway once granted: each is a Deny now, with its reason.
+#[test]
+fn a_conditional_permit_is_never_an_unconditional_one() {
+    let mars = condition("requesterLocation", "equal", "Mars");
+    let shapes = [
+        (json!(mars), "condition_operand_undefined"),
+        (
+            json!({"allOf": [mars, condition("requesterLocation", "notEqual", "Mars")]}),
+            "condition_operand_undefined",
+        ),
+        (json!({"anyOf": [mars]}), "condition_operand_undefined"),
+        (json!({"anyOf": []}), "condition_malformed"),
+        (
+            json!({"allOf": [{"anyOf": [mars]}]}),
+            "condition_operand_undefined",
+        ),
+        (
+            json!({"leftOperand": "x", "operator": "within", "rightOperand": "EU"}),
+            "condition_operator_unknown",
+        ),
+        (
+            json!({"leftOperand": "x", "operator": "equal", "rightOperand": {"in": ["EU"]}}),
+            "condition_operand_type",
+        ),
+        (
+            json!({"leftOperand": "x", "operator": "equal"}),
+            "condition_malformed",
+        ),
+        (json!([]), "condition_malformed"),
+        (json!(null), "condition_malformed"),
+        (
+            json!({"anyOf": [mars], "leftOperand": "x", "operator": "equal", "rightOperand": "1"}),
+            "condition_malformed",
+        ),
+    ];
+    for (tree, code) in shapes.clone() {
+        let mut ev = base_evidence();
+        policy(&mut ev)["rules"] = json!([{"effect": "Permit", "conditions": tree}]);
+        assert_eq!(deny_code(ev, &request()), code, "{tree}");
+    }
+    // With the operand declared by the route: the tree decides, and what cannot be evaluated
+    // still denies.
+    for (tree, expected) in [
+        (json!(mars), "condition_not_met"),
+        (
+            json!({"anyOf": [mars, condition("requesterLocation", "equal", "NL")]}),
+            "permit",
+        ),
+        (
+            json!({"allOf": [mars, condition("requesterLocation", "equal", "NL")]}),
+            "condition_not_met",
+        ),
+        (
+            json!({"anyOf": [condition("requesterLocation", "equal", "NL"), condition("other", "equal", "1")]}),
+            "condition_operand_undefined",
+        ),
+    ] {
+        let mut ev = base_evidence();
+        policy(&mut ev)["rules"] = json!([{"effect": "Permit", "conditions": tree}]);
+        assert_eq!(deny_code(ev, &located("NL")), expected, "{tree}");
+    }
+    // A request that does not give the declared value.
+    let mut ev = base_evidence();
+    policy(&mut ev)["rules"] = json!([{"effect": "Permit", "conditions": mars}]);
+    let mut absent = request();
+    absent.operands.insert("requesterLocation".into(), None);
+    assert_eq!(deny_code(ev, &absent), "condition_value_absent");
+}
+
+#[test]
+fn the_condition_that_decided_is_named() {
+    let mut ev = base_evidence();
+    policy(&mut ev)["rules"] = json!([{"effect": "Permit", "conditions": {"allOf": [
+        condition("requesterLocation", "equal", "NL"),
+        condition("requesterLocation", "notEqual", "NL")
+    ]}}]);
+    let (code, at) = deny_at(ev.clone(), &located("NL"));
+    assert_eq!(code, "condition_not_met");
+    assert_eq!(
+        at,
+        ["evidence[0].policySets[0].policies[0].rules[0].conditions.allOf[1]"]
+    );
+    policy(&mut ev)["rules"][0]["conditions"] = condition("requesterLocation", "equal", "NL");
+    let permit = decided_where(&[evidence(ev)], &located("NL"));
+    assert_eq!(
+        permit,
+        [
+            "evidence[0].policySets[0].policies[0].rules[0]",
+            "evidence[0].policySets[0].policies[0].rules[0].conditions"
+        ]
+    );
+}
+
+#[test]
+fn a_deny_rule_applies_when_its_conditions_hold_or_cannot_be_evaluated() {
+    let rules = |tree: Value| {
+        let mut ev = base_evidence();
+        policy(&mut ev)["rules"] =
+            json!([{"effect": "Permit"}, {"effect": "Deny", "conditions": tree}]);
+        ev
+    };
+    let mars = condition("requesterLocation", "equal", "Mars");
+    assert_eq!(deny_code(rules(mars.clone()), &located("NL")), "permit");
+    assert_eq!(
+        deny_code(rules(mars.clone()), &located("Mars")),
+        "denied_by_rule"
+    );
+    assert_eq!(
+        deny_code(rules(mars), &request()),
+        "condition_operand_undefined"
+    );
+    // A later Permit rule must hold too (deny-overrides: every rule must permit).
+    let mut ev = base_evidence();
+    policy(&mut ev)["rules"] = json!([{"effect": "Permit"}, {"effect": "Permit", "conditions": condition("requesterLocation", "equal", "Mars")}]);
+    assert_eq!(deny_code(ev, &located("NL")), "condition_not_met");
+    // A Permit rule with a target of its own grants only what that target covers.
+    let mut ev = base_evidence();
+    policy(&mut ev)["rules"] =
+        json!([{"effect": "Permit", "target": {"resource": {"identifiers": ["C2"]}}}]);
+    assert_eq!(deny_code(ev.clone(), &request()), "denied_by_rule");
+    policy(&mut ev)["rules"][0]["target"]["resource"]["identifiers"] = json!(["C1"]);
+    assert_eq!(deny_code(ev, &request()), "permit");
+}
+
+#[test]
+fn a_context_must_be_the_requests_and_its_conditions_hold() {
+    let mut ev = base_evidence();
+    policy(&mut ev)["target"]["context"] = json!({"requesterLocation": "NL"});
+    assert_eq!(deny_code(ev.clone(), &located("NL")), "permit");
+    assert_eq!(deny_code(ev.clone(), &located("BE")), "condition_not_met");
+    assert_eq!(
+        deny_code(ev.clone(), &request()),
+        "condition_operand_undefined"
+    );
+    policy(&mut ev)["target"]["context"] = json!({"requesterLocation": ["NL"]});
+    assert_eq!(
+        deny_code(ev.clone(), &located("NL")),
+        "condition_operand_type"
+    );
+    policy(&mut ev)["target"]["context"] =
+        json!({"conditions": condition("requesterLocation", "notEqual", "NL")});
+    assert_eq!(deny_code(ev, &located("NL")), "condition_not_met");
+}
+
+#[test]
+fn licence_expressions_grant_only_what_they_guarantee_and_malformed_ones_nothing() {
+    let mut r = request();
+    r.required_licences = vec!["A".into()];
+    let with = |licences: Value| {
+        let mut ev = base_evidence();
+        ev["policySets"][0]["target"]["environment"]["licenses"] = licences;
+        ev
+    };
+    assert_eq!(
+        deny_code(with(json!([{"allOf": ["A", "B"]}])), &r),
+        "permit"
+    );
+    assert_eq!(
+        deny_code(with(json!([{"anyOf": ["A", "B"]}])), &r),
+        "licence_missing"
+    );
+    assert_eq!(
+        deny_code(with(json!([{"anyOf": [{"allOf": ["A", "B"]}, "A"]}])), &r),
+        "permit"
+    );
+    let (code, at) = deny_at(with(json!(["A", {"allOf": ["A"], "anyOf": ["B"]}])), &r);
+    assert_eq!(code, "licence_expression_malformed");
+    assert_eq!(
+        at,
+        ["evidence[0].policySets[0].target.environment.licenses[1]"]
+    );
+    // Malformed even where the route requires no licence: its terms are not known.
+    assert_eq!(
+        deny_code(with(json!([{"allOf": []}])), &request()),
+        "licence_expression_malformed"
+    );
+    assert_eq!(
+        deny_code(with(json!([{"allOf": ["A"], "note": 1}])), &request()),
+        "evidence_member_not_understood"
+    );
+    // The expression that granted the route's licence is named.
+    let permit = decided_where(&[evidence(with(json!(["X", {"allOf": ["A", "B"]}])))], &r);
+    assert_eq!(
+        permit[1..],
+        ["evidence[0].policySets[0].target.environment.licenses[1]"]
+    );
+}
+
+#[test]
+fn evidence_of_a_3_0_signer_binds_to_us_only_by_name_designation_or_the_route() {
+    let mut ev = base_evidence();
+    policy(&mut ev)["target"]
+        .as_object_mut()
+        .unwrap()
+        .remove("environment");
+    let mut read = evidence(ev);
+    // Before 3.0, a policy that names no service provider may be served by any.
+    assert!(evaluate(&read, &request(), Timestamp::from_secs(NOW)).is_permit());
+    read.read_as.version = SchemeVersion::V3_0;
+    assert_eq!(
+        evaluate(&read, &request(), Timestamp::from_secs(NOW)),
+        Decision::Deny(DenyReason::ServiceProviderNotNamed)
+    );
+    let mut accepted = request();
+    accepted.unnamed_provider_accepted = true;
+    assert!(evaluate(&read, &accepted, Timestamp::from_secs(NOW)).is_permit());
+    read.read_as.designated_for_us = true;
+    assert!(evaluate(&read, &request(), Timestamp::from_secs(NOW)).is_permit());
+    // Named, it must name us, whatever the version.
+    let mut named = evidence(base_evidence());
+    named.read_as.version = SchemeVersion::V3_0;
+    let mut elsewhere = accepted.clone();
+    elsewhere.service_providers = vec!["EU.EORI.NL000000002".into()];
+    assert_eq!(
+        evaluate(&named, &elsewhere, Timestamp::from_secs(NOW)),
+        Decision::Deny(DenyReason::ServiceProviderNotListed)
+    );
+}
+
+#[test]
+fn a_3_0_mask_carries_the_routes_values_as_context_and_no_service_providers() {
+    let mut r = located("NL");
+    r.operands.insert("orderStatus".into(), None);
+    let mask = r.to_mask(SchemeVersion::V3_0);
+    let target = &mask.policy_sets[0].policies[0].target;
+    assert!(target.environment.is_none());
+    let written = serde_json::to_value(target).unwrap();
+    assert_eq!(written["context"], json!({"requesterLocation": "NL"}));
+    let older =
+        serde_json::to_value(&r.to_mask(SchemeVersion::V2_2).policy_sets[0].policies[0].target)
+            .unwrap();
+    assert!(older.get("context").is_none());
+    assert_eq!(older["environment"]["serviceProviders"], json!([SP]));
+}
+
+#[test]
+fn what_a_version_does_not_have_is_found() {
+    let mut ev = base_evidence();
+    policy(&mut ev)["rules"][0]["conditions"] = condition("a", "equal", "b");
+    ev["policySets"][0]["target"]["environment"]["licenses"] = json!([{"anyOf": ["A"]}]);
+    let read = evidence(ev);
+    assert_eq!(
+        read.first_beyond(SchemeVersion::V2_1).as_deref(),
+        Some("policySets[0].target.environment.licenses[0]")
+    );
+    assert_eq!(
+        read.first_beyond(SchemeVersion::V2_2).as_deref(),
+        Some("policySets[0].policies[0].rules[0].conditions")
+    );
+    assert_eq!(read.first_beyond(SchemeVersion::V3_0), None);
 }

@@ -1,9 +1,42 @@
 //! Delegation evidence and the delegation mask (both body shapes), and the request in the scheme's
 //! terms (`AccessRequest`); `evaluation.rs` decides a request on evidence.
 
+use super::condition::{Condition, ConditionFailure, Operands};
 use super::licence::Licence;
+use super::version::SchemeVersion;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Members of an object that no version of the scheme defines there, kept as written. Nothing not
+/// understood grants anything: evaluation denies the rule, policy, policy set or evidence they
+/// are part of, naming them, unless an operator listed them to be dropped for their issuer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Unknown(pub Map<String, Value>);
+
+/// The first member not understood among these objects (each with its path below the object
+/// asked), as a path.
+fn first_unknown<'a>(
+    objects: impl IntoIterator<Item = (&'a str, Option<&'a Unknown>)>,
+) -> Option<String> {
+    objects.into_iter().find_map(|(at, unknown)| {
+        let member = unknown?.0.keys().next()?;
+        Some(match at.is_empty() {
+            true => member.clone(),
+            false => format!("{at}.{member}"),
+        })
+    })
+}
+
+/// How evidence was read, beside what it says: the scheme version of its signer, and whether
+/// the data owner designated its signer (a registry) for this service provider. Not part of the
+/// JSON; evidence read without a signer (tests, the testbed's stores) is read as 1.9.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadAs {
+    pub version: SchemeVersion,
+    pub designated_for_us: bool,
+}
 
 /// `delegationEvidence`, the payload of a delegation token.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,16 +51,31 @@ pub struct DelegationEvidence {
     pub target: RootTarget,
     #[serde(with = "one_or_many")]
     pub policy_sets: Vec<PolicySet>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
+    #[serde(skip)]
+    pub read_as: ReadAs,
 }
 
 /// The root target: only `accessSubject` is allowed there.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RootTarget {
     pub access_subject: String,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+impl RootTarget {
+    pub fn new(access_subject: String) -> Self {
+        RootTarget {
+            access_subject,
+            unknown: Unknown::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicySet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,6 +84,8 @@ pub struct PolicySet {
     pub target: Option<PolicySetTarget>,
     #[serde(with = "one_or_many")]
     pub policies: Vec<Policy>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
 impl DelegationEvidence {
@@ -45,6 +95,149 @@ impl DelegationEvidence {
             .iter()
             .flat_map(|s| s.licences())
             .flat_map(Licence::identifiers)
+    }
+
+    /// The first member not understood at its root (the evidence and its target), as a path.
+    pub fn not_understood(&self) -> Option<String> {
+        first_unknown([
+            ("", Some(&self.unknown)),
+            ("target", Some(&self.target.unknown)),
+        ])
+    }
+
+    /// The first member, as a path, that `version` does not have: licence expressions before
+    /// 2.2, conditions and contexts before 3.0. A peer configured for `version` that writes one
+    /// is not guessed to speak another.
+    pub fn first_beyond(&self, version: SchemeVersion) -> Option<String> {
+        self.policy_sets.iter().enumerate().find_map(|(s, set)| {
+            let set_at = format!("policySets[{s}]");
+            let expression = (!version.licence_expressions())
+                .then(|| set.licences().iter().position(|l| !l.is_identifier()))
+                .flatten()
+                .map(|i| format!("{set_at}.target.environment.licenses[{i}]"));
+            let conditional = (!version.conditions())
+                .then(|| {
+                    set.policies.iter().enumerate().find_map(|(p, policy)| {
+                        let at = format!("{set_at}.policies[{p}]");
+                        let context = policy
+                            .target
+                            .context
+                            .is_some()
+                            .then(|| format!("{at}.target.context"));
+                        let condition = policy
+                            .rules
+                            .iter()
+                            .position(|r| r.conditions.is_some())
+                            .map(|r| format!("{at}.rules[{r}].conditions"));
+                        context.or(condition)
+                    })
+                })
+                .flatten();
+            expression.or(conditional)
+        })
+    }
+}
+
+/// Where members an operator may list to drop can be, as generic paths; and the members each
+/// object has in some version, which can never be listed.
+const OBJECTS: [(&str, &[&str]); 12] = [
+    (
+        "",
+        &[
+            "notBefore",
+            "notOnOrAfter",
+            "nonOnOrAfter",
+            "policyIssuer",
+            "target",
+            "policySets",
+        ],
+    ),
+    ("target", &["accessSubject"]),
+    (
+        "policySets[]",
+        &["maxDelegationDepth", "target", "policies"],
+    ),
+    ("policySets[].target", &["environment"]),
+    ("policySets[].target.environment", &["licenses"]),
+    ("policySets[].policies[]", &["target", "rules"]),
+    (
+        "policySets[].policies[].target",
+        &["resource", "actions", "environment", "context"],
+    ),
+    (
+        "policySets[].policies[].target.resource",
+        &["type", "identifiers", "attributes"],
+    ),
+    (
+        "policySets[].policies[].target.environment",
+        &["serviceProviders"],
+    ),
+    (
+        "policySets[].policies[].rules[]",
+        &["effect", "target", "conditions"],
+    ),
+    (
+        "policySets[].policies[].rules[].target",
+        &["resource", "actions"],
+    ),
+    (
+        "policySets[].policies[].rules[].target.resource",
+        &["type", "identifiers", "attributes"],
+    ),
+];
+
+/// Whether `path` names a member an operator may list to drop: a member of one of the
+/// evidence's objects (not of a condition, a context or a licence expression) that no version
+/// of the scheme defines there.
+pub fn droppable(path: &str) -> Result<(), String> {
+    let (object, member) = path.rsplit_once('.').unwrap_or(("", path));
+    let Some((_, known)) = OBJECTS.iter().find(|(o, _)| *o == object) else {
+        return Err(format!(
+            "{path:?} is not a member of an object of the evidence; write paths as policySets[].policies[].rules[].comment"
+        ));
+    };
+    if member.is_empty() || member.contains(['[', ']']) {
+        return Err(format!("{path:?} does not end in a member name"));
+    }
+    if known.contains(&member) {
+        return Err(format!(
+            "{member} is a member of the scheme's evidence: it is evaluated, never dropped"
+        ));
+    }
+    Ok(())
+}
+
+/// Drop from evidence as written (the JSON of a `delegationEvidence`) the members at `listed`
+/// generic paths, which `droppable` admits: members no version defines, which would otherwise
+/// make what they are part of a Deny. A list (`[]`) may be written as one object, as
+/// `policySets` and `policies` may.
+pub fn drop_listed(evidence: &mut Value, listed: &[String]) {
+    fn drop_at(value: &mut Value, path: &[&str]) {
+        match path {
+            [] => {}
+            [member] => {
+                if let Value::Object(o) = value {
+                    o.remove(*member);
+                }
+            }
+            [step, rest @ ..] => {
+                let (name, each) = match step.strip_suffix("[]") {
+                    Some(name) => (name, true),
+                    None => (*step, false),
+                };
+                match value.get_mut(name) {
+                    Some(Value::Array(items)) if each => {
+                        items.iter_mut().for_each(|item| drop_at(item, rest))
+                    }
+                    Some(child) => drop_at(child, rest),
+                    None => {}
+                }
+            }
+        }
+    }
+    for path in listed {
+        let steps: Vec<&str> = path.split('.').collect();
+        drop_at(evidence, &steps);
     }
 }
 
@@ -56,18 +249,38 @@ impl PolicySet {
             .map(|e| e.licenses.as_slice())
             .unwrap_or(&[])
     }
+
+    /// The first member of the set, its target or its environment not understood, as a path
+    /// below the set.
+    pub fn not_understood(&self) -> Option<String> {
+        let target = self.target.as_ref();
+        first_unknown([
+            ("", Some(&self.unknown)),
+            ("target", target.map(|t| &t.unknown)),
+            (
+                "target.environment",
+                target
+                    .and_then(|t| t.environment.as_ref())
+                    .map(|e| &e.unknown),
+            ),
+        ])
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicySetTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<PolicySetEnvironment>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicySetEnvironment {
     #[serde(default)]
     pub licenses: Vec<Licence>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,6 +288,25 @@ pub struct Policy {
     pub target: PolicyTarget,
     #[serde(default)]
     pub rules: Vec<Rule>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
+}
+
+impl Policy {
+    /// The first member of the policy, its target, resource or environment not understood, as a
+    /// path below the policy.
+    pub fn not_understood(&self) -> Option<String> {
+        let t = &self.target;
+        first_unknown([
+            ("", Some(&self.unknown)),
+            ("target", Some(&t.unknown)),
+            ("target.resource", Some(&t.resource.unknown)),
+            (
+                "target.environment",
+                t.environment.as_ref().map(|e| &e.unknown),
+            ),
+        ])
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,26 +316,89 @@ pub struct PolicyTarget {
     pub actions: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<PolicyEnvironment>,
+    /// 3.0: what the evidence was issued on (the values asked with, and conditions the
+    /// registry evaluated on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Context>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A policy target's `context` (3.0): values of the request the evidence was issued on, and
+/// conditions (type 1) the registry evaluated on them. The service provider holds both against
+/// the request it decides: each value must be the route's, and the conditions must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_condition"
+    )]
+    pub conditions: Option<Condition>,
+    #[serde(flatten)]
+    pub values: BTreeMap<String, Value>,
+}
+
+impl Context {
+    /// Whether the context agrees with the request's operands; `at` names it.
+    pub fn check(&self, at: &str, operands: &Operands) -> Result<(), ConditionFailure> {
+        for (name, value) in &self.values {
+            let at = format!("{at}.{name}");
+            let Value::String(value) = value else {
+                return Err(ConditionFailure::Incomparable {
+                    at,
+                    comparison: format!("{name} as the context gives it"),
+                    value: value.to_string(),
+                });
+            };
+            let leaf = super::condition::Comparison {
+                left: name.clone(),
+                operator: super::condition::Operator::Equal,
+                right: super::condition::Operand::Text(value.clone()),
+            };
+            Condition::Compare(leaf).check(&at, operands)?;
+        }
+        match &self.conditions {
+            Some(c) => c.check(&format!("{at}.conditions"), operands),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resource {
     #[serde(rename = "type")]
     pub resource_type: String,
-    /// Absent: every identifier of the type.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Absent: every identifier of the type (`null` is not absent: it is refused).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_list"
+    )]
     pub identifiers: Option<Vec<String>>,
     /// Absent: every attribute.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_list"
+    )]
     pub attributes: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyEnvironment {
-    /// Absent: any service provider may serve the access subject.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Absent: before 3.0, any service provider may serve the access subject.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_list"
+    )]
     pub service_providers: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,32 +406,61 @@ pub struct Rule {
     pub effect: Effect,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RuleTarget>,
+    /// 3.0: conditions the service provider evaluates (type 2). Present, they are read, whatever
+    /// they are (`null` too): what is not a condition never holds.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_condition"
+    )]
+    pub conditions: Option<Condition>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
 impl Rule {
     pub fn permit() -> Self {
+        Rule::of(Effect::Permit)
+    }
+
+    pub fn deny() -> Self {
+        Rule::of(Effect::Deny)
+    }
+
+    fn of(effect: Effect) -> Self {
         Rule {
-            effect: Effect::Permit,
+            effect,
             target: None,
+            conditions: None,
+            unknown: Unknown::default(),
         }
     }
-    pub fn deny() -> Self {
-        Rule {
-            effect: Effect::Deny,
-            target: None,
-        }
+
+    /// The first member of the rule or its target not understood, as a path below the rule.
+    pub fn not_understood(&self) -> Option<String> {
+        let target = self.target.as_ref();
+        first_unknown([
+            ("", Some(&self.unknown)),
+            ("target", target.map(|t| &t.unknown)),
+            (
+                "target.resource",
+                target.and_then(|t| t.resource.as_ref()).map(|r| &r.unknown),
+            ),
+        ])
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuleTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<RuleResource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actions: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuleResource {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub resource_type: Option<String>,
@@ -144,6 +468,8 @@ pub struct RuleResource {
     pub identifiers: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
 }
 
 /// `Permit` or `Deny`; read without regard to case.
@@ -187,13 +513,15 @@ pub struct DelegationRequest {
     pub policy_sets: Vec<PolicySet>,
 }
 
-/// Which of the two documented body shapes a delegation request came in.
+/// Which of the documented body shapes a delegation request came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyShape {
     /// `{"delegationRequest": …, "previous_steps": […]}` (delegation endpoint reference).
     Endpoint,
     /// `{"delegation_mask": {"delegationRequest": …}, "delegation_path": […], "previous_steps": […]}`.
     Generic,
+    /// 3.0: `{"delegationRequest": {…, "previousSteps": […], "delegationPath": […]}}`.
+    Camel,
 }
 
 /// A POST /delegation body in either shape.
@@ -206,12 +534,17 @@ pub struct DelegationBody {
 }
 
 impl DelegationBody {
-    pub fn new(request: DelegationRequest) -> Self {
+    /// The body a registry of `version` reads: 3.0's inside `delegationRequest` in camelCase,
+    /// the delegation endpoint reference's before.
+    pub fn new(request: DelegationRequest, version: SchemeVersion) -> Self {
         DelegationBody {
             request,
             delegation_path: Vec::new(),
             previous_steps: Vec::new(),
-            shape: BodyShape::Endpoint,
+            shape: match version.conditions() {
+                true => BodyShape::Camel,
+                false => BodyShape::Endpoint,
+            },
         }
     }
 }
@@ -233,22 +566,35 @@ impl<'de> Deserialize<'de> for DelegationBody {
             Value::Object(o) => o,
             _ => return Err(D::Error::custom("delegationRequest must be an object")),
         };
-        // previous_steps and delegation_path belong at the top; some clients nest them in the mask
-        // or in the request itself.
-        let mut list = |name: &str| -> Result<Vec<String>, D::Error> {
+        // previous_steps and delegation_path belong at the top (1.9); 2.x nests them in the
+        // request, and some clients in the mask; 3.0 writes them in camelCase in the request.
+        let camel = ["previousSteps", "delegationPath"]
+            .iter()
+            .any(|m| request_obj.contains_key(*m));
+        let mut list = |name: &str, name_3: &str| -> Result<Vec<String>, D::Error> {
             let v = top
                 .remove(name)
                 .or_else(|| holder.remove(name))
                 .or_else(|| request_obj.remove(name));
-            match v {
+            let v_3 = request_obj.remove(name_3);
+            if v.is_some() && v_3.is_some() {
+                return Err(D::Error::custom(format!(
+                    "the body has both {name} and {name_3}"
+                )));
+            }
+            match v.or(v_3) {
                 None | Some(Value::Null) => Ok(Vec::new()),
                 Some(v) => serde_json::from_value(v).map_err(|e| {
                     D::Error::custom(format!("{name} must be an array of strings: {e}"))
                 }),
             }
         };
-        let previous_steps = list("previous_steps")?;
-        let delegation_path = list("delegation_path")?;
+        let previous_steps = list("previous_steps", "previousSteps")?;
+        let delegation_path = list("delegation_path", "delegationPath")?;
+        let shape = match camel {
+            true => BodyShape::Camel,
+            false => shape,
+        };
         let request = serde_json::from_value(Value::Object(request_obj))
             .map_err(|e| D::Error::custom(format!("delegationRequest: {e}")))?;
         Ok(DelegationBody {
@@ -263,7 +609,7 @@ impl<'de> Deserialize<'de> for DelegationBody {
 impl Serialize for DelegationBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut out = Map::new();
-        let request = serde_json::to_value(&self.request).map_err(serde::ser::Error::custom)?;
+        let mut request = serde_json::to_value(&self.request).map_err(serde::ser::Error::custom)?;
         match self.shape {
             BodyShape::Endpoint => {
                 out.insert("delegationRequest".into(), request);
@@ -272,6 +618,16 @@ impl Serialize for DelegationBody {
                 let mut mask = Map::new();
                 mask.insert("delegationRequest".into(), request);
                 out.insert("delegation_mask".into(), Value::Object(mask));
+            }
+            BodyShape::Camel => {
+                if let Value::Object(o) = &mut request {
+                    if !self.delegation_path.is_empty() {
+                        o.insert("delegationPath".into(), self.delegation_path.clone().into());
+                    }
+                    o.insert("previousSteps".into(), self.previous_steps.clone().into());
+                }
+                out.insert("delegationRequest".into(), request);
+                return out.serialize(s);
             }
         }
         if !self.delegation_path.is_empty() {
@@ -286,7 +642,7 @@ impl Serialize for DelegationBody {
 }
 
 /// What a service request asks for, in the terms of the scheme.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AccessRequest {
     /// The data owner (entitled party) whose delegation is needed.
     pub policy_issuer: String,
@@ -299,11 +655,20 @@ pub struct AccessRequest {
     pub attributes: Vec<String>,
     pub actions: Vec<String>,
     pub required_licences: Vec<String>,
+    /// The values the route declares for conditions' left operands: the request's value, or
+    /// None when the request does not give it.
+    pub operands: Operands,
+    /// The route accepts evidence that names no service provider from a 3.0 signer (whose
+    /// evidence has no `serviceProviders`); otherwise such evidence binds to us only where the
+    /// data owner designated its registry for us.
+    pub unnamed_provider_accepted: bool,
 }
 
 impl AccessRequest {
-    /// The mask that asks a registry exactly for this request.
-    pub fn to_mask(&self) -> DelegationRequest {
+    /// The mask that asks a registry of `version` exactly for this request: before 3.0 with us
+    /// as the service provider; in 3.0 with the route's values as the policy's `context` (for
+    /// conditions the registry evaluates), since its mask has no `serviceProviders`.
+    pub fn to_mask(&self, version: SchemeVersion) -> DelegationRequest {
         let environment = (!self.required_licences.is_empty()).then(|| PolicySetTarget {
             environment: Some(PolicySetEnvironment {
                 licenses: self
@@ -312,13 +677,29 @@ impl AccessRequest {
                     .cloned()
                     .map(Licence::Id)
                     .collect(),
+                unknown: Unknown::default(),
             }),
+            unknown: Unknown::default(),
+        });
+        let service_providers =
+            (!version.conditions() && !self.service_providers.is_empty()).then(|| {
+                PolicyEnvironment {
+                    service_providers: Some(self.service_providers.clone()),
+                    unknown: Unknown::default(),
+                }
+            });
+        let values: BTreeMap<String, Value> = self
+            .operands
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), Value::String(v.clone()?))))
+            .collect();
+        let context = (version.conditions() && !values.is_empty()).then_some(Context {
+            conditions: None,
+            values,
         });
         DelegationRequest {
             policy_issuer: self.policy_issuer.clone(),
-            target: RootTarget {
-                access_subject: self.access_subject.clone(),
-            },
+            target: RootTarget::new(self.access_subject.clone()),
             policy_sets: vec![PolicySet {
                 max_delegation_depth: None,
                 target: environment,
@@ -328,19 +709,30 @@ impl AccessRequest {
                             resource_type: self.resource_type.clone(),
                             identifiers: Some(self.identifiers.clone()),
                             attributes: Some(self.attributes.clone()),
+                            unknown: Unknown::default(),
                         },
                         actions: self.actions.clone(),
-                        environment: (!self.service_providers.is_empty()).then(|| {
-                            PolicyEnvironment {
-                                service_providers: Some(self.service_providers.clone()),
-                            }
-                        }),
+                        environment: service_providers,
+                        context,
+                        unknown: Unknown::default(),
                     },
                     rules: vec![Rule::permit()],
+                    unknown: Unknown::default(),
                 }],
+                unknown: Unknown::default(),
             }],
         }
     }
+}
+
+/// A list that is present: `null` is refused, never read as absent (which grants every value).
+fn some_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::deserialize(d).map(Some)
+}
+
+/// A condition tree that is present, whatever it holds.
+fn some_condition<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Condition>, D::Error> {
+    Ok(Some(Condition::read(&Value::deserialize(d)?)))
 }
 
 fn de_unix_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {

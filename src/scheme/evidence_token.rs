@@ -1,12 +1,17 @@
 //! Delegation evidence presented as a signed token (a `delegation_token`, as a consumer sends it in
-//! the `delegation_evidence` header or a registry answers it): reading the evidence and its issuer,
-//! and what the token's claims must say beside its signature, at a given time.
+//! the `delegationEvidence` header or a registry answers it): reading the evidence and its issuer
+//! as the issuer's scheme version writes it, and what the token's claims must say beside its
+//! signature, at a given time.
 
-use super::evidence::DelegationEvidence;
+use super::evidence::{drop_listed, DelegationEvidence, ReadAs};
 use super::jwt::{DecodedJwt, JwtError};
 use super::party::{PartyId, PartyIdError};
+use super::version::SchemeVersion;
 use super::vocabulary::DELEGATION_EVIDENCE_CLAIM;
 use super::Timestamp;
+use jsonwebtoken::Algorithm;
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What is wrong with an evidence token's claims.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,8 +22,13 @@ pub enum EvidenceTokenError {
     NoEvidence,
     #[error("the delegationEvidence is not readable: {0}")]
     Unreadable(String),
-    #[error("the token's sub differs from the evidence's accessSubject")]
+    #[error("the token's sub is neither the evidence's accessSubject nor (from 2.1) its issuer")]
     SubjectMismatch,
+    #[error("the evidence carries {member}, which scheme {version} (its issuer's, as configured) does not have")]
+    BeyondVersion {
+        member: String,
+        version: SchemeVersion,
+    },
     #[error("the token's iss is not a party identifier: {0}")]
     IssuerNotAParty(PartyIdError),
     #[error("the evidence token is addressed to another party than the caller")]
@@ -43,6 +53,7 @@ reason_codes! {
         | EvidenceTokenError::SubjectMismatch
         | EvidenceTokenError::NoExpiry => "malformed_evidence",
         EvidenceTokenError::IssuerNotAParty(_) => "evidence_issuer_unknown",
+        EvidenceTokenError::BeyondVersion { .. } => "evidence_version_mismatch",
         EvidenceTokenError::NotForCaller => "evidence_not_for_caller",
         EvidenceTokenError::IssuedInFuture => "evidence_issued_in_future",
         EvidenceTokenError::TooOld => "evidence_too_old",
@@ -58,30 +69,87 @@ pub struct EvidenceToken {
     pub evidence: DelegationEvidence,
 }
 
-/// Read the evidence and the issuer of a delegation token (its signature is checked elsewhere).
-pub fn read_evidence_token(jwt: &DecodedJwt) -> Result<EvidenceToken, EvidenceTokenError> {
-    let evidence: DelegationEvidence = jwt
+/// How the evidence of each signer is read: the scheme version it speaks (configured per
+/// registry, else the scheme owner's), and the members an operator listed as harmless for it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Readers {
+    /// The version of every peer not configured on its own.
+    pub scheme_version: SchemeVersion,
+    /// Versions of peers configured on their own, by party id.
+    pub versions: BTreeMap<String, SchemeVersion>,
+    /// Members (generic paths) to drop from each issuer's evidence, by party id.
+    pub dropped: BTreeMap<String, Vec<String>>,
+    /// RS384 and RS512 from every peer, whatever its version (`tokens.allow_rs384_rs512`).
+    pub rs384_rs512: bool,
+}
+
+impl Readers {
+    pub fn version_of(&self, party: &str) -> SchemeVersion {
+        self.versions
+            .get(party)
+            .copied()
+            .unwrap_or(self.scheme_version)
+    }
+}
+
+/// Read the evidence and the issuer of a delegation token (its signature is checked elsewhere),
+/// as the issuer's version writes it: its algorithm one that version signs with, its `sub` the
+/// access subject (or, from 2.1, the issuer), no member that version does not have (refused,
+/// not guessed to be another version's), and the members listed for the issuer dropped.
+pub fn read_evidence_token(
+    jwt: &DecodedJwt,
+    readers: &Readers,
+) -> Result<EvidenceToken, EvidenceTokenError> {
+    let issuer = PartyId::parse(jwt.str_claim("iss").unwrap_or_default())
+        .map_err(EvidenceTokenError::IssuerNotAParty)?;
+    let version = readers.version_of(issuer.as_str());
+    if jwt.alg != Algorithm::RS256 && !(readers.rs384_rs512 || version.signs_with_rs384_rs512()) {
+        let alg = format!("{:?}", jwt.alg);
+        return Err(EvidenceTokenError::NotAJwt(JwtError::InvalidAlg(alg)));
+    }
+    let written = jwt
         .claims
         .get(DELEGATION_EVIDENCE_CLAIM)
         .cloned()
-        .ok_or(EvidenceTokenError::NoEvidence)
-        .and_then(|v| {
-            serde_json::from_value(v).map_err(|e| EvidenceTokenError::Unreadable(e.to_string()))
-        })?;
-    let issuer = PartyId::parse(jwt.str_claim("iss").unwrap_or_default())
-        .map_err(EvidenceTokenError::IssuerNotAParty)?;
-    if jwt
-        .str_claim("sub")
-        .is_some_and(|s| s != evidence.target.access_subject)
-    {
+        .ok_or(EvidenceTokenError::NoEvidence)?;
+    let evidence = read_evidence(written, issuer.as_str(), readers)?;
+    let subject_ok = |s: &str| {
+        s == evidence.target.access_subject
+            || (version.evidence_sub_is_issuer() && s == issuer.as_str())
+    };
+    if jwt.str_claim("sub").is_some_and(|s| !subject_ok(s)) {
         return Err(EvidenceTokenError::SubjectMismatch);
+    }
+    Ok(EvidenceToken { issuer, evidence })
+}
+
+/// Evidence (the JSON of a `delegationEvidence`) as its issuer's version writes it: the members
+/// listed for the issuer dropped, no member that version does not have, licence identifiers a
+/// header can carry. Marked as read in that version.
+pub fn read_evidence(
+    mut written: Value,
+    issuer: &str,
+    readers: &Readers,
+) -> Result<DelegationEvidence, EvidenceTokenError> {
+    if let Some(listed) = readers.dropped.get(issuer) {
+        drop_listed(&mut written, listed);
+    }
+    let mut evidence: DelegationEvidence = serde_json::from_value(written)
+        .map_err(|e| EvidenceTokenError::Unreadable(e.to_string()))?;
+    let version = readers.version_of(issuer);
+    if let Some(member) = evidence.first_beyond(version) {
+        return Err(EvidenceTokenError::BeyondVersion { member, version });
     }
     if let Some(id) = evidence.licence_ids().find(|id| !is_header_safe(id)) {
         return Err(EvidenceTokenError::Unreadable(format!(
             "the licence {id:?} holds characters a header cannot carry"
         )));
     }
-    Ok(EvidenceToken { issuer, evidence })
+    evidence.read_as = ReadAs {
+        version,
+        designated_for_us: false,
+    };
+    Ok(evidence)
 }
 
 /// Licence ids become response headers: visible ASCII and spaces only.

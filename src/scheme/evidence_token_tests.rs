@@ -1,5 +1,6 @@
 use super::*;
 use crate::scheme::jwt::{decode, AlgorithmPolicy};
+use crate::scheme::version::SchemeVersion;
 use crate::testbed::pki::TestPki;
 use serde_json::{json, Value};
 
@@ -41,7 +42,7 @@ const RULES: HeaderEvidenceRules = HeaderEvidenceRules {
 };
 
 fn check_at(jwt: &DecodedJwt, now: i64) -> Result<(), EvidenceTokenError> {
-    let read = read_evidence_token(jwt)?;
+    let read = read_evidence_token(jwt, &Readers::default())?;
     check_header_evidence(
         jwt,
         &read.evidence,
@@ -53,7 +54,7 @@ fn check_at(jwt: &DecodedJwt, now: i64) -> Result<(), EvidenceTokenError> {
 
 #[test]
 fn a_token_reads_as_its_issuer_and_evidence() {
-    let read = read_evidence_token(&token(|_| {})).unwrap();
+    let read = read_evidence_token(&token(|_| {}), &Readers::default()).unwrap();
     assert_eq!(read.issuer.as_str(), AR);
     assert_eq!(read.evidence.target.access_subject, CONSUMER);
     assert_eq!(check_at(&token(|_| {}), NOW + 1), Ok(()));
@@ -61,7 +62,11 @@ fn a_token_reads_as_its_issuer_and_evidence() {
 
 #[test]
 fn unreadable_evidence_and_issuers_are_refused() {
-    let code = |edit: fn(&mut Value)| read_evidence_token(&token(edit)).unwrap_err().code();
+    let code = |edit: fn(&mut Value)| {
+        read_evidence_token(&token(edit), &Readers::default())
+            .unwrap_err()
+            .code()
+    };
     assert_eq!(
         code(|c| {
             c.as_object_mut().unwrap().remove("delegationEvidence");
@@ -126,13 +131,25 @@ fn licence_ids_must_be_able_to_become_headers() {
             json!({"environment": {"licenses": ["ISHARE.0001\r\nX-Injected: 1"]}})
     });
     assert_eq!(
-        read_evidence_token(&crlf).unwrap_err().code(),
+        read_evidence_token(&crlf, &Readers::default())
+            .unwrap_err()
+            .code(),
         "malformed_evidence"
     );
     let fine = token(
         |c| c["delegationEvidence"]["policySets"][0]["target"] = json!({"environment": {"licenses": [{"anyOf": ["ISHARE.0001", "https://licenses.ishare.eu/x/1.0"]}]}}),
     );
-    assert!(read_evidence_token(&fine).is_ok());
+    let from_2_2 = Readers {
+        scheme_version: SchemeVersion::V2_2,
+        ..Readers::default()
+    };
+    assert!(read_evidence_token(&fine, &from_2_2).is_ok());
+    // Before 2.2 a licence is an identifier: an expression from a peer configured so is refused.
+    let refused = read_evidence_token(&fine, &Readers::default()).unwrap_err();
+    assert_eq!(refused.code(), "evidence_version_mismatch");
+    assert!(refused
+        .to_string()
+        .contains("policySets[0].target.environment.licenses[0]"));
 }
 
 #[test]

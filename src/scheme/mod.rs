@@ -42,6 +42,7 @@ pub fn pieces(haystack: &[u8], separator: u8) -> impl Iterator<Item = Range<usiz
 
 pub mod assertion;
 pub mod capabilities;
+pub mod condition;
 pub mod evaluation;
 pub mod evidence;
 pub mod evidence_token;
@@ -52,6 +53,7 @@ pub mod models;
 pub mod openid;
 pub mod party;
 pub mod trust;
+pub mod version;
 pub mod vocabulary;
 
 use std::ops::Range;

@@ -248,6 +248,15 @@ pub struct AuthRegistryRef {
         deserialize_with = "lenient"
     )]
     pub dataspace_name: Option<String>,
+    /// The service provider the data owner designated this registry for (3.0, RFC056); None:
+    /// for every one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "serviceProviderPartyId",
+        deserialize_with = "lenient"
+    )]
+    pub service_provider: Option<String>,
 }
 
 /// A party record (`party_info`).

@@ -19,10 +19,24 @@ pub const SPEC_VERSION: &str = "2.0";
 /// The claim of a delegation token that holds the evidence.
 pub const DELEGATION_EVIDENCE_CLAIM: &str = "delegationEvidence";
 
-/// The request header carrying delegation evidence (one or more delegation tokens).
+/// The request header carrying delegation evidence (one or more delegation tokens), as 1.9 to
+/// 2.2 name it, and as 3.0 does. Both are read, whatever version the consumer speaks; a request
+/// may carry one of them.
 pub const EVIDENCE_HEADER: &str = "delegation_evidence";
-/// The request header carrying the original consumer's client assertion (the broker pattern).
+pub const EVIDENCE_HEADER_3: &str = "delegationEvidence";
+pub const EVIDENCE_HEADERS: [&str; 2] = [EVIDENCE_HEADER, EVIDENCE_HEADER_3];
+/// The request header carrying the original consumer's client assertion (the broker pattern),
+/// as 1.9 to 2.2 name it, and as 3.0 does.
 pub const BROKER_HEADER: &str = "service_consumer_assertion";
+pub const BROKER_HEADER_3: &str = "serviceConsumerAssertion";
+pub const BROKER_HEADERS: [&str; 2] = [BROKER_HEADER, BROKER_HEADER_3];
+/// Every name of the scheme's credentials in a request.
+pub const CREDENTIAL_HEADERS: [&str; 4] = [
+    EVIDENCE_HEADER,
+    EVIDENCE_HEADER_3,
+    BROKER_HEADER,
+    BROKER_HEADER_3,
+];
 /// The licence headers of a service answer (and the purpose a consumer asks for).
 pub const LICENSE_PURPOSE: &str = "LicensePurpose";
 pub const LICENSE_SUB_LICENSE: &str = "LicenseSubLicense";
@@ -36,6 +50,8 @@ pub mod member {
     pub const PARTY: &str = "party_token";
     pub const TRUSTED_LIST: &str = "trusted_list_token";
     pub const DELEGATION: &str = "delegation_token";
+    /// 3.0's name of the delegation answer's member.
+    pub const DELEGATION_3: &str = "delegationToken";
     pub const VERSIONS: &str = "versions_token";
 }
 

@@ -321,6 +321,7 @@ pub fn party_record(
                 url: urls.get(id).cloned().unwrap_or_default(),
                 dataspace_id: None,
                 dataspace_name: None,
+                service_provider: None,
             })
             .collect(),
         authregistery: Vec::new(),

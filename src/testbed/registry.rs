@@ -10,7 +10,7 @@ use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
 use crate::scheme::evaluation::evaluate_policy_sets;
 use crate::scheme::evidence::{
-    AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Effect, Policy,
+    AccessRequest, BodyShape, DelegationBody, DelegationEvidence, DelegationRequest, Policy,
     PolicySet, Rule,
 };
 use crate::scheme::jwt;
@@ -55,6 +55,13 @@ fn request_of(mask: &DelegationRequest, set: &PolicySet, policy: &Policy) -> Acc
             .flat_map(Licence::identifiers)
             .map(str::to_string)
             .collect(),
+        operands: t
+            .context
+            .iter()
+            .flat_map(|c| &c.values)
+            .filter_map(|(k, v)| Some((k.clone(), Some(v.as_str()?.to_string()))))
+            .collect(),
+        unnamed_provider_accepted: false,
     }
 }
 
@@ -70,13 +77,9 @@ pub fn mirror(
         .policy_sets
         .iter()
         .map(|mask_set| {
-            let mut out = PolicySet {
-                max_delegation_depth: None,
-                target: None,
-                policies: Vec::new(),
-            };
+            let mut out = PolicySet::default();
             for mask_policy in &mask_set.policies {
-                let effect =
+                let rule =
                     match evaluate_policy_sets(&sets, &request_of(mask, mask_set, mask_policy)) {
                         Ok(granted) => {
                             out.max_delegation_depth =
@@ -86,20 +89,20 @@ pub fn mirror(
                                     environment: Some(
                                         crate::scheme::evidence::PolicySetEnvironment {
                                             licenses: granted.licences,
+                                            ..Default::default()
                                         },
                                     ),
+                                    ..Default::default()
                                 });
                             }
-                            Effect::Permit
+                            Rule::permit()
                         }
-                        Err(_) => Effect::Deny,
+                        Err(_) => Rule::deny(),
                     };
                 out.policies.push(Policy {
                     target: mask_policy.target.clone(),
-                    rules: vec![Rule {
-                        effect,
-                        target: None,
-                    }],
+                    rules: vec![rule],
+                    unknown: Default::default(),
                 });
             }
             out
@@ -115,6 +118,8 @@ pub fn mirror(
         policy_issuer: mask.policy_issuer.clone(),
         target: mask.target.clone(),
         policy_sets,
+        unknown: Default::default(),
+        read_as: Default::default(),
     }
 }
 
@@ -343,7 +348,11 @@ async fn delegation(
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
         .map_err(ApiError::from)?;
-    Ok(token_answer(member::DELEGATION, token))
+    let answer_member = match body.shape {
+        BodyShape::Camel => member::DELEGATION_3,
+        _ => member::DELEGATION,
+    };
+    Ok(token_answer(answer_member, token))
 }
 
 /// A policy to store (a delegationEvidence object, bare or under `delegationEvidence`), checked:
@@ -444,14 +453,14 @@ mod tests {
         .unwrap()
     }
 
-    fn effect(ev: &DelegationEvidence) -> Effect {
+    fn effect(ev: &DelegationEvidence) -> crate::scheme::evidence::Effect {
         ev.policy_sets[0].policies[0].rules[0].effect
     }
 
     #[test]
     fn the_answer_mirrors_the_mask_with_a_decided_rule() {
         let ev = mirror(&mask("C1", "iSHARE.READ"), &[stored()], 100);
-        assert_eq!(effect(&ev), Effect::Permit);
+        assert_eq!(effect(&ev), crate::scheme::evidence::Effect::Permit);
         assert_eq!(
             ev.policy_sets[0].policies[0].target,
             mask("C1", "iSHARE.READ").policy_sets[0].policies[0].target
@@ -464,11 +473,11 @@ mod tests {
         assert_eq!((ev.not_before, ev.not_on_or_after), (100, 4_000_000_000));
         assert_eq!(
             effect(&mirror(&mask("C1", "iSHARE.DELETE"), &[stored()], 100)),
-            Effect::Deny
+            crate::scheme::evidence::Effect::Deny
         );
         assert_eq!(
             effect(&mirror(&mask("SECRET", "iSHARE.READ"), &[stored()], 100)),
-            Effect::Deny
+            crate::scheme::evidence::Effect::Deny
         );
     }
 }

@@ -520,16 +520,22 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-/// Sign any header and claims with a key, so that each defect of an assertion can be made.
+/// Sign any header and claims with a key, so that each defect of an assertion can be made: with
+/// the header's `alg` when it is RS384 or RS512, else RS256.
 pub fn forge(header: &serde_json::Value, claims: &serde_json::Value, key_pem: &str) -> String {
     use base64::Engine;
+    use jsonwebtoken::Algorithm;
     let b64 = |v: &serde_json::Value| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
     };
     let input = format!("{}.{}", b64(header), b64(claims));
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(key_pem.as_bytes()).unwrap();
-    let sig =
-        jsonwebtoken::crypto::sign(input.as_bytes(), &key, jsonwebtoken::Algorithm::RS256).unwrap();
+    let alg = match header["alg"].as_str() {
+        Some("RS384") => Algorithm::RS384,
+        Some("RS512") => Algorithm::RS512,
+        _ => Algorithm::RS256,
+    };
+    let sig = jsonwebtoken::crypto::sign(input.as_bytes(), &key, alg).unwrap();
     format!("{input}.{sig}")
 }
 
@@ -694,6 +700,6 @@ pub fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
         identifiers: vec![id.into()],
         attributes: vec!["*".into()],
         actions: vec!["iSHARE.READ".into()],
-        required_licences: vec![],
+        ..AccessRequest::default()
     }
 }

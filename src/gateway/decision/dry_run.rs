@@ -11,7 +11,7 @@ use crate::gateway::reject::{EvidenceRefusal, Reject};
 use crate::gateway::snapshot::Snapshot;
 use crate::request::path::canonical_path;
 use crate::scheme::evidence::DelegationEvidence;
-use crate::scheme::evidence_token::read_evidence_token;
+use crate::scheme::evidence_token::{read_evidence, read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
@@ -54,8 +54,16 @@ pub struct Given {
     /// What stands for the registry's answer.
     pub registry: Option<RegistryAnswer>,
     pub algorithms: AlgorithmPolicy,
+    /// How each signer's evidence is read, as the gateway reads it.
+    pub readers: Readers,
     pub now: Timestamp,
 }
+
+/// Evidence tokens are decoded with every algorithm some version signs with; which one a signer
+/// may use is its version's (`read_evidence_token`).
+const EVERY_ALGORITHM: AlgorithmPolicy = AlgorithmPolicy {
+    allow_rs384_rs512: true,
+};
 
 /// The payload of a JWT, read without its signature verified.
 fn unverified(token: &str, algorithms: AlgorithmPolicy) -> Result<jwt::DecodedJwt, Reject> {
@@ -81,7 +89,7 @@ impl Evidence for Given {
     async fn header(
         &self,
         tokens: &str,
-        _expected: &Expected<'_>,
+        expected: &Expected<'_>,
         _now: Timestamp,
     ) -> Result<Presented, Reject> {
         if let Some((chain, from)) = &self.header {
@@ -93,14 +101,18 @@ impl Evidence for Given {
         }
         let mut chain = Vec::new();
         for token in tokens.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let decoded = unverified(token, self.algorithms)?;
-            let read = read_evidence_token(&decoded).map_err(EvidenceRefusal::Token)?;
+            let decoded = unverified(token, EVERY_ALGORITHM)?;
+            let read =
+                read_evidence_token(&decoded, &self.readers).map_err(EvidenceRefusal::Token)?;
             chain.push(read.evidence);
         }
         Ok(Presented {
             chain,
             source: EvidenceSource::Given {
-                from: "the delegation_evidence header, its signatures not verified".into(),
+                from: format!(
+                    "the {} header, its signatures not verified",
+                    expected.header
+                ),
             },
             cached: false,
         })
@@ -233,16 +245,18 @@ pub async fn decide(
 }
 
 /// Evidence from a file: a `delegationEvidence` (bare, or in `{"delegationEvidence": …}`), a
-/// list of them (a chain from the data owner), a registry's answer `{"delegation_token": …}`,
-/// or a delegation token itself. Tokens are read without their signatures verified.
-pub fn read_evidence(
+/// list of them (a chain from the data owner), a registry's answer (`{"delegation_token": …}`,
+/// `{"delegationToken": …}`), or a delegation token itself. Tokens are read without their
+/// signatures verified, as their issuer's version writes evidence; bare evidence as its data
+/// owner's.
+pub fn read_evidence_file(
     text: &str,
-    algorithms: AlgorithmPolicy,
+    readers: &Readers,
 ) -> Result<Vec<DelegationEvidence>, String> {
     let text = text.trim();
     let from_token = |token: &str| -> Result<DelegationEvidence, String> {
-        let decoded = jwt::decode(token, algorithms).map_err(|e| e.to_string())?;
-        read_evidence_token(&decoded)
+        let decoded = jwt::decode(token, EVERY_ALGORITHM).map_err(|e| e.to_string())?;
+        read_evidence_token(&decoded, readers)
             .map(|t| t.evidence)
             .map_err(|e| e.to_string())
     };
@@ -257,11 +271,15 @@ pub fn read_evidence(
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let one = |v: &serde_json::Value| -> Result<DelegationEvidence, String> {
-        if let Some(token) = v.get("delegation_token").and_then(|t| t.as_str()) {
+        let token = ["delegation_token", "delegationToken"]
+            .iter()
+            .find_map(|m| v.get(*m).and_then(|t| t.as_str()));
+        if let Some(token) = token {
             return from_token(token);
         }
         let evidence = v.get("delegationEvidence").unwrap_or(v);
-        serde_json::from_value(evidence.clone())
+        let owner = evidence["policyIssuer"].as_str().unwrap_or_default();
+        read_evidence(evidence.clone(), owner, readers)
             .map_err(|e| format!("not a delegationEvidence: {e}"))
     };
     match &value {

@@ -208,7 +208,7 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
     let taken: Vec<(&str, &str, &str)> = d
         .values
         .iter()
-        .map(|v| (v.name, v.template.as_str(), v.value.as_str()))
+        .map(|v| (v.name.as_ref(), v.template.as_str(), v.value.as_str()))
         .collect();
     assert_eq!(
         taken,
@@ -232,7 +232,14 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
     );
     assert_eq!(used.issuers, [OWNER]);
     let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
-    assert_eq!(places, ["evidence[0].policySets[0].policies[0].rules[0]"]);
+    // The granting policy's first rule, and the licence expression that grants the route's licence.
+    assert_eq!(
+        places,
+        [
+            "evidence[0].policySets[0].policies[0].rules[0]",
+            "evidence[0].policySets[0].target.environment.licenses[0]"
+        ]
+    );
     assert_eq!(d.grant.as_ref().map(|g| g.licences.len()), Some(1));
     assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 1);
 }

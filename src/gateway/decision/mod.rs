@@ -141,8 +141,9 @@ pub enum CallerKind {
 /// A value the route's rule took from the request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Taken {
-    /// What the value is in the mask: `policy_issuer`, `resource_type`, `identifiers`, …
-    pub name: &'static str,
+    /// What the value is in the mask: `policy_issuer`, `resource_type`, `identifiers`, …, or
+    /// `conditions.<operand>` for a condition's left operand.
+    pub name: std::borrow::Cow<'static, str>,
     /// The rule's template, as written.
     pub template: String,
     pub value: String,

@@ -10,7 +10,7 @@ use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config, DelegationRule, Mode, Route};
 use crate::gateway::authn;
 use crate::gateway::forward;
-use crate::gateway::reject::{EvidenceRefusal, MissingValue, Reject, RuleValue};
+use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
 use crate::gateway::route::{Lookup, RouteTable};
 use crate::request::path::NormalPath;
 use crate::request::query::Query;
@@ -19,7 +19,7 @@ use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::evaluation::{evaluate_chain_at, Decision as Verdict, DenyReason, Evaluation};
 use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
 use crate::scheme::party::PartyId;
-use crate::scheme::vocabulary::{Action, BROKER_HEADER, EVIDENCE_HEADER};
+use crate::scheme::vocabulary::{Action, BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::trace::Step;
 use async_trait::async_trait;
@@ -220,6 +220,8 @@ pub struct Expected<'a> {
     pub caller: &'a str,
     /// The registry the route names, if any.
     pub registry: Option<&'a str>,
+    /// The name of the header the evidence came in.
+    pub header: &'static str,
 }
 
 /// What is asked of the data owner's registry.
@@ -271,19 +273,32 @@ pub trait Evidence: Send + Sync {
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject>;
 }
 
-/// The single value of a credential header, if present.
+/// The single value of a credential header, if present, in either of its names (1.9's
+/// `delegation_evidence`, 3.0's `delegationEvidence`): the name it came in, and its value. Both
+/// names in one request are refused: which one was decided on would be a guess.
 pub fn header<'a>(
     headers: &'a http::HeaderMap,
-    name: &'static str,
-) -> Result<Option<&'a str>, Reject> {
-    match single_header(headers, name) {
-        Ok(value) => Ok(value.map(str::trim)),
-        Err(problem) => Err(EvidenceRefusal::Header {
-            header: name,
-            problem,
-        }
-        .into()),
+    names: [&'static str; 2],
+) -> Result<Option<(&'static str, &'a str)>, Reject> {
+    if names.iter().all(|n| headers.contains_key(*n)) {
+        return Err(Reject::BadHeader(HeaderRefusal::BothSpellings(
+            names[0], names[1],
+        )));
     }
+    for name in names {
+        match single_header(headers, name) {
+            Ok(Some(value)) => return Ok(Some((name, value.trim()))),
+            Ok(None) => {}
+            Err(problem) => {
+                return Err(EvidenceRefusal::Header {
+                    header: name,
+                    problem,
+                }
+                .into())
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The evaluation stage: a chain of evidence against the mask, at `now`.
@@ -328,13 +343,26 @@ fn rule_value(
     facts: &RequestFacts,
     d: &mut Decision,
 ) -> Result<String, Reject> {
-    let rendered = t
-        .render(&facts.values)
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| MissingValue::Absent {
+    optional_value(t, value, value.mask_name().into(), facts, d)?.ok_or_else(|| {
+        MissingValue::Absent {
             value,
             template: t.as_str().to_string(),
-        })?;
+        }
+        .into()
+    })
+}
+
+/// `rule_value` for a value the request may lack (None).
+fn optional_value(
+    t: &Template,
+    value: RuleValue,
+    name: std::borrow::Cow<'static, str>,
+    facts: &RequestFacts,
+    d: &mut Decision,
+) -> Result<Option<String>, Reject> {
+    let Some(rendered) = t.render(&facts.values).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
     if rendered.len() > MAX_VALUE_LEN {
         return Err(Reject::ValueTooLong {
             value,
@@ -345,11 +373,11 @@ fn rule_value(
         return Err(Reject::Ambiguous(a));
     }
     d.values.push(Taken {
-        name: value.mask_name(),
+        name,
         template: t.as_str().to_string(),
         value: rendered.clone(),
     });
-    Ok(rendered)
+    Ok(Some(rendered))
 }
 
 /// The mask stage: the request in the scheme's terms, and its data owner.
@@ -374,15 +402,29 @@ fn mask(
     let mut renders = |ts: &[Template], value| -> Result<Vec<String>, Reject> {
         ts.iter().map(|t| render(t, value)).collect()
     };
+    let identifiers = renders(&rule.identifiers, RuleValue::Identifier)?;
+    let attributes = renders(&rule.attributes, RuleValue::Attribute)?;
+    // A condition's operand the request lacks is not a refusal here: only a condition on it is.
+    let operands = rule
+        .conditions
+        .iter()
+        .map(|(operand, t)| {
+            let name = format!("conditions.{operand}").into();
+            let value = optional_value(t, RuleValue::ConditionOperand, name, facts, d)?;
+            Ok((operand.clone(), value))
+        })
+        .collect::<Result<_, Reject>>()?;
     let request = AccessRequest {
         policy_issuer,
         access_subject: subject.to_string(),
         service_providers: vec![config.identity.party_id.to_string()],
         resource_type,
-        identifiers: renders(&rule.identifiers, RuleValue::Identifier)?,
-        attributes: renders(&rule.attributes, RuleValue::Attribute)?,
+        identifiers,
+        attributes,
         actions: vec![action],
         required_licences: rule.licences.clone(),
+        operands,
+        unnamed_provider_accepted: rule.accept_unnamed_service_provider,
     };
     d.mask = Some(request.clone());
     Ok((request, owner))
@@ -400,8 +442,8 @@ pub async fn delegation(
     now: Timestamp,
 ) -> Result<Grant, Reject> {
     d.stage = Stage::Authentication;
-    let original_consumer = match header(facts.values.headers, BROKER_HEADER)? {
-        Some(assertion) => Some(
+    let original_consumer = match header(facts.values.headers, BROKER_HEADERS)? {
+        Some((_, assertion)) => Some(
             source
                 .consumer_of_broker(assertion, facts.caller, now)
                 .await?,
@@ -429,15 +471,16 @@ pub async fn delegation(
         .collect::<Result<_, _>>()?;
     d.stage = Stage::Evidence;
     let presented = match rule.evidence.header {
-        true => header(facts.values.headers, EVIDENCE_HEADER)?,
+        true => header(facts.values.headers, EVIDENCE_HEADERS)?,
         false => None,
     };
     let evaluated = match presented {
-        Some(tokens) => {
+        Some((name, tokens)) => {
             let expected = Expected {
                 request: &request,
                 caller: facts.caller,
                 registry: rule.registry.as_deref(),
+                header: name,
             };
             let p = source.header(tokens, &expected, now).await?;
             evaluate(&p.chain, &request, p.source, p.cached, now)

@@ -16,7 +16,7 @@ use crate::gateway::reject::{Answer, Body};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
 use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};
-use crate::scheme::vocabulary::EVIDENCE_HEADER;
+use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -69,8 +69,12 @@ struct Context {
     /// Licences the evidence must grant.
     #[serde(default)]
     licences: Vec<String>,
-    /// Evidence tokens, as the delegation_evidence header carries them.
+    /// Evidence tokens, as the delegationEvidence header carries them.
+    #[serde(alias = "delegationEvidence")]
     delegation_evidence: Option<String>,
+    /// The values of conditions' left operands (3.0), as the PEP knows them of the request.
+    #[serde(default)]
+    conditions: BTreeMap<String, String>,
 }
 
 /// One evaluation, or a batch's defaults and items (each item's members override the defaults).
@@ -339,11 +343,24 @@ fn asked(e: Evaluation) -> Result<Asked, String> {
     if action.name.is_empty() || action.name.len() > MAX_ID_LEN {
         return Err(format!("action.name: 1 to {MAX_ID_LEN} bytes"));
     }
+    let context = e.context.unwrap_or_default();
+    if context.conditions.len() > MAX_ATTRIBUTES {
+        return Err(format!("at most {MAX_ATTRIBUTES} context.conditions"));
+    }
+    if context
+        .conditions
+        .keys()
+        .any(|k| k.is_empty() || k.len() > MAX_ID_LEN)
+    {
+        return Err(format!(
+            "context.conditions: operands of 1 to {MAX_ID_LEN} bytes"
+        ));
+    }
     Ok(Asked {
         subject,
         resource,
         action,
-        context: e.context.unwrap_or_default(),
+        context,
     })
 }
 
@@ -378,6 +395,11 @@ fn rule_of(
         captures.insert(format!("attribute{i}"), a.clone());
         attributes.push(t(&format!("{{path.attribute{i}}}"))?);
     }
+    let mut conditions = BTreeMap::new();
+    for (i, (operand, value)) in asked.context.conditions.iter().enumerate() {
+        captures.insert(format!("condition{i}"), value.clone());
+        conditions.insert(operand.clone(), t(&format!("{{path.condition{i}}}"))?);
+    }
     let mut licences = asked.context.licences.clone();
     licences.extend(base.iter().flat_map(|r| r.licences.iter().cloned()));
     let rule = DelegationRule {
@@ -399,6 +421,8 @@ fn rule_of(
         // A data owner the PEP names is bounded as one a caller names at the proxy: not the
         // subject itself, and only so many not looked up yet a minute.
         caller_names_owner: asked.resource.properties.policy_issuer.is_some(),
+        conditions,
+        accept_unnamed_service_provider: base.is_some_and(|r| r.accept_unnamed_service_provider),
     };
     Ok((rule, captures))
 }
@@ -434,7 +458,7 @@ async fn evaluate(
     if let Some(tokens) = &asked.context.delegation_evidence {
         let value = http::HeaderValue::from_str(tokens)
             .map_err(|_| "context.delegation_evidence is not a header value")?;
-        headers.insert(EVIDENCE_HEADER, value);
+        headers.insert(EVIDENCE_HEADER_3, value);
     }
     let query = Query::default();
     let mut d = Decision::new();

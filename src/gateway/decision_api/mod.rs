@@ -16,7 +16,7 @@ use super::decision::Decision;
 use super::forward;
 use super::reject::{Answer, Body, Reject, DECISION_ID_HEADER};
 use super::snapshot::{GatewayState, Snapshot};
-use crate::scheme::vocabulary::{BROKER_HEADER, EVIDENCE_HEADER};
+use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use serde_json::json;
@@ -262,11 +262,13 @@ fn as_decided(
 
 /// The headers the proxy in front removes or overwrites itself: the scheme's credentials, the
 /// party headers, and what it sets about the hop.
-fn exempt_headers(snap: &Snapshot) -> [&str; 8] {
+fn exempt_headers(snap: &Snapshot) -> [&str; 10] {
     [
         http::header::AUTHORIZATION.as_str(),
-        EVIDENCE_HEADER,
-        BROKER_HEADER,
+        CREDENTIAL_HEADERS[0],
+        CREDENTIAL_HEADERS[1],
+        CREDENTIAL_HEADERS[2],
+        CREDENTIAL_HEADERS[3],
         snap.config.party_header.as_str(),
         snap.config.original_consumer_header.as_str(),
         "x-forwarded-for",
@@ -284,17 +286,16 @@ fn to_remove(
 ) -> Vec<String> {
     let authorization =
         (!route.forward_authorization).then_some(http::header::AUTHORIZATION.as_str());
-    [
-        EVIDENCE_HEADER,
-        BROKER_HEADER,
-        snap.config.party_header.as_str(),
-        snap.config.original_consumer_header.as_str(),
-    ]
-    .into_iter()
-    .chain(authorization)
-    .filter(|name| !set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
-    .map(str::to_string)
-    .collect()
+    CREDENTIAL_HEADERS
+        .into_iter()
+        .chain([
+            snap.config.party_header.as_str(),
+            snap.config.original_consumer_header.as_str(),
+        ])
+        .chain(authorization)
+        .filter(|name| !set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
+        .map(str::to_ascii_lowercase)
+        .collect()
 }
 
 /// What the backend receives about an allowed request: the caller and the consumer a broker acts

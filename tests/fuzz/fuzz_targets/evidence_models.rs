@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
             attributes: vec![],
             actions: vec!["iSHARE.READ".into()],
             required_licences: vec!["L".into()],
+            ..AccessRequest::default()
         };
         let _ = evaluate(&ev, &request, Timestamp::from_secs(1_800_000_000));
         let again: DelegationEvidence =

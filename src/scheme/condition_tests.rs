@@ -1,0 +1,161 @@
+use super::*;
+use serde_json::json;
+
+fn operands(pairs: &[(&str, Option<&str>)]) -> Operands {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+        .collect()
+}
+
+fn code(tree: Value, values: &Operands) -> &'static str {
+    match Condition::read(&tree).check("rules[0].conditions", values) {
+        Ok(()) => "holds",
+        Err(e) => e.code(),
+    }
+}
+
+fn leaf(left: &str, op: &str, right: Value) -> Value {
+    json!({"leftOperand": left, "operator": op, "rightOperand": right})
+}
+
+#[test]
+fn comparisons_hold_on_the_routes_values() {
+    let v = operands(&[("requesterLocation", Some("NL")), ("weight", Some("12"))]);
+    assert_eq!(
+        code(leaf("requesterLocation", "equal", json!("NL")), &v),
+        "holds"
+    );
+    assert_eq!(
+        code(leaf("requesterLocation", "equal", json!("Mars")), &v),
+        "condition_not_met"
+    );
+    assert_eq!(
+        code(leaf("requesterLocation", "notEqual", json!("Mars")), &v),
+        "holds"
+    );
+    assert_eq!(code(leaf("weight", "greaterThan", json!("9")), &v), "holds");
+    assert_eq!(
+        code(leaf("weight", "lessThan", json!(9)), &v),
+        "condition_not_met"
+    );
+    assert_eq!(code(leaf("weight", "equal", json!(12.0)), &v), "holds");
+    // Text compares as text: case and spelling count.
+    assert_eq!(
+        code(leaf("requesterLocation", "equal", json!("nl")), &v),
+        "condition_not_met"
+    );
+}
+
+#[test]
+fn instants_and_large_integers_compare_exactly() {
+    let v = operands(&[
+        ("bookedAt", Some("2026-03-01T10:00:00+01:00")),
+        ("big", Some("9007199254740993")),
+    ]);
+    assert_eq!(
+        code(
+            leaf("bookedAt", "lessThan", json!("2026-03-01T09:30:00Z")),
+            &v
+        ),
+        "holds"
+    );
+    assert_eq!(
+        code(leaf("big", "greaterThan", json!(9007199254740992u64)), &v),
+        "holds"
+    );
+    assert_eq!(
+        code(leaf("big", "equal", json!(9007199254740992u64)), &v),
+        "condition_not_met"
+    );
+}
+
+#[test]
+fn trees_combine_their_parts() {
+    let v = operands(&[("a", Some("1")), ("b", Some("2"))]);
+    let any = json!({"anyOf": [leaf("a", "equal", json!("9")), leaf("b", "equal", json!("2"))]});
+    assert_eq!(code(any, &v), "holds");
+    let all = json!({"allOf": [leaf("a", "equal", json!("1")), {"anyOf": [leaf("b", "equal", json!("3"))]}]});
+    let failure = Condition::read(&all)
+        .check("rules[0].conditions", &v)
+        .unwrap_err();
+    assert_eq!(failure.code(), "condition_not_met");
+    assert_eq!(failure.at(), "rules[0].conditions.allOf[1]");
+    let none = json!({"anyOf": [leaf("a", "equal", json!("9")), leaf("b", "equal", json!("9"))]});
+    assert_eq!(code(none, &v), "condition_not_met");
+}
+
+#[test]
+fn what_cannot_be_evaluated_never_holds_each_with_its_reason() {
+    let v = operands(&[("a", Some("1")), ("absent", None)]);
+    let cases = [
+        (
+            leaf("undeclared", "equal", json!("1")),
+            "condition_operand_undefined",
+        ),
+        (
+            leaf("absent", "equal", json!("1")),
+            "condition_value_absent",
+        ),
+        (
+            leaf("a", "contains", json!("1")),
+            "condition_operator_unknown",
+        ),
+        (leaf("a", "equal", json!(true)), "condition_operand_type"),
+        (leaf("a", "equal", json!(["1"])), "condition_operand_type"),
+        (
+            leaf("a", "greaterThan", json!("x")),
+            "condition_operand_type",
+        ),
+        (
+            json!({"leftOperand": "a", "operator": "equal"}),
+            "condition_malformed",
+        ),
+        (
+            json!({"leftOperand": 1, "operator": "equal", "rightOperand": "1"}),
+            "condition_malformed",
+        ),
+        (json!({"anyOf": []}), "condition_malformed"),
+        (
+            json!({"allOf": leaf("a", "equal", json!("1"))}),
+            "condition_malformed",
+        ),
+        (
+            json!({"anyOf": [leaf("a", "equal", json!("1"))], "allOf": [leaf("a", "equal", json!("1"))]}),
+            "condition_malformed",
+        ),
+        (
+            json!({"anyOf": [leaf("a", "equal", json!("1"))], "leftOperand": "a"}),
+            "condition_malformed",
+        ),
+        (json!({}), "condition_malformed"),
+        (json!("a equal 1"), "condition_malformed"),
+        (
+            json!({"leftOperand": "a", "operator": "equal", "rightOperand": "1", "unit": "kg"}),
+            "evidence_member_not_understood",
+        ),
+    ];
+    for (tree, expected) in cases {
+        assert_eq!(code(tree.clone(), &v), expected, "{tree}");
+    }
+    // A part that cannot be evaluated denies even where another part of an anyOf holds.
+    let mixed =
+        json!({"anyOf": [leaf("a", "equal", json!("1")), leaf("undeclared", "equal", json!("1"))]});
+    let failure = Condition::read(&mixed)
+        .check("rules[0].conditions", &v)
+        .unwrap_err();
+    assert_eq!(failure.code(), "condition_operand_undefined");
+    assert_eq!(failure.at(), "rules[0].conditions.anyOf[1]");
+}
+
+#[test]
+fn trees_round_trip_as_written_even_when_unusable() {
+    for tree in [
+        json!({"anyOf": [leaf("a", "equal", json!("1")), {"allOf": [leaf("b", "lessThan", json!(3))]}]}),
+        json!({"anyOf": [], "note": 1}),
+        json!({"leftOperand": "a", "operator": "contains", "rightOperand": "1"}),
+    ] {
+        let read: Condition = serde_json::from_value(tree.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&read).unwrap(), tree);
+    }
+}
