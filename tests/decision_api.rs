@@ -524,6 +524,15 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     .await;
     assert_eq!((status, &body["decision"]), (200, &json!(false)), "{body}");
     assert_eq!(body["context"]["reason"], "denied_by_rule", "{body}");
+    // The licences the PEP requires, under either spelling: the registry, asked for a licence
+    // its policy does not carry, answers with a Deny.
+    for spelling in ["licences", "licenses"] {
+        let mut licensed = evaluation("C1");
+        licensed["context"] = json!({ spelling: ["ISHARE.0002"] });
+        let (status, body) = ask(&s, "/access/v1/evaluation", &licensed, Some(SECRET)).await;
+        assert_eq!((status, &body["decision"]), (200, &json!(false)), "{body}");
+        assert_eq!(body["context"]["reason"], "denied_by_rule", "{body}");
+    }
     for secret in [None, Some("not-the-secret")] {
         let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), secret).await;
         assert_eq!(

@@ -6,6 +6,7 @@ use super::file::ForwardingFile;
 use super::issues::Issues;
 use super::model::ForwardedFor;
 use super::values::header_name;
+use crate::scheme::same_letters;
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 
 /// The section, validated.
@@ -53,7 +54,7 @@ fn party_headers(
         let reserved = ["authorization", "host", "content-length"];
         let credential = CREDENTIAL_HEADERS
             .iter()
-            .any(|c| c.eq_ignore_ascii_case(name.as_str()));
+            .any(|c| same_letters(c, name.as_str()));
         if credential || reserved.contains(&name.as_str()) {
             issues.add(key, format!("{name} cannot carry a party id"));
         }

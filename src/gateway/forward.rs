@@ -9,6 +9,7 @@ use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use crate::scheme::licence::guaranteed_by;
 use crate::scheme::models::SchemeTime;
+use crate::scheme::same_letters;
 use crate::scheme::vocabulary::{
     CREDENTIAL_HEADERS, LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
 };
@@ -217,19 +218,6 @@ fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
         .join("; ")
 }
 
-/// Whether two header names read the same to a backend that folds or drops every character but
-/// letters and digits, and ignores case: CGI, WSGI and Rack read `X_Forwarded_For` as
-/// `X-Forwarded-For`, and a framework that maps headers to names reads `delegationEvidence` as
-/// `delegation_evidence`.
-fn same_folded(a: &str, b: &str) -> bool {
-    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
-        s.bytes()
-            .filter(u8::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-    }
-    letters(a).eq(letters(b))
-}
-
 /// Whether a request header (lower case, as HTTP gives it) stays away from the backend: any
 /// spelling of a header the gateway sets or vouches for, of the scheme's credentials and of the
 /// stripped headers, the client's copies of the route's licence headers, and look-alikes of the
@@ -251,10 +239,10 @@ pub(crate) fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
     let look_alikes_only = route
         .header_names()
         .chain(route.forward_authorization.then_some(authorization));
-    always.into_iter().any(|h| same_folded(name, h))
+    always.into_iter().any(|h| same_letters(name, h))
         || look_alikes_only
             .into_iter()
-            .any(|h| same_folded(name, h) && !name.eq_ignore_ascii_case(h))
+            .any(|h| same_letters(name, h) && !name.eq_ignore_ascii_case(h))
 }
 
 /// The licence headers a delegated route answers with.

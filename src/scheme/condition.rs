@@ -319,12 +319,20 @@ impl Comparison {
     }
 
     /// How `value` compares with the right operand, where the operator can compare them: text
-    /// with text for (not)equal; numbers with numbers, and instants (RFC 3339) with instants,
-    /// for every operator. None: values of types the operator does not compare.
+    /// with text for (not)equal; numbers with numbers (exactly, as decimals), and instants
+    /// (RFC 3339) with instants, for every operator. None: values of types the operator does not
+    /// compare, or texts that differ but read as the same number or instant (`100` and `1e2`),
+    /// on which (not)equal would decide by how the value is written.
     fn order(&self, value: &str) -> Option<Ordering> {
         let ordering = matches!(self.operator, Operator::GreaterThan | Operator::LessThan);
         match &self.right {
-            Operand::Text(right) if !ordering => Some(value.cmp(right)),
+            Operand::Text(right) if value == right => Some(Ordering::Equal),
+            Operand::Text(right) if !ordering => {
+                let same = |o: Option<Ordering>| o == Some(Ordering::Equal);
+                let alike =
+                    same(compare_numbers(value, right)) || same(compare_instants(value, right));
+                (!alike).then(|| value.cmp(right))
+            }
             Operand::Text(right) => {
                 compare_numbers(value, right).or_else(|| compare_instants(value, right))
             }
@@ -345,24 +353,116 @@ impl Comparison {
     }
 }
 
-/// Two JSON numbers compared: integers exactly, others as 64-bit floats. None when either is no
-/// JSON number (`inf`, `0x10`, ` 5`).
-fn compare_numbers(a: &str, b: &str) -> Option<Ordering> {
-    let parse = |s: &str| -> Option<Number> {
-        (!s.is_empty() && s.trim() == s)
-            .then(|| serde_json::from_str::<Number>(s).ok())
-            .flatten()
-    };
-    let (a, b) = (parse(a)?, parse(b)?);
-    let integer = |n: &Number| {
-        n.as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-    };
-    match (integer(&a), integer(&b)) {
-        (Some(x), Some(y)) => Some(x.cmp(&y)),
-        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+/// The longest number compared: longer text is no number a condition compares.
+const MAX_NUMBER_LEN: usize = 64;
+
+/// A JSON number as an exact decimal: its sign, its significant digits (no leading or trailing
+/// zeros; none for zero) and the power of ten of the last of them.
+#[derive(Debug, PartialEq, Eq)]
+struct Decimal {
+    negative: bool,
+    digits: Vec<u8>,
+    exponent: i64,
+}
+
+impl Decimal {
+    /// A number in JSON's grammar (`-12.5e3`); None for anything else (`inf`, `0x10`, ` 5`,
+    /// `+5`, `05`), or a number longer than MAX_NUMBER_LEN.
+    fn parse(s: &str) -> Option<Decimal> {
+        if s.len() > MAX_NUMBER_LEN {
+            return None;
+        }
+        let b = s.as_bytes();
+        let mut i = 0;
+        let digits_from = |i: &mut usize| {
+            let start = *i;
+            while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+            &b[start..*i]
+        };
+        let negative = b.first() == Some(&b'-');
+        i += usize::from(negative);
+        let int = digits_from(&mut i);
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        let mut fraction: &[u8] = &[];
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            fraction = digits_from(&mut i);
+            if fraction.is_empty() {
+                return None;
+            }
+        }
+        let mut exponent: i64 = 0;
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            let sign = match b.get(i) {
+                Some(b'-') => -1,
+                Some(b'+') => 1,
+                _ => 0,
+            };
+            i += usize::from(sign != 0);
+            let power: i64 = std::str::from_utf8(digits_from(&mut i))
+                .ok()?
+                .parse()
+                .ok()?;
+            exponent = if sign == -1 { -power } else { power };
+        }
+        if i != b.len() {
+            return None;
+        }
+        let mut digits: Vec<u8> = int.iter().chain(fraction).copied().collect();
+        let mut exponent = exponent - fraction.len() as i64;
+        let leading = digits.iter().take_while(|d| **d == b'0').count();
+        digits.drain(..leading);
+        while digits.last() == Some(&b'0') {
+            digits.pop();
+            exponent += 1;
+        }
+        Some(match digits.is_empty() {
+            true => Decimal {
+                negative: false,
+                digits,
+                exponent: 0,
+            },
+            false => Decimal {
+                negative,
+                digits,
+                exponent,
+            },
+        })
     }
+
+    fn sign(&self) -> i8 {
+        match (self.digits.is_empty(), self.negative) {
+            (true, _) => 0,
+            (false, true) => -1,
+            (false, false) => 1,
+        }
+    }
+
+    fn cmp(&self, other: &Decimal) -> Ordering {
+        let by_sign = self.sign().cmp(&other.sign());
+        if by_sign != Ordering::Equal || self.sign() == 0 {
+            return by_sign;
+        }
+        // The place of the most significant digit, then the digits from there on.
+        let top = |d: &Decimal| d.digits.len() as i64 + d.exponent;
+        let magnitude = top(self)
+            .cmp(&top(other))
+            .then_with(|| self.digits.cmp(&other.digits));
+        match self.negative {
+            true => magnitude.reverse(),
+            false => magnitude,
+        }
+    }
+}
+
+/// Two JSON numbers compared exactly, as decimals. None when either is no JSON number.
+fn compare_numbers(a: &str, b: &str) -> Option<Ordering> {
+    Some(Decimal::parse(a)?.cmp(&Decimal::parse(b)?))
 }
 
 /// Two RFC 3339 date-times compared as instants.
@@ -471,7 +571,7 @@ impl fmt::Display for ConditionFailure {
                 value,
             } => write!(
                 f,
-                "the condition {at} ({comparison}) cannot compare the request's value {value:?}: ordering compares numbers or RFC 3339 times, and a numeric rightOperand a number"
+                "the condition {at} ({comparison}) cannot be decided on the request's value {value:?}: greaterThan and lessThan compare numbers or RFC 3339 times, a numeric rightOperand a number, and equal and notEqual text, which must not be the same number or time written otherwise"
             ),
             ConditionFailure::NotMet { at, what } => write!(f, "the condition {at}: {what}"),
         }

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use std::cmp::Ordering;
 
 fn operands(pairs: &[(&str, Option<&str>)]) -> Operands {
     pairs
@@ -68,6 +69,77 @@ fn instants_and_large_integers_compare_exactly() {
         code(leaf("big", "equal", json!(9007199254740992u64)), &v),
         "condition_not_met"
     );
+}
+
+#[test]
+fn numbers_compare_exactly_however_they_are_written() {
+    let v = operands(&[
+        ("weight", Some("9007199254740993.0")),
+        ("share", Some("0.10000000000000001")),
+        ("zero", Some("-0")),
+    ]);
+    assert_eq!(
+        code(leaf("weight", "equal", json!(9007199254740992u64)), &v),
+        "condition_not_met"
+    );
+    assert_eq!(
+        code(
+            leaf("weight", "greaterThan", json!(9007199254740992u64)),
+            &v
+        ),
+        "holds"
+    );
+    assert_eq!(
+        code(leaf("share", "greaterThan", json!("0.1")), &v),
+        "holds"
+    );
+    assert_eq!(code(leaf("zero", "equal", json!(0)), &v), "holds");
+    for (a, b, order) in [
+        ("1e2", "100", Ordering::Equal),
+        ("1.50", "1.5", Ordering::Equal),
+        ("-2", "-10", Ordering::Greater),
+        ("0.001", "1E-3", Ordering::Equal),
+        ("12", "1.2e1", Ordering::Equal),
+        ("-0.5", "0", Ordering::Less),
+        ("123", "1.23e2", Ordering::Equal),
+        ("1.3", "1.23", Ordering::Greater),
+    ] {
+        assert_eq!(compare_numbers(a, b), Some(order), "{a} {b}");
+    }
+    for not_a_number in [
+        "05",
+        "+5",
+        " 5",
+        "inf",
+        "NaN",
+        "0x10",
+        "1.",
+        ".5",
+        "1e",
+        "",
+        "1e99999999999999999999",
+    ] {
+        assert_eq!(compare_numbers(not_a_number, "5"), None, "{not_a_number:?}");
+    }
+}
+
+#[test]
+fn text_that_reads_as_the_same_number_or_time_is_not_decided_by_its_spelling() {
+    let v = operands(&[
+        ("amount", Some("1e2")),
+        ("at", Some("2026-03-01T10:00:00+01:00")),
+    ]);
+    // Equal would hold or not by how the value is written: neither, a Deny.
+    for tree in [
+        leaf("amount", "equal", json!("100")),
+        leaf("amount", "notEqual", json!("100")),
+        leaf("at", "equal", json!("2026-03-01T09:00:00Z")),
+    ] {
+        assert_eq!(code(tree.clone(), &v), "condition_operand_type", "{tree}");
+    }
+    assert_eq!(code(leaf("amount", "equal", json!("1e2")), &v), "holds");
+    assert_eq!(code(leaf("amount", "notEqual", json!("200")), &v), "holds");
+    assert_eq!(code(leaf("amount", "equal", json!(100)), &v), "holds");
 }
 
 #[test]

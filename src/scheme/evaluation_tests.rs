@@ -704,6 +704,9 @@ fn members_listed_for_an_issuer_are_dropped_and_nothing_else() {
         "policySets[].policies[].target.context.x",
         "policySets.policies.rules.comment",
         "policySets[].policies[].rules[]",
+        "policySets[].policies[].rules[].Conditions",
+        "policySets[].policies[].target.environment.service_providers",
+        "policySets[].policies[].CONTEXT",
     ] {
         assert!(droppable(listed).is_err(), "{listed}");
     }

@@ -199,9 +199,14 @@ pub fn droppable(path: &str) -> Result<(), String> {
     if member.is_empty() || member.contains(['[', ']']) {
         return Err(format!("{path:?} does not end in a member name"));
     }
-    if known.contains(&member) {
+    // Nor a spelling of one (`Conditions`, `service_providers`): its issuer may mean it.
+    let defined = ["conditions", "context"]
+        .iter()
+        .chain(known.iter())
+        .find(|k| super::same_letters(k, member));
+    if let Some(defined) = defined {
         return Err(format!(
-            "{member} is a member of the scheme's evidence: it is evaluated, never dropped"
+            "{member} is (a spelling of) {defined}, a member of the scheme's evidence: it is evaluated, never dropped"
         ));
     }
     Ok(())

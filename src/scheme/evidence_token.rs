@@ -84,11 +84,22 @@ pub struct Readers {
 }
 
 impl Readers {
+    /// The version `party` speaks. Party ids are looked up as the scheme owner finds a party's
+    /// record (EORIs without regard to case): a signer is read in one version however it writes
+    /// its id.
     pub fn version_of(&self, party: &str) -> SchemeVersion {
         self.versions
-            .get(party)
-            .copied()
-            .unwrap_or(self.scheme_version)
+            .iter()
+            .find(|(id, _)| id.eq_ignore_ascii_case(party))
+            .map_or(self.scheme_version, |(_, v)| *v)
+    }
+
+    /// The members listed to drop from `party`'s evidence, looked up as `version_of` does.
+    pub fn dropped_for(&self, party: &str) -> &[String] {
+        self.dropped
+            .iter()
+            .find(|(id, _)| id.eq_ignore_ascii_case(party))
+            .map_or(&[], |(_, listed)| listed.as_slice())
     }
 }
 
@@ -131,9 +142,7 @@ pub fn read_evidence(
     issuer: &str,
     readers: &Readers,
 ) -> Result<DelegationEvidence, EvidenceTokenError> {
-    if let Some(listed) = readers.dropped.get(issuer) {
-        drop_listed(&mut written, listed);
-    }
+    drop_listed(&mut written, readers.dropped_for(issuer));
     let mut evidence: DelegationEvidence = serde_json::from_value(written)
         .map_err(|e| EvidenceTokenError::Unreadable(e.to_string()))?;
     let version = readers.version_of(issuer);

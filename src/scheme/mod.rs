@@ -40,6 +40,19 @@ pub fn pieces(haystack: &[u8], separator: u8) -> impl Iterator<Item = Range<usiz
         })
 }
 
+/// Whether two names have the same letters and digits, in any case, whatever else they hold: as
+/// a backend reads header names that it folds or drops every other character of (CGI, WSGI and
+/// Rack read `X_Forwarded_For` as `X-Forwarded-For`; a framework mapping headers to names reads
+/// `delegationEvidence` as `delegation_evidence`), and as a careless producer may spell a member.
+pub fn same_letters(a: &str, b: &str) -> bool {
+    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(u8::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+    }
+    letters(a).eq(letters(b))
+}
+
 pub mod assertion;
 pub mod capabilities;
 pub mod condition;

@@ -66,8 +66,8 @@ struct Action {
 
 #[derive(Debug, Default, Deserialize, Clone)]
 struct Context {
-    /// Licences the evidence must grant.
-    #[serde(default)]
+    /// Licences the evidence must grant (also under the scheme's spelling, `licenses`).
+    #[serde(default, alias = "licenses")]
     licences: Vec<String>,
     /// Evidence tokens, as the delegationEvidence header carries them.
     #[serde(alias = "delegationEvidence")]
