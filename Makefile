@@ -2,7 +2,8 @@
 # machine lacks: cmake (pingora's zlib-ng build needs it) and OpenSSL's headers (the JOSE crate's
 # encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
 # of the decision service), curl, headless Chromium with its WebDriver (Debian's chromium and
-# chromium-driver), and python-ishare (from PyPI, in a virtual environment).
+# chromium-driver), and python-ishare and an OpenAPI schema validator (from PyPI, in a virtual
+# environment).
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -25,7 +26,8 @@ setup:
 		echo "installing libssl-dev"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev; }
 
-# python-ishare, a client library of the scheme, for tests/interop.rs.
+# python-ishare, a client library of the scheme, for tests/interop.rs, and the validator of the
+# scheme's OpenAPI schemas.
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup $(INTEROP_VENV)/installed

@@ -69,19 +69,6 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// The python of the virtual environment `make test-setup` prepares (or ISHARE_INTEROP_PYTHON).
-fn interop_python() -> PathBuf {
-    let python = std::env::var_os("ISHARE_INTEROP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/interop-venv/bin/python"));
-    assert!(
-        python.exists(),
-        "{} is missing: `make test-setup` installs python-ishare into it",
-        python.display()
-    );
-    python
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_ishare_gets_tokens_capabilities_and_verifies_our_assertions() {
     let _turn = TURN.lock().await;

@@ -371,6 +371,13 @@ async fn a_3_0_registry_is_asked_with_the_routes_values_and_its_conditions_decid
     );
     assert!(target(0).get("environment").is_none(), "{request}");
     assert_eq!(target(1)["context"]["requesterLocation"], "BE");
+    // What the gateway wrote holds to the scheme's own 3.0 schema.
+    let requests: Vec<Value> = asked
+        .iter()
+        .map(|b| b["delegationRequest"].clone())
+        .collect();
+    let pointer = "/components/schemas/delegationRequestBody/properties/delegationRequest";
+    assert_eq!(schema_errors(pointer, &requests), "", "{requests:?}");
     env.stop().await;
     standin.served.stop().await.unwrap();
 }

@@ -31,6 +31,48 @@ pub const INACTIVE: &str = "EU.EORI.NL000000006";
 /// A party whose certificate the test PKI issues but that the scheme owner does not know.
 pub const UNKNOWN: &str = "EU.EORI.NL000000099";
 
+/// The python of the virtual environment `make test-setup` prepares (or ISHARE_INTEROP_PYTHON),
+/// with python-ishare and the validator of the scheme's OpenAPI schemas.
+pub fn interop_python() -> PathBuf {
+    let python = std::env::var_os("ISHARE_INTEROP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/interop-venv/bin/python"));
+    assert!(
+        python.exists(),
+        "{} is missing: `make test-setup` installs python-ishare into it",
+        python.display()
+    );
+    python
+}
+
+/// Validate `documents` against the schema at `pointer` of the scheme's official OpenAPI
+/// document (tests/fixtures/ishare-openapi): the validator's complaints, empty when they hold.
+pub fn schema_errors(pointer: &str, documents: &[serde_json::Value]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(interop_python())
+        .arg(repo().join("tests/interop/validate_oas.py"))
+        .arg(repo().join("tests/fixtures/ishare-openapi/ishare_openapi_spec.yaml"))
+        .arg(pointer)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the validator starts");
+    let input = serde_json::to_vec(documents).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match (out.status.success(), said.is_empty()) {
+        (true, _) => String::new(),
+        (false, false) => said,
+        (false, true) => format!("the validator failed: {}", out.status),
+    }
+}
+
 /// The repository's root.
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,0 +1,39 @@
+"""Validate JSON documents against a schema of the scheme's official OpenAPI document.
+
+Usage: validate_oas.py SPEC.yaml POINTER < documents.json
+
+POINTER is a JSON pointer into the OpenAPI document (e.g.
+/components/schemas/delegationRequestBody/properties/delegationRequest); standard input holds a
+JSON array of documents. Every document is validated with the OpenAPI 3.0 dialect of
+openapi-schema-validator; the errors are printed, one per line, and the exit status is the
+number of documents that did not validate.
+"""
+
+import json
+import sys
+
+import yaml
+from openapi_schema_validator import OAS30Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT4
+
+
+def main():
+    spec_path, pointer = sys.argv[1], sys.argv[2]
+    with open(spec_path, encoding="utf-8") as f:
+        spec = yaml.safe_load(f)
+    root = "urn:ishare-openapi"
+    registry = Registry().with_resource(root, Resource(contents=spec, specification=DRAFT4))
+    validator = OAS30Validator({"$ref": root + "#" + pointer}, registry=registry)
+    failed = 0
+    for i, document in enumerate(json.load(sys.stdin)):
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        for e in errors:
+            where = "/".join(str(p) for p in e.path)
+            print(f"document {i}: at /{where}: {e.message}")
+        failed += bool(errors)
+    sys.exit(failed)
+
+
+if __name__ == "__main__":
+    main()
