@@ -8,7 +8,9 @@ use ishare_gateway::scheme::evidence::{AccessRequest, DelegationEvidence};
 use ishare_gateway::scheme::jwt::RsaKey;
 use ishare_gateway::scheme::models::PartyInfo;
 use ishare_gateway::scheme::party::PartyId;
+use ishare_gateway::scheme::party_record::from_1_9;
 use ishare_gateway::scheme::trust::{check_signer, validate_chain, TrustedList};
+use ishare_gateway::scheme::version::SchemeVersion;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::pki::TestPki;
 use serde_json::json;
@@ -33,6 +35,7 @@ fn assertion_verification(c: &mut Criterion) {
         "adherence": {"status": "Active", "start_date": "2020-01-01T00:00:00Z", "end_date": "2099-01-01T00:00:00Z"}
     }))
     .unwrap();
+    let record = from_1_9(&record, SchemeVersion::V1_9);
 
     let mut group = c.benchmark_group("client_assertion");
     group.bench_function("cold: decode, chain, signature, party", |b| {

@@ -41,7 +41,7 @@ pub async fn original_consumer(
             VerifyError::Refused(e) => refused(e.into()),
             VerifyError::SchemeOwner(e) => e.into(),
         })?;
-    let consumer = signer.record.party_id.clone();
+    let consumer = signer.record.id.clone();
     let until = jti_retention(&checked, rules, now);
     let first = replay
         .first_use(&consumer, &checked.jti, until, now)

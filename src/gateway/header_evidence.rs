@@ -21,7 +21,7 @@ use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
-use crate::scheme::models::PartyInfo;
+use crate::scheme::party_record::Party;
 use crate::scheme::trust::{check_party, PartyError, SignerError};
 use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
@@ -162,7 +162,7 @@ impl HeaderEvidence {
         let refused = |e: PartyError| Reject::from(EvidenceRefusal::Signer(SignerError::Party(e)));
         // The signer's standing now: its record as the scheme owner says (cached), its certificate
         // still the one registered, the party active.
-        let record: Arc<PartyInfo> = trust
+        let record: Arc<Party> = trust
             .party(signer)
             .await?
             .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;

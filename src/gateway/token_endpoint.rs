@@ -86,7 +86,7 @@ pub async fn issue(
             VerifyError::SchemeOwner(e) => e.into(),
         })?;
     // The party as the scheme owner spells it, whatever letter case the client used.
-    let client = PartyId::parse(&signer.record.party_id).unwrap_or(assertion.client_id.clone());
+    let client = PartyId::parse(&signer.record.id).unwrap_or(assertion.client_id.clone());
     let until = jti_retention(&assertion, &rules, now);
     if !replay
         .first_use(client.as_str(), &assertion.jti, until, now)

@@ -113,6 +113,11 @@ impl PeerClient {
         &self.identity
     }
 
+    /// The scheme's name (`iSHARE`): the scope of our token requests and the framework's id.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
     /// POST a client assertion for `audience` to a token endpoint.
     pub async fn token(&self, token_url: &str, audience: &str) -> Result<TokenResponse, PeerError> {
         let assertion = self

@@ -150,7 +150,7 @@ impl RegistryClient {
             return Ok(None);
         };
         let mut listed = record
-            .registries()
+            .registries_at(Timestamp::now().secs())
             .filter(|ar| ar.id.eq_ignore_ascii_case(registry.as_str()))
             .peekable();
         if listed.peek().is_none() {
@@ -178,18 +178,16 @@ impl RegistryClient {
             .party(owner)
             .await?
             .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
-        let (listed, ar_id) = record
-            .registries()
-            .find_map(|r| {
-                let id = PartyId::parse(&r.id).ok()?;
-                (!r.url.is_empty()).then_some((r, id))
-            })
+        let listed = record
+            .registry_for(self.our_id.as_str(), self.peer.scheme(), now.secs())
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
+        let ar_id = PartyId::parse(&listed.id)
+            .map_err(|_| NoRegistry::NotAnActiveRegistry(listed.id.clone()))?;
         let ar_record = trust
             .party(&ar_id)
             .await?
             .filter(|r| {
-                r.adherence.is_active_at(now.secs())
+                r.is_active_at(now.secs())
                     && r.has_role(Role::AuthorisationRegistry.as_str(), now.secs())
             })
             .ok_or_else(|| NoRegistry::NotAnActiveRegistry(ar_id.to_string()))?;

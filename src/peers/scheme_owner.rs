@@ -8,8 +8,9 @@ use super::{join, party_path, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::rate::TokenBucket;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
-use crate::scheme::models::{PartiesPayload, PartyInfo, PartyPayload, TrustedListPayload};
+use crate::scheme::models::{PartiesPayload, PartyPayload, TrustedListPayload};
 use crate::scheme::party::PartyId;
+use crate::scheme::party_record::{from_1_9, Party};
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
@@ -52,7 +53,7 @@ struct CachedChain {
 }
 
 #[derive(Clone)]
-struct CachedParty(Option<Arc<PartyInfo>>);
+struct CachedParty(Option<Arc<Party>>);
 
 struct PartyExpiry {
     known: Duration,
@@ -116,9 +117,7 @@ impl TrustStore {
             parties: moka::future::Cache::builder()
                 .max_capacity(PARTY_CACHE_BYTES)
                 .weigher(|id: &String, p: &CachedParty| {
-                    let record = p.0.as_ref().map_or(0, |r| {
-                        serde_json::to_vec(r.as_ref()).map_or(usize::MAX, |v| v.len())
-                    });
+                    let record = p.0.as_ref().map_or(0, |r| r.weight());
                     u32::try_from(id.len() + record + 64).unwrap_or(u32::MAX)
                 })
                 .eviction_listener(metrics.on_eviction("party"))
@@ -383,7 +382,8 @@ impl TrustStore {
     /// The record of `id`: `GET /parties/{id}`, or where that answers 404 the search
     /// `/parties?eori={id}`. A 404 for a party the search finds means the scheme owner has no such
     /// endpoint (some satellites): it is asked by the search alone from then on.
-    async fn fetch_party(&self, id: &PartyId) -> Result<Option<PartyInfo>, TrustError> {
+    async fn fetch_party(&self, id: &PartyId) -> Result<Option<Party>, TrustError> {
+        let version = self.config.scheme_version;
         let by_id = !self.no_party_endpoint.load(Ordering::Relaxed);
         if by_id {
             match self
@@ -396,7 +396,7 @@ impl TrustStore {
                 .await
             {
                 Ok(PartyPayload(p)) if p.party_id.eq_ignore_ascii_case(id.as_str()) => {
-                    return Ok(Some(p))
+                    return Ok(Some(from_1_9(&p, version)))
                 }
                 Ok(_) => {
                     return Err(TrustError::Untrustworthy(format!(
@@ -418,8 +418,9 @@ impl TrustStore {
             .await?;
         let record = found
             .data
-            .into_iter()
-            .find(|p| p.party_id.eq_ignore_ascii_case(id.as_str()));
+            .iter()
+            .find(|p| p.party_id.eq_ignore_ascii_case(id.as_str()))
+            .map(|p| from_1_9(p, version));
         if by_id && record.is_some() && !self.no_party_endpoint.swap(true, Ordering::Relaxed) {
             tracing::info!(
                 scheme_owner = %self.config.url,
@@ -532,7 +533,7 @@ impl Trust for TrustStore {
     }
 
     /// The party record of `id` (None when the scheme owner does not know it), cached.
-    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
         if let Some(cached) = self.parties.get(id.as_str()).await {
             self.metrics.cache_hit("party", true);
             return Ok(cached.0);

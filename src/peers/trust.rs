@@ -5,8 +5,8 @@
 
 use super::PeerError;
 use crate::scheme::jwt::{DecodedJwt, RsaKey};
-use crate::scheme::models::PartyInfo;
 use crate::scheme::party::PartyId;
+use crate::scheme::party_record::Party;
 use crate::scheme::reason_codes;
 use crate::scheme::trust::{check_signer, ChainError, PartyError, SignerError, ValidatedChain};
 use crate::scheme::Timestamp;
@@ -59,7 +59,7 @@ pub enum VerifyError {
 /// The trusted signer of a token: its validated chain and its party record.
 pub struct Signer {
     pub chain: Arc<TrustedChain>,
-    pub record: Arc<PartyInfo>,
+    pub record: Arc<Party>,
 }
 
 /// What the scheme owner makes known: the trusted list (as chain validations) and party records.
@@ -73,7 +73,7 @@ pub trait Trust: Send + Sync {
     ) -> Result<Result<Arc<TrustedChain>, ChainError>, TrustError>;
 
     /// The party record of `id`; None when the scheme owner does not know it.
-    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError>;
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError>;
 
     /// Verify that `jwt` was signed by `signer`: its chain reaches a root on the trusted list (the
     /// cheap root lookup comes before any signature), the token's signature verifies with the leaf

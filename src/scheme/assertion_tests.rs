@@ -1,7 +1,9 @@
 use super::*;
 use crate::scheme::jwt::RsaKey;
 use crate::scheme::models::{Adherence, PartyInfo, SchemeTime};
+use crate::scheme::party_record::from_1_9;
 use crate::scheme::trust::{check_signer, validate_chain, TrustedList};
+use crate::scheme::version::SchemeVersion;
 use crate::testbed::pki::{PartyCredentials, TestPki};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -77,7 +79,7 @@ fn validate_assertion(
     let assertion = check_assertion(token, client_id, rules, now)?;
     let chain = validate_chain(&assertion.jwt.x5c, trusted, now)?;
     let key = RsaKey::of_certificate(&chain.leaf_der)?;
-    let record = party_record(&assertion.client_id);
+    let record = party_record(&assertion.client_id).map(|r| from_1_9(&r, SchemeVersion::V1_9));
     check_signer(
         &assertion.jwt,
         &chain,

@@ -65,6 +65,7 @@ pub mod licence;
 pub mod models;
 pub mod openid;
 pub mod party;
+pub mod party_record;
 pub mod trust;
 pub mod version;
 pub mod vocabulary;

@@ -291,53 +291,6 @@ impl PartyInfo {
     pub fn registries(&self) -> impl Iterator<Item = &AuthRegistryRef> {
         self.auth_registries.iter().chain(self.authregistery.iter())
     }
-
-    /// Whether the party holds a certification for `role` (compared without case and spaces) at `now`.
-    pub fn has_role(&self, role: &str, now: i64) -> bool {
-        let in_certifications = self
-            .certifications
-            .iter()
-            .any(|c| same_role(&c.role, role) && c.is_valid_at(now));
-        let in_roles = self
-            .extra
-            .get("roles")
-            .and_then(Value::as_array)
-            .is_some_and(|roles| {
-                roles.iter().any(|r| {
-                    let date =
-                        |k: &str| r.get(k).and_then(Value::as_str).and_then(SchemeTime::parse);
-                    r.get("role")
-                        .and_then(Value::as_str)
-                        .is_some_and(|s| same_role(s, role))
-                        && date("start_date").is_none_or(|d| d.unix() <= now)
-                        && date("end_date").is_none_or(|d| now < d.unix())
-                })
-            });
-        in_certifications || in_roles
-    }
-}
-
-/// Whether two role names are the same, compared without case and spaces, and with
-/// "authorization" read as "authorisation".
-fn same_role(a: &str, b: &str) -> bool {
-    // Without spaces, non-ASCII or a `z`, normalising only lowers the case: compare in place.
-    let plain = |s: &str| {
-        s.bytes()
-            .all(|c| c.is_ascii_graphic() && c != b'z' && c != b'Z')
-    };
-    if plain(a) && plain(b) {
-        a.eq_ignore_ascii_case(b)
-    } else {
-        normalise_role(a) == normalise_role(b)
-    }
-}
-
-fn normalise_role(role: &str) -> String {
-    role.chars()
-        .filter(|c| !c.is_whitespace())
-        .flat_map(char::to_lowercase)
-        .collect::<String>()
-        .replace("authorization", "authorisation")
 }
 
 /// The payload of a `party_token`: nested as `party_info` (schema) or flat (example).
@@ -571,37 +524,7 @@ mod tests {
         let p: PartyInfo = serde_json::from_value(v.clone()).unwrap();
         assert!(p.adherence.is_active_at(1_700_000_000));
         assert!(!p.adherence.is_active_at(1_900_000_000));
-        assert!(p.has_role("Authorisation Registry", 1_700_000_000));
-        let mut v2 = p.clone();
-        v2.certifications.clear();
-        v2.extra.insert("roles".into(), json!([{"role": "AuthorisationRegistry", "start_date": "2020-01-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"}]));
-        assert!(v2.has_role("AuthorisationRegistry", 1_650_000_000));
-        assert!(
-            !v2.has_role("AuthorisationRegistry", 1_750_000_000),
-            "an ended role does not count"
-        );
         assert_eq!(serde_json::to_value(&p).unwrap(), v);
-    }
-
-    #[test]
-    fn roles_compare_without_case_spaces_or_spelling() {
-        for (a, b) in [
-            ("AuthorisationRegistry", "authorisationregistry"),
-            ("Authorisation Registry", "AuthorisationRegistry"),
-            ("AuthorizationRegistry", "AuthorisationRegistry"),
-            ("authorization\u{a0}registry", "Authorisation Registry"),
-            ("ServiceProvider", "SERVICEPROVIDER"),
-        ] {
-            assert!(same_role(a, b), "{a} = {b}");
-        }
-        for (a, b) in [
-            ("AuthorisationRegistry", "ServiceProvider"),
-            ("AuthorisationRegistr", "AuthorisationRegistry"),
-            ("AuthorizationRegistryX", "AuthorisationRegistry"),
-            ("Zone", "Sone"),
-        ] {
-            assert!(!same_role(a, b), "{a} ≠ {b}");
-        }
     }
 
     #[test]
@@ -712,7 +635,8 @@ mod tests {
         let p: PartyInfo = serde_json::from_value(satellite_record()).unwrap();
         assert!(p.adherence.is_active_at(1_800_000_000));
         assert_eq!(p.certifications[0].extra["loa"], "High");
-        assert!(p.has_role("AuthorisationRegistry", 1_800_000_000));
+        let read = crate::scheme::party_record::from_1_9(&p, Default::default());
+        assert!(read.has_role("AuthorisationRegistry", 1_800_000_000));
         assert_eq!(p.certificates[0].x5t_s256.as_deref(), Some("ab12"));
         assert_eq!(p.registries().next().unwrap().url, "https://ar.example");
         let mut odd = satellite_record();

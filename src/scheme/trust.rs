@@ -2,8 +2,9 @@
 //! and binding a certificate to the party it claims to be.
 
 use super::jwt::{DecodedJwt, JwtError, RsaKey};
-use super::models::{PartyInfo, TrustedListEntry};
+use super::models::TrustedListEntry;
 use super::party::PartyId;
+use super::party_record::Party;
 use super::Timestamp;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -390,7 +391,7 @@ pub fn check_signer(
     chain: &ValidatedChain,
     key: &RsaKey,
     signer: &PartyId,
-    record: Option<&PartyInfo>,
+    record: Option<&Party>,
     now: Timestamp,
 ) -> Result<(), SignerError> {
     jwt.verify_signature_with(key)
@@ -421,45 +422,40 @@ reason_codes! {
 }
 
 /// Check that the chain's leaf belongs to `claimed` according to its party record, and that the
-/// party is Active within its adherence dates at `now`. The leaf must be one of the record's
-/// registered certificates (by x5c or x5t#s256) when the record lists any; otherwise its subject
-/// serialNumber or organizationIdentifier must name the party.
+/// party adheres to the framework at `now`. The leaf must be one of the record's registered
+/// certificates valid now (by x5t#s256, or in 1.9/2.x records by x5c); a 1.9/2.x record that
+/// registers none binds a leaf whose subject serialNumber or organizationIdentifier names the
+/// party. A 3.0 record binds a certificate only through its claim.
 pub fn check_party(
     chain: &ValidatedChain,
     claimed: &PartyId,
-    record: Option<&PartyInfo>,
+    record: Option<&Party>,
     now: Timestamp,
 ) -> Result<(), PartyError> {
     let record = record
-        .filter(|r| r.party_id.eq_ignore_ascii_case(claimed.as_str()))
+        .filter(|r| r.names(claimed.as_str()))
         .ok_or_else(|| PartyError::UnknownParty(claimed.to_string()))?;
-    if !record.adherence.is_active_at(now.secs()) {
+    if !record.is_active_at(now.secs()) {
         return Err(PartyError::NotActive(claimed.to_string()));
     }
-    let registered: Vec<_> = record
-        .certificates
-        .iter()
-        .filter(|c| c.x5c.is_some() || c.x5t_s256.is_some())
-        .collect();
-    if !registered.is_empty() {
-        let matches = registered.iter().any(|c| {
-            c.x5t_s256
-                .as_deref()
-                .is_some_and(|t| normalise_fingerprint(t) == chain.leaf_fingerprint)
-                || c.x5c
-                    .as_deref()
-                    .is_some_and(|x| same_base64(x, &chain.leaf_base64))
-        });
-        return if matches {
-            Ok(())
-        } else {
-            Err(PartyError::CertificateNotRegistered(claimed.to_string()))
+    let legacy = !record.claims_based();
+    if record.certificates.is_empty() && legacy {
+        return match chain.names(claimed) {
+            true => Ok(()),
+            false => Err(PartyError::SubjectMismatch(claimed.to_string())),
         };
     }
-    if chain.names(claimed) {
-        Ok(())
-    } else {
-        Err(PartyError::SubjectMismatch(claimed.to_string()))
+    let matches = record.certificates_at(now.secs()).any(|c| {
+        c.x5t_s256
+            .as_deref()
+            .is_some_and(|t| normalise_fingerprint(t) == chain.leaf_fingerprint)
+            || c.x5c
+                .as_deref()
+                .is_some_and(|x| legacy && same_base64(x, &chain.leaf_base64))
+    });
+    match matches {
+        true => Ok(()),
+        false => Err(PartyError::CertificateNotRegistered(claimed.to_string())),
     }
 }
 

@@ -1,8 +1,9 @@
 use super::*;
-use crate::scheme::models::{Adherence, PartyCertificate, SchemeTime};
+use crate::scheme::models::SchemeTime;
+use crate::scheme::party_record::{RegisteredCertificate, Span};
+use crate::scheme::version::SchemeVersion;
 use crate::testbed::pki::{LeafSpec, TestPki};
 use rcgen::KeyUsagePurpose;
-use serde_json::Map;
 use std::sync::OnceLock;
 use time::{Duration, OffsetDateTime};
 
@@ -194,33 +195,30 @@ fn oversized_keys_and_long_chains_are_refused_before_any_signature() {
     assert_eq!(code(&broken), "untrusted_root");
 }
 
-fn record(certificates: Vec<PartyCertificate>) -> PartyInfo {
-    PartyInfo {
-        party_id: PARTY.into(),
-        party_name: "ABC Trucking".into(),
-        adherence: Adherence {
-            status: "Active".into(),
-            start_date: SchemeTime::parse("2020-01-01T00:00:00Z"),
-            end_date: SchemeTime::parse("2099-01-01T00:00:00Z"),
-            extra: Map::new(),
-        },
-        certifications: vec![],
-        capability_url: None,
+/// A 1.9 record of the party, active from 2020 to 2099.
+fn record(certificates: Vec<RegisteredCertificate>) -> Party {
+    let date = |t: &str| SchemeTime::parse(t).map(|t| t.unix());
+    Party {
+        id: PARTY.into(),
+        also_known_as: vec![],
+        name: "ABC Trucking".into(),
+        version: SchemeVersion::V1_9,
+        adherence: vec![Span {
+            from: date("2020-01-01T00:00:00Z"),
+            until: date("2099-01-01T00:00:00Z"),
+        }],
+        roles: vec![],
         certificates,
-        auth_registries: vec![],
-        authregistery: vec![],
-        extra: Map::new(),
+        registries: vec![],
+        capability_url: None,
     }
 }
 
-fn registered(x5c: Option<String>, x5t: Option<String>) -> PartyCertificate {
-    PartyCertificate {
-        subject_name: None,
-        certificate_type: None,
-        enabled_from: None,
+fn registered(x5c: Option<String>, x5t: Option<String>) -> RegisteredCertificate {
+    RegisteredCertificate {
         x5c,
         x5t_s256: x5t,
-        extra: Map::new(),
+        valid: Span::default(),
     }
 }
 
@@ -240,7 +238,7 @@ fn party_binding_by_subject_serial_number() {
     );
     let other = PartyId::parse("EU.EORI.NL000000002").unwrap();
     let mut rec = record(vec![]);
-    rec.party_id = other.to_string();
+    rec.id = other.to_string();
     assert_eq!(
         check_party(&validated(), &other, Some(&rec), now())
             .unwrap_err()
@@ -258,7 +256,7 @@ fn party_binding_by_organization_identifier_for_did_parties() {
     });
     let v = validate_chain(&chain, &trusted(), now()).unwrap();
     let mut rec = record(vec![]);
-    rec.party_id = did.to_string();
+    rec.id = did.to_string();
     assert_eq!(check_party(&v, &did, Some(&rec), now()), Ok(()));
 }
 
@@ -310,7 +308,7 @@ fn the_party_must_be_known_and_active() {
         "unknown_party"
     );
     let mut inactive = record(vec![]);
-    inactive.adherence.status = "NotActive".into();
+    inactive.adherence.clear();
     assert_eq!(
         check_party(&v, &party(), Some(&inactive), now())
             .unwrap_err()
@@ -318,7 +316,7 @@ fn the_party_must_be_known_and_active() {
         "party_not_active"
     );
     let mut ended = record(vec![]);
-    ended.adherence.end_date = SchemeTime::parse("2021-01-01T00:00:00Z");
+    ended.adherence[0].until = SchemeTime::parse("2021-01-01T00:00:00Z").map(|t| t.unix());
     assert_eq!(
         check_party(&v, &party(), Some(&ended), now())
             .unwrap_err()

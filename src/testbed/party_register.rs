@@ -9,7 +9,9 @@ use crate::scheme::models::{
     SchemeTime, TrustedListEntry,
 };
 use crate::scheme::party::PartyId;
+use crate::scheme::party_record::{from_1_9, Party};
 use crate::scheme::trust::{fingerprint, validate_chain, ChainError, TrustedList};
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
@@ -86,8 +88,9 @@ impl Trust for Register {
             .map(Arc::new))
     }
 
-    async fn party(&self, id: &PartyId) -> Result<Option<Arc<PartyInfo>>, TrustError> {
-        Ok(Register::party(self, id.as_str()).cloned().map(Arc::new))
+    async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
+        let record = Register::party(self, id.as_str());
+        Ok(record.map(|r| Arc::new(from_1_9(r, SchemeVersion::V1_9))))
     }
 }
 

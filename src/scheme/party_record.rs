@@ -1,0 +1,378 @@
+//! A party as the gateway decides on it, whichever version's record it was read from: its
+//! identifiers, when it adheres to the framework, its roles, the certificates registered for it,
+//! the authorisation registries it designated and its capabilities address. Read from a 1.9/2.x
+//! `party_info` (`PartyInfo`) or a 3.0 claims-based `partyInfo` (RFC064), where every fact is a
+//! claim of its own with a status and a validity, and only `active` claims within their dates
+//! count.
+
+use super::models::{PartyInfo, SchemeTime};
+use super::version::SchemeVersion;
+use serde_json::{Map, Value};
+
+/// A period: from (inclusive) until (exclusive), each open when absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub from: Option<i64>,
+    pub until: Option<i64>,
+}
+
+impl Span {
+    pub fn contains(&self, now: i64) -> bool {
+        self.from.is_none_or(|f| f <= now) && self.until.is_none_or(|u| now < u)
+    }
+}
+
+/// A certificate registered for the party.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisteredCertificate {
+    /// SHA-256 of the DER, hex (any case).
+    pub x5t_s256: Option<String>,
+    /// Base64 DER (1.9/2.x records; 3.0's `x5c` is kept for encryption to the party).
+    pub x5c: Option<String>,
+    pub valid: Span,
+}
+
+/// An authorisation registry the party designated, and for what (3.0: the most specific
+/// designation that fits is the one to ask).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Designation {
+    pub id: String,
+    pub name: String,
+    pub url: String,
+    /// For this service provider only (3.0 `serviceProviderPartyId`).
+    pub service_provider: Option<String>,
+    pub dataspace: Option<String>,
+    pub framework: Option<String>,
+    pub valid: Span,
+}
+
+impl Designation {
+    /// How specific the designation is: for one service provider, a data space, a framework, or
+    /// the party's default.
+    pub fn specificity(&self) -> u8 {
+        match (&self.service_provider, &self.dataspace, &self.framework) {
+            (Some(_), _, _) => 3,
+            (None, Some(_), _) => 2,
+            (None, None, Some(_)) => 1,
+            (None, None, None) => 0,
+        }
+    }
+}
+
+/// A party record, as decided on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Party {
+    /// The identifier the record is kept under (3.0: `id`, its did:ishare).
+    pub id: String,
+    /// Its other identifiers (3.0 `alsoKnownAs`).
+    pub also_known_as: Vec<String>,
+    pub name: String,
+    /// The version of the record it was read from.
+    pub version: SchemeVersion,
+    /// When the party adheres to the framework (1.9 `adherence`; 3.0 `frameworkCompliance`).
+    pub adherence: Vec<Span>,
+    /// Its roles in the framework, each with its validity.
+    pub roles: Vec<(String, Span)>,
+    pub certificates: Vec<RegisteredCertificate>,
+    pub registries: Vec<Designation>,
+    pub capability_url: Option<String>,
+}
+
+impl Party {
+    /// Whether `id` is this party: its identifier or one it is also known as, exactly; a 1.9/2.x
+    /// EORI without regard to case, as those records were always matched.
+    pub fn names(&self, id: &str) -> bool {
+        let same = |known: &str| match self.version.evidence_sub_is_issuer() {
+            true => known == id,
+            false => known.eq_ignore_ascii_case(id),
+        };
+        same(&self.id) || self.also_known_as.iter().any(|a| same(a))
+    }
+
+    /// Whether the party adheres to the framework at `now`.
+    pub fn is_active_at(&self, now: i64) -> bool {
+        self.adherence.iter().any(|s| s.contains(now))
+    }
+
+    /// Whether the party holds `role` at `now` (role names compared without case and spaces,
+    /// "authorization" read as "authorisation").
+    pub fn has_role(&self, role: &str, now: i64) -> bool {
+        self.roles
+            .iter()
+            .any(|(r, span)| same_role(r, role) && span.contains(now))
+    }
+
+    /// Whether the record is 3.0's, made of claims: a certificate is then bound to the party
+    /// by its claim's `x5t#s256` alone (1.9/2.x records also by `x5c`, and where they register
+    /// none, by the subject naming the party).
+    pub fn claims_based(&self) -> bool {
+        self.version.conditions()
+    }
+
+    /// The certificates registered for the party and valid at `now`.
+    pub fn certificates_at(&self, now: i64) -> impl Iterator<Item = &RegisteredCertificate> {
+        self.certificates
+            .iter()
+            .filter(move |c| c.valid.contains(now))
+    }
+
+    /// The registries the party designated that hold at `now`.
+    pub fn registries_at(&self, now: i64) -> impl Iterator<Item = &Designation> {
+        self.registries
+            .iter()
+            .filter(move |r| r.valid.contains(now))
+    }
+
+    /// The registry to ask about this party's delegations for `service_provider` in
+    /// `framework` at `now`. From a 3.0 record, the most specific designation that fits (for
+    /// this service provider, then for the framework, then the party's default; one for a data
+    /// space does not fit a service provider that names none), the first of equals; from a
+    /// 1.9/2.x record, the first listed with an address.
+    pub fn registry_for(
+        &self,
+        service_provider: &str,
+        framework: &str,
+        now: i64,
+    ) -> Option<&Designation> {
+        if !self.claims_based() {
+            return self.registries.iter().find(|d| !d.url.is_empty());
+        }
+        let fits = |d: &&Designation| {
+            !d.url.is_empty()
+                && d.service_provider
+                    .as_deref()
+                    .is_none_or(|sp| sp == service_provider)
+                && d.dataspace.is_none()
+                && d.framework.as_deref().is_none_or(|f| f == framework)
+        };
+        let mut best: Option<&Designation> = None;
+        for d in self.registries_at(now).filter(fits) {
+            if best.is_none_or(|b| d.specificity() > b.specificity()) {
+                best = Some(d);
+            }
+        }
+        best
+    }
+
+    /// What the record holds in memory, roughly (for the cache's bound).
+    pub fn weight(&self) -> usize {
+        let texts = self.id.len()
+            + self.name.len()
+            + self.also_known_as.iter().map(String::len).sum::<usize>()
+            + self.roles.iter().map(|(r, _)| r.len() + 32).sum::<usize>();
+        let certificates: usize = self
+            .certificates
+            .iter()
+            .map(|c| c.x5c.as_ref().map_or(0, String::len) + 96)
+            .sum();
+        let registries: usize = self
+            .registries
+            .iter()
+            .map(|r| r.id.len() + r.name.len() + r.url.len() + 96)
+            .sum();
+        texts + certificates + registries + 256
+    }
+}
+
+/// Whether two role names are the same, compared without case and spaces, and with
+/// "authorization" read as "authorisation".
+pub fn same_role(a: &str, b: &str) -> bool {
+    // Without spaces, non-ASCII or a `z`, normalising only lowers the case: compare in place.
+    let plain = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_graphic() && c != b'z' && c != b'Z')
+    };
+    if plain(a) && plain(b) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        normalise_role(a) == normalise_role(b)
+    }
+}
+
+fn normalise_role(role: &str) -> String {
+    role.chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .replace("authorization", "authorisation")
+}
+
+/// A 1.9/2.x record (`version` 1.9 to 2.2), as real satellites write them too.
+pub fn from_1_9(record: &PartyInfo, version: SchemeVersion) -> Party {
+    let span = |from: &Option<SchemeTime>, until: &Option<SchemeTime>| Span {
+        from: from.as_ref().map(SchemeTime::unix),
+        until: until.as_ref().map(SchemeTime::unix),
+    };
+    let a = &record.adherence;
+    let adherence = match a.status.eq_ignore_ascii_case("active") {
+        true => vec![span(&a.start_date, &a.end_date)],
+        false => Vec::new(),
+    };
+    let mut roles: Vec<(String, Span)> = record
+        .certifications
+        .iter()
+        .map(|c| (c.role.clone(), span(&c.start_date, &c.end_date)))
+        .collect();
+    // 2.0's `roles[]`, whose dates must be dates when given.
+    if let Some(Value::Array(listed)) = record.extra.get("roles") {
+        for r in listed {
+            let date = |k: &str| r.get(k).and_then(Value::as_str).and_then(SchemeTime::parse);
+            if let Some(role) = r.get("role").and_then(Value::as_str) {
+                let valid = Span {
+                    from: date("start_date").map(|d| d.unix()),
+                    until: date("end_date").map(|d| d.unix()),
+                };
+                roles.push((role.to_string(), valid));
+            }
+        }
+    }
+    Party {
+        id: record.party_id.clone(),
+        also_known_as: Vec::new(),
+        name: record.party_name.clone(),
+        version,
+        adherence,
+        roles,
+        certificates: record
+            .certificates
+            .iter()
+            .filter(|c| c.x5c.is_some() || c.x5t_s256.is_some())
+            .map(|c| RegisteredCertificate {
+                x5t_s256: c.x5t_s256.clone(),
+                x5c: c.x5c.clone(),
+                valid: Span::default(),
+            })
+            .collect(),
+        registries: record
+            .registries()
+            .map(|r| Designation {
+                id: r.id.clone(),
+                name: r.name.clone(),
+                url: r.url.clone(),
+                service_provider: r.service_provider.clone(),
+                dataspace: r.dataspace_id.clone(),
+                framework: None,
+                valid: Span::default(),
+            })
+            .collect(),
+        capability_url: record.capability_url.clone().filter(|u| !u.is_empty()),
+    }
+}
+
+/// Why a 3.0 record cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the 3.0 party record {0}")]
+pub struct RecordError(String);
+
+/// A 3.0 `partyInfo`: `id`, `name`, `alsoKnownAs` and `claims`. Of the claims, only those with
+/// status `active` within their dates count, and of the framework's ones only those of
+/// `framework` (the scheme's name): `frameworkCompliance` (adherence, and the capabilities
+/// address), `frameworkRole`, `x509Certificate` (by its `x5t#s256`) and `authRegistry`. Other
+/// claim types say nothing the gateway decides on. A claim of a known type that is malformed
+/// (no dates where the scheme requires them, dates that are no dates) makes the record unreadable:
+/// it is not read as absent.
+pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
+    let bad = |what: String| RecordError(what);
+    let o = info
+        .as_object()
+        .ok_or_else(|| bad("is not an object".into()))?;
+    let text = |o: &Map<String, Value>, k: &str| -> Option<String> {
+        o.get(k).and_then(Value::as_str).map(str::to_string)
+    };
+    let id = text(o, "id").ok_or_else(|| bad("has no id".into()))?;
+    let also_known_as = match o.get("alsoKnownAs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|_| {
+            bad(format!(
+                "of {id} has an alsoKnownAs that is not a list of ids"
+            ))
+        })?,
+    };
+    let claims = o
+        .get("claims")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad(format!("of {id} has no claims")))?;
+    let mut party = Party {
+        name: text(o, "name").unwrap_or_default(),
+        id,
+        also_known_as,
+        version: SchemeVersion::V3_0,
+        adherence: Vec::new(),
+        roles: Vec::new(),
+        certificates: Vec::new(),
+        registries: Vec::new(),
+        capability_url: None,
+    };
+    for (i, claim) in claims.iter().enumerate() {
+        let at = |what: &str| bad(format!("of {}: claims[{i}] {what}", party.id));
+        let c = claim.as_object().ok_or_else(|| at("is not an object"))?;
+        let kind = text(c, "type").ok_or_else(|| at("has no type"))?;
+        if !matches!(
+            kind.as_str(),
+            "frameworkCompliance" | "frameworkRole" | "x509Certificate" | "authRegistry"
+        ) {
+            continue;
+        }
+        let date = |k: &str| -> Result<Option<i64>, RecordError> {
+            match c.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => SchemeTime::parse(s)
+                    .map(|t| Some(t.unix()))
+                    .ok_or_else(|| at(&format!("has a {k} that is no date: {s:?}"))),
+                Some(_) => Err(at(&format!("has a {k} that is no date"))),
+            }
+        };
+        let valid = Span {
+            from: date("startDate")?,
+            until: date("endDate")?,
+        };
+        if text(c, "status").as_deref() != Some("active") {
+            continue;
+        }
+        let of_framework = || text(c, "frameworkId").as_deref() == Some(framework);
+        match kind.as_str() {
+            "frameworkCompliance" if of_framework() => {
+                if valid.from.is_none() || valid.until.is_none() {
+                    return Err(at("(frameworkCompliance) has no startDate and endDate"));
+                }
+                party.adherence.push(valid);
+                if party.capability_url.is_none() {
+                    party.capability_url = text(c, "capabilityUrl");
+                }
+            }
+            "frameworkRole" if of_framework() => {
+                let role = text(c, "roleId").ok_or_else(|| at("(frameworkRole) has no roleId"))?;
+                party.roles.push((role, valid));
+            }
+            "x509Certificate" => {
+                let thumbprint = text(c, "x5t#s256")
+                    .or_else(|| text(c, "x5t#S256"))
+                    .ok_or_else(|| at("(x509Certificate) has no x5t#s256"))?;
+                party.certificates.push(RegisteredCertificate {
+                    x5t_s256: Some(thumbprint),
+                    x5c: text(c, "x5c"),
+                    valid,
+                });
+            }
+            "authRegistry" => {
+                let registry = text(c, "authRegistryId")
+                    .ok_or_else(|| at("(authRegistry) has no authRegistryId"))?;
+                party.registries.push(Designation {
+                    id: registry,
+                    name: text(c, "name").unwrap_or_default(),
+                    url: text(c, "authUrl").ok_or_else(|| at("(authRegistry) has no authUrl"))?,
+                    service_provider: text(c, "serviceProviderPartyId"),
+                    dataspace: text(c, "dataspaceId"),
+                    framework: text(c, "frameworkId"),
+                    valid,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(party)
+}
+
+#[cfg(test)]
+#[path = "party_record_tests.rs"]
+mod tests;

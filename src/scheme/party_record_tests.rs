@@ -1,0 +1,232 @@
+use super::*;
+use serde_json::json;
+
+const NOW: i64 = 1_800_000_000;
+const ID: &str = "did:ishare:EU.NL.NTRNL-10000003";
+
+fn claim(kind: &str, status: &str, extra: Value) -> Value {
+    let mut c = json!({
+        "id": "5ffb4bb9-2020-4045-a922-3bd84e78f709",
+        "registrarId": "did:ishare:EU.NL.NTRNL-10000000",
+        "type": kind,
+        "status": status,
+        "startDate": "2025-01-01T00:00:00Z",
+        "endDate": "2030-01-01T00:00:00Z"
+    });
+    c.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    c
+}
+
+fn record(claims: Vec<Value>) -> Value {
+    json!({"id": ID, "name": "Happy Pets", "alsoKnownAs": ["EU.EORI.NL000000003"], "claims": claims})
+}
+
+fn compliant() -> Value {
+    claim(
+        "frameworkCompliance",
+        "active",
+        json!({"frameworkId": "iSHARE", "capabilityUrl": "https://sp.example/capabilities"}),
+    )
+}
+
+#[test]
+fn a_3_0_record_counts_only_active_claims_of_the_framework_within_their_dates() {
+    let party = read_3_0(
+        &record(vec![
+            compliant(),
+            claim("frameworkRole", "active", json!({"frameworkId": "iSHARE", "roleId": "ServiceProvider"})),
+            claim("frameworkRole", "revoked", json!({"frameworkId": "iSHARE", "roleId": "AuthorisationRegistry"})),
+            claim("frameworkRole", "active", json!({"frameworkId": "Other", "roleId": "EntitledParty"})),
+            claim("x509Certificate", "active", json!({"x5t#s256": "AB01", "x5c": "MII", "subjectName": "CN=x", "certificateType": "eSEAL"})),
+            claim("x509Certificate", "revoked", json!({"x5t#s256": "CD02", "x5c": "MII", "subjectName": "CN=y", "certificateType": "eSEAL"})),
+            claim("dataspaceMembership", "active", json!({"dataspaceId": "DS"})),
+        ]),
+        "iSHARE",
+    )
+    .unwrap();
+    assert!(party.is_active_at(NOW));
+    assert!(!party.is_active_at(1_900_000_000), "the claim ends in 2030");
+    assert!(party.has_role("ServiceProvider", NOW));
+    assert!(!party.has_role("AuthorisationRegistry", NOW));
+    assert!(!party.has_role("EntitledParty", NOW));
+    let thumbprints: Vec<_> = party
+        .certificates_at(NOW)
+        .map(|c| c.x5t_s256.clone())
+        .collect();
+    assert_eq!(thumbprints, [Some("AB01".to_string())]);
+    assert_eq!(
+        party.capability_url.as_deref(),
+        Some("https://sp.example/capabilities")
+    );
+    assert!(party.claims_based());
+}
+
+#[test]
+fn a_3_0_party_is_named_by_its_id_or_aliases_exactly() {
+    let party = read_3_0(&record(vec![compliant()]), "iSHARE").unwrap();
+    assert!(party.names(ID));
+    assert!(party.names("EU.EORI.NL000000003"));
+    for other in [
+        "did:ishare:eu.nl.ntrnl-10000003",
+        "DID:ISHARE:EU.NL.NTRNL-10000003",
+        "eu.eori.nl000000003",
+        "did:ishare:EU.NL.NTRNL-1000000*",
+        "",
+    ] {
+        assert!(!party.names(other), "{other}");
+    }
+}
+
+#[test]
+fn without_an_active_compliance_claim_a_party_does_not_adhere() {
+    for claims in [
+        vec![],
+        vec![claim(
+            "frameworkCompliance",
+            "suspended",
+            json!({"frameworkId": "iSHARE"}),
+        )],
+        vec![claim(
+            "frameworkCompliance",
+            "active",
+            json!({"frameworkId": "Elsewhere"}),
+        )],
+        vec![claim("frameworkCompliance", "active", json!({}))],
+    ] {
+        let party = read_3_0(&record(claims.clone()), "iSHARE").unwrap();
+        assert!(!party.is_active_at(NOW), "{claims:?}");
+    }
+}
+
+#[test]
+fn malformed_claims_make_the_record_unreadable_not_absent() {
+    let mut no_dates = compliant();
+    no_dates.as_object_mut().unwrap().remove("endDate");
+    let mut bad_date = compliant();
+    bad_date["startDate"] = json!("yesterday");
+    let no_thumbprint = claim("x509Certificate", "active", json!({"x5c": "MII"}));
+    let no_url = claim(
+        "authRegistry",
+        "active",
+        json!({"authRegistryId": "did:ishare:EU.NL.NTRNL-10000004"}),
+    );
+    for broken in [
+        no_dates,
+        bad_date,
+        no_thumbprint,
+        no_url,
+        json!("a claim"),
+        json!({"status": "active"}),
+    ] {
+        assert!(
+            read_3_0(&record(vec![broken.clone()]), "iSHARE").is_err(),
+            "{broken}"
+        );
+    }
+    for broken in [
+        json!([]),
+        json!({"name": "x", "claims": []}),
+        json!({"id": ID}),
+    ] {
+        assert!(read_3_0(&broken, "iSHARE").is_err(), "{broken}");
+    }
+}
+
+#[test]
+fn the_most_specific_registry_designation_that_fits_is_asked() {
+    let registry = |id: &str, extra: Value| {
+        let mut fields =
+            json!({"authRegistryId": id, "authUrl": format!("https://{id}.example"), "name": id});
+        fields
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        claim("authRegistry", "active", fields)
+    };
+    let sp = "did:ishare:EU.NL.NTRNL-10000003";
+    let party = read_3_0(
+        &record(vec![
+            compliant(),
+            registry("default", json!({})),
+            registry("framework", json!({"frameworkId": "iSHARE"})),
+            registry("dataspace", json!({"dataspaceId": "DS"})),
+            registry(
+                "other-sp",
+                json!({"serviceProviderPartyId": "did:ishare:EU.NL.NTRNL-10000002"}),
+            ),
+            registry("ours", json!({"serviceProviderPartyId": sp})),
+        ]),
+        "iSHARE",
+    )
+    .unwrap();
+    assert_eq!(party.registry_for(sp, "iSHARE", NOW).unwrap().id, "ours");
+    let another = "did:ishare:EU.NL.NTRNL-10000009";
+    assert_eq!(
+        party.registry_for(another, "iSHARE", NOW).unwrap().id,
+        "framework"
+    );
+    assert_eq!(
+        party.registry_for(another, "Other", NOW).unwrap().id,
+        "default"
+    );
+}
+
+#[test]
+fn a_1_9_record_reads_as_it_always_did() {
+    let info: PartyInfo = serde_json::from_value(json!({
+        "party_id": "EU.EORI.NL000000004",
+        "party_name": "Registry",
+        "adherence": {"status": "Active", "start_date": "2020-01-01T00:00:00Z", "end_date": "2030-01-01T00:00:00Z"},
+        "certifications": [{"role": "AuthorisationRegistry", "start_date": "2020-01-01T00:00:00Z", "end_date": "2030-01-01T00:00:00Z"}],
+        "roles": [{"role": "EntitledParty", "start_date": "2020-01-01T00:00:00Z"}],
+        "certificates": [{"x5t#s256": "AB01"}],
+        "capability_url": ""
+    }))
+    .unwrap();
+    let party = from_1_9(&info, SchemeVersion::V1_9);
+    assert!(party.is_active_at(NOW));
+    assert!(party.has_role("Authorisation Registry", NOW));
+    assert!(party.has_role("entitledparty", NOW));
+    assert!(
+        !party.has_role("Service Consumer", NOW),
+        "a role it does not hold"
+    );
+    let mut ended = info.clone();
+    ended.extra.insert(
+        "roles".into(),
+        json!([{"role": "EntitledParty", "start_date": "2020-01-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"}]),
+    );
+    assert!(
+        !from_1_9(&ended, SchemeVersion::V1_9).has_role("EntitledParty", NOW),
+        "an ended role does not count"
+    );
+    assert!(party.names("eu.eori.nl000000004"));
+    assert!(!party.claims_based());
+    assert_eq!(party.capability_url, None);
+    let mut inactive = info;
+    inactive.adherence.status = "NotActive".into();
+    assert!(!from_1_9(&inactive, SchemeVersion::V1_9).is_active_at(NOW));
+}
+
+#[test]
+fn roles_compare_without_case_spaces_or_spelling() {
+    for (a, b) in [
+        ("AuthorisationRegistry", "authorisationregistry"),
+        ("Authorisation Registry", "AuthorisationRegistry"),
+        ("AuthorizationRegistry", "AuthorisationRegistry"),
+        ("authorization\u{a0}registry", "Authorisation Registry"),
+        ("ServiceProvider", "SERVICEPROVIDER"),
+    ] {
+        assert!(same_role(a, b), "{a} = {b}");
+    }
+    for (a, b) in [
+        ("AuthorisationRegistry", "ServiceProvider"),
+        ("AuthorisationRegistr", "AuthorisationRegistry"),
+        ("AuthorizationRegistryX", "AuthorisationRegistry"),
+        ("Zone", "Sone"),
+    ] {
+        assert!(!same_role(a, b), "{a} ≠ {b}");
+    }
+}
