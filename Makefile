@@ -56,7 +56,7 @@ test: test-setup
 
 check: setup
 	cargo run -q -- testbed --config conf/testbed.toml --prepare
-	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml
+	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml --config conf/testbed-3.0.toml
 	cargo run -q -- test --config conf/gateway.toml
 
 # The conformance checker against the shipped gateway and every testbed participant.

@@ -17,6 +17,7 @@ use ishare_gateway::request::template::RequestValues;
 use ishare_gateway::request::Ambiguities;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::party::PartyId;
+use ishare_gateway::scheme::version::SchemeVersion;
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::config::TestbedConfig;
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
@@ -168,7 +169,7 @@ impl Bench {
             ..AccessRequest::default()
         };
         self.rt
-            .block_on(peer.ask_evidence(ar, AR, &request))
+            .block_on(peer.ask_evidence(ar, AR, &request, SchemeVersion::V1_9))
             .unwrap()
             .expect("the testbed's registry holds the policy")
     }

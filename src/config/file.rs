@@ -89,6 +89,9 @@ pub enum EvidenceSourceFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct GatewayFile {
     pub scheme: Option<String>,
+    /// The version of the scheme the gateway's own endpoints speak (/capabilities, the sign-in of
+    /// people): "1.9" … "3.0"; the scheme owner's if not given.
+    pub scheme_version: Option<String>,
     /// The address clients reach the gateway at, for the URLs in /capabilities.
     pub public_url: Option<String>,
     pub identity: Option<IdentityFile>,

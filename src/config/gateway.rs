@@ -55,10 +55,10 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let tokens = tokens(file.tokens, issues);
     let outbound = outbound(&base, file.outbound, issues);
     let upstreams = upstreams(&base, file.upstreams, issues);
-    let scheme_version = scheme_owner
+    let peers_version = scheme_owner
         .as_ref()
         .map_or(default::SCHEME_VERSION, |so| so.scheme_version);
-    let registries = registries(file.registries, scheme_version, issues);
+    let registries = registries(file.registries, peers_version, issues);
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
     let admin = file
@@ -102,9 +102,12 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         login: login.is_some(),
     };
     let routes = load_rules(&rules_dir, &known, issues.all);
+    let own_version =
+        scheme_version("scheme_version", file.scheme_version, issues).unwrap_or(peers_version);
     Some(Config {
         source: path.to_path_buf(),
         scheme,
+        scheme_version: own_version,
         public_url,
         identity: identity?,
         listeners,

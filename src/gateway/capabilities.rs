@@ -8,6 +8,7 @@ use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config};
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
 use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{member, Role};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
@@ -27,6 +28,9 @@ const CACHE_BYTES: u64 = 8 << 20;
 pub struct Capabilities {
     public: CapabilitiesInfo,
     restricted: CapabilitiesInfo,
+    /// The version the answer is written in: 3.0's `capabilitiesToken` and `capabilitiesInfo`, or
+    /// `capabilities_token` with the 1.9 payload.
+    version: SchemeVersion,
     signing: SigningIdentity,
     cache: moka::sync::Cache<Option<String>, Arc<str>>,
 }
@@ -85,6 +89,7 @@ impl Capabilities {
         Capabilities {
             public: info(None),
             restricted: info(Some(advertised)),
+            version: config.scheme_version,
             signing: config.identity.signing.clone(),
             cache: moka::sync::Cache::builder()
                 .max_capacity(CACHE_BYTES)
@@ -109,14 +114,12 @@ impl Capabilities {
                 &self.public
             };
             let sub = self.signing.party_id().to_string();
+            let claims = match self.version.camel_case() {
+                true => info.token_claims_3_0(),
+                false => info.token_claims(),
+            };
             self.signing
-                .sign_token(
-                    &sub,
-                    audience,
-                    &info.token_claims(),
-                    Timestamp::now(),
-                    TOKEN_LIFETIME,
-                )
+                .sign_token(&sub, audience, &claims, Timestamp::now(), TOKEN_LIFETIME)
                 .map(Arc::from)
         });
         metrics.cache_hit("capabilities", !signed);
@@ -152,5 +155,9 @@ pub fn answer(
         ),
     };
     let token = capabilities.token(caller.as_deref(), metrics)?;
-    Ok((Answer::ok(json!({ member::CAPABILITIES: &*token })), caller))
+    let name = match capabilities.version.camel_case() {
+        true => member::CAPABILITIES_3,
+        false => member::CAPABILITIES,
+    };
+    Ok((Answer::ok(json!({ name: &*token })), caller))
 }

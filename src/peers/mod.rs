@@ -179,14 +179,15 @@ impl PeerClient {
         member_of(url, &answer, member).map(Some)
     }
 
-    /// Evidence on `request` from the registry at `base` (party `registry_id`), as a consumer
-    /// asks for it: a fresh token, then the request as a mask. `Ok(None)` when the registry holds
-    /// no policy (a Deny).
+    /// Evidence on `request` from the registry at `base` (party `registry_id`, speaking
+    /// `version`), as a consumer asks for it: a fresh token, then the request as a mask.
+    /// `Ok(None)` when the registry holds no policy (a Deny).
     pub async fn ask_evidence(
         &self,
         base: &str,
         registry_id: &str,
         request: &AccessRequest,
+        version: SchemeVersion,
     ) -> Result<Option<String>, PeerError> {
         let token = self
             .token(
@@ -198,20 +199,32 @@ impl PeerClient {
         self.delegation(
             &join(base, crate::scheme::vocabulary::DELEGATION_PATH),
             &token,
-            &DelegationBody::new(request.to_mask(SchemeVersion::V1_9), SchemeVersion::V1_9),
+            &DelegationBody::new(request.to_mask(version), version),
         )
         .await
     }
 }
 
+/// The JWT in `member` of an answer. An answer that holds the same member under another
+/// version's name (`partyToken` for `party_token`) is a peer speaking another version than it is
+/// configured for: an error that says so, not a guess.
 fn member_of(url: &str, body: &serde_json::Value, member: &str) -> Result<String, PeerError> {
-    body.get(member)
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| PeerError::Garbled {
-            url: url.to_string(),
-            detail: format!("the answer has no {member}"),
-        })
+    let garbled = |detail: String| PeerError::Garbled {
+        url: url.to_string(),
+        detail,
+    };
+    match body.get(member) {
+        Some(serde_json::Value::String(jwt)) => Ok(jwt.clone()),
+        Some(_) => Err(garbled(format!("the answer's {member} is not text"))),
+        None => match crate::scheme::vocabulary::member::counterpart(member)
+            .filter(|other| body.get(*other).is_some())
+        {
+            Some(other) => Err(garbled(format!(
+                "the answer holds {other} where {member} was asked: the peer speaks another version of the scheme than it is configured for"
+            ))),
+            None => Err(garbled(format!("the answer has no {member}"))),
+        },
+    }
 }
 
 /// The JSON of a successful answer; an error status or unreadable JSON is an error.

@@ -8,9 +8,11 @@ use super::{join, party_path, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
 use crate::rate::TokenBucket;
 use crate::scheme::jwt::{self, AlgorithmPolicy};
-use crate::scheme::models::{PartiesPayload, PartyPayload, TrustedListPayload};
+use crate::scheme::models::{
+    PartiesPayload, PartyPayload, TrustedListEntry, TrustedListPayload, TrustedListPayload3,
+};
 use crate::scheme::party::PartyId;
-use crate::scheme::party_record::{from_1_9, Party};
+use crate::scheme::party_record::{from_1_9, read_3_0, Party};
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
@@ -334,22 +336,15 @@ impl TrustStore {
             }
         }
         *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        let fetched = self
-            .fetch(
-                "trusted_list",
-                "/trusted_list",
-                &[],
-                crate::scheme::vocabulary::member::TRUSTED_LIST,
-            )
-            .await;
+        let fetched = self.fetch_trusted_list().await;
         *self
             .refresh_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = fetched.as_ref().err().cloned();
-        let payload: TrustedListPayload = fetched?;
+        let entries = fetched?;
         let generation = self.trusted.load().as_ref().map_or(1, |s| s.generation + 1);
         let state = Arc::new(TrustedListState {
-            list: TrustedList::new(payload.trusted_list),
+            list: TrustedList::new(entries),
             fetched: Instant::now(),
             generation,
         });
@@ -364,6 +359,27 @@ impl TrustStore {
             tracing::error!("{problem}");
         }
         Ok(state)
+    }
+
+    /// The trusted list as the scheme owner's version writes it: `/trusted_list` with
+    /// `trusted_list_token`, or 3.0's `/trustedList` with `trustedListToken`.
+    async fn fetch_trusted_list(&self) -> Result<Vec<TrustedListEntry>, TrustError> {
+        use crate::scheme::vocabulary::{member, TRUSTED_LIST_PATH, TRUSTED_LIST_PATH_3};
+        if self.config.scheme_version.camel_case() {
+            let payload: TrustedListPayload3 = self
+                .fetch(
+                    "trusted_list",
+                    TRUSTED_LIST_PATH_3,
+                    &[],
+                    member::TRUSTED_LIST_3,
+                )
+                .await?;
+            return Ok(payload.trusted_list.into_iter().map(Into::into).collect());
+        }
+        let payload: TrustedListPayload = self
+            .fetch("trusted_list", TRUSTED_LIST_PATH, &[], member::TRUSTED_LIST)
+            .await?;
+        Ok(payload.trusted_list)
     }
 
     /// Refresh because a root was unknown, at most once per MIN_REFRESH_INTERVAL.
@@ -384,6 +400,9 @@ impl TrustStore {
     /// endpoint (some satellites): it is asked by the search alone from then on.
     async fn fetch_party(&self, id: &PartyId) -> Result<Option<Party>, TrustError> {
         let version = self.config.scheme_version;
+        if version.camel_case() {
+            return self.fetch_party_3(id).await;
+        }
         let by_id = !self.no_party_endpoint.load(Ordering::Relaxed);
         if by_id {
             match self
@@ -428,6 +447,27 @@ impl TrustStore {
             );
         }
         Ok(record)
+    }
+
+    /// The 3.0 record of `id` (any of its identifiers): `GET /parties/{id}` with `partyToken`,
+    /// whose `partyInfo` must name `id`. A 404 is a party the register does not know.
+    async fn fetch_party_3(&self, id: &PartyId) -> Result<Option<Party>, TrustError> {
+        let path = party_path(id.as_str());
+        let member = crate::scheme::vocabulary::member::PARTY_3;
+        let claims: serde_json::Value = match self.fetch("party", &path, &[], member).await {
+            Ok(claims) => claims,
+            Err(TrustError::Unavailable(PeerError::Status { status: 404, .. })) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let untrustworthy = |why: String| TrustError::Untrustworthy(why);
+        let info = claims
+            .get("partyInfo")
+            .ok_or_else(|| untrustworthy("the partyToken holds no partyInfo".into()))?;
+        let party = read_3_0(info, self.peer.scheme()).map_err(|e| untrustworthy(e.to_string()))?;
+        if !party.names(id.as_str()) {
+            return Err(untrustworthy(format!("asked for {id}, got another party")));
+        }
+        Ok(Some(party))
     }
 
     /// Whether we can serve: a trusted list not older than three refresh intervals, and the scheme

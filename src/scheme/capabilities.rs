@@ -35,6 +35,34 @@ impl Feature {
         }
     }
 
+    /// This feature as a 3.0 service.
+    fn service_3_0(&self) -> Value {
+        let framework = operation_id(&self.id, &self.url);
+        let mut service = Map::new();
+        let identifier = framework.unwrap_or(&self.feature);
+        service.insert("identifier".into(), identifier.into());
+        service.insert("title".into(), self.feature.clone().into());
+        service.insert("description".into(), self.description.clone().into());
+        service.insert("endpointURL".into(), self.url.clone().into());
+        if let Some(token) = &self.token_endpoint {
+            service.insert("tokenEndpoint".into(), token.clone().into());
+        }
+        service.insert("status".into(), "active".into());
+        let (kind, version) = match framework {
+            Some(_) => (
+                "framework-defined",
+                serde_json::json!({"capabilityVersion": "3.0", "compliesWithFrameworkVersions": ["3.0"]}),
+            ),
+            None => (
+                "self-defined",
+                serde_json::json!({"capabilityVersion": "1.0"}),
+            ),
+        };
+        service.insert("serviceType".into(), kind.into());
+        service.insert("version".into(), version);
+        Value::Object(service)
+    }
+
     /// The features every participant offers publicly: its capabilities and its token endpoint.
     pub fn common(base: &str) -> Vec<Feature> {
         vec![
@@ -56,6 +84,23 @@ impl Feature {
             ),
         ]
     }
+}
+
+/// The operationId of the scheme's 3.0 OpenAPI document for a feature of the scheme: the common
+/// features by their id, the others by their path.
+fn operation_id(id: &str, url: &str) -> Option<&'static str> {
+    let by_id = match id {
+        feature::CAPABILITIES => Some("get-capabilities-token"),
+        feature::ACCESS_TOKEN => Some("request-oauth-token"),
+        _ => None,
+    };
+    let path = url::Url::parse(url).ok().map(|u| u.path().to_string());
+    by_id.or(match path.as_deref() {
+        Some(vocabulary::DELEGATION_PATH) => Some("request-delegation-evidence"),
+        Some(vocabulary::PARTIES_PATH) => Some("get-parties-list-token"),
+        Some(vocabulary::TRUSTED_LIST_PATH_3) => Some("get-trusted-list"),
+        _ => None,
+    })
 }
 
 /// Features by access level.
@@ -142,6 +187,36 @@ impl CapabilitiesInfo {
         let mut m = self.to_map();
         m.insert("capabilities_info".into(), Value::Object(self.to_map()));
         m
+    }
+
+    /// The payload as 3.0 writes it (`capabilitiesInfo`): no party id or roles, and the features
+    /// as services, `publicServices` and (for token holders) `restrictedServices`. A service of
+    /// the scheme's own (capabilities, token, delegation …) is identified by its operationId in
+    /// the scheme's OpenAPI document and is framework-defined; any other by its name, self-defined.
+    pub fn to_3_0(&self) -> Value {
+        let services =
+            |features: &[Feature]| -> Value { features.iter().map(Feature::service_3_0).collect() };
+        let mut public = Vec::new();
+        let mut restricted = Vec::new();
+        for f in self
+            .supported_versions
+            .iter()
+            .flat_map(|v| v.supported_features.iter())
+        {
+            public.extend(f.public.iter().flatten().cloned());
+            restricted.extend(f.restricted.iter().flatten().cloned());
+        }
+        let mut info = Map::new();
+        info.insert("publicServices".into(), services(&public));
+        if !restricted.is_empty() {
+            info.insert("restrictedServices".into(), services(&restricted));
+        }
+        Value::Object(info)
+    }
+
+    /// The claims of a 3.0 `capabilitiesToken`: `capabilitiesInfo`.
+    pub fn token_claims_3_0(&self) -> Map<String, Value> {
+        Map::from_iter([("capabilitiesInfo".to_string(), self.to_3_0())])
     }
 
     /// Every feature of every version and level, for lookups by clients.

@@ -403,6 +403,47 @@ pub struct TrustedListPayload {
     pub trusted_list: Vec<TrustedListEntry>,
 }
 
+/// The payload of a 3.0 `trustedListToken`: `trustedList`, its entries' fingerprint as
+/// `certificateFingerprint`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustedListPayload3 {
+    pub trusted_list: Vec<TrustedListEntry3>,
+}
+
+/// A trusted-list entry as 3.0 writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustedListEntry3 {
+    #[serde(default)]
+    pub subject: String,
+    pub certificate_fingerprint: String,
+    pub validity: String,
+    pub status: String,
+}
+
+impl From<TrustedListEntry3> for TrustedListEntry {
+    fn from(e: TrustedListEntry3) -> Self {
+        TrustedListEntry {
+            subject: e.subject,
+            certificate_fingerprint: e.certificate_fingerprint,
+            validity: e.validity,
+            status: e.status,
+        }
+    }
+}
+
+impl From<TrustedListEntry> for TrustedListEntry3 {
+    fn from(e: TrustedListEntry) -> Self {
+        TrustedListEntry3 {
+            subject: e.subject,
+            certificate_fingerprint: e.certificate_fingerprint,
+            validity: e.validity,
+            status: e.status,
+        }
+    }
+}
+
 /// One version of the scheme's specification a scheme owner lists at `/versions`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VersionInfo {

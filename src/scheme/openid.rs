@@ -19,7 +19,7 @@ pub const OPENID_SCOPE: &str = "openid";
 pub const AUTHORIZATION_CODE: &str = "authorization_code";
 pub const CODE_RESPONSE: &str = "code";
 /// The member of a userinfo answer, and the claim beside the attributes that carries evidence.
-pub const USERINFO_TOKEN: &str = "userinfo_token";
+pub const USERINFO_TOKEN: &str = super::vocabulary::member::USERINFO;
 pub const DELEGATION_TOKEN: &str = "delegation_token";
 
 /// The attribute scopes and the attributes each grants.

@@ -76,6 +76,12 @@ impl SchemeVersion {
         self >= SchemeVersion::V3_0
     }
 
+    /// Paths, answers' members, claims and headers are written in camelCase (`/trustedList`,
+    /// `partyToken`), and party records are made of claims (3.0).
+    pub fn camel_case(self) -> bool {
+        self >= SchemeVersion::V3_0
+    }
+
     /// A policy without `environment.serviceProviders` may be served by any service provider
     /// (before 3.0, whose evidence has no such member and so binds by no absence).
     pub fn binds_by_absence(self) -> bool {

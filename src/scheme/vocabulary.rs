@@ -9,9 +9,10 @@ pub const TOKEN_PATH: &str = "/connect/token";
 pub const CAPABILITIES_PATH: &str = "/capabilities";
 /// The delegation endpoint of authorisation registries and entitled parties.
 pub const DELEGATION_PATH: &str = "/delegation";
-/// The scheme owner's party search and its trusted list.
+/// The scheme owner's party search and its trusted list (3.0: `/trustedList`).
 pub const PARTIES_PATH: &str = "/parties";
 pub const TRUSTED_LIST_PATH: &str = "/trusted_list";
+pub const TRUSTED_LIST_PATH_3: &str = "/trustedList";
 
 /// The version of the specification our capabilities list.
 pub const SPEC_VERSION: &str = "2.0";
@@ -43,16 +44,39 @@ pub const LICENSE_SUB_LICENSE: &str = "LicenseSubLicense";
 pub const LICENSE_END_DATE: &str = "LicenseEndDate";
 pub const LICENCE_HEADERS: [&str; 3] = [LICENSE_PURPOSE, LICENSE_SUB_LICENSE, LICENSE_END_DATE];
 
-/// The JSON member each signed answer comes in.
+/// The JSON member each signed answer comes in, and (`_3`) 3.0's name of it.
 pub mod member {
     pub const CAPABILITIES: &str = "capabilities_token";
+    pub const CAPABILITIES_3: &str = "capabilitiesToken";
     pub const PARTIES: &str = "parties_token";
+    pub const PARTIES_3: &str = "partiesToken";
     pub const PARTY: &str = "party_token";
+    pub const PARTY_3: &str = "partyToken";
     pub const TRUSTED_LIST: &str = "trusted_list_token";
+    pub const TRUSTED_LIST_3: &str = "trustedListToken";
     pub const DELEGATION: &str = "delegation_token";
-    /// 3.0's name of the delegation answer's member.
     pub const DELEGATION_3: &str = "delegationToken";
+    pub const USERINFO: &str = "userinfo_token";
+    pub const USERINFO_3: &str = "userinfoToken";
     pub const VERSIONS: &str = "versions_token";
+
+    /// The same member under the other versions' name: `partyToken` for `party_token`, and back.
+    pub fn counterpart(member: &str) -> Option<&'static str> {
+        [
+            (CAPABILITIES, CAPABILITIES_3),
+            (PARTIES, PARTIES_3),
+            (PARTY, PARTY_3),
+            (TRUSTED_LIST, TRUSTED_LIST_3),
+            (DELEGATION, DELEGATION_3),
+            (USERINFO, USERINFO_3),
+        ]
+        .into_iter()
+        .find_map(|(old, new)| match member {
+            m if m == old => Some(new),
+            m if m == new => Some(old),
+            _ => None,
+        })
+    }
 }
 
 /// The ids of the features every participant lists (from the scheme's examples).

@@ -4,6 +4,7 @@
 use super::policy_store::load_policies;
 use crate::scheme::models::{SchemeTime, TrustedListEntry};
 use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use serde::Deserialize;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,13 @@ pub struct PartyConfig {
     /// The party ids of this party's authorisation registries.
     #[serde(default)]
     pub registries: Vec<String>,
+    /// Its other identifiers (3.0 `alsoKnownAs`), by which it is found too.
+    #[serde(default)]
+    pub also_known_as: Vec<String>,
+    /// The registry it designated for a service provider (3.0): the service provider's id → the
+    /// registry's id. Its `registries` are its default ones.
+    #[serde(default)]
+    pub registries_for: std::collections::BTreeMap<String, String>,
 }
 
 fn active() -> String {
@@ -71,6 +79,9 @@ pub struct EchoConfig {
 pub struct TestbedConfig {
     #[serde(default = "default_scheme")]
     pub scheme: String,
+    /// The version of the scheme every participant speaks: "1.9" (the default) or "3.0".
+    #[serde(default, deserialize_with = "scheme_version")]
+    pub scheme_version: SchemeVersion,
     pub data_dir: PathBuf,
     #[serde(default = "loopback")]
     pub listen: IpAddr,
@@ -120,6 +131,16 @@ impl Default for IdentityProviderConfig {
 
 fn code_lifetime() -> std::time::Duration {
     std::time::Duration::from_secs(60)
+}
+
+fn scheme_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SchemeVersion, D::Error> {
+    let text = String::deserialize(d)?;
+    match SchemeVersion::parse(&text) {
+        Ok(v @ (SchemeVersion::V1_9 | SchemeVersion::V3_0)) => Ok(v),
+        Ok(other) => Err(format!("the testbed speaks 1.9 or 3.0, not {other}")),
+        Err(e) => Err(e),
+    }
+    .map_err(serde::de::Error::custom)
 }
 
 fn default_scheme() -> String {
@@ -208,6 +229,15 @@ impl TestbedConfig {
                     errors.push(format!(
                         "party[{i}].registries: {r} is not a party of the testbed"
                     ));
+                }
+            }
+            for (sp, r) in &p.registries_for {
+                for id in [sp, r] {
+                    if !self.parties.iter().any(|q| &q.id == id) {
+                        errors.push(format!(
+                            "party[{i}].registries_for: {id} is not a party of the testbed"
+                        ));
+                    }
                 }
             }
         }

@@ -6,7 +6,7 @@ use super::echo;
 use super::identity_provider;
 use super::keys::{self, KeysError, TestbedKeys};
 use super::participant::{self, Participant, Shared};
-use super::party_register::{party_record, Register};
+use super::party_register::{party_record, Register, Scheme};
 use super::pki::PartyCredentials;
 use super::policy_admin;
 use super::policy_store::{load_policies, PolicyFileError, PolicyStore};
@@ -17,6 +17,7 @@ use super::service_provider;
 use crate::access_token::AccessTokens;
 use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
 use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use axum::Router;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -53,6 +54,8 @@ pub struct RunningParticipant {
 /// The running testbed. Stop it with [`Testbed::stop`]; dropping it stops it too.
 pub struct Testbed {
     pub scheme: String,
+    /// The version of the scheme its participants speak.
+    pub scheme_version: SchemeVersion,
     pub participants: Vec<RunningParticipant>,
     pub echo_url: String,
     pub keys: TestbedKeys,
@@ -134,7 +137,20 @@ fn shared(
         .collect::<Result<BTreeMap<String, SigningIdentity>, _>>()?;
     Ok(Shared {
         scheme: config.scheme.clone(),
-        register: Register::new(records, trusted),
+        register: Register::new(
+            records,
+            config
+                .parties
+                .iter()
+                .map(|p| (p.id.clone(), p.also_known_as.clone()))
+                .collect(),
+            Scheme {
+                version: config.scheme_version,
+                framework: config.scheme.clone(),
+                registrar: config.scheme_owner().id.clone(),
+            },
+            trusted,
+        ),
         identities,
         policies: PolicyStore::new(load_policies(config.policies.as_ref())?),
         leeway_secs: 5.0,
@@ -243,12 +259,17 @@ impl Testbed {
         tasks.spawn(server::serve(echo_listener, None, echo::router(), watch));
         Ok(Testbed {
             scheme: config.scheme.clone(),
+            scheme_version: config.scheme_version,
             participants: running,
             echo_url: url_of(echo_addr, false),
             keys,
             shutdown,
             tasks,
         })
+    }
+
+    pub fn version(&self) -> SchemeVersion {
+        self.scheme_version
     }
 
     pub fn url(&self, party_id: &str) -> Option<&str> {

@@ -367,10 +367,12 @@ pub async fn capabilities(
     require(&method, Method::GET)?;
     let caller = p.optional_caller(&headers)?;
     let info = p.capabilities(caller.is_some());
-    let token = p.sign(
-        caller.as_ref().map(|c| c.sub.as_str()),
-        &info.token_claims(),
-    )?;
+    let aud = caller.as_ref().map(|c| c.sub.as_str());
+    if p.shared.register.version().camel_case() {
+        let token = p.sign(aud, &info.token_claims_3_0())?;
+        return Ok(token_answer(member::CAPABILITIES_3, token));
+    }
+    let token = p.sign(aud, &info.token_claims())?;
     Ok(token_answer(member::CAPABILITIES, token))
 }
 

@@ -9,14 +9,14 @@ use crate::scheme::models::{
     SchemeTime, TrustedListEntry,
 };
 use crate::scheme::party::PartyId;
-use crate::scheme::party_record::{from_1_9, Party};
+use crate::scheme::party_record::{from_1_9, read_3_0, Party};
 use crate::scheme::trust::{fingerprint, validate_chain, ChainError, TrustedList};
 use crate::scheme::version::SchemeVersion;
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use serde_json::Map;
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -24,26 +24,107 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 /// Parties per page of a search.
 pub const PAGE_SIZE: usize = 10;
 
+/// The scheme a register keeps its records in: the version it writes them in, the framework's
+/// name, and the register's own id (the registrar of every claim).
+#[derive(Clone, Debug)]
+pub struct Scheme {
+    pub version: SchemeVersion,
+    pub framework: String,
+    pub registrar: String,
+}
+
 pub struct Register {
     parties: Vec<PartyInfo>,
+    /// Each party's other identifiers (3.0 `alsoKnownAs`), by its id.
+    aliases: BTreeMap<String, Vec<String>>,
+    scheme: Scheme,
     trusted_entries: Vec<TrustedListEntry>,
     trusted: TrustedList,
 }
 
 impl Register {
-    pub fn new(mut parties: Vec<PartyInfo>, trusted_entries: Vec<TrustedListEntry>) -> Self {
+    pub fn new(
+        mut parties: Vec<PartyInfo>,
+        aliases: BTreeMap<String, Vec<String>>,
+        scheme: Scheme,
+        trusted_entries: Vec<TrustedListEntry>,
+    ) -> Self {
         parties.sort_by(|a, b| a.party_id.cmp(&b.party_id));
         Register {
             parties,
+            aliases,
+            scheme,
             trusted: TrustedList::new(trusted_entries.clone()),
             trusted_entries,
         }
     }
 
+    pub fn version(&self) -> SchemeVersion {
+        self.scheme.version
+    }
+
+    /// The party `id` names: by its id or (3.0) one of its aliases, exactly; a 1.9 EORI without
+    /// regard to case.
     pub fn party(&self, id: &str) -> Option<&PartyInfo> {
+        let same = |known: &str| match self.scheme.version.camel_case() {
+            true => known == id,
+            false => known.eq_ignore_ascii_case(id),
+        };
         self.parties
             .iter()
-            .find(|p| p.party_id.eq_ignore_ascii_case(id))
+            .find(|p| same(&p.party_id) || self.aliases_of(&p.party_id).iter().any(|a| same(a)))
+    }
+
+    fn aliases_of(&self, id: &str) -> &[String] {
+        self.aliases.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The 3.0 record (`partyInfo`) of a party: its facts as claims the register made.
+    pub fn record_3_0(&self, p: &PartyInfo) -> Value {
+        record_3_0(p, self.aliases_of(&p.party_id), &self.scheme)
+    }
+
+    /// A party as the register's version reads it.
+    fn decided(&self, p: &PartyInfo) -> Party {
+        match self.scheme.version.camel_case() {
+            true => read_3_0(&self.record_3_0(p), &self.scheme.framework)
+                .unwrap_or_else(|_| from_1_9(p, self.scheme.version)),
+            false => from_1_9(p, self.scheme.version),
+        }
+    }
+
+    /// One page (from 1) of `page_size` of the 3.0 search: parties whose id (or, `also_known_as`,
+    /// an alias) or name matches, each with at most one `*`; `partiesInfo` with its paging.
+    pub fn search_3_0(&self, query: &PartiesQuery3) -> Value {
+        let matches: Vec<&PartyInfo> = self
+            .parties
+            .iter()
+            .filter(|p| {
+                let aliases = self.aliases_of(&p.party_id);
+                query.id.as_ref().is_none_or(|w| {
+                    wildcard_match(w, &p.party_id) || aliases.iter().any(|a| wildcard_match(w, a))
+                }) && query
+                    .also_known_as
+                    .as_ref()
+                    .is_none_or(|w| aliases.iter().any(|a| wildcard_match(w, a)))
+                    && query
+                        .name
+                        .as_ref()
+                        .is_none_or(|w| wildcard_match(w, &p.party_name))
+            })
+            .collect();
+        let total = matches.len() as u64;
+        let pages = total.div_ceil(query.page_size).max(1);
+        let data: Vec<Value> = matches
+            .into_iter()
+            .skip(((query.page - 1) * query.page_size) as usize)
+            .take(query.page_size as usize)
+            .map(|p| self.record_3_0(p))
+            .collect();
+        serde_json::json!({
+            "currentPage": query.page, "pageSize": query.page_size, "totalPages": pages,
+            "totalCount": total, "count": data.len(), "data": data,
+        })
     }
 
     pub fn trusted(&self) -> &TrustedList {
@@ -90,7 +171,55 @@ impl Trust for Register {
 
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
         let record = Register::party(self, id.as_str());
-        Ok(record.map(|r| Arc::new(from_1_9(r, SchemeVersion::V1_9))))
+        Ok(record.map(|r| Arc::new(self.decided(r))))
+    }
+}
+
+/// The 3.0 query of `GET /parties`: `id`, `alsoKnownAs`, `name` (each with at most one `*`),
+/// `page` from 1 and `pageSize` from 1 to 100. A parameter 3.0 does not have is refused: a
+/// register that ignored it would answer an unfiltered page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartiesQuery3 {
+    pub id: Option<String>,
+    pub also_known_as: Option<String>,
+    pub name: Option<String>,
+    pub page: u64,
+    pub page_size: u64,
+}
+
+impl PartiesQuery3 {
+    pub fn parse(pairs: &[(String, String)]) -> Result<Self, String> {
+        let mut q = PartiesQuery3 {
+            id: None,
+            also_known_as: None,
+            name: None,
+            page: 1,
+            page_size: 10,
+        };
+        let number = |value: &str, name: &str, max: u64| {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    format!("{name} must be a whole number from 1 to {max}, not {value:?}")
+                })
+        };
+        for (key, value) in pairs {
+            let value = value.trim();
+            match key.as_str() {
+                "id" => q.id = Some(wildcard(value, "id")?),
+                "alsoKnownAs" => q.also_known_as = Some(wildcard(value, "alsoKnownAs")?),
+                "name" => q.name = Some(wildcard(value, "name")?),
+                "page" => q.page = number(value, "page", u64::MAX)?,
+                "pageSize" => q.page_size = number(value, "pageSize", 100)?,
+                other => return Err(format!("{other} is not a parameter of the 3.0 party search (id, alsoKnownAs, name, page, pageSize)")),
+            }
+        }
+        if q.id.is_none() && q.also_known_as.is_none() && q.name.is_none() {
+            return Err("give id, alsoKnownAs or name (name=* for all parties)".into());
+        }
+        Ok(q)
     }
 }
 
@@ -277,6 +406,77 @@ fn date(value: &Option<String>, default: &str) -> Option<SchemeTime> {
     SchemeTime::parse(value.as_deref().unwrap_or(default))
 }
 
+/// A party's record in 3.0 form (RFC064): `id`, `name`, `alsoKnownAs` and one claim per fact,
+/// each registered by the register: framework compliance (adherence, with the capabilities
+/// address), a framework role per role, the certificate, and the designated registries.
+fn record_3_0(p: &PartyInfo, aliases: &[String], scheme: &Scheme) -> Value {
+    let time = |t: &Option<SchemeTime>, default: &str| {
+        t.as_ref().map_or(default.to_string(), |t| {
+            SchemeTime::from_unix(t.unix()).as_str().to_string()
+        })
+    };
+    let a = &p.adherence;
+    let (start, end) = (
+        time(&a.start_date, "2020-01-01T00:00:00Z"),
+        time(&a.end_date, "2099-12-31T00:00:00Z"),
+    );
+    let status = match a.status.eq_ignore_ascii_case("active") {
+        true => "active",
+        false => "inactive",
+    };
+    let mut n = 0u32;
+    let mut claim = |kind: &str, status: &str, fields: Value| {
+        n += 1;
+        // A stable id per party and claim: the testbed's records do not change between starts.
+        let digest = ring::digest::digest(
+            &ring::digest::SHA256,
+            format!("{}#{n}", p.party_id).as_bytes(),
+        );
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest.as_ref()[..16]);
+        let mut c = serde_json::json!({
+            "id": uuid::Builder::from_random_bytes(bytes).into_uuid().to_string(),
+            "registrarId": scheme.registrar, "type": kind, "status": status,
+            "startDate": start, "endDate": end,
+        });
+        if let (Value::Object(c), Value::Object(f)) = (&mut c, fields) {
+            c.extend(f);
+        }
+        c
+    };
+    let framework = &scheme.framework;
+    let mut compliance = serde_json::json!({ "frameworkId": framework });
+    if let Some(url) = &p.capability_url {
+        compliance["capabilityUrl"] = url.clone().into();
+    }
+    let mut claims = vec![claim("frameworkCompliance", status, compliance)];
+    for c in &p.certifications {
+        claims.push(claim(
+            "frameworkRole",
+            "active",
+            serde_json::json!({"frameworkId": framework, "roleId": c.role, "loa": "high",
+                "compliancyVerified": "yes", "legalAdherence": "yes"}),
+        ));
+    }
+    for c in &p.certificates {
+        claims.push(claim(
+            "x509Certificate",
+            "active",
+            serde_json::json!({"subjectName": c.subject_name, "certificateType": c.certificate_type,
+                "x5c": c.x5c, "x5t#s256": c.x5t_s256}),
+        ));
+    }
+    for r in p.registries() {
+        let mut designation =
+            serde_json::json!({"authRegistryId": r.id, "authUrl": r.url, "name": r.name});
+        if let Some(sp) = &r.service_provider {
+            designation["serviceProviderPartyId"] = sp.clone().into();
+        }
+        claims.push(claim("authRegistry", "active", designation));
+    }
+    serde_json::json!({"id": p.party_id, "name": p.party_name, "alsoKnownAs": aliases, "claims": claims})
+}
+
 /// The scheme owner's record of a configured party: its adherence, roles, certificate and registries.
 pub fn party_record(
     party: &PartyConfig,
@@ -316,15 +516,17 @@ pub fn party_record(
             extra: Map::new(),
         }],
         auth_registries: party
-            .registries
+            .registries_for
             .iter()
-            .map(|id| AuthRegistryRef {
+            .map(|(sp, id)| (id, Some(sp)))
+            .chain(party.registries.iter().map(|id| (id, None)))
+            .map(|(id, service_provider)| AuthRegistryRef {
                 id: id.clone(),
                 name: names.get(id).cloned().unwrap_or_default(),
                 url: urls.get(id).cloned().unwrap_or_default(),
                 dataspace_id: None,
                 dataspace_name: None,
-                service_provider: None,
+                service_provider: service_provider.cloned(),
             })
             .collect(),
         authregistery: Vec::new(),

@@ -91,11 +91,16 @@ pub struct LeafSpec {
 }
 
 impl LeafSpec {
+    /// A party's certificate: an EORI in the subject's serialNumber; for a `did:ishare` party, its
+    /// iSHARE id (the last segment, `NTRNL-10000003`) in organizationIdentifier, as 3.0's are.
     pub fn party(party_id: &str, name: &str, now: OffsetDateTime) -> Self {
+        let organization = party_id
+            .strip_prefix("did:ishare:")
+            .map(|rest| rest.rsplit('.').next().unwrap_or(rest).to_string());
         LeafSpec {
             common_name: name.to_string(),
-            serial_number: Some(party_id.to_string()),
-            organization_identifier: None,
+            serial_number: organization.is_none().then(|| party_id.to_string()),
+            organization_identifier: organization,
             not_before: now - Duration::days(1),
             not_after: now + Duration::days(5 * 365),
             key_usages: vec![
@@ -344,7 +349,7 @@ impl TestPki {
         })
     }
 
-    /// A valid party certificate (serialNumber = party id) for `party_id`.
+    /// A valid party certificate for `party_id` (`LeafSpec::party`).
     pub fn issue_party(&self, party_id: &str, name: &str) -> Result<PartyCredentials, PkiError> {
         let credentials =
             self.issue(&LeafSpec::party(party_id, name, OffsetDateTime::now_utc()))?;

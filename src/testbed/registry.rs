@@ -10,8 +10,7 @@ use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
 use crate::scheme::evaluation::evaluate_policy_sets;
 use crate::scheme::evidence::{
-    AccessRequest, BodyShape, DelegationBody, DelegationEvidence, DelegationRequest, Policy,
-    PolicySet, Rule,
+    AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Policy, PolicySet, Rule,
 };
 use crate::scheme::jwt;
 use crate::scheme::licence::Licence;
@@ -67,38 +66,68 @@ fn request_of(mask: &DelegationRequest, set: &PolicySet, policy: &Policy) -> Acc
 
 /// Evidence that mirrors the mask: each mask policy with its own target and one rule, Permit when the
 /// stored policies grant it and Deny otherwise; validity, issuer and subject from the stored policies.
+/// Conditions of the stored rules are the service provider's to evaluate (3.0, type 2): the
+/// registry decides without them and passes the granting policy's on in its Permit rule; the
+/// conditions of a stored policy's `context` (type 1) it evaluates itself, on the mask's context.
 pub fn mirror(
     mask: &DelegationRequest,
     stored: &[DelegationEvidence],
     now: i64,
 ) -> DelegationEvidence {
     let sets: Vec<PolicySet> = stored.iter().flat_map(|e| e.policy_sets.clone()).collect();
+    let unconditioned: Vec<PolicySet> = sets
+        .iter()
+        .cloned()
+        .map(|mut set| {
+            for rule in set.policies.iter_mut().flat_map(|p| p.rules.iter_mut()) {
+                rule.conditions = None;
+            }
+            set
+        })
+        .collect();
+    // The conditions of the first stored policy that grants the request without them.
+    let conditions_for = |request: &AccessRequest| {
+        sets.iter().zip(&unconditioned).find_map(|(set, bare)| {
+            set.policies
+                .iter()
+                .zip(&bare.policies)
+                .find_map(|(policy, bare_policy)| {
+                    let alone = PolicySet {
+                        policies: vec![bare_policy.clone()],
+                        ..bare.clone()
+                    };
+                    evaluate_policy_sets(std::slice::from_ref(&alone), request).ok()?;
+                    Some(policy.rules.first()?.conditions.clone())
+                })
+        })
+    };
     let policy_sets = mask
         .policy_sets
         .iter()
         .map(|mask_set| {
             let mut out = PolicySet::default();
             for mask_policy in &mask_set.policies {
-                let rule =
-                    match evaluate_policy_sets(&sets, &request_of(mask, mask_set, mask_policy)) {
-                        Ok(granted) => {
-                            out.max_delegation_depth =
-                                out.max_delegation_depth.max(granted.max_delegation_depth);
-                            if out.target.is_none() && !granted.licences.is_empty() {
-                                out.target = Some(crate::scheme::evidence::PolicySetTarget {
-                                    environment: Some(
-                                        crate::scheme::evidence::PolicySetEnvironment {
-                                            licenses: granted.licences,
-                                            ..Default::default()
-                                        },
-                                    ),
+                let request = request_of(mask, mask_set, mask_policy);
+                let rule = match evaluate_policy_sets(&unconditioned, &request) {
+                    Ok(granted) => {
+                        out.max_delegation_depth =
+                            out.max_delegation_depth.max(granted.max_delegation_depth);
+                        if out.target.is_none() && !granted.licences.is_empty() {
+                            out.target = Some(crate::scheme::evidence::PolicySetTarget {
+                                environment: Some(crate::scheme::evidence::PolicySetEnvironment {
+                                    licenses: granted.licences,
                                     ..Default::default()
-                                });
-                            }
-                            Rule::permit()
+                                }),
+                                ..Default::default()
+                            });
                         }
-                        Err(_) => Rule::deny(),
-                    };
+                        Rule {
+                            conditions: conditions_for(&request).flatten(),
+                            ..Rule::permit()
+                        }
+                    }
+                    Err(_) => Rule::deny(),
+                };
                 out.policies.push(Policy {
                     target: mask_policy.target.clone(),
                     rules: vec![rule],
@@ -226,6 +255,18 @@ fn caller_is_named(caller: &str, mask: &DelegationRequest) -> bool {
             })
 }
 
+/// Whether the policy issuer designated this registry for the caller, a service provider (3.0,
+/// RFC056): its 3.0 mask cannot name the caller, and the designation says it may ask.
+fn designated_for(p: &Participant, caller: &str, mask: &DelegationRequest) -> bool {
+    let register = &p.shared.register;
+    register.version().camel_case()
+        && register.party(&mask.policy_issuer).is_some_and(|owner| {
+            owner.registries().any(|r| {
+                r.id == p.party_id.as_str() && r.service_provider.as_deref() == Some(caller)
+            })
+        })
+}
+
 /// The mask's policy issuer and access subject are parties the scheme owner knows, and active.
 fn check_mask_parties(
     p: &Participant,
@@ -321,7 +362,10 @@ async fn delegation(
     for step in &body.previous_steps {
         check_previous_step(&p, &caller, mask, step).await?;
     }
-    if body.previous_steps.is_empty() && !caller_is_named(&caller, mask) {
+    if body.previous_steps.is_empty()
+        && !caller_is_named(&caller, mask)
+        && !designated_for(&p, &caller, mask)
+    {
         return Err(ApiError::bad_request(
             "invalid_request",
             format!("{caller} is neither the policyIssuer, the accessSubject nor a listed service provider of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"),
@@ -338,20 +382,23 @@ async fn delegation(
         )));
     }
     let evidence = mirror(mask, &stored, now.secs());
+    // 3.0 answers with `delegationToken`, its `sub` the registry itself; before, `sub` is the
+    // access subject.
+    let version = p.shared.register.version();
+    let (sub, answer_member) = match version.camel_case() {
+        true => (p.party_id.as_str(), member::DELEGATION_3),
+        false => (mask.target.access_subject.as_str(), member::DELEGATION),
+    };
     let token = p
         .identity
         .sign_token(
-            &mask.target.access_subject,
+            sub,
             Some(&caller),
             &json!({ DELEGATION_EVIDENCE_CLAIM: evidence }),
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
         .map_err(ApiError::from)?;
-    let answer_member = match body.shape {
-        BodyShape::Camel => member::DELEGATION_3,
-        _ => member::DELEGATION,
-    };
     Ok(token_answer(answer_member, token))
 }
 

@@ -2,13 +2,13 @@
 //! test-only assertion generator.
 
 use super::participant::{common_routes, require, token_answer, ApiError, ApiResult, Participant};
-use super::party_register::{party_has_subject, PartiesQuery};
+use super::party_register::{party_has_subject, PartiesQuery, PartiesQuery3};
 use crate::scheme::models::{
-    CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload, VersionInfo,
-    VersionsPayload,
+    CertificateResponse, PartiesPayload, PartyPayload, SchemeTime, TrustedListPayload,
+    TrustedListPayload3, VersionInfo, VersionsPayload,
 };
 use crate::scheme::trust::{fingerprint, validate_chain};
-use crate::scheme::vocabulary::{member, SPEC_VERSION};
+use crate::scheme::vocabulary::{member, SPEC_VERSION, TRUSTED_LIST_PATH_3};
 use crate::scheme::Timestamp;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
@@ -20,6 +20,14 @@ use serde_json::json;
 use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
+    if p.shared.register.version().camel_case() {
+        return common_routes()
+            .route("/parties", any(parties_3))
+            .route("/parties/{party_id}", any(party_3))
+            .route(TRUSTED_LIST_PATH_3, any(trusted_list_3))
+            .route("/testing/generate-jws", any(generate_jws))
+            .with_state(p);
+    }
     common_routes()
         .route("/parties", any(parties))
         .route("/parties/{party_id}", any(party))
@@ -101,6 +109,60 @@ async fn trusted_list(
     };
     let token = p.sign(Some(&caller.sub), &payload)?;
     Ok(token_answer(member::TRUSTED_LIST, token))
+}
+
+/// GET /parties (3.0): 401 without a valid token, 400 for no, unknown or invalid parameters;
+/// `partiesToken` with `partiesInfo`.
+async fn parties_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let query = PartiesQuery3::parse(&query_pairs(raw))
+        .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let info = p.shared.register.search_3_0(&query);
+    let token = p.sign(Some(&caller.sub), &json!({ "partiesInfo": info }))?;
+    Ok(token_answer(member::PARTIES_3, token))
+}
+
+/// GET /parties/{partyId} (3.0): the party any of its identifiers names, 404 for none;
+/// `partyToken` with `partyInfo`.
+async fn party_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    Path(party_id): Path<String>,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let register = &p.shared.register;
+    let record = register
+        .party(&party_id)
+        .ok_or_else(|| ApiError::not_found(format!("no party {party_id}")))?;
+    let token = p.sign(
+        Some(&caller.sub),
+        &json!({ "partyInfo": register.record_3_0(record) }),
+    )?;
+    Ok(token_answer(member::PARTY_3, token))
+}
+
+/// GET /trustedList (3.0): `trustedListToken` with `trustedList`.
+async fn trusted_list_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult {
+    require(&method, Method::GET)?;
+    let caller = p.authenticate(&headers)?;
+    let entries = p.shared.register.trusted_entries().iter().cloned();
+    let payload = TrustedListPayload3 {
+        trusted_list: entries.map(Into::into).collect(),
+    };
+    let token = p.sign(Some(&caller.sub), &payload)?;
+    Ok(token_answer(member::TRUSTED_LIST_3, token))
 }
 
 /// GET /versions: the specification versions of the scheme, to anyone; with a token, the answer is

@@ -10,6 +10,7 @@ number of documents that did not validate.
 """
 
 import json
+import re
 import sys
 
 import yaml
@@ -18,10 +19,26 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
 
+class Yaml12Loader(yaml.SafeLoader):
+    """YAML as 1.2 reads it: only true and false are booleans. (YAML 1.1, PyYAML's default,
+    reads the document's enums `[yes, no, not-applicable]` as booleans.)"""
+
+
+Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
 def main():
     spec_path, pointer = sys.argv[1], sys.argv[2]
     with open(spec_path, encoding="utf-8") as f:
-        spec = yaml.safe_load(f)
+        spec = yaml.load(f, Loader=Yaml12Loader)
     root = "urn:ishare-openapi"
     registry = Registry().with_resource(root, Resource(contents=spec, specification=DRAFT4))
     validator = OAS30Validator({"$ref": root + "#" + pointer}, registry=registry)

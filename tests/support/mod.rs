@@ -81,8 +81,13 @@ pub fn repo() -> &'static Path {
 /// The shipped testbed config with every port ephemeral, extra consumer parties (for paging), and
 /// key material in a directory of this test binary.
 pub fn testbed_config(binary: &str) -> TestbedConfig {
-    let mut config =
-        TestbedConfig::load(&repo().join("conf/testbed.toml")).expect("conf/testbed.toml loads");
+    testbed_config_of(binary, "conf/testbed.toml")
+}
+
+/// `testbed_config` of another shipped testbed config (`conf/testbed-3.0.toml`). One test binary
+/// runs testbeds of one config: its key material is made once.
+pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
+    let mut config = TestbedConfig::load(&repo().join(file)).expect("the testbed config loads");
     config.data_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("testbed-{binary}"));
     for p in &mut config.parties {
         p.port = 0;
@@ -99,6 +104,8 @@ pub fn testbed_config(binary: &str) -> TestbedConfig {
             start_date: None,
             end_date: None,
             registries: vec![],
+            also_known_as: vec![],
+            registries_for: Default::default(),
         });
     }
     config
@@ -134,7 +141,11 @@ pub struct Bed {
 
 impl Bed {
     pub async fn start(binary: &str) -> Bed {
-        let config = testbed_config(binary);
+        Bed::start_of(testbed_config(binary)).await
+    }
+
+    /// A testbed of `config` (`testbed_config_of`).
+    pub async fn start_of(config: TestbedConfig) -> Bed {
         let keys = prepare_keys(&config);
         let testbed = Testbed::start(&config).await.expect("testbed starts");
         Bed {
@@ -151,6 +162,16 @@ impl Bed {
             .to_string()
     }
 
+    /// Where the testbed's scheme owner serves.
+    pub fn scheme_owner_url(&self) -> String {
+        let serving = self.testbed.participants.iter();
+        serving
+            .filter(|p| p.serve == ishare_gateway::testbed::config::Serve::SchemeOwner)
+            .map(|p| p.url.clone())
+            .next()
+            .expect("a scheme owner")
+    }
+
     pub fn creds(&self, party: &str) -> &PartyCredentials {
         &self.keys.parties[party]
     }
@@ -161,8 +182,19 @@ impl Bed {
 
     /// Evidence from the registry for `request`, asked by `requester` (as a consumer does).
     pub async fn registry_evidence(&self, requester: &str, request: &AccessRequest) -> String {
+        self.evidence_of(requester, AR, request).await
+    }
+
+    /// Evidence from `registry` for `request`, asked by `requester` in the testbed's version.
+    pub async fn evidence_of(
+        &self,
+        requester: &str,
+        registry: &str,
+        request: &AccessRequest,
+    ) -> String {
         let peer = PeerClient::new(self.http.clone(), self.identity(requester), "iSHARE");
-        peer.ask_evidence(&self.url(AR), AR, request)
+        let version = self.testbed.version();
+        peer.ask_evidence(&self.url(registry), registry, request, version)
             .await
             .unwrap()
             .expect("the registry has a policy")
@@ -467,7 +499,7 @@ graceful_shutdown_timeout = "1s"
         tls = ports.tls,
         plain = ports.plain,
         admin = ports.admin,
-        so = bed.url(SO),
+        so = bed.scheme_owner_url(),
     )
 }
 
@@ -522,10 +554,18 @@ impl Env {
         identity: &SigningIdentity,
         assertion: Option<String>,
     ) -> reqwest::Response {
+        let us = self
+            .state()
+            .current
+            .load()
+            .config
+            .identity
+            .party_id
+            .to_string();
         request_token(
             &self.bed.http,
             &self.url,
-            token_form(identity, SP, assertion),
+            token_form(identity, &us, assertion),
         )
         .await
     }

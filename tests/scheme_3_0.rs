@@ -1,0 +1,310 @@
+//! The gateway in a scheme of iSHARE 3.0, against the testbed run as one (conf/testbed-3.0.toml):
+//! did:ishare parties and their aliases, claims-based party records, `/trustedList`, the
+//! registry's `delegationToken` with conditions, the data owner's registry designated for us,
+//! capabilities as 3.0 writes them (held to the scheme's own OpenAPI schema), and a gateway
+//! configured for the other version refused with a reason.
+
+mod support;
+
+use ishare_gateway::scheme::evidence::AccessRequest;
+use serde_json::{json, Value};
+use support::*;
+
+const BIN: &str = "scheme_3_0";
+const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
+const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
+const CONSUMER_EORI: &str = "EU.EORI.NL000000001";
+const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
+const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
+const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
+const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
+const LICENCE: &str = "https://licenses.ishare.eu/general-internal-use/1.0";
+
+fn rules() -> String {
+    format!(
+        r#"
+[[route]]
+name = "containers"
+methods = ["GET"]
+path = "/api/containers/{{id}}"
+upstream = "echo"
+advertise = true
+[route.delegation]
+policy_issuer = "{OWNER3}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
+licences = ["{LICENCE}"]
+[route.delegation.conditions]
+requesterLocation = "{{header.X-Region}}"
+
+[[route]]
+name = "documents"
+methods = ["GET"]
+path = "/api/documents/{{id}}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "{OWNER3}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
+evidence = ["header"]
+[route.delegation.conditions]
+requesterLocation = "{{header.X-Region}}"
+"#
+    )
+}
+
+async fn bed() -> Bed {
+    Bed::start_of(testbed_config_of(BIN, "conf/testbed-3.0.toml")).await
+}
+
+/// The gateway as Warehouse 13 of the 3.0 testbed, its scheme owner (and so every peer) 3.0, or
+/// `version` where given.
+async fn env(version: &str) -> Env {
+    let bed = bed().await;
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), "", |t| {
+        t.replace(SO, SO3).replace(SP, SP3).replace(
+            "[scheme_owner]\n",
+            &format!("[scheme_owner]\nscheme_version = \"{version}\"\n"),
+        )
+    });
+    Env::launch(bed, dir, &ports).await
+}
+
+async fn get(env: &Env, path: &str, token: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut req = env
+        .bed
+        .http
+        .get(format!("{}{path}", env.url))
+        .bearer_auth(token);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    status_json(req.send().await.unwrap()).await
+}
+
+fn read(subject: &str, id: &str) -> AccessRequest {
+    let mut request = AccessRequest {
+        policy_issuer: OWNER3.into(),
+        access_subject: subject.into(),
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        ..AccessRequest::default()
+    };
+    request
+        .operands
+        .insert("requesterLocation".into(), Some("NL".into()));
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
+    let env = env("3.0").await;
+    // A token for the consumer's did, and for its EORI alias (signed with the same certificate,
+    // whose organizationIdentifier is the did's): the token names the party as its record does.
+    let token = env.token(CONSUMER3).await;
+    let as_alias = env
+        .bed
+        .creds(CONSUMER3)
+        .credentials
+        .identity_for(CONSUMER_EORI);
+    let alias = env.token_response(&as_alias.unwrap(), None).await;
+    let (status, body) = status_json(alias).await;
+    assert_eq!(status, 200, "{body}");
+    // The registry the owner designated for us decides, with the route's value as context and
+    // the condition it passes on (in NL or BE), and the licence as 3.0 writes it.
+    let resp = env
+        .bed
+        .http
+        .get(format!("{}/api/containers/C1", env.url))
+        .bearer_auth(&token)
+        .header("X-Region", "NL")
+        .send()
+        .await
+        .unwrap();
+    let purpose = resp.headers().get("licensepurpose").cloned();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
+    assert_eq!(purpose.unwrap().to_str().unwrap(), LICENCE);
+    for (region, status, reason) in [("DE", 403, "condition_not_met"), ("BE", 200, "")] {
+        let (got, body) = get(&env, "/api/containers/C2", &token, &[("X-Region", region)]).await;
+        assert_eq!(got, status, "{region}: {body}");
+        if status == 403 {
+            assert_eq!(body["reason"], reason, "{body}");
+        }
+    }
+    let (status, body) = get(
+        &env,
+        "/api/containers/SECRET-1",
+        &token,
+        &[("X-Region", "NL")],
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    // Evidence the consumer fetched itself, in 3.0's header: bound to us by the designation,
+    // though it names no service provider.
+    let evidence = env
+        .bed
+        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C3"))
+        .await;
+    let claims = claims(&evidence);
+    assert_eq!(
+        claims["sub"], AR3,
+        "3.0 evidence names its registry as sub: {claims}"
+    );
+    let policy = &claims["delegationEvidence"]["policySets"][0]["policies"][0];
+    assert!(policy["target"].get("environment").is_none(), "{policy}");
+    let with = |region| {
+        [
+            ("delegationEvidence", evidence.as_str()),
+            ("X-Region", region),
+        ]
+    };
+    let (status, body) = get(&env, "/api/documents/C3", &token, &with("NL")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get(&env, "/api/documents/C3", &token, &with("FR")).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("condition_not_met")),
+        "{body}"
+    );
+    // A party whose framework compliance ended gets no token.
+    let former = env.token_response(&env.bed.identity(FORMER3), None).await;
+    let (status, body) = status_json(former).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("party_not_active")),
+        "{body}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
+    let env = env("3.0").await;
+    let token = env.token(CONSUMER3).await;
+    let mut infos = Vec::new();
+    for bearer in [None, Some(token.as_str())] {
+        let mut req = env.bed.http.get(format!("{}/capabilities", env.url));
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        let (status, body) = status_json(req.send().await.unwrap()).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.get("capabilities_token").is_none(), "{body}");
+        let claims = claims(body["capabilitiesToken"].as_str().unwrap());
+        assert_eq!(claims["iss"], SP3);
+        infos.push(claims["capabilitiesInfo"].clone());
+    }
+    let identifiers = |info: &Value, list: &str| -> Vec<String> {
+        info[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s["identifier"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        identifiers(&infos[0], "publicServices"),
+        ["get-capabilities-token", "request-oauth-token"]
+    );
+    assert!(infos[0].get("restrictedServices").is_none(), "{}", infos[0]);
+    assert_eq!(identifiers(&infos[1], "restrictedServices"), ["containers"]);
+    let pointer = "/components/schemas/capabilitiesInfo";
+    assert_eq!(schema_errors(pointer, &infos), "", "{infos:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_configured_for_1_9_is_not_ready_with_a_3_0_scheme_owner_and_says_why() {
+    let bed = bed().await;
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), "", |t| {
+        t.replace(SO, SO3).replace(SP, SP3)
+    });
+    let gateway = launch(&dir);
+    let admin = format!("http://127.0.0.1:{}", ports.admin);
+    // The 1.9 trusted list's path is not a 3.0 scheme owner's: no list, not ready, no tokens.
+    let mut said = Value::Null;
+    for _ in 0..100 {
+        let (status, body) = readiness(&admin).await;
+        said = body;
+        if status == 503 && said.to_string().contains("404") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let said = said.to_string();
+    assert!(
+        said.contains("trusted list") && said.contains("404"),
+        "{said}"
+    );
+    gateway.stop();
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_3_0_participant_registry_answers_the_3_0_search_and_refuses_what_3_0_does_not_have() {
+    let bed = bed().await;
+    let so = bed.url(SO3);
+    let token = bed.token(SO3, CONSUMER3).await;
+    let search = |query: &'static str| {
+        bed.http
+            .get(format!("{so}/parties?{query}"))
+            .bearer_auth(&token)
+            .send()
+    };
+    let (status, body) = status_json(search("id=EU.EORI.NL000000001").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let info = &claims(body["partiesToken"].as_str().unwrap())["partiesInfo"];
+    assert_eq!(
+        (&info["totalCount"], &info["data"][0]["id"]),
+        (&json!(1), &json!(CONSUMER3))
+    );
+    let (status, body) = status_json(search("name=*&pageSize=3&page=2").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let info = &claims(body["partiesToken"].as_str().unwrap())["partiesInfo"];
+    assert_eq!(
+        (&info["currentPage"], &info["pageSize"], &info["count"]),
+        (&json!(2), &json!(3), &json!(3))
+    );
+    let records: Vec<Value> = info["data"].as_array().unwrap().clone();
+    assert_eq!(
+        schema_errors("/components/schemas/party", &records),
+        "",
+        "{records:?}"
+    );
+    // The parameters 3.0 removed are refused, never ignored into an unfiltered page.
+    for removed in [
+        "eori=EU.EORI.NL000000001",
+        "name=*&active_only=true",
+        "name=*&certificate_subject_name=CN%3Dx",
+    ] {
+        let (status, body) = status_json(search(removed).await.unwrap()).await;
+        assert_eq!(status, 400, "{removed}: {body}");
+    }
+    bed.stop().await;
+}
+
+#[tokio::test]
+async fn the_testbed_registry_answers_3_0_evidence_that_holds_to_its_schema() {
+    let bed = bed().await;
+    let evidence = bed
+        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C1"))
+        .await;
+    let claims = claims(&evidence);
+    let pointer = "/components/schemas/jwtPayloadDelegationEvidenceToken/allOf/1/properties/delegationEvidence";
+    let found = schema_errors(pointer, std::slice::from_ref(&claims["delegationEvidence"]));
+    assert_eq!(found, "", "{claims}");
+    let rule = &claims["delegationEvidence"]["policySets"][0]["policies"][0]["rules"][0];
+    assert_eq!(
+        rule["conditions"]["anyOf"][0]["rightOperand"], "NL",
+        "{rule}"
+    );
+    bed.stop().await;
+}
