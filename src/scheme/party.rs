@@ -1,4 +1,6 @@
-//! Party identifiers: `<scope>.EORI.<number>` and the newer `did:ishare:<id>` form.
+//! Party identifiers: `<scope>.EORI.<number>` (1.9), `did:ishare:<id>` (2.1 on), and the other
+//! `<method>:<value>` identifiers 3.0 records list as aliases (`did:web:example.com`,
+//! `CoC:123456789`). Identifiers are compared as written; never as patterns.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -21,7 +23,7 @@ pub enum PartyIdError {
     #[error("party identifier {0:?} contains white space or control characters")]
     BadCharacter(String),
     #[error(
-        "party identifier {0:?} is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor did:ishare:<id>"
+        "party identifier {0:?} is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor <method>:<value> (did:ishare:EU.NL.NTRNL-10000001, did:web:example.com, CoC:123456789)"
     )]
     UnknownForm(String),
     #[error("party identifier {id:?}: the scope {scope:?} must be two or more ASCII letters")]
@@ -57,6 +59,22 @@ impl PartyId {
                 Ok(PartyId(s.to_string()))
             } else {
                 Err(PartyIdError::BadDid { id: s.to_string() })
+            };
+        }
+        if let Some((method, value)) = s.split_once(':') {
+            // Letters, digits and `.-_:` after a method of letters and digits: no `*`, `/`, `?`,
+            // `#` or `%`, so that an identifier is never a pattern and stays one path segment
+            // however a server decodes it.
+            let method_ok = method.starts_with(|c: char| c.is_ascii_alphabetic())
+                && method.chars().all(|c| c.is_ascii_alphanumeric());
+            let value_ok = !value.is_empty()
+                && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-_:".contains(c));
+            return match method_ok && value_ok {
+                true => Ok(PartyId(s.to_string())),
+                false => Err(PartyIdError::UnknownForm(s.to_string())),
             };
         }
         let parts: Vec<&str> = s.split('.').collect();
@@ -169,6 +187,35 @@ mod tests {
         assert!(id.matches_subject_identifier("NTRNL-10000001"));
         assert!(id.matches_subject_identifier("ntrnl-10000001"));
         assert!(!id.matches_subject_identifier("NTRNL-10000002"));
+    }
+
+    #[test]
+    fn other_method_value_forms_are_accepted_as_written() {
+        for id in [
+            "did:web:example.com",
+            "did:elsi:LEIXG-724500AZSGBRY55MNS59",
+            "CoC:123456789",
+        ] {
+            assert_eq!(PartyId::parse(id).unwrap().as_str(), id);
+        }
+        for bad in [
+            "did:web:*",
+            "CoC:",
+            ":123",
+            "1x:2",
+            "did:web:example.com/path",
+            "CoC:12?3",
+            "CoC:#1",
+            "did:web:%2e%2e",
+        ] {
+            assert!(
+                matches!(PartyId::parse(bad), Err(PartyIdError::UnknownForm(_))),
+                "{bad}"
+            );
+        }
+        // Only the did:ishare form names a certificate's organizationIdentifier by its last part.
+        let web = PartyId::parse("did:web:example.com").unwrap();
+        assert!(!web.matches_subject_identifier("com"));
     }
 
     #[test]
