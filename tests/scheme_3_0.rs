@@ -17,6 +17,8 @@ const CONSUMER_EORI: &str = "EU.EORI.NL000000001";
 const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
 const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
 const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
+const OWNER_EORI: &str = "EU.EORI.NL000000005";
+const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
 const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
 const LICENCE: &str = "https://licenses.ishare.eu/general-internal-use/1.0";
 
@@ -34,6 +36,18 @@ policy_issuer = "{OWNER3}"
 resource_type = "CONTAINER"
 identifiers = ["{{path.id}}"]
 licences = ["{LICENCE}"]
+[route.delegation.conditions]
+requesterLocation = "{{header.X-Region}}"
+
+[[route]]
+name = "legacy"
+methods = ["GET"]
+path = "/api/legacy/{{id}}"
+upstream = "echo"
+[route.delegation]
+policy_issuer = "{OWNER_EORI}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
 [route.delegation.conditions]
 requesterLocation = "{{header.X-Region}}"
 
@@ -180,6 +194,51 @@ async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
     assert_eq!(
         (status, body["reason"].as_str()),
         (400, Some("party_not_active")),
+        "{body}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
+    let env = env("3.0").await;
+    let token = env.token(CONSUMER3).await;
+    // Evidence the consumer asked for by the EORI aliases of the data owner and itself: the
+    // registry mirrors the mask as asked.
+    let mut asked = read(CONSUMER_EORI, "C4");
+    asked.policy_issuer = OWNER_EORI.into();
+    let evidence = env.bed.evidence_of(CONSUMER3, AR3, &asked).await;
+    let ev = &claims(&evidence)["delegationEvidence"];
+    assert_eq!(ev["policyIssuer"], OWNER_EORI, "{ev}");
+    assert_eq!(ev["target"]["accessSubject"], CONSUMER_EORI, "{ev}");
+    let with = |region| {
+        [
+            ("delegationEvidence", evidence.as_str()),
+            ("X-Region", region),
+        ]
+    };
+    let (status, body) = get(&env, "/api/documents/C4", &token, &with("NL")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
+    let (status, body) = get(&env, "/api/documents/C4", &token, &with("DE")).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("condition_not_met")),
+        "{body}"
+    );
+    // Another party presenting it: the consumer's alias is not its name.
+    let stellar = env.token(STELLAR3).await;
+    let (status, body) = get(&env, "/api/documents/C4", &stellar, &with("NL")).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["reason"], "evidence_not_for_caller", "{body}");
+    // A route naming the data owner by its alias: the registry is asked about the owner's did
+    // (whose policy holds the condition), and the decision is made on the owner's did.
+    let (status, body) = get(&env, "/api/legacy/C5", &token, &[("X-Region", "BE")]).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get(&env, "/api/legacy/C5", &token, &[("X-Region", "DE")]).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("condition_not_met")),
         "{body}"
     );
     env.stop().await;

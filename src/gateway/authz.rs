@@ -19,6 +19,7 @@ use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
 use crate::scheme::evidence_token::{HeaderEvidenceRules, Readers};
 use crate::scheme::jwt::AlgorithmPolicy;
+use crate::scheme::party_record::Aliases;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use async_trait::async_trait;
@@ -144,20 +145,36 @@ impl Live<'_> {
             });
         }
         let timeout = inner.registry_timeout;
-        let chain =
-            inner
-                .registries
-                .chain(ask.registry, ask.owner, ask.path, ask.request, self.trust);
+        let chain = inner.registries.chain(
+            ask.registry,
+            ask.owner,
+            ask.path,
+            ask.request,
+            ask.aliases,
+            self.trust,
+        );
         let (registry, chain) = tokio::time::timeout(timeout, chain)
             .await
             .map_err(|_| Reject::Unavailable(Unavailable::RegistryTimeout(timeout)))??;
         let source = EvidenceSource::Registry {
             registry: registry.to_string(),
         };
-        Ok(match chain {
-            Some(chain) => evaluate(&chain, ask.request, source, false, Timestamp::now()),
-            None => no_policy(source),
-        })
+        let Some(mut chain) = chain else {
+            return Ok(no_policy(source));
+        };
+        let mut aliases = ask.aliases.clone();
+        for ev in &chain {
+            let named = [ev.policy_issuer.as_str(), &ev.target.access_subject];
+            self.trust.learn_names(&named, &mut aliases).await?;
+        }
+        chain.iter_mut().for_each(|ev| ev.resolve(&aliases));
+        Ok(evaluate(
+            &chain,
+            ask.request,
+            source,
+            false,
+            Timestamp::now(),
+        ))
     }
 }
 
@@ -176,6 +193,12 @@ impl Evidence for Live<'_> {
             algorithms: inner.algorithms,
         };
         broker::original_consumer(assertion, &rules, self.trust, &inner.replay, now).await
+    }
+
+    async fn aliases(&self, parties: &[&str]) -> Result<Aliases, Reject> {
+        let mut aliases = Aliases::default();
+        self.trust.learn_names(parties, &mut aliases).await?;
+        Ok(aliases)
     }
 
     fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject> {

@@ -167,9 +167,19 @@ impl HeaderEvidence {
             .await?
             .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;
         check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
-        let owner = &read.evidence.policy_issuer;
+        // Its parties by their records' ids (3.0), whatever alias it names them by.
+        let mut evidence = read.evidence.clone();
+        let mut aliases = expected.aliases.clone();
+        let named = [
+            signer.as_str(),
+            &evidence.policy_issuer,
+            &evidence.target.access_subject,
+        ];
+        trust.learn_names(&named, &mut aliases).await?;
+        evidence.resolve(&aliases);
+        let owner = &evidence.policy_issuer;
         let mut designated_for_us = false;
-        if read.issuer.as_str() != owner {
+        if aliases.id_of(signer.as_str()) != owner {
             if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
                 return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
             }
@@ -178,7 +188,7 @@ impl HeaderEvidence {
             let mut holds = None;
             for of in [owner.as_str(), &expected.request.policy_issuer] {
                 holds = registries
-                    .holds_delegations_of(configured, of, &read.issuer, trust)
+                    .holds_delegations_of(configured, of, &record, &aliases, trust)
                     .await?;
                 if holds.is_some() {
                     break;
@@ -193,15 +203,10 @@ impl HeaderEvidence {
             };
             designated_for_us = holding.for_us;
         }
-        check_header_evidence(
-            decoded,
-            &read.evidence,
-            &[expected.request.access_subject.as_str(), expected.caller],
-            &self.rules,
-            now,
-        )
-        .map_err(EvidenceRefusal::Token)?;
-        let mut evidence = read.evidence.clone();
+        let mut audiences = aliases.names_of(&expected.request.access_subject);
+        audiences.extend(aliases.names_of(expected.caller));
+        check_header_evidence(decoded, &evidence, &audiences, &self.rules, now)
+            .map_err(EvidenceRefusal::Token)?;
         evidence.read_as.designated_for_us = designated_for_us;
         Ok((evidence, hit))
     }

@@ -12,6 +12,7 @@ use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence}
 use crate::scheme::evidence_token::{read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::party::PartyId;
+use crate::scheme::party_record::{Aliases, Party};
 use crate::scheme::reason_codes;
 use crate::scheme::vocabulary::{Role, DELEGATION_PATH, TOKEN_PATH};
 use crate::scheme::Timestamp;
@@ -128,19 +129,20 @@ impl RegistryClient {
 
     /// Whether `registry` holds the delegations of `owner`: it is the configured registry (when a
     /// rule names one), or one of the registries in the owner's party record; and whether the
-    /// record designates it for us.
+    /// record designates it for us. Parties compare as their records name them (`aliases`).
     pub async fn holds_delegations_of(
         &self,
         configured: Option<&str>,
         owner: &str,
-        registry: &PartyId,
+        registry: &Party,
+        aliases: &Aliases,
         trust: &TrustStore,
     ) -> Result<Option<Holding>, TrustError> {
         if let Some(name) = configured {
             let holds = self
                 .configured
                 .get(name)
-                .is_some_and(|r| r.party_id == *registry);
+                .is_some_and(|r| registry.names(r.party_id.as_str()));
             return Ok(holds.then_some(Holding { for_us: false }));
         }
         let Ok(owner) = PartyId::parse(owner) else {
@@ -151,13 +153,23 @@ impl RegistryClient {
         };
         let mut listed = record
             .registries_at(Timestamp::now().secs())
-            .filter(|ar| ar.id.eq_ignore_ascii_case(registry.as_str()))
+            .filter(|ar| registry.names(&ar.id))
             .peekable();
         if listed.peek().is_none() {
             return Ok(None);
         }
-        let for_us = listed.any(|ar| ar.service_provider.as_deref() == Some(self.our_id.as_str()));
+        let for_us = listed.any(|ar| {
+            ar.service_provider
+                .as_deref()
+                .is_some_and(self.is_us(aliases))
+        });
         Ok(Some(Holding { for_us }))
+    }
+
+    /// Whether a name is ours, as `aliases` resolve it.
+    fn is_us<'a>(&'a self, aliases: &'a Aliases) -> impl Fn(&str) -> bool + 'a {
+        let us = aliases.id_of(self.our_id.as_str());
+        move |name| aliases.id_of(name) == us
     }
 
     /// The registry to ask about `owner`'s delegations: the configured one, or the one in the
@@ -168,6 +180,7 @@ impl RegistryClient {
         &self,
         configured: Option<&str>,
         owner: &PartyId,
+        aliases: &Aliases,
         trust: &TrustStore,
         now: Timestamp,
     ) -> Result<(Registry, Holding), RegistryError> {
@@ -179,7 +192,7 @@ impl RegistryClient {
             .await?
             .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
         let listed = record
-            .registry_for(self.our_id.as_str(), self.peer.scheme(), now.secs())
+            .registry_for(self.is_us(aliases), self.peer.scheme(), now.secs())
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
         let ar_id = PartyId::parse(&listed.id)
             .map_err(|_| NoRegistry::NotAnActiveRegistry(listed.id.clone()))?;
@@ -206,7 +219,10 @@ impl RegistryClient {
             .into());
         }
         let holding = Holding {
-            for_us: listed.service_provider.as_deref() == Some(self.our_id.as_str()),
+            for_us: listed
+                .service_provider
+                .as_deref()
+                .is_some_and(self.is_us(aliases)),
         };
         let registry = Registry {
             name: ar_id.to_string(),
@@ -228,10 +244,11 @@ impl RegistryClient {
         owner: &PartyId,
         path: &[String],
         request: &AccessRequest,
+        aliases: &Aliases,
         trust: &TrustStore,
     ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
         let (registry, holding) = self
-            .registry_for(configured, owner, trust, Timestamp::now())
+            .registry_for(configured, owner, aliases, trust, Timestamp::now())
             .await?;
         let mut parties = vec![request.policy_issuer.clone()];
         parties.extend(path.iter().cloned());

@@ -12,7 +12,7 @@ use crate::scheme::models::{
     PartiesPayload, PartyPayload, TrustedListEntry, TrustedListPayload, TrustedListPayload3,
 };
 use crate::scheme::party::PartyId;
-use crate::scheme::party_record::{from_1_9, read_3_0, Party};
+use crate::scheme::party_record::{from_1_9, read_3_0, Aliases, Party};
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
@@ -516,6 +516,32 @@ impl TrustStore {
             .map(|e| {
                 format!("the gateway's own certificate chain is not trusted under the scheme owner's trusted list: {e}")
             })
+    }
+
+    /// The names each of `names`' records gives its party, added to `aliases`: under a 3.0
+    /// scheme owner, parties are compared by their records' ids whatever alias names them.
+    /// Before 3.0 records have no aliases and nothing is looked up: ids compare as written. A
+    /// name that is no party identifier, or no party's, stays as written.
+    pub async fn learn_names(
+        &self,
+        names: &[&str],
+        aliases: &mut Aliases,
+    ) -> Result<(), TrustError> {
+        if !self.config.scheme_version.camel_case() {
+            return Ok(());
+        }
+        for name in names {
+            if aliases.knows(name) {
+                continue;
+            }
+            let Ok(id) = PartyId::parse(name) else {
+                continue;
+            };
+            if let Some(record) = self.party(&id).await? {
+                aliases.add(&record);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the record of `id` (or that it is unknown) is cached.

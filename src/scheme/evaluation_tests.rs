@@ -965,3 +965,41 @@ fn what_a_version_does_not_have_is_found() {
     );
     assert_eq!(read.first_beyond(SchemeVersion::V3_0), None);
 }
+
+#[test]
+fn evidence_naming_parties_by_their_aliases_decides_once_resolved_and_not_before() {
+    use crate::scheme::party_record::{Aliases, Party};
+    let party = |id: &str, alias: &str| Party {
+        id: id.into(),
+        also_known_as: vec![alias.into()],
+        ..Party::default()
+    };
+    let mut aliases = Aliases::default();
+    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000005", OWNER));
+    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000001", CONSUMER));
+    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000003", SP));
+    // The request in the records' ids, the evidence in the parties' EORI aliases.
+    let mut req = request();
+    req.resolve(&aliases);
+    assert_eq!(req.policy_issuer, "did:ishare:EU.NL.NTRNL-000000005");
+    assert_eq!(deny_code(base_evidence(), &req), "wrong_policy_issuer");
+    let mut ev = evidence(base_evidence());
+    ev.resolve(&aliases);
+    assert_eq!(ev.target.access_subject, "did:ishare:EU.NL.NTRNL-000000001");
+    let decided = evaluate(&ev, &req, Timestamp::from_secs(NOW));
+    assert!(matches!(decided, Decision::Permit(_)), "{decided:?}");
+    // A service provider listed by a name no record gives is not us.
+    let mut other = base_evidence();
+    other["policySets"][0]["policies"][0]["target"]["environment"]["serviceProviders"] =
+        json!(["eu.eori.nl000000003"]);
+    let mut ev = evidence(other);
+    ev.resolve(&aliases);
+    let decided = evaluate(&ev, &req, Timestamp::from_secs(NOW));
+    assert!(
+        matches!(
+            decided,
+            Decision::Deny(DenyReason::ServiceProviderNotListed)
+        ),
+        "{decided:?}"
+    );
+}

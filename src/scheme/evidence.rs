@@ -3,6 +3,7 @@
 
 use super::condition::{Condition, ConditionFailure, Operands};
 use super::licence::Licence;
+use super::party_record::Aliases;
 use super::version::SchemeVersion;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -89,6 +90,21 @@ pub struct PolicySet {
 }
 
 impl DelegationEvidence {
+    /// The evidence with each party it names (issuer, subject, service providers) named by its
+    /// record's id (`aliases`): what it says, compared as the request is.
+    pub fn resolve(&mut self, aliases: &Aliases) {
+        aliases.resolve(&mut self.policy_issuer);
+        aliases.resolve(&mut self.target.access_subject);
+        let providers = self
+            .policy_sets
+            .iter_mut()
+            .flat_map(|set| set.policies.iter_mut())
+            .filter_map(|p| p.target.environment.as_mut())
+            .filter_map(|e| e.service_providers.as_mut())
+            .flatten();
+        providers.for_each(|sp| aliases.resolve(sp));
+    }
+
     /// Every licence identifier the evidence mentions.
     pub fn licence_ids(&self) -> impl Iterator<Item = &str> {
         self.policy_sets
@@ -670,6 +686,15 @@ pub struct AccessRequest {
 }
 
 impl AccessRequest {
+    /// The request with each party named by its record's id (`aliases`).
+    pub fn resolve(&mut self, aliases: &Aliases) {
+        aliases.resolve(&mut self.policy_issuer);
+        aliases.resolve(&mut self.access_subject);
+        self.service_providers
+            .iter_mut()
+            .for_each(|sp| aliases.resolve(sp));
+    }
+
     /// The mask that asks a registry of `version` exactly for this request: before 3.0 with us
     /// as the service provider; in 3.0 with the route's values as the policy's `context` (for
     /// conditions the registry evaluates), since its mask has no `serviceProviders`.

@@ -8,6 +8,7 @@
 use super::models::{PartyInfo, SchemeTime};
 use super::version::SchemeVersion;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// A period: from (inclusive) until (exclusive), each open when absent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,7 +61,7 @@ impl Designation {
 }
 
 /// A party record, as decided on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Party {
     /// The identifier the record is kept under (3.0: `id`, its did:ishare).
     pub id: String,
@@ -123,14 +124,14 @@ impl Party {
             .filter(move |r| r.valid.contains(now))
     }
 
-    /// The registry to ask about this party's delegations for `service_provider` in
-    /// `framework` at `now`. From a 3.0 record, the most specific designation that fits (for
+    /// The registry to ask about this party's delegations for the service provider `is_us` names
+    /// in `framework` at `now`. From a 3.0 record, the most specific designation that fits (for
     /// this service provider, then for the framework, then the party's default; one for a data
     /// space does not fit a service provider that names none), the first of equals; from a
     /// 1.9/2.x record, the first listed with an address.
     pub fn registry_for(
         &self,
-        service_provider: &str,
+        is_us: impl Fn(&str) -> bool,
         framework: &str,
         now: i64,
     ) -> Option<&Designation> {
@@ -139,9 +140,7 @@ impl Party {
         }
         let fits = |d: &&Designation| {
             !d.url.is_empty()
-                && d.service_provider
-                    .as_deref()
-                    .is_none_or(|sp| sp == service_provider)
+                && d.service_provider.as_deref().is_none_or(&is_us)
                 && d.dataspace.is_none()
                 && d.framework.as_deref().is_none_or(|f| f == framework)
         };
@@ -371,6 +370,68 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
         }
     }
     Ok(party)
+}
+
+/// What each name of the parties a decision names stands for: the id of its record. Built from
+/// party records (3.0 `id` and `alsoKnownAs`); a name that is no record's, or that two records
+/// claim, stands for itself and is compared as written.
+#[derive(Clone, Debug, Default)]
+pub struct Aliases {
+    /// Name to id; None where records disagree.
+    ids: HashMap<Box<str>, Option<Box<str>>>,
+}
+
+impl Aliases {
+    /// The names of `party`, each to its id.
+    pub fn add(&mut self, party: &Party) {
+        let id: &str = &party.id;
+        for name in std::iter::once(id).chain(party.also_known_as.iter().map(String::as_str)) {
+            let entry = self
+                .ids
+                .entry(name.into())
+                .or_insert_with(|| Some(id.into()));
+            if entry.as_deref() != Some(id) {
+                *entry = None;
+            }
+        }
+    }
+
+    /// Whether `name` was seen in a record (resolved or found ambiguous).
+    pub fn knows(&self, name: &str) -> bool {
+        self.ids.contains_key(name)
+    }
+
+    /// The id `name` stands for: its record's, or itself.
+    pub fn id_of<'a>(&'a self, name: &'a str) -> &'a str {
+        match self.ids.get(name) {
+            Some(Some(id)) => id,
+            _ => name,
+        }
+    }
+
+    /// `name` replaced by the id it stands for.
+    pub fn resolve(&self, name: &mut String) {
+        if let Some(Some(id)) = self.ids.get(name.as_str()) {
+            if **id != **name {
+                *name = id.to_string();
+            }
+        }
+    }
+
+    /// Every name that stands for the same id as `name` (`name` itself included).
+    pub fn names_of<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
+        let id = self.id_of(name);
+        let mut names: Vec<&str> = self
+            .ids
+            .iter()
+            .filter(|(_, to)| to.as_deref() == Some(id))
+            .map(|(n, _)| &**n)
+            .collect();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+        names
+    }
 }
 
 #[cfg(test)]

@@ -161,14 +161,23 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
         "iSHARE",
     )
     .unwrap();
-    assert_eq!(party.registry_for(sp, "iSHARE", NOW).unwrap().id, "ours");
+    assert_eq!(
+        party.registry_for(|x| x == sp, "iSHARE", NOW).unwrap().id,
+        "ours"
+    );
     let another = "did:ishare:EU.NL.NTRNL-10000009";
     assert_eq!(
-        party.registry_for(another, "iSHARE", NOW).unwrap().id,
+        party
+            .registry_for(|x| x == another, "iSHARE", NOW)
+            .unwrap()
+            .id,
         "framework"
     );
     assert_eq!(
-        party.registry_for(another, "Other", NOW).unwrap().id,
+        party
+            .registry_for(|x| x == another, "Other", NOW)
+            .unwrap()
+            .id,
         "default"
     );
 }
@@ -229,4 +238,29 @@ fn roles_compare_without_case_spaces_or_spelling() {
     ] {
         assert!(!same_role(a, b), "{a} ≠ {b}");
     }
+}
+
+#[test]
+fn aliases_resolve_to_their_record_and_a_name_two_records_claim_to_neither() {
+    let mut happy = read_3_0(&record(vec![compliant()]), "iSHARE").unwrap();
+    let mut aliases = Aliases::default();
+    aliases.add(&happy);
+    assert_eq!(aliases.id_of("EU.EORI.NL000000003"), ID);
+    assert_eq!(aliases.id_of(ID), ID);
+    // Exactly: another case, or a name no record gives, stands for itself.
+    assert_eq!(aliases.id_of("eu.eori.nl000000003"), "eu.eori.nl000000003");
+    assert_eq!(aliases.id_of("EU.EORI.NL000000009"), "EU.EORI.NL000000009");
+    let mut names = aliases.names_of("EU.EORI.NL000000003");
+    names.sort();
+    assert_eq!(names, ["EU.EORI.NL000000003", ID]);
+
+    // A second record claiming the same alias: the alias resolves to neither.
+    happy.id = "did:ishare:EU.NL.NTRNL-10000009".into();
+    aliases.add(&happy);
+    assert_eq!(aliases.id_of("EU.EORI.NL000000003"), "EU.EORI.NL000000003");
+    assert_eq!(aliases.id_of(ID), ID);
+    assert!(aliases.knows("EU.EORI.NL000000003"));
+    let mut name = "EU.EORI.NL000000003".to_string();
+    aliases.resolve(&mut name);
+    assert_eq!(name, "EU.EORI.NL000000003");
 }

@@ -75,6 +75,15 @@ impl Register {
             .find(|p| same(&p.party_id) || self.aliases_of(&p.party_id).iter().any(|a| same(a)))
     }
 
+    /// The id of the party `name` names, by an alias too (3.0); before 3.0, and for a name no
+    /// party's, `name` as written.
+    pub fn id_of<'a>(&'a self, name: &'a str) -> &'a str {
+        match self.scheme.version.camel_case() {
+            true => self.party(name).map_or(name, |p| p.party_id.as_str()),
+            false => name,
+        }
+    }
+
     fn aliases_of(&self, id: &str) -> &[String] {
         self.aliases.get(id).map_or(&[], Vec::as_slice)
     }

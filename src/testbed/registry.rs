@@ -303,7 +303,7 @@ fn check_mask_parties(
 
 /// A delegation path names parties only, and runs from the mask's policy issuer to its access
 /// subject.
-fn check_delegation_path(path: &[String], mask: &DelegationRequest) -> Result<(), ApiError> {
+fn check_delegation_path(path: &[&str], mask: &DelegationRequest) -> Result<(), ApiError> {
     if !path.is_empty() {
         if let Some(bad) = path.iter().find(|id| PartyId::parse(id).is_err()) {
             return Err(ApiError::bad_request(
@@ -340,7 +340,14 @@ async fn delegation(
             format!("the body is not a delegation request: {e}"),
         )
     })?;
-    let mask = &body.request;
+    // The mask's parties by their ids (3.0: whatever alias it names them by) for every check
+    // and the stored policies; the answer mirrors the mask as asked.
+    let asked = &body.request;
+    let register = &p.shared.register;
+    let mut resolved = asked.clone();
+    resolved.policy_issuer = register.id_of(&asked.policy_issuer).to_string();
+    resolved.target.access_subject = register.id_of(&asked.target.access_subject).to_string();
+    let mask = &resolved;
     check_policy_shape(
         &mask.policy_issuer,
         &mask.target.access_subject,
@@ -358,7 +365,12 @@ async fn delegation(
     }
     let now = Timestamp::now();
     check_mask_parties(&p, mask, now)?;
-    check_delegation_path(&body.delegation_path, mask)?;
+    let path: Vec<&str> = body
+        .delegation_path
+        .iter()
+        .map(|id| register.id_of(id))
+        .collect();
+    check_delegation_path(&path, mask)?;
     for step in &body.previous_steps {
         check_previous_step(&p, &caller, mask, step).await?;
     }
@@ -381,13 +393,13 @@ async fn delegation(
             mask.policy_issuer, mask.target.access_subject
         )));
     }
-    let evidence = mirror(mask, &stored, now.secs());
+    let evidence = mirror(asked, &stored, now.secs());
     // 3.0 answers with `delegationToken`, its `sub` the registry itself; before, `sub` is the
     // access subject.
     let version = p.shared.register.version();
     let (sub, answer_member) = match version.camel_case() {
         true => (p.party_id.as_str(), member::DELEGATION_3),
-        false => (mask.target.access_subject.as_str(), member::DELEGATION),
+        false => (asked.target.access_subject.as_str(), member::DELEGATION),
     };
     let token = p
         .identity

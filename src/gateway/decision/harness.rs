@@ -11,6 +11,7 @@ use crate::config::tests::{write, BASE};
 use crate::gateway::reject::{EvidenceRefusal, Reject};
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::party_record::Aliases;
 use crate::scheme::trust::{ChainError, SignerError};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -75,6 +76,10 @@ impl Evidence for Fakes {
         _now: Timestamp,
     ) -> Result<String, Reject> {
         Ok(assertion.trim_start_matches("assertion-of-").to_string())
+    }
+
+    async fn aliases(&self, _parties: &[&str]) -> Result<Aliases, Reject> {
+        Ok(Aliases::default())
     }
 
     fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {

@@ -19,6 +19,7 @@ use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::evaluation::{evaluate_chain_at, Decision as Verdict, DenyReason, Evaluation};
 use crate::scheme::evidence::{AccessRequest, DelegationEvidence};
 use crate::scheme::party::PartyId;
+use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{Action, BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::trace::Step;
@@ -222,6 +223,8 @@ pub struct Expected<'a> {
     pub registry: Option<&'a str>,
     /// The name of the header the evidence came in.
     pub header: &'static str,
+    /// The names of the request's parties, each to its record's id.
+    pub aliases: &'a Aliases,
 }
 
 /// What is asked of the data owner's registry.
@@ -234,6 +237,8 @@ pub struct RegistryAsk<'a> {
     /// The parties between the data owner and the consumer, in order.
     pub path: &'a [String],
     pub request: &'a AccessRequest,
+    /// The names of the request's parties, each to its record's id.
+    pub aliases: &'a Aliases,
 }
 
 /// A chain of evidence presented with the request.
@@ -255,6 +260,10 @@ pub trait Evidence: Send + Sync {
         caller: &str,
         now: Timestamp,
     ) -> Result<String, Reject>;
+
+    /// The names the records of `parties` give them, each to its record's id (3.0: parties are
+    /// compared by id whatever alias names them; none where ids compare as written).
+    async fn aliases(&self, parties: &[&str]) -> Result<Aliases, Reject>;
 
     /// A data owner the caller names (`caller_names_owner`): refused when the caller names more
     /// owners the gateway has not looked up than it may.
@@ -454,20 +463,35 @@ pub async fn delegation(
         caller.acting_for = original_consumer.clone();
     }
     let subject = original_consumer.as_deref().unwrap_or(facts.caller);
-    let (request, owner) = mask(config, rule, facts, subject, d)?;
-    if rule.caller_names_owner {
-        if [subject, facts.caller]
+    let (mut request, owner) = mask(config, rule, facts, subject, d)?;
+    let named = |request: &AccessRequest| {
+        [subject, facts.caller]
             .iter()
             .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
-        {
+    };
+    if rule.caller_names_owner {
+        if named(&request) {
             return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
         }
         source.admit_owner(facts.caller, &request.policy_issuer)?;
     }
+    let us = config.identity.party_id.as_str();
+    let aliases = source
+        .aliases(&[subject, facts.caller, &request.policy_issuer, us])
+        .await?;
+    request.resolve(&aliases);
+    if rule.caller_names_owner && named(&request) {
+        return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+    }
+    let owner = PartyId::parse(&request.policy_issuer).unwrap_or(owner);
+    d.mask = Some(request.clone());
+    // The parties between are asked about as the route names them: looking each up would let a
+    // caller spend the scheme owner's lookups on names it makes up.
     let path: Vec<String> = rule
         .delegation_path
         .iter()
         .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
+        .map(|p| p.map(|p| aliases.id_of(&p).to_string()))
         .collect::<Result<_, _>>()?;
     d.stage = Stage::Evidence;
     let presented = match rule.evidence.header {
@@ -481,6 +505,7 @@ pub async fn delegation(
                 caller: facts.caller,
                 registry: rule.registry.as_deref(),
                 header: name,
+                aliases: &aliases,
             };
             let p = source.header(tokens, &expected, now).await?;
             evaluate(&p.chain, &request, p.source, p.cached, now)
@@ -493,6 +518,7 @@ pub async fn delegation(
                 owner: &owner,
                 path: &path,
                 request: &request,
+                aliases: &aliases,
             };
             source.registry(&ask).await?
         }
