@@ -20,6 +20,7 @@ const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 const OWNER_EORI: &str = "EU.EORI.NL000000005";
 const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
 const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
+const IDP3: &str = "did:ishare:EU.NL.NTRNL-10000007";
 const LICENCE: &str = "https://licenses.ishare.eu/general-internal-use/1.0";
 
 fn rules() -> String {
@@ -38,6 +39,17 @@ identifiers = ["{{path.id}}"]
 licences = ["{LICENCE}"]
 [route.delegation.conditions]
 requesterLocation = "{{header.X-Region}}"
+
+[[route]]
+name = "people"
+methods = ["GET"]
+path = "/people/containers/{{id}}"
+upstream = "echo"
+login = true
+[route.delegation]
+policy_issuer = "{OWNER3}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
 
 [[route]]
 name = "legacy"
@@ -67,15 +79,23 @@ requesterLocation = "{{header.X-Region}}"
     )
 }
 
+/// `[login]` at the testbed's identity provider.
+fn login(bed: &Bed) -> String {
+    format!(
+        "[login]\nidentity_provider = \"{IDP3}\"\nurl = \"{}\"\nscope = \"openid profile company\"\n",
+        bed.url(IDP3)
+    )
+}
+
 async fn bed() -> Bed {
     Bed::start_of(testbed_config_of(BIN, "conf/testbed-3.0.toml")).await
 }
 
 /// The gateway as Warehouse 13 of the 3.0 testbed, its scheme owner (and so every peer) 3.0, or
-/// `version` where given.
+/// `version` where given; people sign in at the testbed's identity provider.
 async fn env(version: &str) -> Env {
     let bed = bed().await;
-    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), "", |t| {
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
         t.replace(SO, SO3).replace(SP, SP3).replace(
             "[scheme_owner]\n",
             &format!("[scheme_owner]\nscheme_version = \"{version}\"\n"),
@@ -245,6 +265,54 @@ async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_at_a_3_0_identity_provider() {
+    let env = env("3.0").await;
+    let mut person = support::people::browser(&env);
+    let url = format!("{}/people/containers/C1", env.url);
+    let signed = person.sign_in(&url, "jane", "jane-testbed-password").await;
+    let signed = signed.unwrap();
+    // The gateway posted to the 3.0 /connect/authorize, the provider sent the person back to the
+    // 3.0 /return; the code was redeemed at /connect/token with redirect_uri, and the attributes
+    // read by GET from /connect/userinfo's userinfoToken (the testbed's 3.0 provider has no other).
+    assert!(
+        signed
+            .return_url
+            .starts_with(&format!("{}/return?", env.url)),
+        "{}",
+        signed.return_url
+    );
+    assert_eq!(signed.returned.status, 303, "{}", signed.returned.body);
+    let landing = signed.landing.expect("back at the page");
+    assert_eq!(landing.status, 200, "{}", landing.body);
+    let seen: Value = serde_json::from_str(&landing.body).unwrap();
+    assert_eq!(seen["headers"]["x-person-id"], "did:ishare:person.jane-doe");
+    assert_eq!(seen["headers"]["x-person-company-name"], "ABC Trucking");
+    // The 1.9 paths are not ours in 3.0.
+    let old = env
+        .bed
+        .http
+        .get(format!(
+            "{}/openid_connect1.0/return?code=x&state=y",
+            env.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old.status(), 404);
+    // The 3.0 provider asks userinfo by GET only, and answers in its own member.
+    let by_post = env
+        .bed
+        .http
+        .post(format!("{}/connect/userinfo", env.bed.url(IDP3)))
+        .bearer_auth("anything")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_post.status(), 405);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
     let env = env("3.0").await;
     let token = env.token(CONSUMER3).await;
@@ -283,7 +351,7 @@ async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_configured_for_1_9_is_not_ready_with_a_3_0_scheme_owner_and_says_why() {
     let bed = bed().await;
-    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), "", |t| {
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
         t.replace(SO, SO3).replace(SP, SP3)
     });
     let gateway = launch(&dir);

@@ -168,6 +168,8 @@ pub struct TracingFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct LoginFile {
     pub identity_provider: Option<String>,
+    /// The version of the scheme the identity provider speaks (default: the scheme owner's).
+    pub scheme_version: Option<String>,
     /// The identity provider's base URL.
     pub url: Option<String>,
     pub scope: Option<String>,

@@ -10,7 +10,6 @@ use super::rules::{load_rules, Known};
 use super::values::{nonzero, party, resolve, socket_addr, url_of, warn_plain};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
-use crate::scheme::openid;
 use crate::scheme::party::PartyId;
 use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{CAPABILITIES_PATH, DELEGATION_PATH, TOKEN_PATH};
@@ -58,6 +57,8 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let peers_version = scheme_owner
         .as_ref()
         .map_or(default::SCHEME_VERSION, |so| so.scheme_version);
+    let own_version =
+        scheme_version("scheme_version", file.scheme_version, issues).unwrap_or(peers_version);
     let registries = registries(file.registries, peers_version, issues);
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
@@ -79,9 +80,10 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let server = server(&base, file.server, issues);
     let log = log(file.log, issues);
     let public_url = public_url(file.public_url.as_deref(), &listeners, issues);
+    let versions = (peers_version, own_version);
     let login = file
         .login
-        .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), issues));
+        .and_then(|l| super::login::build(&base, l, replay.redis.is_some(), versions, issues));
     let tracing = file.tracing.map(|t| super::tracing::build(t, issues));
     strip_login_headers(&mut strip_headers, login.as_ref());
     let decision_log = file
@@ -102,8 +104,6 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         login: login.is_some(),
     };
     let routes = load_rules(&rules_dir, &known, issues.all);
-    let own_version =
-        scheme_version("scheme_version", file.scheme_version, issues).unwrap_or(peers_version);
     Some(Config {
         source: path.to_path_buf(),
         scheme,
@@ -154,7 +154,7 @@ fn reserved_paths(tokens: &Tokens, login: Option<&LoginSettings>) -> Vec<String>
         .chain(
             login
                 .iter()
-                .flat_map(|l| [openid::RETURN_PATH.to_string(), l.logout_path.clone()]),
+                .flat_map(|l| [l.return_path.to_string(), l.logout_path.clone()]),
         )
         .collect()
 }
@@ -540,7 +540,11 @@ fn health_check(key: &str, h: HealthCheckFile, issues: &mut Issues) -> HealthChe
 }
 
 /// A version of the scheme a peer speaks, if given.
-fn scheme_version(key: &str, text: Option<String>, issues: &mut Issues) -> Option<SchemeVersion> {
+pub(super) fn scheme_version(
+    key: &str,
+    text: Option<String>,
+    issues: &mut Issues,
+) -> Option<SchemeVersion> {
     issues.check(key, SchemeVersion::parse(&text?))
 }
 

@@ -7,15 +7,24 @@ use super::file::LoginFile;
 use super::issues::Issues;
 use super::model::{LoginSettings, SessionSecret};
 use super::values::{header_name, nonzero, party, resolve, url_of, warn_plain};
-use crate::scheme::openid;
+use crate::scheme::openid::{self, Flow};
+use crate::scheme::version::SchemeVersion;
 use std::path::Path;
 
+/// `versions`: the scheme owner's (the identity provider's unless it says), and the gateway's own
+/// (its return path).
 pub(super) fn build(
     base: &Path,
     l: LoginFile,
     shared_store: bool,
+    versions: (SchemeVersion, SchemeVersion),
     issues: &mut Issues,
 ) -> Option<LoginSettings> {
+    let (peers, own) = versions;
+    let scheme_version =
+        super::gateway::scheme_version("login.scheme_version", l.scheme_version, issues)
+            .unwrap_or(peers);
+    let return_path = Flow::of(own).return_path;
     let identity_provider = match &l.identity_provider {
         Some(id) => issues.check("login.identity_provider", party(id)),
         None => {
@@ -54,10 +63,10 @@ pub(super) fn build(
     let logout_path = l
         .logout_path
         .unwrap_or_else(|| default::LOGOUT_PATH.to_string());
-    if !logout_path.starts_with('/') || logout_path == openid::RETURN_PATH {
+    if !logout_path.starts_with('/') || logout_path == return_path {
         issues.add(
             "login.logout_path",
-            format!("a path starting with / other than {}", openid::RETURN_PATH),
+            format!("a path starting with / other than {return_path}"),
         );
     }
     let configured: Vec<(String, String)> = match l.headers {
@@ -70,6 +79,8 @@ pub(super) fn build(
     let headers = person_headers(configured, issues);
     Some(LoginSettings {
         identity_provider: identity_provider?,
+        scheme_version,
+        return_path,
         url: url?,
         scope,
         session_lifetime: issues

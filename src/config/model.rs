@@ -118,6 +118,11 @@ pub struct TracingSettings {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoginSettings {
     pub identity_provider: PartyId,
+    /// The version the identity provider speaks: its paths, how userinfo is asked and answered.
+    pub scheme_version: SchemeVersion,
+    /// Where the identity provider sends people back (`/openid_connect1.0/return` in 1.9,
+    /// `/return` from 2.0): the gateway's own endpoint, in its own version.
+    pub return_path: &'static str,
     /// The identity provider's base URL.
     pub url: String,
     pub scope: String,

@@ -18,7 +18,7 @@ use crate::peers::PeerClient;
 use crate::request::cookie_values;
 use crate::scheme::jwe::{random_value, SealedBox};
 use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt};
-use crate::scheme::openid;
+use crate::scheme::openid::{self, Flow};
 use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
 use http::{HeaderMap, Method};
@@ -97,10 +97,11 @@ impl Login {
                 peer,
                 settings.identity_provider.clone(),
                 &settings.url,
+                Flow::of(settings.scheme_version),
                 format!(
                     "{}{}",
                     public_url.trim_end_matches('/'),
-                    openid::RETURN_PATH
+                    settings.return_path
                 ),
                 algorithms,
                 config.tokens.leeway,
@@ -253,7 +254,8 @@ impl Login {
         ))
     }
 
-    /// GET /openid_connect1.0/return: the code for a session, or a refusal.
+    /// GET the return path (`/openid_connect1.0/return`, `/return` from 2.0): the code for a
+    /// session, or a refusal.
     pub async fn finish(
         &self,
         query: Option<&str>,

@@ -31,7 +31,6 @@ pub mod upstream;
 
 use crate::config::model::Route;
 use crate::request::path::canonical_path;
-use crate::scheme::openid;
 use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -178,7 +177,7 @@ async fn login_path(
     path: &str,
 ) -> Result<Option<Answer>, Reject> {
     let req = session.req_header();
-    if path == openid::RETURN_PATH {
+    if path == login.settings.return_path {
         ctx.decision.route = "login_return".into();
         if req.method != Method::GET {
             return Err(Reject::MethodNotAllowed(vec![Method::GET]));

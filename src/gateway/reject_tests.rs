@@ -53,7 +53,13 @@ fn one_of_each() -> Vec<Reject> {
         Reject::Login(LoginFailure::IdToken(TokenRefusal::NotForUs(
             IssuedTokenError::Nonce,
         ))),
-        Reject::Login(LoginFailure::Userinfo(UserinfoRefusal::NoToken)),
+        Reject::Login(LoginFailure::Userinfo(UserinfoRefusal::NoToken(
+            "userinfoToken",
+        ))),
+        Reject::Login(LoginFailure::Userinfo(UserinfoRefusal::OtherVersion {
+            found: "userinfo_token",
+            expected: "userinfoToken",
+        })),
         Reject::Login(LoginFailure::ProviderUnavailable(
             ProviderFailure::NotRegistered(PartyId::parse("EU.EORI.NL000000009").unwrap()),
         )),

@@ -13,9 +13,10 @@ use crate::scheme::jwt::{
     certificate_from_base64, decode, AlgorithmPolicy, DecodedJwt, JwtError, SigningError,
     ASSERTION_LIFETIME,
 };
-use crate::scheme::openid::{self, check_id_token, check_issued_to, IssuedTokenError};
+use crate::scheme::openid::{self, check_id_token, check_issued_to, Flow, IssuedTokenError};
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::SignerError;
+use crate::scheme::vocabulary::member;
 use crate::scheme::Timestamp;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -68,8 +69,13 @@ pub enum TokenRefusal {
 pub enum UserinfoRefusal {
     #[error("{url} answered {status}")]
     Status { url: String, status: StatusCode },
-    #[error("no {}", openid::USERINFO_TOKEN)]
-    NoToken,
+    #[error("the answer has no {0}")]
+    NoToken(&'static str),
+    #[error("the answer holds {found} where {expected} was asked: the identity provider speaks another version of the scheme than it is configured for")]
+    OtherVersion {
+        found: &'static str,
+        expected: &'static str,
+    },
     #[error(transparent)]
     Token(#[from] TokenRefusal),
 }
@@ -107,6 +113,7 @@ pub struct IdentityProviderClient {
     authorize_url: String,
     token_url: String,
     userinfo_url: String,
+    flow: Flow,
     redirect_uri: String,
     algorithms: AlgorithmPolicy,
     leeway_secs: f64,
@@ -114,11 +121,13 @@ pub struct IdentityProviderClient {
 }
 
 impl IdentityProviderClient {
-    /// The provider `party` at the base URL `url`, which sends people back to `redirect_uri`.
+    /// The provider `party` at the base URL `url`, whose endpoints are `flow`'s, which sends
+    /// people back to `redirect_uri`.
     pub fn new(
         peer: PeerClient,
         party: PartyId,
         url: &str,
+        flow: Flow,
         redirect_uri: String,
         algorithms: AlgorithmPolicy,
         leeway: Duration,
@@ -129,9 +138,10 @@ impl IdentityProviderClient {
             our_id: peer.identity().party_id().clone(),
             peer,
             party,
-            authorize_url: at(openid::AUTHORIZE_PATH),
-            token_url: at(openid::TOKEN_PATH),
-            userinfo_url: at(openid::USERINFO_PATH),
+            authorize_url: at(flow.authorize),
+            token_url: at(flow.token),
+            userinfo_url: at(flow.userinfo),
+            flow,
             redirect_uri,
             algorithms,
             leeway_secs: leeway.as_secs_f64(),
@@ -273,9 +283,11 @@ impl IdentityProviderClient {
         now: Timestamp,
     ) -> Result<DecodedJwt, IdentityProviderError> {
         let url = &self.userinfo_url;
-        let answer = self
-            .send(url, self.peer.http.post(url).bearer_auth(access_token))
-            .await?;
+        let asked = match self.flow.userinfo_by_get {
+            true => self.peer.http.get(url),
+            false => self.peer.http.post(url),
+        };
+        let answer = self.send(url, asked.bearer_auth(access_token)).await?;
         if !answer.status().is_success() {
             return Err(UserinfoRefusal::Status {
                 url: url.clone(),
@@ -284,10 +296,18 @@ impl IdentityProviderClient {
             .into());
         }
         let body: Value = read_json(url, answer).await?;
-        let token = body
-            .get(openid::USERINFO_TOKEN)
-            .and_then(Value::as_str)
-            .ok_or(UserinfoRefusal::NoToken)?;
+        let expected = self.flow.userinfo_member;
+        let token = match body.get(expected) {
+            Some(token) => token.as_str().ok_or(UserinfoRefusal::NoToken(expected))?,
+            None => {
+                let other = member::counterpart(expected).filter(|o| body.get(*o).is_some());
+                return Err(match other {
+                    Some(found) => UserinfoRefusal::OtherVersion { found, expected },
+                    None => UserinfoRefusal::NoToken(expected),
+                }
+                .into());
+            }
+        };
         let refused = |e: TokenRefusal| IdentityProviderError::Userinfo(e.into());
         let jwt = self.verified(token, trust, now).await?.map_err(refused)?;
         let found = check_issued_to(

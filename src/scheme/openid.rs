@@ -6,6 +6,7 @@
 use super::assertion::AssertionError;
 use super::jwt::DecodedJwt;
 use super::party::PartyId;
+use super::version::SchemeVersion;
 use super::Timestamp;
 use std::collections::BTreeMap;
 
@@ -14,6 +15,56 @@ pub const TOKEN_PATH: &str = "/openid_connect1.0/token";
 pub const USERINFO_PATH: &str = "/openid_connect1.0/userinfo";
 /// The service provider's redirect receiver.
 pub const RETURN_PATH: &str = "/openid_connect1.0/return";
+
+/// The flow's endpoints and names as a version of the scheme has them: 1.9's under
+/// `/openid_connect1.0` with userinfo by POST; from 2.0 `/connect/authorize`, `/connect/token`,
+/// `/connect/userinfo` by GET and the service provider's `/return`; in 3.0 the userinfo answer's
+/// member is `userinfoToken`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flow {
+    pub authorize: &'static str,
+    /// The identity provider's token endpoint, for codes.
+    pub token: &'static str,
+    pub userinfo: &'static str,
+    /// Userinfo is asked by GET (from 2.0); by POST before, with an optional `request`.
+    pub userinfo_by_get: bool,
+    /// The member of the userinfo answer.
+    pub userinfo_member: &'static str,
+    /// The service provider's redirect receiver.
+    pub return_path: &'static str,
+    /// Where the identity provider's sign-in page posts (3.0 names `/login`, for the
+    /// conformance tool).
+    pub login: &'static str,
+}
+
+impl Flow {
+    pub fn of(version: SchemeVersion) -> Flow {
+        let member = |v: SchemeVersion| match v.camel_case() {
+            true => super::vocabulary::member::USERINFO_3,
+            false => USERINFO_TOKEN,
+        };
+        match version.generic_paths() {
+            false => Flow {
+                authorize: AUTHORIZE_PATH,
+                token: TOKEN_PATH,
+                userinfo: USERINFO_PATH,
+                userinfo_by_get: false,
+                userinfo_member: member(version),
+                return_path: RETURN_PATH,
+                login: "/openid_connect1.0/login",
+            },
+            true => Flow {
+                authorize: "/connect/authorize",
+                token: super::vocabulary::TOKEN_PATH,
+                userinfo: "/connect/userinfo",
+                userinfo_by_get: true,
+                userinfo_member: member(version),
+                return_path: "/return",
+                login: "/login",
+            },
+        }
+    }
+}
 
 pub const OPENID_SCOPE: &str = "openid";
 pub const AUTHORIZATION_CODE: &str = "authorization_code";

@@ -56,6 +56,12 @@ impl SchemeVersion {
         }
     }
 
+    /// Endpoints at the generic paths (`/connect/token`, `/connect/authorize`, `/connect/userinfo`)
+    /// rather than under `/oauth2.0` and `/openid_connect1.0` (from 2.0).
+    pub fn generic_paths(self) -> bool {
+        self >= SchemeVersion::V2_0
+    }
+
     /// RS384 and RS512 beside RS256 (from 2.1).
     pub fn signs_with_rs384_rs512(self) -> bool {
         self >= SchemeVersion::V2_1

@@ -6,7 +6,7 @@
 use super::config::UserConfig;
 use super::lockout::Lockout;
 use super::participant::{
-    common_routes, require, token_answer, ApiError, ApiResult, Participant, SignedByError,
+    common_routes_but, require, token_answer, ApiError, ApiResult, Participant, SignedByError,
 };
 use super::registry::mirror;
 use crate::html::{escape, page};
@@ -16,7 +16,7 @@ use crate::scheme::jwe::{is_encrypted, random_value, Decryption, JweError};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::openid::{
     self, attributes_of, check_request_claims, client_of, error_redirect_target, AuthorizeParams,
-    AuthorizeRequest, RequestError,
+    AuthorizeRequest, Flow, RequestError,
 };
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::DELEGATION_EVIDENCE_CLAIM;
@@ -34,8 +34,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where the login form is posted.
-pub const LOGIN_PATH: &str = "/openid_connect1.0/login";
 /// How long a person has to sign in.
 const LOGIN_TIME: Duration = Duration::from_secs(600);
 /// Wrong passwords allowed on one sign-in before it must start again.
@@ -48,6 +46,8 @@ const CAPACITY: u64 = 10_000;
 /// A sign-in in progress: the checked request, and the wrong passwords so far.
 struct Login {
     request: AuthorizeRequest,
+    /// Where its form is posted.
+    action: &'static str,
     client_name: String,
     failures: AtomicU32,
 }
@@ -65,6 +65,8 @@ struct Grant {
 
 pub struct IdentityProvider {
     p: Arc<Participant>,
+    /// The endpoints and names of the testbed's version.
+    flow: Flow,
     decryption: Decryption,
     users: Vec<UserConfig>,
     logins: Cache<String, Arc<Login>>,
@@ -87,7 +89,9 @@ pub fn router(
     users: Vec<UserConfig>,
     code_lifetime: Duration,
 ) -> Result<Router, String> {
+    let flow = Flow::of(p.shared.register.version());
     let idp = Arc::new(IdentityProvider {
+        flow,
         decryption: Decryption::from_pem(key_pem.as_bytes()).map_err(|e| e.to_string())?,
         p: p.clone(),
         users,
@@ -97,13 +101,32 @@ pub fn router(
         tokens: bounded(ACCESS_LIFETIME),
         lockout: Lockout::default(),
     });
+    // From 2.0 codes are exchanged at the participant's own /connect/token, beside the client
+    // credentials grant.
     let own = Router::new()
-        .route(openid::AUTHORIZE_PATH, any(authorize))
-        .route(LOGIN_PATH, any(login))
-        .route(openid::TOKEN_PATH, any(token))
-        .route(openid::USERINFO_PATH, any(userinfo))
+        .route(flow.authorize, any(authorize))
+        .route(flow.login, any(login))
+        .route(flow.token, any(code_or_credentials))
+        .route(flow.userinfo, any(userinfo))
         .with_state(idp);
-    Ok(common_routes().with_state(p).merge(own))
+    Ok(common_routes_but(Some(flow.token)).with_state(p).merge(own))
+}
+
+/// POST token: a code exchanged (`grant_type=authorization_code`), or the participant's token
+/// for client credentials at the same path.
+async fn code_or_credentials(
+    State(idp): State<Arc<IdentityProvider>>,
+    method: Method,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> ApiResult {
+    let grant = openid::single_params(&body)
+        .ok()
+        .and_then(|form| form.get("grant_type").cloned());
+    match grant.as_deref() == Some(openid::AUTHORIZATION_CODE) {
+        true => token(State(idp), method, body).await,
+        false => super::participant::token(State(idp.p.clone()), method, headers, body).await,
+    }
 }
 
 /// A form's parameters, each given once.
@@ -277,6 +300,7 @@ impl IdentityProvider {
             Ok(request) => Ok(Login {
                 request,
                 client_name,
+                action: self.flow.login,
                 failures: AtomicU32::new(0),
             }),
             Err(e) => match error_redirect_target(&assertion.jwt) {
@@ -327,7 +351,7 @@ fn login_page(
 <p class="note">Testbed identity provider: test people only.</p>"#,
         name = escape(&login.client_name),
         client = escape(request.client_id.as_str()),
-        action = LOGIN_PATH,
+        action = login.action,
         login_id = escape(login_id),
     );
     (status, no_store(), Html(page("Sign in", &body))).into_response()
@@ -535,16 +559,21 @@ async fn token(
     Ok((no_store(), axum::Json(answer)).into_response())
 }
 
-/// GET or POST userinfo: the consented attributes of the person, and with a `request` (a JWT of the
-/// client holding a delegation mask about the person) their delegation evidence.
+/// GET or POST userinfo (from 2.0 GET only): the consented attributes of the person, and with a
+/// `request` (1.9: a JWT of the client holding a delegation mask about the person) their
+/// delegation evidence.
 async fn userinfo(
     State(idp): State<Arc<IdentityProvider>>,
     method: Method,
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> ApiResult {
-    if method != Method::GET && method != Method::POST {
-        return Err(ApiError::method_not_allowed(&Method::POST));
+    match idp.flow.userinfo_by_get {
+        true => require(&method, Method::GET)?,
+        false if method != Method::GET && method != Method::POST => {
+            return Err(ApiError::method_not_allowed(&Method::POST));
+        }
+        false => {}
     }
     let invalid = || ApiError::unauthorized(crate::access_token::AccessTokenError::Invalid);
     let bearer = headers
@@ -582,7 +611,7 @@ async fn userinfo(
             super::participant::RESPONSE_TOKEN_LIFETIME,
         )
         .map_err(ApiError::from)?;
-    Ok(token_answer(openid::USERINFO_TOKEN, token))
+    Ok(token_answer(idp.flow.userinfo_member, token))
 }
 
 impl IdentityProvider {

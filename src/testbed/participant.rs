@@ -333,10 +333,11 @@ impl Participant {
             let public = info.supported_versions[0].supported_features[0]
                 .public
                 .get_or_insert_with(Vec::new);
+            let flow = openid::Flow::of(self.shared.register.version());
             for (id, name, description, path) in [
-                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D01", "authorize", "Authenticates a person and asks their consent (OpenID Connect, signed and encrypted request object)", openid::AUTHORIZE_PATH),
-                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D02", "openid token", "Exchanges an authorization code for an access token and an id_token", openid::TOKEN_PATH),
-                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D03", "userinfo", "Returns the consented attributes of the person, and delegation evidence on request", openid::USERINFO_PATH),
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D01", "authorize", "Authenticates a person and asks their consent (OpenID Connect, signed and encrypted request object)", flow.authorize),
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D02", "openid token", "Exchanges an authorization code for an access token and an id_token", flow.token),
+                ("4E5FA07C-2B8D-4F9A-9C3E-5D7F9B1C3D03", "userinfo", "Returns the consented attributes of the person, and delegation evidence on request", flow.userinfo),
             ] {
                 public.push(Feature::at(id, name, description, &self.base_url, path, false));
             }
@@ -347,11 +348,17 @@ impl Participant {
 
 /// The routes every participant serves.
 pub fn common_routes() -> Router<Arc<Participant>> {
-    Router::new()
+    common_routes_but(None)
+}
+
+/// `common_routes` without the token endpoint at `taken`, which the role serves itself.
+pub fn common_routes_but(taken: Option<&str>) -> Router<Arc<Participant>> {
+    let token_paths = ["/connect/token", "/oauth2.0/token", "/token"];
+    token_paths
+        .into_iter()
+        .filter(|path| Some(*path) != taken)
+        .fold(Router::new(), |router, path| router.route(path, any(token)))
         .route("/capabilities", any(capabilities))
-        .route("/connect/token", any(token))
-        .route("/oauth2.0/token", any(token))
-        .route("/token", any(token))
         .route("/me", any(me))
         .route("/testing/stats", axum::routing::get(stats))
         .fallback(not_found)

@@ -211,8 +211,7 @@ pub async fn decide(
     let own = snap.config.tokens.paths.contains(&canonical.path)
         || canonical.path == crate::scheme::vocabulary::CAPABILITIES_PATH
         || snap.login.as_ref().is_some_and(|l| {
-            canonical.path == l.settings.logout_path
-                || canonical.path == crate::scheme::openid::RETURN_PATH
+            canonical.path == l.settings.logout_path || canonical.path == l.settings.return_path
         });
     if own {
         return Err(DryRunError::OwnEndpoint(canonical.path));
