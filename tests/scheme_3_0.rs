@@ -312,6 +312,156 @@ async fn a_person_signs_in_at_a_3_0_identity_provider() {
     env.stop().await;
 }
 
+/// `ishare-gateway client --testbed DIR --as CONSUMER3 ARGS…`: whether it succeeded, its output
+/// and its errors.
+async fn client(bed: &Bed, args: &[&str]) -> (bool, String, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
+    command
+        .args(["client", "--testbed"])
+        .arg(&bed.keys.data_dir)
+        .args(["--as", CONSUMER3])
+        .args(args);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_command_speaks_3_0_when_told() {
+    let env = env("3.0").await;
+    let so = env.bed.url(SO3);
+    let v3 = ["--scheme-version", "3.0"];
+    // A party found by its alias: its 3.0 record.
+    let (ok, out, err) = client(
+        &env.bed,
+        &[&v3[..], &["party", "--url", &so, "--id", CONSUMER_EORI]].concat(),
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("partyToken") && out.contains(CONSUMER3),
+        "{out}"
+    );
+    let (ok, out, err) = client(
+        &env.bed,
+        &[&v3[..], &["trusted-list", "--url", &so]].concat(),
+    )
+    .await;
+    assert!(ok && out.contains("trustedListToken"), "{out}{err}");
+    let (ok, out, err) = client(
+        &env.bed,
+        &[
+            &v3[..],
+            &[
+                "parties",
+                "--url",
+                &so,
+                "--query",
+                &format!("alsoKnownAs={CONSUMER_EORI}"),
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(ok && out.contains(CONSUMER3), "{out}{err}");
+    // A 1.9 search parameter is never sent to a 3.0 participant registry.
+    let (ok, _, err) = client(
+        &env.bed,
+        &[&v3[..], &["parties", "--url", &so, "--query", "eori=*"]].concat(),
+    )
+    .await;
+    assert!(
+        !ok && err.contains("eori is no query parameter of 3.0"),
+        "{err}"
+    );
+    // Spoken as 1.9 to the 3.0 participant registry: refused, with why.
+    let (ok, _, err) = client(&env.bed, &["party", "--url", &so, "--id", CONSUMER3]).await;
+    assert!(
+        !ok && err.contains("another version of the scheme"),
+        "{err}"
+    );
+    // Evidence asked in 3.0's body, answered as delegationToken, sent in 3.0's header.
+    let ar = env.bed.url(AR3);
+    let (ok, evidence, err) = client(
+        &env.bed,
+        &[
+            &v3[..],
+            &[
+                "--raw",
+                "evidence",
+                "--registry",
+                &ar,
+                "--issuer",
+                OWNER3,
+                "--type",
+                "CONTAINER",
+                "--id",
+                "C7",
+                "--action",
+                "iSHARE.READ",
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(ok, "{err}");
+    let evidence = evidence.trim().to_string();
+    assert_eq!(claims(&evidence)["sub"], AR3);
+    let (ok, _, err) = client(
+        &env.bed,
+        &[
+            &v3[..],
+            &[
+                "evidence",
+                "--registry",
+                &ar,
+                "--issuer",
+                OWNER3,
+                "--type",
+                "CONTAINER",
+                "--action",
+                "iSHARE.READ",
+                "--service-provider",
+                SP3,
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(
+        !ok && err.contains("a 3.0 mask names no service provider"),
+        "{err}"
+    );
+    let url = format!("{}/api/documents/C7", env.url);
+    let call = |region: &'static str| {
+        let evidence = evidence.clone();
+        let url = url.clone();
+        let bed = &env.bed;
+        async move {
+            let header = format!("X-Region: {region}");
+            client(
+                bed,
+                &[
+                    &v3[..],
+                    &["call", &url, "--evidence", &evidence, "-H", &header],
+                ]
+                .concat(),
+            )
+            .await
+        }
+    };
+    let (ok, out, err) = call("NL").await;
+    assert!(ok && out.contains("-> 200"), "{out}{err}");
+    let (ok, out, _) = call("DE").await;
+    assert!(!ok && out.contains("condition_not_met"), "{out}");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
     let env = env("3.0").await;

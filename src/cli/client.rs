@@ -1,6 +1,8 @@
 //! `ishare-gateway client …`: the consumer's side of the scheme on the command line — mint a client
 //! assertion, get a token from any participant, look up parties, ask a registry for evidence with a
-//! mask, and call a service with a token and evidence — printing decoded tokens readably.
+//! mask, and call a service with a token and evidence — printing decoded tokens readably. Each in
+//! the version of the scheme the participant speaks (`--scheme-version`): its paths, members,
+//! query parameters, request bodies and header names.
 
 use super::display::describe_jwt;
 use crate::peers::{join, party_path, PeerClient, PeerError};
@@ -11,7 +13,8 @@ use crate::scheme::party::PartyId;
 use crate::scheme::trust::TrustedList;
 use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{
-    member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, PARTIES_PATH, TOKEN_PATH,
+    member, CAPABILITIES_PATH, DELEGATION_PATH, EVIDENCE_HEADER, EVIDENCE_HEADER_3, PARTIES_PATH,
+    TOKEN_PATH, TRUSTED_LIST_PATH, TRUSTED_LIST_PATH_3,
 };
 use crate::scheme::Timestamp;
 use crate::testbed::keys::party_file;
@@ -51,6 +54,10 @@ pub struct ClientArgs {
     /// read from the participant's capabilities; needed for those that serve none).
     #[arg(long, value_name = "PARTY_ID", global = true)]
     audience: Option<String>,
+    /// The version of the scheme the participant asked speaks: 1.9 (also 1.10), 2.0, 2.1, 2.2
+    /// or 3.0 (`/trustedList`, `partyToken`, camelCase delegation requests, `delegationEvidence`).
+    #[arg(long, value_name = "VERSION", default_value = "1.9", value_parser = SchemeVersion::parse, global = true)]
+    scheme_version: SchemeVersion,
     #[command(subcommand)]
     command: ClientCommand,
 }
@@ -74,7 +81,8 @@ enum ClientCommand {
         #[arg(long)]
         authenticated: bool,
     },
-    /// Search the parties at a scheme owner, e.g. `--query eori=* --query active_only=true`.
+    /// Search the parties at a scheme owner, e.g. `--query eori=* --query active_only=true` (3.0:
+    /// `--query alsoKnownAs=EU.EORI.NL000000001`; only the parameters 3.0 defines are sent).
     Parties {
         #[arg(long)]
         url: String,
@@ -116,6 +124,7 @@ enum ClientCommand {
         /// e.g. iSHARE.READ; repeat for several.
         #[arg(long = "action")]
         actions: Vec<String>,
+        /// A service provider named in the mask (not in 3.0, whose masks name none).
         #[arg(long = "service-provider")]
         service_providers: Vec<String>,
         #[arg(long = "licence")]
@@ -132,7 +141,7 @@ enum ClientCommand {
         headers: Vec<String>,
         #[arg(long)]
         token: Option<String>,
-        /// A delegation_token to send as the delegation_evidence header.
+        /// A delegation token to send as the delegation_evidence header (3.0: delegationEvidence).
         #[arg(long)]
         evidence: Option<String>,
     },
@@ -148,7 +157,19 @@ struct Context {
     trusted: Option<TrustedList>,
     raw: bool,
     audience: Option<String>,
+    version: SchemeVersion,
 }
+
+/// The query parameters of 3.0's party search: any other would be ignored by a 3.0 participant
+/// registry, which would then answer an unfiltered page.
+const PARTIES_QUERY_3: [&str; 6] = [
+    "id",
+    "alsoKnownAs",
+    "name",
+    "claimFilter",
+    "page",
+    "pageSize",
+];
 
 fn read(path: &PathBuf) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
@@ -210,10 +231,19 @@ fn context(args: &ClientArgs) -> Result<Context, String> {
         trusted,
         raw: args.raw,
         audience: args.audience.clone(),
+        version: args.scheme_version,
     })
 }
 
 impl Context {
+    /// 1.9's name, or 3.0's in a 3.0 scheme.
+    fn named(&self, before: &'static str, in_3_0: &'static str) -> &'static str {
+        match self.version.camel_case() {
+            true => in_3_0,
+            false => before,
+        }
+    }
+
     fn peer(&self) -> Result<&PeerClient, String> {
         self.peer
             .as_ref()
@@ -234,7 +264,8 @@ impl Context {
             return Ok(audience.clone());
         }
         let url = join(base_url, CAPABILITIES_PATH);
-        let token = crate::peers::get_signed(&self.http, &url, &[], None, member::CAPABILITIES)
+        let capabilities = self.named(member::CAPABILITIES, member::CAPABILITIES_3);
+        let token = crate::peers::get_signed(&self.http, &url, &[], None, capabilities)
             .await
             .map_err(|e| {
                 format!(
@@ -280,10 +311,24 @@ fn peer_err(e: PeerError) -> String {
 }
 
 /// One party of a scheme owner: `GET /parties/{id}`, or at a satellite without that endpoint
-/// (404) the search `/parties?eori={id}`, as the gateway does.
+/// (404) the search `/parties?eori={id}`, as the gateway does. In 3.0 `/parties/{id}` (any id or
+/// alias) is the scheme's, and its `partyToken` the answer.
 async fn show_party(ctx: &Context, url: &str, id: &str) -> CliResult {
     let token = ctx.access_token(url).await?;
     let peer = ctx.peer()?;
+    if ctx.version.camel_case() {
+        let answer = peer
+            .get_signed(
+                &join(url, &party_path(id)),
+                &[],
+                Some(&token),
+                member::PARTY_3,
+            )
+            .await
+            .map_err(peer_err)?;
+        ctx.show(member::PARTY_3, &answer);
+        return Ok(());
+    }
     match peer
         .get_signed(
             &join(url, &party_path(id)),
@@ -372,16 +417,17 @@ pub async fn run(args: ClientArgs) -> CliResult {
             } else {
                 None
             };
+            let named = ctx.named(member::CAPABILITIES, member::CAPABILITIES_3);
             let capabilities = crate::peers::get_signed(
                 &ctx.http,
                 &join(&url, CAPABILITIES_PATH),
                 &[],
                 token.as_deref(),
-                member::CAPABILITIES,
+                named,
             )
             .await
             .map_err(peer_err)?;
-            ctx.show(member::CAPABILITIES, &capabilities);
+            ctx.show(named, &capabilities);
         }
         ClientCommand::Parties { url, query } => {
             let token = ctx.access_token(&url).await?;
@@ -389,32 +435,35 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .iter()
                 .map(|q| q.split_once('=').unwrap_or((q.as_str(), "")))
                 .collect();
+            if let Some((key, _)) = pairs
+                .iter()
+                .find(|(k, _)| ctx.version.camel_case() && !PARTIES_QUERY_3.contains(k))
+            {
+                return Err(format!(
+                    "{key} is no query parameter of 3.0's party search (a participant registry \
+                     of 3.0 would ignore it and answer an unfiltered page): use {}",
+                    PARTIES_QUERY_3.join(", ")
+                ));
+            }
+            let named = ctx.named(member::PARTIES, member::PARTIES_3);
             let answer = ctx
                 .peer()?
-                .get_signed(
-                    &join(&url, "/parties"),
-                    &pairs,
-                    Some(&token),
-                    member::PARTIES,
-                )
+                .get_signed(&join(&url, PARTIES_PATH), &pairs, Some(&token), named)
                 .await
                 .map_err(peer_err)?;
-            ctx.show(member::PARTIES, &answer);
+            ctx.show(named, &answer);
         }
         ClientCommand::Party { url, id } => show_party(&ctx, &url, &id).await?,
         ClientCommand::TrustedList { url } => {
             let token = ctx.access_token(&url).await?;
+            let path = ctx.named(TRUSTED_LIST_PATH, TRUSTED_LIST_PATH_3);
+            let named = ctx.named(member::TRUSTED_LIST, member::TRUSTED_LIST_3);
             let answer = ctx
                 .peer()?
-                .get_signed(
-                    &join(&url, "/trusted_list"),
-                    &[],
-                    Some(&token),
-                    member::TRUSTED_LIST,
-                )
+                .get_signed(&join(&url, path), &[], Some(&token), named)
                 .await
                 .map_err(peer_err)?;
-            ctx.show(member::TRUSTED_LIST, &answer);
+            ctx.show(named, &answer);
         }
         ClientCommand::Evidence {
             registry,
@@ -429,6 +478,12 @@ pub async fn run(args: ClientArgs) -> CliResult {
             licences,
         } => {
             let peer = ctx.peer()?;
+            let version = ctx.version;
+            if version.camel_case() && !service_providers.is_empty() {
+                return Err(
+                    "a 3.0 mask names no service provider: the registry binds evidence to one by the data owner's designation".into(),
+                );
+            }
             let body = match mask {
                 Some(path) => serde_json::from_str::<DelegationBody>(&read(&path)?)
                     .map_err(|e| format!("{}: {e}", path.display()))?,
@@ -460,11 +515,12 @@ pub async fn run(args: ClientArgs) -> CliResult {
                         required_licences: licences,
                         ..AccessRequest::default()
                     };
-                    DelegationBody::new(request.to_mask(SchemeVersion::V1_9), SchemeVersion::V1_9)
+                    DelegationBody::new(request.to_mask(version), version)
                 }
             };
+            // A mask file in either shape is sent in the registry's.
             let body = DelegationBody {
-                shape: BodyShape::Endpoint,
+                shape: BodyShape::of(version),
                 ..body
             };
             let token = ctx.access_token(&registry).await?;
@@ -473,7 +529,10 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .await
                 .map_err(peer_err)?
             {
-                Some(evidence) => ctx.show(member::DELEGATION, &evidence),
+                Some(evidence) => ctx.show(
+                    ctx.named(member::DELEGATION, member::DELEGATION_3),
+                    &evidence,
+                ),
                 None => {
                     return Err(
                         "the registry holds no policy for this issuer and subject (404)".into(),
@@ -497,7 +556,7 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .map_err(|_| format!("{method} is not an HTTP method"))?;
             let mut req = ctx.http.request(method.clone(), &url).bearer_auth(&token);
             if let Some(ev) = &evidence {
-                req = req.header(EVIDENCE_HEADER, ev);
+                req = req.header(ctx.named(EVIDENCE_HEADER, EVIDENCE_HEADER_3), ev);
             }
             for h in &headers {
                 let (name, value) = h

@@ -18,7 +18,7 @@ use crate::peers::PeerClient;
 use crate::request::cookie_values;
 use crate::scheme::jwe::{random_value, SealedBox};
 use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt};
-use crate::scheme::openid::{self, Flow};
+use crate::scheme::openid;
 use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
 use http::{HeaderMap, Method};
@@ -95,9 +95,7 @@ impl Login {
             our_id: config.identity.party_id.clone(),
             provider: IdentityProviderClient::new(
                 peer,
-                settings.identity_provider.clone(),
-                &settings.url,
-                Flow::of(settings.scheme_version),
+                &settings,
                 format!(
                     "{}{}",
                     public_url.trim_end_matches('/'),

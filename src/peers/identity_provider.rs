@@ -7,6 +7,7 @@
 use super::scheme_owner::TrustStore;
 use super::trust::{Trust, TrustError, VerifyError};
 use super::{PeerClient, PeerError};
+use crate::config::model::LoginSettings;
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, JweError};
 use crate::scheme::jwt::{
@@ -121,23 +122,22 @@ pub struct IdentityProviderClient {
 }
 
 impl IdentityProviderClient {
-    /// The provider `party` at the base URL `url`, whose endpoints are `flow`'s, which sends
-    /// people back to `redirect_uri`.
+    /// The provider `settings` name, at their URL, with the endpoints of their scheme version,
+    /// which sends people back to `redirect_uri`.
     pub fn new(
         peer: PeerClient,
-        party: PartyId,
-        url: &str,
-        flow: Flow,
+        settings: &LoginSettings,
         redirect_uri: String,
         algorithms: AlgorithmPolicy,
         leeway: Duration,
         timeout: Duration,
     ) -> Self {
-        let at = |path: &str| format!("{}{path}", url.trim_end_matches('/'));
+        let flow = Flow::of(settings.scheme_version);
+        let at = |path: &str| format!("{}{path}", settings.url.trim_end_matches('/'));
         IdentityProviderClient {
             our_id: peer.identity().party_id().clone(),
             peer,
-            party,
+            party: settings.identity_provider.clone(),
             authorize_url: at(flow.authorize),
             token_url: at(flow.token),
             userinfo_url: at(flow.userinfo),

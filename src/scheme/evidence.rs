@@ -562,10 +562,17 @@ impl DelegationBody {
             request,
             delegation_path: Vec::new(),
             previous_steps: Vec::new(),
-            shape: match version.conditions() {
-                true => BodyShape::Camel,
-                false => BodyShape::Endpoint,
-            },
+            shape: BodyShape::of(version),
+        }
+    }
+}
+
+impl BodyShape {
+    /// The shape a registry of `version` reads.
+    pub fn of(version: SchemeVersion) -> Self {
+        match version.conditions() {
+            true => BodyShape::Camel,
+            false => BodyShape::Endpoint,
         }
     }
 }
