@@ -56,8 +56,10 @@ test: test-setup
 
 check: setup
 	cargo run -q -- testbed --config conf/testbed.toml --prepare
-	cargo run -q -- check --config conf/gateway.toml --config conf/testbed.toml --config conf/testbed-3.0.toml
+	cargo run -q -- testbed --config conf/testbed-3.0.toml --prepare
+	cargo run -q -- check --config conf/gateway.toml --config conf/gateway-3.0.toml --config conf/testbed.toml --config conf/testbed-3.0.toml
 	cargo run -q -- test --config conf/gateway.toml
+	cargo run -q -- test --config conf/gateway-3.0.toml
 
 # The conformance checker against the shipped gateway and every testbed participant.
 conformance: setup

@@ -59,6 +59,12 @@ enum Command {
         testbed_config: PathBuf,
         #[arg(long, default_value = "conf/gateway.toml")]
         config: PathBuf,
+        /// The testbed of the scheme of 3.0 walked through after the first.
+        #[arg(long, default_value = "conf/testbed-3.0.toml")]
+        testbed_3_0_config: PathBuf,
+        /// The gateway in the scheme of 3.0.
+        #[arg(long, default_value = "conf/gateway-3.0.toml")]
+        config_3_0: PathBuf,
         /// Stop after the walk-through instead of serving until Ctrl-C.
         #[arg(long)]
         exit: bool,
@@ -230,8 +236,18 @@ fn main() -> ExitCode {
         Command::Demo {
             testbed_config,
             config,
+            testbed_3_0_config,
+            config_3_0,
             exit,
-        } => cli::demo::run(testbed_config, config, exit),
+        } => cli::demo::run(
+            cli::demo::DemoConfigs {
+                testbed: testbed_config,
+                gateway: config,
+                testbed_3_0: testbed_3_0_config,
+                gateway_3_0: config_3_0,
+            },
+            exit,
+        ),
         Command::Testbed { config, prepare } => {
             let _log = telemetry::init_logging(false, "info", true);
             runtime().block_on(run_testbed(config, prepare))

@@ -671,6 +671,7 @@ async fn redis_over_tls_with_an_acl_user_whose_password_is_in_a_file() {
 async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
     let dir = scratch_dir(BIN);
     shipped_on_free_ports(&dir);
+    shipped_3_0_on_free_ports(&dir);
     let redis = RedisServer::start().await;
     let config = dir.join("gateway.toml");
     let text = on_redis(
@@ -686,6 +687,10 @@ async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
         dir.join("testbed.toml").to_str().unwrap(),
         "--config",
         config.to_str().unwrap(),
+        "--testbed-3-0-config",
+        dir.join("testbed-3.0.toml").to_str().unwrap(),
+        "--config-3-0",
+        dir.join("gateway-3.0.toml").to_str().unwrap(),
         "--exit",
     ]);
     let mut demo = ChildProcess::spawn("demo", command);
@@ -697,7 +702,19 @@ async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
         "← 403 Forbidden",
         "the backend got GET /api/containers/C1 with X-Consumer-Party-Id: EU.EORI.NL000000001",
         "x-person-id: did:ishare:person.jane-doe",
+        // The scheme of 3.0: a did consumer, the condition decided both ways, 3.0's header.
+        "the backend got GET /api/containers/C1 with X-Consumer-Party-Id: did:ishare:EU.NL.NTRNL-10000001",
+        "reason: condition_not_met",
+        "in the delegationEvidence header",
+        "the backend got GET /api/containers/C1/documents with X-Consumer-Party-Id: did:ishare:EU.NL.NTRNL-10000001",
+        "/return",
     ] {
         assert!(out.contains(said), "{said:?} missing from:\n{out}");
     }
+    assert_eq!(
+        out.matches("x-person-id: did:ishare:person.jane-doe")
+            .count(),
+        2,
+        "{out}"
+    );
 }

@@ -1,23 +1,28 @@
 //! `ishare-gateway demo`: the testbed, its echo backend and the gateway in one process, and a walk
 //! through the scheme in the terminal — a token, a call without evidence, with evidence from the
-//! header, with evidence from the registry, a denied action, a person's sign-in — then
-//! ready-to-paste commands and the pages to open in a browser.
+//! header, with evidence from the registry, a denied action, a person's sign-in — then the same
+//! scheme as iSHARE 3.0 has it (did:ishare ids, a condition decided, 3.0's header and envelopes),
+//! then ready-to-paste commands and the pages to open in a browser.
 
-use super::walk::{consumer, heading, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD};
+use super::walk::{
+    consumer, heading, party, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD,
+};
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
 use crate::peers::{join, PeerClient};
 use crate::scheme::evidence::{AccessRequest, DelegationBody};
 use crate::scheme::version::SchemeVersion;
-use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, TOKEN_PATH};
+use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, EVIDENCE_HEADER_3, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};
 use crate::testbed::person::Browser;
-use crate::testbed::Testbed;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const OWNER: &str = "EU.EORI.NL000000005";
+/// The 3.0 testbed's consumer and data owner.
+const CONSUMER_3: &str = "did:ishare:EU.NL.NTRNL-10000001";
+const OWNER_3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 
 /// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
 /// the body (the backend's view of the request, or the gateway's reason).
@@ -90,9 +95,9 @@ async fn registry_evidence(
 
 /// Jane Doe signs in at the gateway's page for people, as a browser would, and the backend is told
 /// who she is.
-async fn person_signs_in(gateway_url: &str, ca: &[u8]) -> Result<(), String> {
+async fn person_signs_in(gateway_url: &str, ca: &[u8], n: usize) -> Result<(), String> {
     let page = format!("{gateway_url}{PERSON_PAGE}");
-    step(6, "Jane Doe of ABC Trucking opens a page for people in her browser: the same steps, from the command line");
+    step(n, "Jane Doe of ABC Trucking opens a page for people in her browser: the same steps, from the command line");
     let mut browser = Browser::new(ca)?;
     let signed = browser.sign_in(&page, PERSON, PERSON_PASSWORD).await?;
     println!("   → GET {page}");
@@ -198,7 +203,82 @@ async fn walk_through(
         .map_err(|e| e.to_string())?;
     show(resp, "PUT", &container).await?;
 
-    person_signs_in(gateway_url, &ca).await
+    person_signs_in(gateway_url, &ca, 6).await
+}
+
+/// The same scheme as 3.0 has it: a did:ishare consumer, the registry the data owner designated
+/// for us asked with the request's region as context, the Permit rule's condition decided by the
+/// gateway, evidence in 3.0's `delegationEvidence` header, and a person's sign-in at a 3.0
+/// identity provider.
+async fn walk_through_3_0(scheme: &Running) -> Result<(), String> {
+    let Running { gateway_url, .. } = scheme;
+    let (http, consumer) = party(&scheme.data_dir, CONSUMER_3, &scheme.scheme)?;
+    let ca = std::fs::read(scheme.data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
+    heading("The same scheme in iSHARE 3.0 (December 2025), beside it:");
+
+    step(7, &format!("ABC Trucking is {CONSUMER_3} now (its certificate names NTRNL-10000001 as organizationIdentifier); it gets a token"));
+    let token = consumer
+        .token(&join(gateway_url, TOKEN_PATH), &scheme.gateway_party)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("   → POST {gateway_url}/connect/token (client_id {CONSUMER_3}, the gateway checks the certificate against the party's 3.0 record)");
+    println!("   ← 200 OK: a Bearer token for {} s", token.expires_in);
+    let token = token.access_token;
+
+    let container = format!("{gateway_url}/api/containers/C1");
+    step(8, "It reads container C1 from the Netherlands: Happy Pets' registry (designated for Warehouse 13 in its record) permits on a condition the gateway decides");
+    println!("   (the mask carries the region as the policy's context; the Permit rule holds where requesterLocation is NL or BE)");
+    for region in ["NL", "DE"] {
+        let resp = http
+            .get(&container)
+            .bearer_auth(&token)
+            .header("X-Region", region)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        show(resp, &format!("GET (X-Region: {region})"), &container).await?;
+    }
+
+    let documents = format!("{container}/documents");
+    step(9, &format!("It asks the registry itself (3.0's request: previousSteps inside delegationRequest) and presents the evidence in the {EVIDENCE_HEADER_3} header"));
+    let mut request = AccessRequest {
+        policy_issuer: OWNER_3.into(),
+        access_subject: CONSUMER_3.into(),
+        resource_type: "CONTAINER".into(),
+        identifiers: vec!["C1".into()],
+        attributes: vec!["DOCUMENTS".into()],
+        actions: vec![format!("{}.READ", scheme.scheme)],
+        ..AccessRequest::default()
+    };
+    request
+        .operands
+        .insert("requesterLocation".into(), Some("BE".into()));
+    let evidence = consumer
+        .ask_evidence(
+            &scheme.registry_url,
+            &scheme.registry_party,
+            &request,
+            SchemeVersion::V3_0,
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the 3.0 registry holds no policy for ABC Trucking")?;
+    println!(
+        "   → POST {}/delegation (mask: {OWNER_3} lets {CONSUMER_3} READ the documents of C1, context requesterLocation BE)",
+        scheme.registry_url
+    );
+    println!("   ← 200 OK: a delegationToken signed by the registry (its sub the registry), its Permit rule conditioned");
+    let resp = http
+        .get(&documents)
+        .bearer_auth(&token)
+        .header(EVIDENCE_HEADER_3, &evidence)
+        .header("X-Region", "BE")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    show(resp, "GET (X-Region: BE)", &documents).await?;
+
+    person_signs_in(gateway_url, &ca, 10).await
 }
 
 fn try_more(
@@ -233,14 +313,116 @@ fn try_more(
     if let Some(admin_page) = registry_admin {
         println!("  {admin_page}   the registry's policies (admin / admin-testbed-password)");
     }
-    println!(
-        "\nThe gateway, the testbed and the echo backend keep serving. Ctrl-C stops everything."
-    );
 }
 
-/// Run the demo with the testbed and gateway configurations given; serve until Ctrl-C unless
-/// `exit`.
-pub fn run(testbed_config: PathBuf, gateway_config: PathBuf, exit: bool) -> Result<(), String> {
+/// A testbed and the gateway in front of its echo backend, running.
+struct Running {
+    testbed: crate::testbed::Testbed,
+    testbed_conf: TestbedConfig,
+    gateway: RunningGateway,
+    gateway_url: String,
+    gateway_party: String,
+    registry_url: String,
+    registry_party: String,
+    admin: Option<std::net::SocketAddr>,
+    data_dir: PathBuf,
+    scheme: String,
+}
+
+impl Running {
+    /// The testbed of `testbed_config` (its key material made first) and the gateway of
+    /// `gateway_config` as one of its service providers, ready.
+    fn start(
+        runtime: &tokio::runtime::Runtime,
+        testbed_config: &Path,
+        gateway_config: PathBuf,
+    ) -> Result<Running, String> {
+        let mut testbed_conf = TestbedConfig::load(testbed_config).map_err(|e| e.to_string())?;
+        // The gateway's files are the testbed's: make them before reading the gateway's config.
+        crate::testbed::prepare(&testbed_conf).map_err(|e| e.to_string())?;
+        let config = config::load(&gateway_config)
+            .map_err(|e| format!("{}:\n{e}", gateway_config.display()))?;
+        let gateway_party = config.identity.party_id.to_string();
+        // The gateway plays this service provider; the testbed does not run a dummy for it.
+        for p in testbed_conf
+            .parties
+            .iter_mut()
+            .filter(|p| p.id == gateway_party)
+        {
+            p.serve = None;
+        }
+        println!(
+            "Generating the test PKI (first run only) and starting the testbed of {}...",
+            shown(testbed_config)
+        );
+        let testbed = runtime
+            .block_on(crate::testbed::Testbed::start(&testbed_conf))
+            .map_err(|e| e.to_string())?;
+        print!("{}", testbed.summary());
+        let registry = testbed
+            .serving(Serve::AuthorisationRegistry)
+            .ok_or("the testbed runs no authorisation registry")?;
+        let (registry_url, registry_party) = (registry.url.clone(), registry.party_id.to_string());
+        let gateway_url = config.public_url.clone();
+        let admin = config.admin;
+        println!(
+            "Starting the gateway as {gateway_party} at {gateway_url} in front of the echo backend..."
+        );
+        let built = match server::build(config, gateway_config, None, true) {
+            Ok(built) => built,
+            Err(e) => {
+                runtime.block_on(testbed.stop());
+                return Err(e);
+            }
+        };
+        let gateway = RunningGateway::start(built);
+        let state = gateway.state.clone();
+        let ready = runtime.block_on(async {
+            for _ in 0..100 {
+                if state.current.load().trust.readiness().is_ok() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            false
+        });
+        let data_dir = testbed.keys.data_dir.clone();
+        let scheme = testbed.scheme.clone();
+        let running = Running {
+            testbed,
+            testbed_conf,
+            gateway,
+            gateway_url,
+            gateway_party,
+            registry_url,
+            registry_party,
+            admin,
+            data_dir,
+            scheme,
+        };
+        if !ready {
+            running.stop(runtime);
+            return Err("the gateway did not become ready within 10 s".into());
+        }
+        Ok(running)
+    }
+
+    fn stop(self, runtime: &tokio::runtime::Runtime) {
+        self.gateway.stop();
+        runtime.block_on(self.testbed.stop());
+    }
+}
+
+/// The configurations of the demo: a scheme of 1.9 and one of 3.0, each a testbed and a gateway.
+pub struct DemoConfigs {
+    pub testbed: PathBuf,
+    pub gateway: PathBuf,
+    pub testbed_3_0: PathBuf,
+    pub gateway_3_0: PathBuf,
+}
+
+/// Run the demo with the configurations given; serve until Ctrl-C unless `exit`.
+pub fn run(configs: DemoConfigs, exit: bool) -> Result<(), String> {
     // Quiet, so the walk-through reads well (RUST_LOG overrides). pingora reports a benign race when
     // it cannot reuse a pooled upstream connection (it opens a new one) at error level.
     let _log = crate::telemetry::init_logging(false, "warn,pingora_core::connectors=off", true);
@@ -248,79 +430,84 @@ pub fn run(testbed_config: PathBuf, gateway_config: PathBuf, exit: bool) -> Resu
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let mut testbed_conf = TestbedConfig::load(&testbed_config).map_err(|e| e.to_string())?;
-    // The gateway's files are the testbed's: make them before reading the gateway's config.
-    crate::testbed::prepare(&testbed_conf).map_err(|e| e.to_string())?;
-    let config =
-        config::load(&gateway_config).map_err(|e| format!("{}:\n{e}", gateway_config.display()))?;
-    let gateway_party = config.identity.party_id.to_string();
-    // The gateway plays this service provider; the testbed does not run a dummy for it.
-    for p in testbed_conf
-        .parties
-        .iter_mut()
-        .filter(|p| p.id == gateway_party)
-    {
-        p.serve = None;
-    }
-    println!("Generating the test PKI (first run only) and starting the testbed...");
-    let testbed = runtime
-        .block_on(Testbed::start(&testbed_conf))
-        .map_err(|e| e.to_string())?;
-    print!("{}", testbed.summary());
-    let registry_url = testbed
-        .serving(Serve::AuthorisationRegistry)
-        .map(|p| p.url.clone())
-        .ok_or("the testbed runs no authorisation registry")?;
-
-    let gateway_url = config.public_url.clone();
-    let admin = config.admin;
-    println!(
-        "Starting the gateway as {gateway_party} at {gateway_url} in front of the echo backend..."
-    );
-    let built = server::build(config, gateway_config, None, true)?;
-    let gateway = RunningGateway::start(built);
-    let state = gateway.state.clone();
-    let ready = runtime.block_on(async {
-        for _ in 0..100 {
-            if state.current.load().trust.readiness().is_ok() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
-    });
-    if !ready {
-        gateway.stop();
-        runtime.block_on(testbed.stop());
-        return Err("the gateway did not become ready within 10 s".into());
-    }
-    let data_dir = testbed.keys.data_dir.clone();
+    let first = Running::start(&runtime, &configs.testbed, configs.gateway)?;
     let walked = runtime.block_on(walk_through(
-        &gateway_url,
-        &gateway_party,
-        &registry_url,
-        &data_dir,
-        &testbed.scheme,
+        &first.gateway_url,
+        &first.gateway_party,
+        &first.registry_url,
+        &first.data_dir,
+        &first.scheme,
     ));
+    let second = match walked {
+        Ok(()) => match Running::start(&runtime, &configs.testbed_3_0, configs.gateway_3_0) {
+            Ok(second) => Some(second),
+            Err(e) => {
+                first.stop(&runtime);
+                return Err(e);
+            }
+        },
+        Err(_) => None,
+    };
+    let walked = match &second {
+        Some(second) => runtime.block_on(walk_through_3_0(second)),
+        None => walked,
+    };
     match &walked {
-        Ok(()) => try_more(
-            &gateway_url,
-            &gateway_party,
-            &registry_url,
-            &data_dir,
-            admin,
-            testbed_conf
-                .admin
-                .as_ref()
-                .map(|_| format!("{registry_url}{}", crate::testbed::policy_admin::ADMIN_PATH)),
-        ),
+        Ok(()) => {
+            try_more(
+                &first.gateway_url,
+                &first.gateway_party,
+                &first.registry_url,
+                &first.data_dir,
+                first.admin,
+                first.testbed_conf.admin.as_ref().map(|_| {
+                    format!(
+                        "{}{}",
+                        first.registry_url,
+                        crate::testbed::policy_admin::ADMIN_PATH
+                    )
+                }),
+            );
+            if let Some(second) = &second {
+                try_more_3_0(second);
+            }
+            println!(
+                "\nThe gateways, the testbeds and the echo backends keep serving. Ctrl-C stops everything."
+            );
+        }
         Err(e) => eprintln!("the walk-through failed: {e}"),
     }
     if walked.is_ok() && !exit {
         runtime.block_on(super::wait_for_stop());
     }
     println!("\nStopping...");
-    gateway.stop();
-    runtime.block_on(testbed.stop());
+    if let Some(second) = second {
+        second.stop(&runtime);
+    }
+    first.stop(&runtime);
     walked
+}
+
+/// What to try against the scheme of 3.0.
+fn try_more_3_0(scheme: &Running) {
+    let program = std::env::current_exe()
+        .map(|p| shown(&p))
+        .unwrap_or_else(|_| "ishare-gateway".into());
+    let c = format!(
+        "{program} client --testbed {} --as {CONSUMER_3} --scheme-version 3.0",
+        shown(&scheme.data_dir)
+    );
+    let url = &scheme.gateway_url;
+    heading("And in the scheme of 3.0:");
+    println!("  {c} capabilities --url {url}");
+    println!("  {c} call -H 'X-Region: BE' {url}/api/containers/C7");
+    println!("  {c} call -H 'X-Region: FR' {url}/api/containers/C7");
+    println!(
+        "  {c} party --url {} --id EU.EORI.NL000000001",
+        scheme
+            .testbed
+            .serving(Serve::SchemeOwner)
+            .map_or("", |p| p.url.as_str())
+    );
+    println!("  {url}{PERSON_PAGE}   sign in as {PERSON} / {PERSON_PASSWORD} at the 3.0 identity provider");
 }

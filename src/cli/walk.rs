@@ -39,6 +39,16 @@ pub fn shown(path: &Path) -> String {
 /// An HTTP client trusting the testbed's CA, and the consumer of the testbed (its key material in
 /// `data_dir`) as a client of the scheme.
 pub fn consumer(data_dir: &Path, scheme: &str) -> Result<(reqwest::Client, PeerClient), String> {
+    party(data_dir, CONSUMER, scheme)
+}
+
+/// An HTTP client trusting the testbed's CA, and the testbed's party `id` (its key material in
+/// `data_dir`) as a client of the scheme.
+pub fn party(
+    data_dir: &Path,
+    id: &str,
+    scheme: &str,
+) -> Result<(reqwest::Client, PeerClient), String> {
     let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
     let http = crate::tls::outbound_client(
         &crate::tls::OutboundTrust {
@@ -49,11 +59,11 @@ pub fn consumer(data_dir: &Path, scheme: &str) -> Result<(reqwest::Client, PeerC
     )
     .map_err(|e| e.to_string())?;
     let read = |kind: &str| {
-        std::fs::read_to_string(crate::testbed::keys::party_file(data_dir, CONSUMER, kind))
+        std::fs::read_to_string(crate::testbed::keys::party_file(data_dir, id, kind))
             .map_err(|e| e.to_string())
     };
     let identity = crate::scheme::jwt::SigningIdentity::from_pem(
-        crate::scheme::party::PartyId::parse(CONSUMER).map_err(|e| e.to_string())?,
+        crate::scheme::party::PartyId::parse(id).map_err(|e| e.to_string())?,
         &read("key")?,
         &read("chain")?,
     )

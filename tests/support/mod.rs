@@ -674,16 +674,57 @@ pub fn h2_client(ca_file: &Path) -> reqwest::Client {
 /// `dir`/testbed.toml, and conf/gateway.toml pointed at it as `dir`/gateway.toml: what `make demo`
 /// and `make cluster` run, elsewhere.
 pub fn shipped_on_free_ports(dir: &Path) {
-    let data = dir.join("data").display().to_string();
-    let mut gateway = std::fs::read_to_string(repo().join("conf/gateway.toml"))
+    shipped_scheme_on_free_ports(dir, &SHIPPED_1_9, &["8443", "8080", "9901"]);
+}
+
+/// The shipped 3.0 testbed and gateway (conf/testbed-3.0.toml, conf/gateway-3.0.toml) as
+/// `testbed-3.0.toml` and `gateway-3.0.toml` in `dir`, as `shipped_on_free_ports` does.
+pub fn shipped_3_0_on_free_ports(dir: &Path) {
+    shipped_scheme_on_free_ports(dir, &SHIPPED_3_0, &["8444", "9902"]);
+}
+
+/// The shipped files of a scheme: its testbed and gateway configs, its data directory (and where
+/// in `dir` it goes), rules directory and the testbed's policies.
+struct Shipped {
+    testbed: &'static str,
+    gateway: &'static str,
+    data: &'static str,
+    data_at: &'static str,
+    rules: &'static str,
+    policies: &'static str,
+}
+
+const SHIPPED_1_9: Shipped = Shipped {
+    testbed: "testbed.toml",
+    gateway: "gateway.toml",
+    data: "testbed",
+    data_at: "data",
+    rules: "policies",
+    policies: "testbed-policies.json",
+};
+
+const SHIPPED_3_0: Shipped = Shipped {
+    testbed: "testbed-3.0.toml",
+    gateway: "gateway-3.0.toml",
+    data: "testbed-3.0",
+    data_at: "data-3.0",
+    rules: "policies-3.0",
+    policies: "testbed-policies-3.0.json",
+};
+
+fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str]) {
+    let data = dir.join(shipped.data_at).display().to_string();
+    let data_dir = format!("../data/{}", shipped.data);
+    let rules_dir = format!("../{}", shipped.rules);
+    let mut gateway = std::fs::read_to_string(repo().join("conf").join(shipped.gateway))
         .unwrap()
-        .replace("../data/testbed", &data)
+        .replace(&format!("{data_dir}/"), &format!("{data}/"))
         .replace(
-            "../policies",
-            &repo().join("policies").display().to_string(),
+            &format!("\"{rules_dir}\""),
+            &format!("{:?}", repo().join(shipped.rules).display().to_string()),
         );
     let mut testbed = Vec::new();
-    for line in std::fs::read_to_string(repo().join("conf/testbed.toml"))
+    for line in std::fs::read_to_string(repo().join("conf").join(shipped.testbed))
         .unwrap()
         .lines()
     {
@@ -698,7 +739,7 @@ pub fn shipped_on_free_ports(dir: &Path) {
         }
     }
     // The gateway's own listeners and admin address.
-    for port in ["8443", "8080", "9901"] {
+    for port in own_ports {
         gateway = gateway.replace(
             &format!("127.0.0.1:{port}"),
             &format!("127.0.0.1:{}", free_port()),
@@ -706,19 +747,20 @@ pub fn shipped_on_free_ports(dir: &Path) {
     }
     let testbed = testbed
         .join("\n")
-        .replace("\"../data/testbed\"", &format!("{data:?}"))
+        .replace(&format!("{data_dir:?}"), &format!("{data:?}"))
         .replace(
-            "\"testbed-policies.json\"",
+            &format!("{:?}", shipped.policies),
             &format!(
                 "{:?}",
                 repo()
-                    .join("conf/testbed-policies.json")
+                    .join("conf")
+                    .join(shipped.policies)
                     .display()
                     .to_string()
             ),
         );
-    std::fs::write(dir.join("testbed.toml"), testbed).unwrap();
-    std::fs::write(dir.join("gateway.toml"), gateway).unwrap();
+    std::fs::write(dir.join(shipped.testbed), testbed).unwrap();
+    std::fs::write(dir.join(shipped.gateway), gateway).unwrap();
 }
 
 /// A real redis-server on a free loopback port, for as long as the value lives.
