@@ -585,3 +585,83 @@ async fn the_testbed_registry_answers_3_0_evidence_that_holds_to_its_schema() {
     );
     bed.stop().await;
 }
+
+/// The value of `key` in `[table]` of a TOML text.
+fn toml_value(text: &str, table: &str, key: &str) -> String {
+    let doc: toml::Table = text.parse().unwrap();
+    let within = match table {
+        "" => &doc,
+        t => doc[t].as_table().unwrap(),
+    };
+    within[key].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_3_0_configuration_runs_as_the_binary_reloads_and_stops() {
+    use std::time::Duration;
+    use support::process::{ChildProcess, GatewayProcess};
+    let dir = scratch_dir(BIN);
+    shipped_3_0_on_free_ports(&dir);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
+    command.args(["testbed", "--config"]);
+    command.arg(dir.join("testbed-3.0.toml"));
+    let mut testbed = ChildProcess::spawn("testbed-3.0", command);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !testbed.output().contains("Ctrl-C stops it.") {
+        assert!(testbed.exited().is_none(), "{}", testbed.tail());
+        assert!(std::time::Instant::now() < deadline, "{}", testbed.tail());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let config = dir.join("gateway-3.0.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let admin = toml_value(&text, "admin", "address");
+    let admin_port = admin.rsplit(':').next().unwrap().parse().unwrap();
+    let public = toml_value(&text, "", "public_url");
+    let mut gateway = GatewayProcess::start("gateway-3.0", &config, admin_port);
+    let generation = gateway.wait_ready().await;
+
+    // A token for the did consumer, by the client command in 3.0.
+    let data = dir.join("data-3.0");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(["client", "--testbed"])
+        .arg(&data)
+        .args([
+            "--as",
+            CONSUMER3,
+            "--scheme-version",
+            "3.0",
+            "--raw",
+            "token",
+            "--url",
+            &public,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let http = client_trusting_from(&data.join("ca.pem"), None);
+    let read = |region: &'static str| {
+        let request = http
+            .get(format!("{public}/api/containers/C1"))
+            .bearer_auth(&token)
+            .header("X-Region", region);
+        async move { status_json(request.send().await.unwrap()).await }
+    };
+    let (status, body) = read("NL").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3);
+    let (status, body) = read("DE").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("condition_not_met")),
+        "{body}"
+    );
+
+    // SIGHUP: the same configuration again, served on; SIGTERM: a clean stop.
+    gateway.reload(generation).await;
+    let (status, body) = read("BE").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{log}");
+    testbed.kill();
+}
