@@ -1,5 +1,6 @@
-//! The conformance checker against the gateway, against every participant of the testbed, and
-//! against a participant that gets the scheme wrong on purpose.
+//! The conformance checker against the gateway, against every participant of the testbed, against
+//! a participant that gets the scheme wrong on purpose, and (as the binary) holding the testbed to
+//! 3.0, which it does not speak.
 
 mod support;
 
@@ -458,5 +459,83 @@ async fn a_resource_without_the_broker_pattern_fails_one_case() {
         .count();
     assert_eq!(not_tried, 5, "{table}");
     assert_eq!(report.failures(), 1, "{table}");
+    bed.stop().await;
+}
+
+/// `ishare-gateway conformance --scheme-version 3.0` (the real binary) against the testbed's
+/// `party` in `role`, acting as the testbed's 1.9 parties; a registry with masks as 3.0 writes
+/// them (no service provider named).
+async fn held_to_3_0(bed: &Bed, role: &str, party: &str) -> checker::Checked {
+    let (target, data_dir) = (bed.url(party), bed.keys.data_dir.display().to_string());
+    let mut args = vec![
+        "--scheme-version",
+        "3.0",
+        "--role",
+        role,
+        "--target",
+        &target,
+        "--target-id",
+        party,
+        "--testbed",
+        &data_dir,
+        "--as",
+        CONSUMER,
+        "--sp-as",
+        SP,
+        "--inactive-as",
+        INACTIVE,
+        "--unknown-as",
+        "EU.EORI.NL999999999",
+    ];
+    let masks = (role == "authorisation-registry")
+        .then(|| checker::masks_3_0(&scratch_dir(BIN), OWNER, CONSUMER));
+    if let Some([permit, deny]) = &masks {
+        args.extend(["--permit-mask", permit, "--deny-mask", deny]);
+    }
+    checker::run_checker(&args).await
+}
+
+/// Held to 3.0, the 1.9 testbed fails: its scheme owner answers in 1.9's members where 3.0's were
+/// asked, refuses a search by 3.0's `id` alone and has no `/trustedList`; its registry answers a
+/// 3.0 delegation request with `delegation_token`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_to_3_0_the_1_9_testbed_fails_as_one_of_another_version() {
+    let bed = Bed::start(BIN).await;
+    const OTHER: &str = "was asked: the participant speaks another version of the scheme than 3.0";
+    let checked = held_to_3_0(&bed, "participant-registry", SO).await;
+    assert!(!checked.success, "{}", checked.output);
+    assert!(
+        checked
+            .title
+            .ends_with("as scheme-owner, scheme version 3.0"),
+        "{}",
+        checked.title
+    );
+    checked.assert_case(
+        "capabilities: PUBLIC CAPABILITIES",
+        "FAIL",
+        &format!("the answer holds capabilities_token where capabilitiesToken {OTHER}"),
+    );
+    checked.assert_case(
+        "party: PARTY BY ID",
+        "FAIL",
+        &format!("the answer holds party_token where partyToken {OTHER}"),
+    );
+    checked.assert_case(
+        "party: PARTY BY ALIAS",
+        "not tried",
+        "our record was not read (PARTY BY ID)",
+    );
+    checked.assert_case("parties: PARTIES BY ID", "FAIL", "refused");
+    assert!(checked.row("parties: PARTIES BY ID").got.starts_with("400"));
+    checked.assert_case("trustedList: TRUSTED LIST", "FAIL", "not found here");
+
+    let checked = held_to_3_0(&bed, "authorisation-registry", AR).await;
+    assert!(!checked.success, "{}", checked.output);
+    checked.assert_case(
+        "delegation: PERMIT MASK",
+        "FAIL",
+        &format!("the answer holds delegation_token where delegationToken {OTHER}"),
+    );
     bed.stop().await;
 }

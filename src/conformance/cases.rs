@@ -3,10 +3,11 @@
 //! own file.
 
 use super::defects::defective_assertions;
+use super::names::missing;
 use super::options::Options;
 use super::probe::{send, Answer};
 use super::report::{CaseResult, Outcome};
-use super::signed;
+use super::{services, signed};
 use crate::peers::join;
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::capabilities::CapabilitiesInfo;
@@ -14,9 +15,6 @@ use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::vocabulary::{member, CAPABILITIES_PATH, TOKEN_PATH};
 use crate::scheme::Timestamp;
 use serde_json::Value;
-
-/// A party id that no scheme owner registers, for masks and claims that must name a stranger.
-pub(super) const STRANGER: &str = "EU.EORI.NL999999998";
 
 /// The cases of access tokens that are not the target's, in the order `Run::token_defects` sends
 /// them.
@@ -276,7 +274,7 @@ impl<'a> Run<'a> {
         let form_defects: [(&str, &'static str, Option<&str>); 5] = [
             ("INVALID GRANT TYPE", "grant_type", Some("password")),
             ("INVALID SCOPE", "scope", Some("openid")),
-            ("INVALID CLIENT ID", "client_id", Some(STRANGER)),
+            ("INVALID CLIENT ID", "client_id", Some(self.o.stranger())),
             (
                 "INVALID CLIENT ASSERTION TYPE",
                 "client_assertion_type",
@@ -300,7 +298,7 @@ impl<'a> Run<'a> {
             &self.o.client,
             &self.o.foreign,
             &self.o.target_id,
-            STRANGER,
+            self.o.stranger(),
             Timestamp::now(),
         ) {
             Ok(defects) => {
@@ -431,7 +429,8 @@ pub(super) fn wrong_status(got: u16, success_expected: bool) -> &'static str {
     }
 }
 
-/// The JWT in `member` of a 200 answer, verified as a response of the target to `audience`.
+/// The JWT in `member` of a 200 answer, verified as a response of the target to `audience`. An
+/// answer with the other version's member instead is a participant of another version.
 pub(super) fn signed_member(
     o: &Options,
     a: &Answer,
@@ -441,7 +440,7 @@ pub(super) fn signed_member(
     status_is(a, 200)?;
     let token = a
         .member(member)
-        .ok_or_else(|| format!("the answer has no {member}"))?;
+        .ok_or_else(|| missing(member, "answer", o.version, |n| a.holds(n)))?;
     signed::check(token, &o.trusted, &o.target_id, audience, Timestamp::now())
         .map(|jwt| jwt.claims)
         .map_err(|e| format!("{member}: {e}"))
@@ -449,8 +448,14 @@ pub(super) fn signed_member(
 
 pub(super) const VERIFIED: &str = "signature, chain, iss, aud, exp = iat + 30 verified";
 
+/// Signed capabilities of the target: 1.9's party, versions and features, or 3.0's services.
 fn check_capabilities(o: &Options, a: &Answer, audience: Option<&str>) -> Verdict {
-    let claims = signed_member(o, a, member::CAPABILITIES, audience)?;
+    let name = o.member(member::CAPABILITIES);
+    let claims = signed_member(o, a, name, audience)?;
+    if o.version.camel_case() {
+        let services = services::check(&claims, o.version, audience.is_some())?;
+        return Ok(format!("{name}: {VERIFIED}; {services}"));
+    }
     let info: CapabilitiesInfo = serde_json::from_value(Value::Object(claims))
         .map_err(|e| format!("capabilities payload: {e}"))?;
     if info.party_id != o.target_id {

@@ -2,20 +2,21 @@
 //! with each defect of a request object (refused: a 400, or an error redirect that carries the
 //! state, never a code); the openid token endpoint and userinfo without a valid code or token; and,
 //! given a person to sign in as, the whole flow: the code, the token answer with its id_token, the
-//! code refused the second time, and userinfo.
+//! code refused the second time, and userinfo. The endpoints are those of the version checked:
+//! 1.9's under `/openid_connect1.0`, from 2.0 `/connect/authorize`, the participant's own
+//! `/connect/token` and `/connect/userinfo` asked by GET (3.0: its answer `userinfoToken`).
 
 use super::cases::{signed_member, status_is, wrong_status, Run, Verdict};
+use super::names::missing;
 use super::options::Person;
 use super::probe::{send, Answer};
 use crate::scheme::assertion::ASSERTION_TYPE;
 use crate::scheme::jwe::{encrypt_to_certificate, random_value};
 use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
-use crate::scheme::openid::{self, AUTHORIZATION_CODE};
-use crate::scheme::vocabulary::{member, CAPABILITIES_PATH};
+use crate::scheme::openid::AUTHORIZATION_CODE;
+use crate::scheme::vocabulary::{member, CAPABILITIES_PATH, TOKEN_PATH};
 use crate::scheme::Timestamp;
 use serde_json::{json, Value};
-
-const STRANGER: &str = "EU.EORI.NL999999997";
 
 /// A request object's claims and the plain parameters beside it.
 struct Authorize {
@@ -114,7 +115,7 @@ impl Run<'_> {
         } else {
             signed
         };
-        Ok(self.o.http.post(self.url(openid::AUTHORIZE_PATH)).form(&[
+        Ok(self.o.http.post(self.url(self.o.flow().authorize)).form(&[
             ("response_type", a.response_type.as_str()),
             ("client_id", a.client_id.as_str()),
             ("scope", a.scope.as_str()),
@@ -125,9 +126,11 @@ impl Run<'_> {
     /// The target's certificate, from the x5c of its capabilities token.
     async fn target_certificate(&self) -> Result<Vec<u8>, String> {
         let answer = send(self.o.http.get(self.url(CAPABILITIES_PATH))).await?;
-        let token = answer
-            .member(member::CAPABILITIES)
-            .ok_or("no capabilities_token to take the identity provider's certificate from")?;
+        let name = self.o.member(member::CAPABILITIES);
+        let token = answer.member(name).ok_or_else(|| {
+            let why = missing(name, "answer", self.o.version, |n| answer.holds(n));
+            format!("{why}: no certificate of the identity provider to encrypt to")
+        })?;
         let jwt = decode(token, AlgorithmPolicy::default()).map_err(|e| e.to_string())?;
         jwt.x5c
             .first()
@@ -228,16 +231,26 @@ impl Run<'_> {
         expired.claims["exp"] = json!(past + 30);
         defects.push(("REQUEST OBJECT EXPIRED", expired));
         let mut stranger = self.authorize_defaults(state, nonce);
-        stranger.client_id = STRANGER.into();
+        stranger.client_id = self.o.stranger().into();
         defects.push(("UNKNOWN CLIENT", stranger));
         defects
     }
 
+    /// Userinfo asked as the version asks it: by GET from 2.0, by POST before.
+    fn userinfo_request(&self) -> reqwest::RequestBuilder {
+        let flow = self.o.flow();
+        let url = self.url(flow.userinfo);
+        match flow.userinfo_by_get {
+            true => self.o.http.get(url),
+            false => self.o.http.post(url),
+        }
+    }
+
     /// Without a sign-in: a code nobody issued and a wrong grant type get no token, and userinfo
-    /// answers no request without a valid token.
+    /// answers no request without a valid token (from 2.0, nor one by POST).
     async fn refusals_without_sign_in(&mut self) {
-        let token_url = self.url(openid::TOKEN_PATH);
-        let userinfo_url = self.url(openid::USERINFO_PATH);
+        let flow = self.o.flow();
+        let token_url = self.url(flow.token);
         let http = self.o.http.clone();
         match self.openid_token_form(&random_value()) {
             Ok(form) => {
@@ -248,16 +261,18 @@ impl Run<'_> {
                     http.post(&token_url).form(&form),
                 )
                 .await;
+                // From 2.0 codes are redeemed at the participant's own /connect/token, where
+                // client credentials is a grant too: a grant neither flow has is the wrong one.
                 let mut wrong = form.clone();
-                wrong[0].1 = "client_credentials".into();
+                wrong[0].1 = match flow.token == TOKEN_PATH {
+                    true => "password",
+                    false => "client_credentials",
+                }
+                .into();
                 wrong.retain(|(k, _)| *k != "code");
-                self.status_case(
-                    "openid token",
-                    "WRONG GRANT TYPE",
-                    400,
-                    http.post(&token_url).form(&wrong),
-                )
-                .await;
+                let wrong_grant = http.post(&token_url).form(&wrong);
+                self.status_case("openid token", "WRONG GRANT TYPE", 400, wrong_grant)
+                    .await;
             }
             Err(e) => self.record("openid token", "CODE NOT ISSUED", "400", "-".into(), Err(e)),
         }
@@ -265,16 +280,23 @@ impl Run<'_> {
             "userinfo",
             "USERINFO WITHOUT A TOKEN",
             401,
-            http.post(&userinfo_url),
+            self.userinfo_request(),
         )
         .await;
         self.status_case(
             "userinfo",
             "USERINFO INVALID TOKEN",
             401,
-            http.post(&userinfo_url).bearer_auth(random_value()),
+            self.userinfo_request().bearer_auth(random_value()),
         )
         .await;
+        if flow.userinfo_by_get {
+            let by_post = http
+                .post(self.url(flow.userinfo))
+                .bearer_auth(random_value());
+            self.status_case("userinfo", "HTTP WRONG METHOD", 405, by_post)
+                .await;
+        }
     }
 
     /// With a person to sign in as: the code, the token answer, the code again, userinfo.
@@ -311,7 +333,8 @@ impl Run<'_> {
             Err(e) => return self.record(G, "TOKEN WITH THE CODE", "200", "-".into(), Err(e)),
         };
         let http = self.o.http.clone();
-        let answer = match send(http.post(self.url(openid::TOKEN_PATH)).form(&form)).await {
+        let token_url = self.url(self.o.flow().token);
+        let answer = match send(http.post(&token_url).form(&form)).await {
             Ok(a) => a,
             Err(e) => return self.record(G, "TOKEN WITH THE CODE", "200", "-".into(), Err(e)),
         };
@@ -333,7 +356,7 @@ impl Run<'_> {
                 G,
                 "THE SAME CODE AGAIN",
                 400,
-                http.post(self.url(openid::TOKEN_PATH)).form(&form),
+                http.post(&token_url).form(&form),
             )
             .await;
         }
@@ -342,17 +365,17 @@ impl Run<'_> {
         };
         let o = self.o;
         let client = self.client_id().to_string();
+        let name = self.o.flow().userinfo_member;
         self.case(
             G,
             "USERINFO",
-            "200, a signed userinfo_token for us about the person",
-            http.post(self.url(openid::USERINFO_PATH))
-                .bearer_auth(access),
+            &format!("200, a signed {name} for us about the person"),
+            self.userinfo_request().bearer_auth(access),
             |a| {
-                let claims = signed_member(o, a, openid::USERINFO_TOKEN, Some(&client))?;
+                let claims = signed_member(o, a, name, Some(&client))?;
                 match claims.get("sub").and_then(Value::as_str) {
                     Some(s) if s == sub => {
-                        Ok("userinfo_token verified, about the id_token's person".into())
+                        Ok(format!("{name} verified, about the id_token's person"))
                     }
                     other => Err(format!("sub {other:?} is not the id_token's {sub}")),
                 }
@@ -409,7 +432,7 @@ impl Run<'_> {
         let page = send(request).await?;
         login_page(&page)?;
         let (action, mut fields) = form_of(&page.body).ok_or("the login page has no form")?;
-        let action = url::Url::parse(&self.url(openid::AUTHORIZE_PATH))
+        let action = url::Url::parse(&self.url(self.o.flow().authorize))
             .and_then(|base| base.join(&action))
             .map_err(|e| e.to_string())?;
         fields.extend([

@@ -6,13 +6,16 @@
 mod cases;
 mod defects;
 mod identity_provider;
+mod names;
 mod options;
+mod participant_registry;
 mod probe;
 mod registry;
 pub mod report;
 mod run;
 mod scheme_owner;
 mod service_provider;
+mod services;
 mod signed;
 
 pub use options::{Broker, Masks, Options, Person, Role};

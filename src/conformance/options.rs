@@ -1,15 +1,18 @@
-//! What a run is told: the role the target is tested in, the target, who we are, and whom we may
-//! also act as.
+//! What a run is told: the role the target is tested in, the version of the scheme it speaks,
+//! the target, who we are, and whom we may also act as.
 
 use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::trust::TrustedList;
+use crate::scheme::version::SchemeVersion;
 
 /// The role the target is tested in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
     ServiceProvider,
     AuthorisationRegistry,
+    /// The scheme owner (3.0: participant registry, also accepted as `participant-registry`).
+    #[value(alias = "participant-registry")]
     SchemeOwner,
     IdentityProvider,
 }
@@ -25,7 +28,7 @@ impl Role {
     }
 }
 
-/// The Permit and the Deny mask a registry is tested with.
+/// The Permit and the Deny mask a registry is tested with, each in the body of the version checked.
 #[derive(Clone, Debug)]
 pub struct Masks {
     pub permit: DelegationBody,
@@ -33,7 +36,8 @@ pub struct Masks {
 }
 
 /// The broker pattern at a service provider: the client calls `resource` for `consumer`, whose
-/// client assertion it forwards in the `service_consumer_assertion` header.
+/// client assertion it forwards in the `service_consumer_assertion` header (3.0:
+/// `serviceConsumerAssertion`).
 pub struct Broker {
     /// A URL at the target that `consumer` may reach.
     pub resource: String,
@@ -52,13 +56,16 @@ pub struct Person {
 /// What a run needs: the target, who we are, and whom we may also act as.
 pub struct Options {
     pub role: Role,
+    /// The version of the scheme the target is held to: its paths, the members and claims of its
+    /// answers, the bodies and headers it reads.
+    pub version: SchemeVersion,
     /// The target's base URL.
     pub target: String,
     pub target_id: String,
     /// The client the target is tested by; for registries the access subject of the masks.
     pub client: SigningIdentity,
-    /// A service provider named in the masks, which asks with the subject's assertion in
-    /// previous_steps (registries only).
+    /// A service provider named in the masks (3.0: one the registry may serve), which asks with
+    /// the subject's assertion in previous_steps (registries only).
     pub service_provider: Option<SigningIdentity>,
     /// A party whose certificate chains to a trusted root but which the scheme owner does not know.
     pub unknown: Option<SigningIdentity>,

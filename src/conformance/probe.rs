@@ -34,6 +34,11 @@ impl Answer {
     pub fn member(&self, name: &str) -> Option<&str> {
         self.json.as_ref()?.get(name)?.as_str()
     }
+
+    /// Whether a JSON body has the member `name`, whatever it holds.
+    pub fn holds(&self, name: &str) -> bool {
+        self.json.as_ref().is_some_and(|j| j.get(name).is_some())
+    }
 }
 
 /// Send a request; a transport failure is described, never hidden.

@@ -1,8 +1,9 @@
 //! The cases of an authorisation registry (or entitled party): delegation requests with the Permit
 //! and the Deny mask, as the access subject and as a service provider with the subject's assertion
-//! in previous_steps, and the endpoint's refusals.
+//! in previous_steps (3.0: `previousSteps` inside `delegationRequest`), and the endpoint's
+//! refusals.
 
-use super::cases::{signed_member, Run, Verdict, STRANGER, VERIFIED};
+use super::cases::{signed_member, Run, Verdict, VERIFIED};
 use super::defects::defective_assertions;
 use super::options::{Masks, Options};
 use super::probe::Answer;
@@ -11,8 +12,9 @@ use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PA
 use crate::scheme::Timestamp;
 
 impl Run<'_> {
-    /// POST /delegation with the Permit and Deny masks, as the access subject and as a service
-    /// provider with the subject's assertion in previous_steps; the endpoint's refusals.
+    /// POST /delegation with the Permit and Deny masks (in the body of the version checked), as the
+    /// access subject and as a service provider with the subject's assertion in previous_steps;
+    /// the endpoint's refusals.
     pub async fn delegation(&mut self) {
         const G: &str = "delegation";
         let Some(masks) = self.o.masks.clone() else {
@@ -65,7 +67,7 @@ impl Run<'_> {
         self.token_defects(G, &token, 400, || http.post(&url).json(&masks.permit))
             .await;
         let mut stranger_issuer = masks.permit.clone();
-        stranger_issuer.request.policy_issuer = STRANGER.into();
+        stranger_issuer.request.policy_issuer = self.o.stranger().into();
         self.status_case(G, "UNKNOWN MASK ID", 400, post(&token, &stranger_issuer))
             .await;
         match &self.o.inactive {
@@ -82,12 +84,13 @@ impl Run<'_> {
                 "give an inactive party (--inactive-as), or --testbed",
             ),
         }
-        self.delegation_as_service_provider(&masks).await;
+        self.delegation_as_service_provider(&masks, &token).await;
     }
 
     /// POST /delegation as a service provider named in the Permit mask, with the access subject's
-    /// assertion in previous_steps: a Permit, and refusals of every defect of that step.
-    async fn delegation_as_service_provider(&mut self, masks: &Masks) {
+    /// assertion in previous_steps: a Permit, and refusals of every defect of that step and of a
+    /// caller the mask does not name (`token` is the client's).
+    async fn delegation_as_service_provider(&mut self, masks: &Masks, token: &str) {
         const G: &str = "delegation";
         let url = self.url(DELEGATION_PATH);
         let http = self.o.http.clone();
@@ -149,25 +152,34 @@ impl Run<'_> {
             post(&sp_token, &with_step(String::new())),
         )
         .await;
+        // A caller the mask does not name, without a previous step. Before 3.0 the service
+        // provider, with a mask that names another; 3.0 masks name no service provider (and a
+        // registry may serve one the policy issuer designated it for): the client, about the
+        // service provider's delegation.
         let mut not_named = masks.permit.clone();
-        for policy in not_named
-            .request
-            .policy_sets
-            .iter_mut()
-            .flat_map(|s| s.policies.iter_mut())
-        {
-            policy.target.environment = Some(PolicyEnvironment {
-                service_providers: Some(vec![STRANGER.into()]),
-                ..PolicyEnvironment::default()
-            });
-        }
-        self.status_case(G, "CLIENT ID NOT ALLOWED", 400, post(&sp_token, &not_named))
+        let caller = match self.o.version.camel_case() {
+            true => {
+                not_named.request.target.access_subject = sp_id.clone();
+                token
+            }
+            false => {
+                let policies = not_named.request.policy_sets.iter_mut();
+                for policy in policies.flat_map(|s| s.policies.iter_mut()) {
+                    policy.target.environment = Some(PolicyEnvironment {
+                        service_providers: Some(vec![self.o.stranger().into()]),
+                        ..PolicyEnvironment::default()
+                    });
+                }
+                &sp_token
+            }
+        };
+        self.status_case(G, "CLIENT ID NOT ALLOWED", 400, post(caller, &not_named))
             .await;
         match defective_assertions(
             &self.o.client,
             &self.o.foreign,
             &sp_id,
-            STRANGER,
+            self.o.stranger(),
             Timestamp::now(),
         ) {
             Ok(defects) => {
@@ -192,7 +204,16 @@ fn check_evidence(
     if expected == Effect::Deny && a.status == 404 {
         return Ok("404: no policy, which the scheme reads as Deny".into());
     }
-    let claims = signed_member(o, a, member::DELEGATION, Some(audience))?;
+    let name = o.member(member::DELEGATION);
+    let claims = signed_member(o, a, name, Some(audience))?;
+    // From 2.1 an evidence token's sub is its issuer (3.0: "equal to value of iss").
+    let sub = claims.get("sub").and_then(serde_json::Value::as_str);
+    if o.version.evidence_sub_is_issuer() && sub != Some(o.target_id.as_str()) {
+        return Err(format!(
+            "{name}: sub is {sub:?}, not its issuer {}",
+            o.target_id
+        ));
+    }
     let evidence: DelegationEvidence = claims
         .get(DELEGATION_EVIDENCE_CLAIM)
         .cloned()
@@ -214,12 +235,13 @@ fn check_evidence(
             request.target.access_subject
         ));
     }
-    let effects: Vec<Effect> = evidence
+    let first_rules: Vec<_> = evidence
         .policy_sets
         .iter()
         .flat_map(|s| &s.policies)
-        .filter_map(|p| p.rules.first().map(|r| r.effect))
+        .filter_map(|p| p.rules.first())
         .collect();
+    let effects: Vec<Effect> = first_rules.iter().map(|r| r.effect).collect();
     let now = Timestamp::now().secs();
     let holds = match expected {
         Effect::Permit => {
@@ -235,7 +257,11 @@ fn check_evidence(
             "the evidence does not say {expected:?} now (first rules: {effects:?})"
         ));
     }
+    let conditioned = match first_rules.iter().any(|r| r.conditions.is_some()) {
+        true => ", with conditions for the service provider",
+        false => "",
+    };
     Ok(format!(
-        "delegation_token: {VERIFIED}; the mask's parties, {expected:?}"
+        "{name}: {VERIFIED}; the mask's parties, {expected:?}{conditioned}"
     ))
 }

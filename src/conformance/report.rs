@@ -2,6 +2,7 @@
 //! for CI systems.
 
 use super::options::Role;
+use crate::scheme::version::SchemeVersion;
 use std::fmt::Write;
 
 /// How a case ended.
@@ -31,6 +32,8 @@ pub struct CaseResult {
 #[derive(Clone, Debug)]
 pub struct Report {
     pub role: Role,
+    /// The version of the scheme the target was held to.
+    pub version: SchemeVersion,
     pub target: String,
     pub target_id: String,
     pub warnings: Vec<String>,
@@ -61,10 +64,11 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "conformance of {} ({}) as {}",
+        "conformance of {} ({}) as {}, scheme version {}",
         report.target,
         report.target_id,
-        report.role.as_str()
+        report.role.as_str(),
+        report.version
     );
     for w in &report.warnings {
         let _ = writeln!(out, "warning: {w}");
@@ -142,7 +146,12 @@ fn xml_escape(text: &str) -> String {
 /// knows no case that was not tried: such a case is skipped, and its message says so.
 pub fn junit(report: &Report) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let suite = format!("conformance {} {}", report.role.as_str(), report.target_id);
+    let suite = format!(
+        "conformance {} {} {}",
+        report.role.as_str(),
+        report.version,
+        report.target_id
+    );
     let _ = writeln!(
         out,
         "<testsuites><testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
@@ -200,6 +209,7 @@ mod tests {
         };
         Report {
             role: Role::ServiceProvider,
+            version: SchemeVersion::V3_0,
             target: "http://127.0.0.1:1".into(),
             target_id: "EU.EORI.NL000000003".into(),
             warnings: vec!["plain <HTTP>".into()],
@@ -220,6 +230,10 @@ mod tests {
     fn the_table_names_each_case_and_counts_the_outcomes() {
         let text = table(&report());
         assert!(text.contains("warning: plain <HTTP>"), "{text}");
+        assert!(
+            text.starts_with("conformance of http://127.0.0.1:1 (EU.EORI.NL000000003) as service-provider, scheme version 3.0\n"),
+            "{text}"
+        );
         let failed = text
             .lines()
             .find(|l| l.contains("ASSERTION EXPIRED"))

@@ -1,4 +1,5 @@
-//! A run: the cases every role answers, then those of the target's role, into a report.
+//! A run: the cases every role answers, then those of the target's role in the version checked,
+//! into a report.
 
 use super::cases::Run;
 use super::options::{Options, Role};
@@ -19,11 +20,13 @@ pub async fn run(options: &Options) -> Report {
     match options.role {
         Role::ServiceProvider => cases.broker().await,
         Role::AuthorisationRegistry => cases.delegation().await,
+        Role::SchemeOwner if options.version.camel_case() => cases.participant_registry().await,
         Role::SchemeOwner => cases.scheme_owner().await,
         Role::IdentityProvider => cases.identity_provider().await,
     }
     Report {
         role: options.role,
+        version: options.version,
         target: options.target.clone(),
         target_id: options.target_id.clone(),
         warnings,

@@ -1,4 +1,5 @@
-//! The cases of a scheme owner: the parties search and the trusted list.
+//! The cases of a scheme owner of 1.9 to 2.2: the parties search and the trusted list (3.0's
+//! participant registry has its own, in `participant_registry`).
 
 use super::cases::{signed_member, Run, Verdict, TOKEN_DEFECTS, VERIFIED};
 use super::options::Options;

@@ -1,11 +1,10 @@
 //! The cases of a service provider beyond every role's: the broker pattern.
 
-use super::cases::{wrong_status, Run, Verdict, STRANGER};
+use super::cases::{wrong_status, Run, Verdict};
 use super::defects::good_parts;
 use super::options::Broker;
 use super::probe::{send, Answer};
 use crate::scheme::jwt::{SigningError, SigningIdentity};
-use crate::scheme::vocabulary::BROKER_HEADER;
 use crate::scheme::Timestamp;
 use serde_json::Value;
 
@@ -38,7 +37,7 @@ fn refused(a: &Answer) -> Verdict {
 impl Run<'_> {
     /// The broker pattern at a service provider: the client calls a resource for another
     /// consumer with that consumer's client assertion (addressed to the client) in the
-    /// `service_consumer_assertion` header. Accepted once; refused when replayed, addressed to
+    /// `service_consumer_assertion` header (3.0: `serviceConsumerAssertion`). Accepted once; refused when replayed, addressed to
     /// someone else, expired, signed with a key not of its x5c, or chained to an untrusted root.
     /// A resource that serves every one of those does not use the broker pattern: one case says
     /// so, rather than each failing.
@@ -56,12 +55,13 @@ impl Run<'_> {
             Ok(t) => t,
             Err(e) => return self.broker_not_served(e),
         };
+        let header = self.o.broker_header();
         let call = |assertion: &str| {
             self.o
                 .http
                 .get(&broker.resource)
                 .bearer_auth(&token)
-                .header(BROKER_HEADER, assertion)
+                .header(header, assertion)
         };
         let (good, defective) = match self.broker_assertions(broker) {
             Ok(a) => a,
@@ -86,7 +86,7 @@ impl Run<'_> {
         }
         if answers.iter().all(|(_, a)| a.as_ref().is_ok_and(served)) {
             let reason = format!(
-                "{} served each defective {BROKER_HEADER}: it does not use the broker pattern",
+                "{} served each defective {header}: it does not use the broker pattern",
                 broker.resource
             );
             return self.record(
@@ -121,22 +121,22 @@ impl Run<'_> {
     /// addressed to someone else, expired, signed with a key not of its x5c, and under a root
     /// nobody trusts.
     fn broker_assertions(&self, broker: &Broker) -> Result<(String, [String; 4]), SigningError> {
-        let client = self.client_id();
+        let (client, stranger) = (self.client_id(), self.o.stranger());
         let now = Timestamp::now();
-        let signed = |identity: &SigningIdentity, edit: fn(&mut Value)| {
+        let signed = |identity: &SigningIdentity, edit: &dyn Fn(&mut Value)| {
             let (header, mut claims) = good_parts(&broker.consumer, client, now);
             edit(&mut claims);
             identity.sign_parts(&header, &claims)
         };
-        let good = signed(&broker.consumer, |_| {})?;
+        let good = signed(&broker.consumer, &|_| {})?;
         let defective = [
-            signed(&broker.consumer, |c| c["aud"] = Value::from(STRANGER))?,
-            signed(&broker.consumer, |c| {
+            signed(&broker.consumer, &|c| c["aud"] = Value::from(stranger))?,
+            signed(&broker.consumer, &|c| {
                 let past = c["iat"].as_i64().unwrap_or_default() - 300;
                 c["iat"] = Value::from(past);
                 c["exp"] = Value::from(past + 30);
             })?,
-            signed(&broker.foreign_consumer, |_| {})?,
+            signed(&broker.foreign_consumer, &|_| {})?,
             broker.foreign_consumer.client_assertion(client, now)?,
         ];
         Ok((good, defective))

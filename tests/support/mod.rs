@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod checker;
 pub mod fleet;
 pub mod people;
 pub mod process;
