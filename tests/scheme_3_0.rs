@@ -7,6 +7,7 @@
 mod support;
 
 use ishare_gateway::scheme::evidence::AccessRequest;
+use ishare_gateway::testbed::config::PartyConfig;
 use serde_json::{json, Value};
 use support::*;
 
@@ -94,7 +95,11 @@ async fn bed() -> Bed {
 /// The gateway as Warehouse 13 of the 3.0 testbed, its scheme owner (and so every peer) 3.0, or
 /// `version` where given; people sign in at the testbed's identity provider.
 async fn env(version: &str) -> Env {
-    let bed = bed().await;
+    env_on(bed().await, version).await
+}
+
+/// `env` on the testbed `bed`.
+async fn env_on(bed: Bed, version: &str) -> Env {
     let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
         t.replace(SO, SO3).replace(SP, SP3).replace(
             "[scheme_owner]\n",
@@ -261,6 +266,107 @@ async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
         (403, Some("condition_not_met")),
         "{body}"
     );
+    env.stop().await;
+}
+
+/// A party of the 3.0 testbed that is not served, with `roles` and the aliases it claims.
+fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConfig {
+    PartyConfig {
+        id: id.into(),
+        name: name.into(),
+        serve: None,
+        port: 0,
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        status: "Active".into(),
+        start_date: None,
+        end_date: None,
+        registries: Vec::new(),
+        also_known_as: aliases.iter().map(|a| a.to_string()).collect(),
+        registries_for: Default::default(),
+    }
+}
+
+/// Evidence `signer` signs now for `aud`: `issuer` lets `subject` read every container, naming
+/// the service providers given (none: bound by designation).
+fn signed_evidence(bed: &Bed, signer: &str, (issuer, subject): (&str, &str), aud: &str) -> String {
+    let now = ishare_gateway::scheme::Timestamp::now().secs();
+    let evidence = json!({
+        "notBefore": now - 10, "notOnOrAfter": now + 600,
+        "policyIssuer": issuer, "target": {"accessSubject": subject},
+        "policySets": [{"policies": [{
+            "target": {
+                "resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]},
+                "actions": ["iSHARE.READ"],
+                "environment": {"serviceProviders": [SP3]}
+            },
+            "rules": [{"effect": "Permit"}]
+        }]}]
+    });
+    let claims = json!({"iss": signer, "sub": signer, "aud": aud,
+        "jti": uuid::Uuid::new_v4().to_string(), "iat": now, "exp": now + 30,
+        "delegationEvidence": evidence});
+    bed.identity(signer).sign_raw(&claims).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
+    // Records the participant registry signed that claim others' names: a consumer claiming the
+    // data owner's did, one claiming the gateway's, a registry claiming the owner's registry's.
+    const ROGUE: &str = "did:ishare:EU.NL.NTRNL-10000010";
+    const CLAIMANT: &str = "did:ishare:EU.NL.NTRNL-10000011";
+    const ROGUE_AR: &str = "did:ishare:EU.NL.NTRNL-10000012";
+    let mut config = testbed_config_of("scheme_3_0_aliases", "conf/testbed-3.0.toml");
+    config.parties.extend([
+        claiming(ROGUE, "Rogue Consumer", &["ServiceConsumer"], &[OWNER3]),
+        claiming(CLAIMANT, "Claimant", &["ServiceConsumer"], &[SP3]),
+        claiming(
+            ROGUE_AR,
+            "Rogue Registry",
+            &["AuthorisationRegistry"],
+            &[AR3],
+        ),
+    ]);
+    let env = env_on(Bed::start_of(config).await, "3.0").await;
+    let ambiguous = |(status, body): (u16, Value)| {
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (403, Some("party_name_ambiguous")),
+            "{body}"
+        );
+    };
+    // The rogue consumer signs evidence as the data owner whose did its record claims.
+    let token = env.token(ROGUE).await;
+    let forged = signed_evidence(&env.bed, ROGUE, (OWNER3, ROGUE), ROGUE);
+    let with = [("delegationEvidence", forged.as_str()), ("X-Region", "NL")];
+    ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
+    // Whatever it presents: the data owner's name is no one's while that consumer asks.
+    let own = signed_evidence(&env.bed, ROGUE, (ROGUE, ROGUE), ROGUE);
+    let with = [("delegationEvidence", own.as_str()), ("X-Region", "NL")];
+    ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
+    // A caller whose record claims the gateway's id: whom the evidence must name is no one's.
+    let token = env.token(CLAIMANT).await;
+    ambiguous(get(&env, "/api/legacy/C5", &token, &[("X-Region", "NL")]).await);
+    // A registry whose record claims the owner's designated registry's id is not that registry.
+    let token = env.token(CONSUMER3).await;
+    let posing = signed_evidence(&env.bed, ROGUE_AR, (OWNER3, CONSUMER3), CONSUMER3);
+    let with = [("delegationEvidence", posing.as_str()), ("X-Region", "NL")];
+    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("evidence_issuer_not_the_owners_registry")),
+        "{body}"
+    );
+    // The consumer is served as ever: its own registry's evidence.
+    let evidence = env
+        .bed
+        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C1"))
+        .await;
+    let with = [
+        ("delegationEvidence", evidence.as_str()),
+        ("X-Region", "NL"),
+    ];
+    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    assert_eq!(status, 200, "{body}");
     env.stop().await;
 }
 

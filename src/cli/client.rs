@@ -160,16 +160,19 @@ struct Context {
     version: SchemeVersion,
 }
 
-/// The query parameters of 3.0's party search: any other would be ignored by a 3.0 participant
-/// registry, which would then answer an unfiltered page.
-const PARTIES_QUERY_3: [&str; 6] = [
-    "id",
-    "alsoKnownAs",
-    "name",
-    "claimFilter",
-    "page",
-    "pageSize",
-];
+/// The query parameters of 3.0's party search (and `claimFilter[claimType.property]`, a deep
+/// object): any other would be ignored by a 3.0 participant registry, which would then answer an
+/// unfiltered page.
+const PARTIES_QUERY_3: [&str; 5] = ["id", "alsoKnownAs", "name", "page", "pageSize"];
+
+/// Whether `key` is a parameter of 3.0's party search.
+fn searches_3_0(key: &str) -> bool {
+    PARTIES_QUERY_3.contains(&key)
+        || key
+            .strip_prefix("claimFilter[")
+            .and_then(|rest| rest.strip_suffix(']'))
+            .is_some_and(|property| !property.is_empty() && !property.contains(['[', ']']))
+}
 
 fn read(path: &PathBuf) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
@@ -314,6 +317,8 @@ fn peer_err(e: PeerError) -> String {
 /// (404) the search `/parties?eori={id}`, as the gateway does. In 3.0 `/parties/{id}` (any id or
 /// alias) is the scheme's, and its `partyToken` the answer.
 async fn show_party(ctx: &Context, url: &str, id: &str) -> CliResult {
+    let id = PartyId::parse(id).map_err(|e| e.to_string())?;
+    let id = id.as_str();
     let token = ctx.access_token(url).await?;
     let peer = ctx.peer()?;
     if ctx.version.camel_case() {
@@ -437,11 +442,12 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .collect();
             if let Some((key, _)) = pairs
                 .iter()
-                .find(|(k, _)| ctx.version.camel_case() && !PARTIES_QUERY_3.contains(k))
+                .find(|(k, _)| ctx.version.camel_case() && !searches_3_0(k))
             {
                 return Err(format!(
                     "{key} is no query parameter of 3.0's party search (a participant registry \
-                     of 3.0 would ignore it and answer an unfiltered page): use {}",
+                     of 3.0 would ignore it and answer an unfiltered page): use {} or \
+                     claimFilter[<claimType>.<property>]",
                     PARTIES_QUERY_3.join(", ")
                 ));
             }

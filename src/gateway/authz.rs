@@ -17,6 +17,7 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
+use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{HeaderEvidenceRules, Readers};
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::party_record::Aliases;
@@ -162,12 +163,14 @@ impl Live<'_> {
         let Some(mut chain) = chain else {
             return Ok(no_policy(source));
         };
+        // Its parties by the ids their names' records give (3.0): only names a record found
+        // lists are looked up.
         let mut aliases = ask.aliases.clone();
-        for ev in &chain {
-            let named = [ev.policy_issuer.as_str(), &ev.target.access_subject];
-            self.trust.learn_names(&named, &mut aliases).await?;
+        let named: Vec<&str> = chain.iter().flat_map(DelegationEvidence::parties).collect();
+        self.trust.confirm(&named, &mut aliases).await?;
+        for ev in chain.iter_mut() {
+            ev.resolve(&aliases)?;
         }
-        chain.iter_mut().for_each(|ev| ev.resolve(&aliases));
         Ok(evaluate(
             &chain,
             ask.request,
@@ -195,10 +198,12 @@ impl Evidence for Live<'_> {
         broker::original_consumer(assertion, &rules, self.trust, &inner.replay, now).await
     }
 
-    async fn aliases(&self, parties: &[&str]) -> Result<Aliases, Reject> {
-        let mut aliases = Aliases::default();
-        self.trust.learn_names(parties, &mut aliases).await?;
-        Ok(aliases)
+    async fn look_up(&self, parties: &[&str], aliases: &mut Aliases) -> Result<(), Reject> {
+        Ok(self.trust.look_up(parties, aliases).await?)
+    }
+
+    async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), Reject> {
+        Ok(self.trust.confirm(names, aliases).await?)
     }
 
     fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject> {

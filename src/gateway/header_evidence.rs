@@ -30,6 +30,10 @@ use moka::Expiry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The most delegation tokens one header may carry: a chain from the data owner through its
+/// delegates to the consumer is a few steps long.
+const MAX_CHAIN: usize = 8;
+
 /// A delegation token whose signature verified with a chain under the trusted list.
 struct VerifiedToken {
     /// The token's text, compared on every hit: the key is made of its signature only.
@@ -129,7 +133,16 @@ impl HeaderEvidence {
         let mut chain = Vec::new();
         let mut cached = true;
         let each = pieces(tokens.as_bytes(), b',').map(|at| tokens[at].trim());
-        for token in each.filter(|t| !t.is_empty()) {
+        for (n, token) in each.filter(|t| !t.is_empty()).enumerate() {
+            // Each token costs a signature check and its signer's record: a bound before any.
+            if n == MAX_CHAIN {
+                let header = expected.header;
+                return Err(EvidenceRefusal::ChainTooLong {
+                    header,
+                    max: MAX_CHAIN,
+                }
+                .into());
+            }
             let (evidence, hit) = self.verify(token, expected, registries, trust, now).await?;
             chain.push(evidence);
             cached &= hit;
@@ -167,19 +180,34 @@ impl HeaderEvidence {
             .await?
             .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;
         check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
-        // Its parties by their records' ids (3.0), whatever alias it names them by.
-        let mut evidence = read.evidence.clone();
+        // The signer is the party its certificate was bound to: its record's id (3.0), however
+        // the token names it; and it is read as that id is configured to be.
         let mut aliases = expected.aliases.clone();
-        let named = [
-            signer.as_str(),
-            &evidence.policy_issuer,
-            &evidence.target.access_subject,
-        ];
-        trust.learn_names(&named, &mut aliases).await?;
-        evidence.resolve(&aliases);
+        let signer_id = match trust.resolves_aliases() {
+            true => {
+                aliases.found(signer.as_str(), Some(&record));
+                if !self.readers.read_alike(signer.as_str(), &record.id) {
+                    let id = record.id.clone();
+                    let written = signer.clone();
+                    return Err(EvidenceRefusal::SignerAlias { written, id }.into());
+                }
+                record.id.as_str()
+            }
+            false => signer.as_str(),
+        };
+        // Its parties by the ids their names' records give (3.0): only names a record found
+        // lists are looked up, never one the signer made up.
+        let mut evidence = read.evidence.clone();
+        let audiences: Vec<&str> = decoded.audiences().collect();
+        let named: Vec<&str> = evidence
+            .parties()
+            .chain(audiences.iter().copied())
+            .collect();
+        trust.confirm(&named, &mut aliases).await?;
+        evidence.resolve(&aliases)?;
         let owner = &evidence.policy_issuer;
         let mut designated_for_us = false;
-        if aliases.id_of(signer.as_str()) != owner {
+        if signer_id != owner {
             if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
                 return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
             }
@@ -188,7 +216,13 @@ impl HeaderEvidence {
             let mut holds = None;
             for of in [owner.as_str(), &expected.request.policy_issuer] {
                 holds = registries
-                    .holds_delegations_of(configured, of, &record, &aliases, trust)
+                    .holds_delegations_of(
+                        configured,
+                        of,
+                        (signer.as_str(), &record),
+                        &mut aliases,
+                        trust,
+                    )
                     .await?;
                 if holds.is_some() {
                     break;
@@ -203,9 +237,21 @@ impl HeaderEvidence {
             };
             designated_for_us = holding.for_us;
         }
-        let mut audiences = aliases.names_of(&expected.request.access_subject);
-        audiences.extend(aliases.names_of(expected.caller));
-        check_header_evidence(decoded, &evidence, &audiences, &self.rules, now)
+        // Addressed to the consumer or the caller, by any name that stands for them.
+        let mut addressees: Vec<&str> = Vec::new();
+        for audience in &audiences {
+            let id = aliases.id_of(audience)?;
+            if [&expected.request.access_subject, expected.caller]
+                .iter()
+                .any(|party| aliases.id_of(party) == Ok(id))
+            {
+                addressees.push(audience);
+            }
+        }
+        if audiences.is_empty() {
+            addressees = vec![expected.request.access_subject.as_str(), expected.caller];
+        }
+        check_header_evidence(decoded, &evidence, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
         evidence.read_as.designated_for_us = designated_for_us;
         Ok((evidence, hit))

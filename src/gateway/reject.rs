@@ -19,6 +19,7 @@ use crate::scheme::evaluation::DenyReason;
 use crate::scheme::evidence_token::EvidenceTokenError;
 use crate::scheme::jwt::SigningError;
 use crate::scheme::party::{PartyId, PartyIdError};
+use crate::scheme::party_record::AmbiguousName;
 use crate::scheme::reason_codes;
 use crate::scheme::trust::SignerError;
 use crate::telemetry::metrics::Outcome;
@@ -146,11 +147,18 @@ pub enum EvidenceRefusal {
     NoRegistry(#[from] NoRegistry),
     #[error("the request names {0}, the caller itself, as the data owner")]
     OwnerIsCaller(String),
+    #[error("the {header} header holds more than {max} delegation tokens: no chain of evidence is that long")]
+    ChainTooLong { header: &'static str, max: usize },
+    #[error(transparent)]
+    AmbiguousParty(#[from] AmbiguousName),
+    #[error("evidence signed as {written}, an alias of {id}, which is configured to be read otherwise: it signs as {id}")]
+    SignerAlias { written: PartyId, id: String },
 }
 
 reason_codes! {
     EvidenceRefusal {
-        EvidenceRefusal::Header { problem: HeaderProblem::Empty, .. } => "malformed_evidence",
+        EvidenceRefusal::Header { problem: HeaderProblem::Empty, .. }
+        | EvidenceRefusal::ChainTooLong { .. } => "malformed_evidence",
         EvidenceRefusal::Header { .. } => "malformed_header",
         EvidenceRefusal::Signer(SignerError::Signature(_)) => "evidence_signature_invalid",
         EvidenceRefusal::Signer(SignerError::Chain(_)) => "evidence_untrusted",
@@ -161,6 +169,8 @@ reason_codes! {
         EvidenceRefusal::ConsumerAssertion(_)
         | EvidenceRefusal::ConsumerAssertionClaim(_) => "invalid_consumer_assertion",
         EvidenceRefusal::OwnerIsCaller(_) => "owner_is_caller",
+        EvidenceRefusal::AmbiguousParty(_) => "party_name_ambiguous",
+        EvidenceRefusal::SignerAlias { .. } => "evidence_issuer_alias",
     } nested {
         EvidenceRefusal::Token(e) => e: EvidenceTokenError,
         EvidenceRefusal::NoRegistry(e) => e: NoRegistry,
@@ -380,6 +390,12 @@ impl From<RegistryError> for Reject {
             RegistryError::Failed(e) => Reject::Unavailable(e.into()),
             RegistryError::SchemeOwner(e) => e.into(),
         }
+    }
+}
+
+impl From<AmbiguousName> for Reject {
+    fn from(e: AmbiguousName) -> Self {
+        Reject::Evidence(e.into())
     }
 }
 

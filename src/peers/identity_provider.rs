@@ -169,8 +169,7 @@ impl IdentityProviderClient {
             .await?
             .ok_or_else(|| ProviderFailure::NotRegistered(self.party.clone()))?;
         let certificate = record
-            .certificates
-            .iter()
+            .certificates_at(now.secs())
             .filter_map(|c| c.x5c.as_deref())
             .find_map(certificate_from_base64)
             .ok_or_else(|| ProviderFailure::NoCertificate(self.party.clone()))?;

@@ -12,7 +12,7 @@ use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence}
 use crate::scheme::evidence_token::{read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::party::PartyId;
-use crate::scheme::party_record::{Aliases, Party};
+use crate::scheme::party_record::{Aliases, Designation, Party};
 use crate::scheme::reason_codes;
 use crate::scheme::vocabulary::{Role, DELEGATION_PATH, TOKEN_PATH};
 use crate::scheme::Timestamp;
@@ -127,22 +127,32 @@ impl RegistryClient {
         }
     }
 
-    /// Whether `registry` holds the delegations of `owner`: it is the configured registry (when a
-    /// rule names one), or one of the registries in the owner's party record; and whether the
-    /// record designates it for us. Parties compare as their records name them (`aliases`).
+    /// Whether `registry` (the record of the evidence's signer, `signer` as the token names it)
+    /// holds the delegations of `owner`: it is the configured registry (when a rule names one),
+    /// or one of the registries in the owner's party record; and whether the record designates it
+    /// for us. A name compares as written (1.9 EORIs without regard to case, as records were
+    /// always matched) or, in 3.0, by the id its own lookup found — never by the aliases the
+    /// signer's record claims.
     pub async fn holds_delegations_of(
         &self,
         configured: Option<&str>,
         owner: &str,
-        registry: &Party,
-        aliases: &Aliases,
+        (signer, registry): (&str, &Party),
+        aliases: &mut Aliases,
         trust: &TrustStore,
     ) -> Result<Option<Holding>, TrustError> {
+        let exact = trust.resolves_aliases();
+        let same = |a: &str, b: &str| match exact {
+            true => a == b,
+            false => a.eq_ignore_ascii_case(b),
+        };
         if let Some(name) = configured {
-            let holds = self
-                .configured
-                .get(name)
-                .is_some_and(|r| registry.names(r.party_id.as_str()));
+            let Some(configured) = self.configured.get(name) else {
+                return Ok(None);
+            };
+            let id = configured.party_id.as_str();
+            trust.confirm(&[id], aliases).await?;
+            let holds = id == signer || (exact && aliases.names(id, &registry.id) == Ok(true));
             return Ok(holds.then_some(Holding { for_us: false }));
         }
         let Ok(owner) = PartyId::parse(owner) else {
@@ -151,25 +161,33 @@ impl RegistryClient {
         let Some(record) = trust.party(&owner).await? else {
             return Ok(None);
         };
-        let mut listed = record
-            .registries_at(Timestamp::now().secs())
-            .filter(|ar| registry.names(&ar.id))
-            .peekable();
-        if listed.peek().is_none() {
+        let designations: Vec<&Designation> =
+            record.registries_at(Timestamp::now().secs()).collect();
+        let named: Vec<&str> = designations
+            .iter()
+            .flat_map(|d| [Some(d.id.as_str()), d.service_provider.as_deref()])
+            .flatten()
+            .collect();
+        trust.confirm(&named, aliases).await?;
+        let listed: Vec<&&Designation> = designations
+            .iter()
+            .filter(|d| {
+                same(&d.id, signer) || (exact && aliases.names(&d.id, &registry.id) == Ok(true))
+            })
+            .collect();
+        if listed.is_empty() {
             return Ok(None);
         }
-        let for_us = listed.any(|ar| {
-            ar.service_provider
-                .as_deref()
-                .is_some_and(self.is_us(aliases))
-        });
+        let is_us = self.is_us(aliases);
+        let for_us = listed
+            .iter()
+            .any(|d| d.service_provider.as_deref().is_some_and(&is_us));
         Ok(Some(Holding { for_us }))
     }
 
-    /// Whether a name is ours, as `aliases` resolve it.
+    /// Whether a name is ours, as `aliases` resolve it (a name records disagree on is not).
     fn is_us<'a>(&'a self, aliases: &'a Aliases) -> impl Fn(&str) -> bool + 'a {
-        let us = aliases.id_of(self.our_id.as_str());
-        move |name| aliases.id_of(name) == us
+        move |name| aliases.names(name, self.our_id.as_str()) == Ok(true)
     }
 
     /// The registry to ask about `owner`'s delegations: the configured one, or the one in the
@@ -180,7 +198,7 @@ impl RegistryClient {
         &self,
         configured: Option<&str>,
         owner: &PartyId,
-        aliases: &Aliases,
+        aliases: &mut Aliases,
         trust: &TrustStore,
         now: Timestamp,
     ) -> Result<(Registry, Holding), RegistryError> {
@@ -191,6 +209,11 @@ impl RegistryClient {
             .party(owner)
             .await?
             .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
+        let named: Vec<&str> = record
+            .registries_at(now.secs())
+            .filter_map(|d| d.service_provider.as_deref())
+            .collect();
+        trust.confirm(&named, aliases).await?;
         let listed = record
             .registry_for(self.is_us(aliases), self.peer.scheme(), now.secs())
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
@@ -247,8 +270,9 @@ impl RegistryClient {
         aliases: &Aliases,
         trust: &TrustStore,
     ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
+        let mut aliases = aliases.clone();
         let (registry, holding) = self
-            .registry_for(configured, owner, aliases, trust, Timestamp::now())
+            .registry_for(configured, owner, &mut aliases, trust, Timestamp::now())
             .await?;
         let mut parties = vec![request.policy_issuer.clone()];
         parties.extend(path.iter().cloned());

@@ -518,28 +518,48 @@ impl TrustStore {
             })
     }
 
-    /// The names each of `names`' records gives its party, added to `aliases`: under a 3.0
-    /// scheme owner, parties are compared by their records' ids whatever alias names them.
-    /// Before 3.0 records have no aliases and nothing is looked up: ids compare as written. A
-    /// name that is no party identifier, or no party's, stays as written.
-    pub async fn learn_names(
-        &self,
-        names: &[&str],
-        aliases: &mut Aliases,
-    ) -> Result<(), TrustError> {
-        if !self.config.scheme_version.camel_case() {
+    /// Whether parties are named through the participant registry's records (3.0: ids and
+    /// `alsoKnownAs`). Before 3.0 records have no aliases, nothing is looked up for names, and ids
+    /// compare as written.
+    pub fn resolves_aliases(&self) -> bool {
+        self.config.scheme_version.camel_case()
+    }
+
+    /// Each of `names` looked up by itself (3.0): the parties a decision is about — the data
+    /// owner, the caller, the gateway, a signer. A name that is no party identifier stays as
+    /// written.
+    pub async fn look_up(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), TrustError> {
+        if !self.resolves_aliases() {
             return Ok(());
         }
         for name in names {
-            if aliases.knows(name) {
+            if aliases.looked_up(name) {
                 continue;
             }
-            let Ok(id) = PartyId::parse(name) else {
+            if let Ok(id) = PartyId::parse(name) {
+                let record = self.party(&id).await?;
+                aliases.found(name, record.as_ref());
+            }
+        }
+        Ok(())
+    }
+
+    /// Each of `names` that a record found in this decision lists, looked up by itself to confirm
+    /// whom it names (3.0). Only names the participant registry's own records list are looked up,
+    /// never one a caller or a signer made up: those compare as written.
+    pub async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), TrustError> {
+        if !self.resolves_aliases() {
+            return Ok(());
+        }
+        for name in names.iter().copied() {
+            if !aliases.needs_lookup(name) {
                 continue;
+            }
+            let record = match PartyId::parse(name) {
+                Ok(id) => self.party(&id).await?,
+                Err(_) => None,
             };
-            if let Some(record) = self.party(&id).await? {
-                aliases.add(&record);
-            }
+            aliases.found(name, record.as_ref());
         }
         Ok(())
     }
@@ -619,6 +639,14 @@ impl Trust for TrustStore {
         .map(|c| c.0)
         .map_err(|e| (*e).clone());
         self.metrics.cache_hit("party", hit);
+        // A 3.0 record found by an alias is its id's record too: kept under that id, one lookup
+        // serves both names.
+        if let Ok(Some(record)) = &result {
+            if !hit && record.id != id.as_str() && self.resolves_aliases() {
+                let found = CachedParty(Some(record.clone()));
+                self.parties.insert(record.id.clone(), found).await;
+            }
+        }
         result
     }
 }

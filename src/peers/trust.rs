@@ -8,7 +8,7 @@ use crate::scheme::jwt::{DecodedJwt, RsaKey};
 use crate::scheme::party::PartyId;
 use crate::scheme::party_record::Party;
 use crate::scheme::reason_codes;
-use crate::scheme::trust::{check_signer, ChainError, PartyError, SignerError, ValidatedChain};
+use crate::scheme::trust::{check_party, ChainError, PartyError, SignerError, ValidatedChain};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -88,15 +88,12 @@ pub trait Trust: Send + Sync {
             .chain(&jwt.x5c, now)
             .await?
             .map_err(SignerError::Chain)?;
+        // The signature first: a chain anyone can copy from a token never costs a lookup of the
+        // party a forger names.
+        jwt.verify_signature_with(&chain.key)
+            .map_err(SignerError::Signature)?;
         let record = self.party(signer).await?;
-        check_signer(
-            jwt,
-            &chain.chain,
-            &chain.key,
-            signer,
-            record.as_deref(),
-            now,
-        )?;
+        check_party(&chain.chain, signer, record.as_deref(), now).map_err(SignerError::Party)?;
         let record = record
             .ok_or_else(|| SignerError::Party(PartyError::UnknownParty(signer.to_string())))?;
         Ok(Signer { chain, record })

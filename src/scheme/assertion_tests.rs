@@ -2,7 +2,7 @@ use super::*;
 use crate::scheme::jwt::RsaKey;
 use crate::scheme::models::{Adherence, PartyInfo, SchemeTime};
 use crate::scheme::party_record::from_1_9;
-use crate::scheme::trust::{check_signer, validate_chain, TrustedList};
+use crate::scheme::trust::{check_party, validate_chain, SignerError, TrustedList};
 use crate::scheme::version::SchemeVersion;
 use crate::testbed::pki::{PartyCredentials, TestPki};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -80,14 +80,11 @@ fn validate_assertion(
     let chain = validate_chain(&assertion.jwt.x5c, trusted, now)?;
     let key = RsaKey::of_certificate(&chain.leaf_der)?;
     let record = party_record(&assertion.client_id).map(|r| from_1_9(&r, SchemeVersion::V1_9));
-    check_signer(
-        &assertion.jwt,
-        &chain,
-        &key,
-        &assertion.client_id,
-        record.as_ref(),
-        now,
-    )?;
+    assertion
+        .jwt
+        .verify_signature_with(&key)
+        .map_err(SignerError::Signature)?;
+    check_party(&chain, &assertion.client_id, record.as_ref(), now).map_err(SignerError::Party)?;
     if let Some(store) = replay {
         let until = jti_retention(&assertion, rules, now);
         if !store.remember(assertion.client_id.as_str(), &assertion.jti, until, now) {

@@ -974,17 +974,22 @@ fn evidence_naming_parties_by_their_aliases_decides_once_resolved_and_not_before
         also_known_as: vec![alias.into()],
         ..Party::default()
     };
+    // Each EORI looked up by itself found the record whose alias it is.
     let mut aliases = Aliases::default();
-    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000005", OWNER));
-    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000001", CONSUMER));
-    aliases.add(&party("did:ishare:EU.NL.NTRNL-000000003", SP));
+    for (id, alias) in [
+        ("did:ishare:EU.NL.NTRNL-000000005", OWNER),
+        ("did:ishare:EU.NL.NTRNL-000000001", CONSUMER),
+        ("did:ishare:EU.NL.NTRNL-000000003", SP),
+    ] {
+        aliases.found(alias, Some(&std::sync::Arc::new(party(id, alias))));
+    }
     // The request in the records' ids, the evidence in the parties' EORI aliases.
     let mut req = request();
-    req.resolve(&aliases);
+    req.resolve(&aliases).unwrap();
     assert_eq!(req.policy_issuer, "did:ishare:EU.NL.NTRNL-000000005");
     assert_eq!(deny_code(base_evidence(), &req), "wrong_policy_issuer");
     let mut ev = evidence(base_evidence());
-    ev.resolve(&aliases);
+    ev.resolve(&aliases).unwrap();
     assert_eq!(ev.target.access_subject, "did:ishare:EU.NL.NTRNL-000000001");
     let decided = evaluate(&ev, &req, Timestamp::from_secs(NOW));
     assert!(matches!(decided, Decision::Permit(_)), "{decided:?}");
@@ -993,7 +998,7 @@ fn evidence_naming_parties_by_their_aliases_decides_once_resolved_and_not_before
     other["policySets"][0]["policies"][0]["target"]["environment"]["serviceProviders"] =
         json!(["eu.eori.nl000000003"]);
     let mut ev = evidence(other);
-    ev.resolve(&aliases);
+    ev.resolve(&aliases).unwrap();
     let decided = evaluate(&ev, &req, Timestamp::from_secs(NOW));
     assert!(
         matches!(

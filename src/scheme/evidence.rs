@@ -3,7 +3,7 @@
 
 use super::condition::{Condition, ConditionFailure, Operands};
 use super::licence::Licence;
-use super::party_record::Aliases;
+use super::party_record::{Aliases, AmbiguousName};
 use super::version::SchemeVersion;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -90,19 +90,36 @@ pub struct PolicySet {
 }
 
 impl DelegationEvidence {
-    /// The evidence with each party it names (issuer, subject, service providers) named by its
-    /// record's id (`aliases`): what it says, compared as the request is.
-    pub fn resolve(&mut self, aliases: &Aliases) {
-        aliases.resolve(&mut self.policy_issuer);
-        aliases.resolve(&mut self.target.access_subject);
+    /// The evidence with each party it names (issuer, subject, service providers) named by the
+    /// id it stands for (`aliases`): what it says, compared as the request is.
+    pub fn resolve(&mut self, aliases: &Aliases) -> Result<(), AmbiguousName> {
+        aliases.resolve(&mut self.policy_issuer)?;
+        aliases.resolve(&mut self.target.access_subject)?;
+        self.service_providers_mut()
+            .try_for_each(|sp| aliases.resolve(sp))
+    }
+
+    /// The parties it names: issuer, subject and every service provider listed.
+    pub fn parties(&self) -> impl Iterator<Item = &str> {
         let providers = self
             .policy_sets
+            .iter()
+            .flat_map(|set| &set.policies)
+            .filter_map(|p| p.target.environment.as_ref())
+            .filter_map(|e| e.service_providers.as_ref())
+            .flatten();
+        [self.policy_issuer.as_str(), &self.target.access_subject]
+            .into_iter()
+            .chain(providers.map(String::as_str))
+    }
+
+    fn service_providers_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        self.policy_sets
             .iter_mut()
             .flat_map(|set| set.policies.iter_mut())
             .filter_map(|p| p.target.environment.as_mut())
             .filter_map(|e| e.service_providers.as_mut())
-            .flatten();
-        providers.for_each(|sp| aliases.resolve(sp));
+            .flatten()
     }
 
     /// Every licence identifier the evidence mentions.
@@ -693,13 +710,13 @@ pub struct AccessRequest {
 }
 
 impl AccessRequest {
-    /// The request with each party named by its record's id (`aliases`).
-    pub fn resolve(&mut self, aliases: &Aliases) {
-        aliases.resolve(&mut self.policy_issuer);
-        aliases.resolve(&mut self.access_subject);
+    /// The request with each party named by the id it stands for (`aliases`).
+    pub fn resolve(&mut self, aliases: &Aliases) -> Result<(), AmbiguousName> {
+        aliases.resolve(&mut self.policy_issuer)?;
+        aliases.resolve(&mut self.access_subject)?;
         self.service_providers
             .iter_mut()
-            .for_each(|sp| aliases.resolve(sp));
+            .try_for_each(|sp| aliases.resolve(sp))
     }
 
     /// The mask that asks a registry of `version` exactly for this request: before 3.0 with us

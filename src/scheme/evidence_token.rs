@@ -94,6 +94,12 @@ impl Readers {
             .map_or(self.scheme_version, |(_, v)| *v)
     }
 
+    /// Whether evidence signed under either name is read alike: in one version, with the same
+    /// members dropped.
+    pub fn read_alike(&self, a: &str, b: &str) -> bool {
+        self.version_of(a) == self.version_of(b) && self.dropped_for(a) == self.dropped_for(b)
+    }
+
     /// The members listed to drop from `party`'s evidence, looked up as `version_of` does.
     pub fn dropped_for(&self, party: &str) -> &[String] {
         self.dropped

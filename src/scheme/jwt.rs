@@ -241,6 +241,16 @@ impl DecodedJwt {
 
     /// Whether `aud` names `party`: None when there is no `aud`; an array counts when it holds
     /// `party`; anything else is Some(false).
+    /// The texts `aud` names (none where it is absent or not text).
+    pub fn audiences(&self) -> impl Iterator<Item = &str> {
+        let (one, many) = match self.claims.get("aud") {
+            Some(Value::String(a)) => (Some(a.as_str()), None),
+            Some(Value::Array(items)) => (None, Some(items.iter().filter_map(Value::as_str))),
+            _ => (None, None),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
     pub fn audience_includes(&self, party: &str) -> Option<bool> {
         match self.claims.get("aud")? {
             Value::String(a) => Some(a == party),

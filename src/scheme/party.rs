@@ -61,6 +61,15 @@ impl PartyId {
                 Err(PartyIdError::BadDid { id: s.to_string() })
             };
         }
+        // A did in another case is no did:ishare and no other method either: refused, not a
+        // second name for one party.
+        if s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("did:"))
+            && (!s.starts_with("did:")
+                || s.get(..DID_PREFIX.len())
+                    .is_some_and(|p| p.eq_ignore_ascii_case(DID_PREFIX)))
+        {
+            return Err(PartyIdError::BadDid { id: s.to_string() });
+        }
         if let Some((method, value)) = s.split_once(':') {
             // Letters, digits and `.-_:` after a method of letters and digits: no `*`, `/`, `?`,
             // `#` or `%`, so that an identifier is never a pattern and stays one path segment
@@ -210,6 +219,17 @@ mod tests {
         ] {
             assert!(
                 matches!(PartyId::parse(bad), Err(PartyIdError::UnknownForm(_))),
+                "{bad}"
+            );
+        }
+        // A did in another case is refused rather than read as another name.
+        for bad in [
+            "DID:ishare:EU.NL.NTRNL-1",
+            "did:ISHARE:EU.NL.NTRNL-1",
+            "Did:web:example.com",
+        ] {
+            assert!(
+                matches!(PartyId::parse(bad), Err(PartyIdError::BadDid { .. })),
                 "{bad}"
             );
         }

@@ -83,7 +83,7 @@ impl Party {
     /// Whether `id` is this party: its identifier or one it is also known as, exactly; a 1.9/2.x
     /// EORI without regard to case, as those records were always matched.
     pub fn names(&self, id: &str) -> bool {
-        let same = |known: &str| match self.version.evidence_sub_is_issuer() {
+        let same = |known: &str| match self.version.camel_case() {
             true => known == id,
             false => known.eq_ignore_ascii_case(id),
         };
@@ -263,6 +263,9 @@ pub fn from_1_9(record: &PartyInfo, version: SchemeVersion) -> Party {
 #[error("the 3.0 party record {0}")]
 pub struct RecordError(String);
 
+/// The most aliases a 3.0 record may list: each may cost a lookup when a decision meets it.
+pub const MAX_ALIASES: usize = 64;
+
 /// A 3.0 `partyInfo`: `id`, `name`, `alsoKnownAs` and `claims`. Of the claims, only those with
 /// status `active` within their dates count, and of the framework's ones only those of
 /// `framework` (the scheme's name): `frameworkCompliance` (adherence, and the capabilities
@@ -287,6 +290,12 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
             ))
         })?,
     };
+    if also_known_as.len() > MAX_ALIASES {
+        return Err(bad(format!(
+            "of {id} lists {} aliases, more than the {MAX_ALIASES} a record may",
+            also_known_as.len()
+        )));
+    }
     let claims = o
         .get("claims")
         .and_then(Value::as_array)
@@ -372,65 +381,109 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
     Ok(party)
 }
 
-/// What each name of the parties a decision names stands for: the id of its record. Built from
-/// party records (3.0 `id` and `alsoKnownAs`); a name that is no record's, or that two records
-/// claim, stands for itself and is compared as written.
+/// What the names of the parties a decision meets stand for (3.0). A name stands for the id of
+/// the record its own lookup at the participant registry found (`/parties/{name}`), and for
+/// nothing else: another record listing it in `alsoKnownAs` never makes it that party's. Records
+/// that disagree — a known record lists a name whose own lookup found another party, or found
+/// none — make the name ambiguous, and a decision on it is refused. A name no known record lists
+/// is not looked up, and compares as written.
 #[derive(Clone, Debug, Default)]
 pub struct Aliases {
-    /// Name to id; None where records disagree.
+    /// The records found in this decision.
+    records: Vec<std::sync::Arc<Party>>,
+    /// A name to the id its own lookup found; None where records disagree.
     ids: HashMap<Box<str>, Option<Box<str>>>,
 }
 
+/// Records of the participant registry that disagree on whom a name names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the participant registry's records disagree on whom {0} names")]
+pub struct AmbiguousName(pub String);
+
 impl Aliases {
-    /// The names of `party`, each to its id.
-    pub fn add(&mut self, party: &Party) {
-        let id: &str = &party.id;
-        for name in std::iter::once(id).chain(party.also_known_as.iter().map(String::as_str)) {
-            let entry = self
-                .ids
-                .entry(name.into())
-                .or_insert_with(|| Some(id.into()));
-            if entry.as_deref() != Some(id) {
-                *entry = None;
+    /// What the lookup of `name` by itself found: `record`, or no party (None).
+    pub fn found(&mut self, name: &str, record: Option<&std::sync::Arc<Party>>) {
+        let Some(record) = record else {
+            // A known record lists a name the participant registry does not know.
+            if self.claimed(name).next().is_some() {
+                self.ids.insert(name.into(), None);
+            }
+            return;
+        };
+        let agrees = self.claimed(name).all(|id| id == record.id);
+        let id = agrees.then(|| record.id.as_str().into());
+        self.ids.insert(name.into(), id);
+        if self.records.iter().any(|r| r.id == record.id) {
+            return;
+        }
+        // A record's id names it (the participant registry keeps it under that id too).
+        let own = self
+            .ids
+            .entry(record.id.as_str().into())
+            .or_insert_with(|| Some(record.id.as_str().into()));
+        if own.as_deref() != Some(record.id.as_str()) {
+            *own = None;
+        }
+        // The new record's names that another party's lookup found disagree from now on.
+        for listed in record.names_listed() {
+            if let Some(entry) = self.ids.get_mut(listed) {
+                if entry.as_deref().is_some_and(|other| other != record.id) {
+                    *entry = None;
+                }
             }
         }
+        self.records.push(record.clone());
     }
 
-    /// Whether `name` was seen in a record (resolved or found ambiguous).
-    pub fn knows(&self, name: &str) -> bool {
+    /// The ids of the known records that list `name` (as their id or an alias).
+    fn claimed<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.records
+            .iter()
+            .filter(move |r| r.names_listed().any(|n| n == name))
+            .map(|r| r.id.as_str())
+    }
+
+    /// Whether `name` was looked up in this decision.
+    pub fn looked_up(&self, name: &str) -> bool {
         self.ids.contains_key(name)
     }
 
-    /// The id `name` stands for: its record's, or itself.
-    pub fn id_of<'a>(&'a self, name: &'a str) -> &'a str {
+    /// Whether `name` should be looked up to be compared: not looked up yet, and a known record
+    /// lists it. (A name nobody lists is never looked up: it compares as written.)
+    pub fn needs_lookup(&self, name: &str) -> bool {
+        !self.looked_up(name) && self.claimed(name).next().is_some()
+    }
+
+    /// The id `name` stands for: the one its lookup found, or `name` as written where it was not
+    /// looked up (or found no party nobody lists); an error where records disagree.
+    pub fn id_of<'a>(&'a self, name: &'a str) -> Result<&'a str, AmbiguousName> {
         match self.ids.get(name) {
-            Some(Some(id)) => id,
-            _ => name,
+            Some(Some(id)) => Ok(id),
+            Some(None) => Err(AmbiguousName(name.to_string())),
+            None if self.claimed(name).next().is_some() => Err(AmbiguousName(name.to_string())),
+            None => Ok(name),
         }
     }
 
     /// `name` replaced by the id it stands for.
-    pub fn resolve(&self, name: &mut String) {
-        if let Some(Some(id)) = self.ids.get(name.as_str()) {
-            if **id != **name {
-                *name = id.to_string();
-            }
+    pub fn resolve(&self, name: &mut String) -> Result<(), AmbiguousName> {
+        let id = self.id_of(name)?;
+        if id != name.as_str() {
+            *name = id.to_string();
         }
+        Ok(())
     }
 
-    /// Every name that stands for the same id as `name` (`name` itself included).
-    pub fn names_of<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
-        let id = self.id_of(name);
-        let mut names: Vec<&str> = self
-            .ids
-            .iter()
-            .filter(|(_, to)| to.as_deref() == Some(id))
-            .map(|(n, _)| &**n)
-            .collect();
-        if !names.contains(&name) {
-            names.push(name);
-        }
-        names
+    /// Whether `name` stands for the same party as `id` (an error where records disagree).
+    pub fn names(&self, name: &str, id: &str) -> Result<bool, AmbiguousName> {
+        Ok(self.id_of(name)? == self.id_of(id)?)
+    }
+}
+
+impl Party {
+    /// The names this record lists: its id and its aliases.
+    fn names_listed(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.id.as_str()).chain(self.also_known_as.iter().map(String::as_str))
     }
 }
 

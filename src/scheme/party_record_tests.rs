@@ -241,26 +241,55 @@ fn roles_compare_without_case_spaces_or_spelling() {
 }
 
 #[test]
-fn aliases_resolve_to_their_record_and_a_name_two_records_claim_to_neither() {
-    let mut happy = read_3_0(&record(vec![compliant()]), "iSHARE").unwrap();
+fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_for_no_one() {
+    let happy = std::sync::Arc::new(read_3_0(&record(vec![compliant()]), "iSHARE").unwrap());
     let mut aliases = Aliases::default();
-    aliases.add(&happy);
-    assert_eq!(aliases.id_of("EU.EORI.NL000000003"), ID);
-    assert_eq!(aliases.id_of(ID), ID);
-    // Exactly: another case, or a name no record gives, stands for itself.
-    assert_eq!(aliases.id_of("eu.eori.nl000000003"), "eu.eori.nl000000003");
-    assert_eq!(aliases.id_of("EU.EORI.NL000000009"), "EU.EORI.NL000000009");
-    let mut names = aliases.names_of("EU.EORI.NL000000003");
-    names.sort();
-    assert_eq!(names, ["EU.EORI.NL000000003", ID]);
+    // The alias looked up by itself found the record: it and the record's id stand for it.
+    assert!(!aliases.needs_lookup("EU.EORI.NL000000003"));
+    aliases.found("EU.EORI.NL000000003", Some(&happy));
+    assert_eq!(aliases.id_of("EU.EORI.NL000000003"), Ok(ID));
+    assert_eq!(aliases.id_of(ID), Ok(ID));
+    assert_eq!(aliases.names("EU.EORI.NL000000003", ID), Ok(true));
+    // Exactly: another case, or a name no record lists, stands for itself and is never looked up.
+    assert_eq!(
+        aliases.id_of("eu.eori.nl000000003"),
+        Ok("eu.eori.nl000000003")
+    );
+    assert!(!aliases.needs_lookup("EU.EORI.NL000000009"));
+    assert_eq!(
+        aliases.id_of("EU.EORI.NL000000009"),
+        Ok("EU.EORI.NL000000009")
+    );
 
-    // A second record claiming the same alias: the alias resolves to neither.
-    happy.id = "did:ishare:EU.NL.NTRNL-10000009".into();
-    aliases.add(&happy);
-    assert_eq!(aliases.id_of("EU.EORI.NL000000003"), "EU.EORI.NL000000003");
-    assert_eq!(aliases.id_of(ID), ID);
-    assert!(aliases.knows("EU.EORI.NL000000003"));
-    let mut name = "EU.EORI.NL000000003".to_string();
-    aliases.resolve(&mut name);
-    assert_eq!(name, "EU.EORI.NL000000003");
+    // A known record lists a name: it must be looked up before it stands for anyone.
+    let rogue = std::sync::Arc::new(Party {
+        id: "did:ishare:EU.NL.NTRNL-10000009".into(),
+        also_known_as: vec!["did:ishare:EU.NL.NTRNL-10000005".into()],
+        ..Party::default()
+    });
+    aliases.found(&rogue.id, Some(&rogue));
+    let owner = "did:ishare:EU.NL.NTRNL-10000005";
+    assert!(aliases.needs_lookup(owner));
+    assert!(aliases.id_of(owner).is_err(), "not looked up: no one's yet");
+    // Its own lookup found another party than the record that lists it: no one's.
+    let happy_pets = std::sync::Arc::new(Party {
+        id: owner.into(),
+        ..Party::default()
+    });
+    aliases.found(owner, Some(&happy_pets));
+    assert_eq!(aliases.id_of(owner), Err(AmbiguousName(owner.into())));
+    let mut name = owner.to_string();
+    assert!(aliases.resolve(&mut name).is_err());
+
+    // In the other order: the owner found first, then a record that claims its id.
+    let mut aliases = Aliases::default();
+    aliases.found(owner, Some(&happy_pets));
+    assert_eq!(aliases.id_of(owner), Ok(owner));
+    aliases.found(&rogue.id, Some(&rogue));
+    assert!(aliases.id_of(owner).is_err());
+    // A name a record lists that the participant registry does not know is no one's either.
+    let mut aliases = Aliases::default();
+    aliases.found(ID, Some(&happy));
+    aliases.found("EU.EORI.NL000000003", None);
+    assert!(aliases.id_of("EU.EORI.NL000000003").is_err());
 }

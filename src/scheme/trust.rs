@@ -1,7 +1,7 @@
 //! Certificate trust: SHA-256 fingerprints, the scheme owner's trusted list, x5c chain validation,
 //! and binding a certificate to the party it claims to be.
 
-use super::jwt::{DecodedJwt, JwtError, RsaKey};
+use super::jwt::JwtError;
 use super::models::TrustedListEntry;
 use super::party::PartyId;
 use super::party_record::Party;
@@ -382,21 +382,6 @@ reason_codes! {
         SignerError::Chain(e) => e: ChainError,
         SignerError::Party(e) => e: PartyError,
     }
-}
-
-/// The checks of a token's signer once its chain has validated against the trusted list: the
-/// token's signature with the leaf's key, then the leaf bound to `signer`, an active party.
-pub fn check_signer(
-    jwt: &DecodedJwt,
-    chain: &ValidatedChain,
-    key: &RsaKey,
-    signer: &PartyId,
-    record: Option<&Party>,
-    now: Timestamp,
-) -> Result<(), SignerError> {
-    jwt.verify_signature_with(key)
-        .map_err(SignerError::Signature)?;
-    check_party(chain, signer, record, now).map_err(SignerError::Party)
 }
 
 /// Why a certificate does not prove the claimed party, or the party may not act.

@@ -18,8 +18,9 @@ use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
 use ishare_gateway::testbed::pki::PartyCredentials;
 use ishare_gateway::testbed::Testbed;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub const SO: &str = "EU.EORI.NL000000000";
@@ -112,24 +113,24 @@ pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
     config
 }
 
-/// Key material is generated once per binary before any testbed starts, so that parallel tests
-/// never generate it twice.
+/// Key material is generated once per data directory before any testbed on it starts, so that
+/// parallel tests never generate it twice.
 pub fn prepare_keys(config: &TestbedConfig) -> &'static TestbedKeys {
-    static KEYS: OnceLock<TestbedKeys> = OnceLock::new();
-    static GUARD: Mutex<()> = Mutex::new(());
-    let _guard = GUARD.lock().unwrap_or_else(|e| e.into_inner());
-    KEYS.get_or_init(|| {
+    static KEYS: Mutex<BTreeMap<PathBuf, &'static TestbedKeys>> = Mutex::new(BTreeMap::new());
+    let mut prepared = KEYS.lock().unwrap_or_else(|e| e.into_inner());
+    prepared.entry(config.data_dir.clone()).or_insert_with(|| {
         let parties: Vec<(String, String)> = config
             .parties
             .iter()
             .map(|p| (p.id.clone(), p.name.clone()))
             .collect();
-        keys::load_or_generate(
+        let keys = keys::load_or_generate(
             &config.data_dir,
             &parties,
             &["localhost", "127.0.0.1", "::1"],
         )
-        .expect("testbed keys")
+        .expect("testbed keys");
+        Box::leak(Box::new(keys))
     })
 }
 
@@ -425,6 +426,7 @@ pub fn launch(dir: &Path) -> ishare_gateway::gateway::server::RunningGateway {
 /// Wait (bounded) until a gateway's admin listener says ready and its plain listener answers.
 pub async fn wait_ready(admin: &str, plain: &str) {
     let probe = reqwest::Client::new();
+    let mut said = String::new();
     for _ in 0..100 {
         if let Ok(r) = probe.get(format!("{admin}/ready")).send().await {
             if r.status() == 200
@@ -436,10 +438,11 @@ pub async fn wait_ready(admin: &str, plain: &str) {
             {
                 return;
             }
+            said = r.text().await.unwrap_or_default();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the gateway did not become ready");
+    panic!("the gateway did not become ready: {said}");
 }
 
 /// A gateway.toml for the testbed; `extra` is appended (more upstreams, registries, settings).

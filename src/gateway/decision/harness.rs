@@ -78,8 +78,12 @@ impl Evidence for Fakes {
         Ok(assertion.trim_start_matches("assertion-of-").to_string())
     }
 
-    async fn aliases(&self, _parties: &[&str]) -> Result<Aliases, Reject> {
-        Ok(Aliases::default())
+    async fn look_up(&self, _parties: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
+        Ok(())
+    }
+
+    async fn confirm(&self, _names: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
+        Ok(())
     }
 
     fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {

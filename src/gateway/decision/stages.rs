@@ -261,9 +261,12 @@ pub trait Evidence: Send + Sync {
         now: Timestamp,
     ) -> Result<String, Reject>;
 
-    /// The names the records of `parties` give them, each to its record's id (3.0: parties are
-    /// compared by id whatever alias names them; none where ids compare as written).
-    async fn aliases(&self, parties: &[&str]) -> Result<Aliases, Reject>;
+    /// Each of `parties` looked up by itself, into `aliases` (3.0: parties are compared by the
+    /// ids their names' records give; nothing where ids compare as written).
+    async fn look_up(&self, parties: &[&str], aliases: &mut Aliases) -> Result<(), Reject>;
+
+    /// Each of `names` that a record found lists, looked up to confirm whom it names (3.0).
+    async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), Reject>;
 
     /// A data owner the caller names (`caller_names_owner`): refused when the caller names more
     /// owners the gateway has not looked up than it may.
@@ -464,35 +467,44 @@ pub async fn delegation(
     }
     let subject = original_consumer.as_deref().unwrap_or(facts.caller);
     let (mut request, owner) = mask(config, rule, facts, subject, d)?;
-    let named = |request: &AccessRequest| {
-        [subject, facts.caller]
+    if rule.caller_names_owner {
+        if [subject, facts.caller]
             .iter()
             .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
-    };
-    if rule.caller_names_owner {
-        if named(&request) {
+        {
             return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
         }
         source.admit_owner(facts.caller, &request.policy_issuer)?;
     }
+    // The parties by the ids their own names' records give (3.0), whatever alias names them.
     let us = config.identity.party_id.as_str();
-    let aliases = source
-        .aliases(&[subject, facts.caller, &request.policy_issuer, us])
+    let mut aliases = Aliases::default();
+    source
+        .look_up(
+            &[subject, facts.caller, &request.policy_issuer, us],
+            &mut aliases,
+        )
         .await?;
-    request.resolve(&aliases);
-    if rule.caller_names_owner && named(&request) {
-        return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+    request.resolve(&aliases)?;
+    if rule.caller_names_owner {
+        for party in [subject, facts.caller] {
+            if aliases.id_of(party)? == request.policy_issuer {
+                return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+            }
+        }
     }
     let owner = PartyId::parse(&request.policy_issuer).unwrap_or(owner);
     d.mask = Some(request.clone());
-    // The parties between are asked about as the route names them: looking each up would let a
-    // caller spend the scheme owner's lookups on names it makes up.
-    let path: Vec<String> = rule
+    // The parties between, by their ids where a record found lists their names (never looked up
+    // otherwise: a caller could spend the scheme owner's lookups on names it makes up).
+    let mut path: Vec<String> = rule
         .delegation_path
         .iter()
         .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
-        .map(|p| p.map(|p| aliases.id_of(&p).to_string()))
         .collect::<Result<_, _>>()?;
+    let named: Vec<&str> = path.iter().map(String::as_str).collect();
+    source.confirm(&named, &mut aliases).await?;
+    path.iter_mut().try_for_each(|p| aliases.resolve(p))?;
     d.stage = Stage::Evidence;
     let presented = match rule.evidence.header {
         true => header(facts.values.headers, EVIDENCE_HEADERS)?,
