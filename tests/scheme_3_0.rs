@@ -286,14 +286,20 @@ fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConf
     }
 }
 
-/// Evidence `signer` signs now for `aud`: `issuer` lets `subject` read every container, naming
-/// the service providers given (none: bound by designation).
-fn signed_evidence(bed: &Bed, signer: &str, (issuer, subject): (&str, &str), aud: &str) -> String {
+/// Evidence `signer` signs now for `aud`: `issuer` lets `subject` read every container at us,
+/// and pass it on `depth` steps further.
+fn signed_evidence(
+    bed: &Bed,
+    signer: &str,
+    (issuer, subject): (&str, &str),
+    aud: &str,
+    depth: u32,
+) -> String {
     let now = ishare_gateway::scheme::Timestamp::now().secs();
     let evidence = json!({
         "notBefore": now - 10, "notOnOrAfter": now + 600,
         "policyIssuer": issuer, "target": {"accessSubject": subject},
-        "policySets": [{"policies": [{
+        "policySets": [{"maxDelegationDepth": depth, "policies": [{
             "target": {
                 "resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]},
                 "actions": ["iSHARE.READ"],
@@ -336,11 +342,11 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
     };
     // The rogue consumer signs evidence as the data owner whose did its record claims.
     let token = env.token(ROGUE).await;
-    let forged = signed_evidence(&env.bed, ROGUE, (OWNER3, ROGUE), ROGUE);
+    let forged = signed_evidence(&env.bed, ROGUE, (OWNER3, ROGUE), ROGUE, 0);
     let with = [("delegationEvidence", forged.as_str()), ("X-Region", "NL")];
     ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
     // Whatever it presents: the data owner's name is no one's while that consumer asks.
-    let own = signed_evidence(&env.bed, ROGUE, (ROGUE, ROGUE), ROGUE);
+    let own = signed_evidence(&env.bed, ROGUE, (ROGUE, ROGUE), ROGUE, 0);
     let with = [("delegationEvidence", own.as_str()), ("X-Region", "NL")];
     ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
     // A caller whose record claims the gateway's id: whom the evidence must name is no one's.
@@ -348,7 +354,7 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
     ambiguous(get(&env, "/api/legacy/C5", &token, &[("X-Region", "NL")]).await);
     // A registry whose record claims the owner's designated registry's id is not that registry.
     let token = env.token(CONSUMER3).await;
-    let posing = signed_evidence(&env.bed, ROGUE_AR, (OWNER3, CONSUMER3), CONSUMER3);
+    let posing = signed_evidence(&env.bed, ROGUE_AR, (OWNER3, CONSUMER3), CONSUMER3, 0);
     let with = [("delegationEvidence", posing.as_str()), ("X-Region", "NL")];
     let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
     assert_eq!(
@@ -366,6 +372,69 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
         ("X-Region", "NL"),
     ];
     let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    assert_eq!(status, 200, "{body}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_links_through_a_delegate_named_by_its_alias() {
+    // Happy Pets lets ABC Trucking read, naming it by its EORI; ABC Trucking, signing with its
+    // did, passes it on to Stellar Storage under that same EORI.
+    let env = env("3.0").await;
+    let step = |signer: &str, parties: (&str, &str), depth: u32| {
+        signed_evidence(&env.bed, signer, parties, STELLAR3, depth)
+    };
+    let chain = [
+        step(OWNER3, (OWNER3, CONSUMER_EORI), 1),
+        step(CONSUMER3, (CONSUMER_EORI, STELLAR3), 0),
+    ]
+    .join(",");
+    let token = env.token(STELLAR3).await;
+    let with = [("delegationEvidence", chain.as_str()), ("X-Region", "NL")];
+    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], STELLAR3, "{body}");
+    // The same link written as a name no record lists is broken.
+    let chain = [
+        step(OWNER3, (OWNER3, "EU.EORI.NL000000099"), 1),
+        step(CONSUMER3, (CONSUMER_EORI, STELLAR3), 0),
+    ]
+    .join(",");
+    let with = [("delegationEvidence", chain.as_str()), ("X-Region", "NL")];
+    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("delegation_chain_broken")),
+        "{body}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_naming_ever_new_parties_spends_only_its_own_lookups() {
+    let env = env("3.0").await;
+    // ABC Trucking's certificate, signing as parties nobody registered: each costs a lookup,
+    // a few a minute, then the certificate waits (503) — and others are served on.
+    let creds = &env.bed.creds(CONSUMER3).credentials;
+    let mut statuses = Vec::new();
+    for n in 0..10 {
+        let stranger = creds
+            .identity_for(&format!("did:ishare:EU.NL.NTRNL-9000{n:04}"))
+            .unwrap();
+        let (status, body) = status_json(env.token_response(&stranger, None).await).await;
+        statuses.push((
+            status,
+            body["reason"].as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    assert!(statuses[..6].iter().all(|(s, _)| *s != 503), "{statuses:?}");
+    assert_eq!(
+        statuses.last().unwrap(),
+        &(503, "scheme_owner_busy".to_string()),
+        "{statuses:?}"
+    );
+    let (status, body) =
+        status_json(env.token_response(&env.bed.identity(STELLAR3), None).await).await;
     assert_eq!(status, 200, "{body}");
     env.stop().await;
 }

@@ -17,7 +17,6 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
-use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{HeaderEvidenceRules, Readers};
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::party_record::Aliases;
@@ -163,11 +162,25 @@ impl Live<'_> {
         let Some(mut chain) = chain else {
             return Ok(no_policy(source));
         };
-        // Its parties by the ids their names' records give (3.0): only names a record found
-        // lists are looked up.
+        // Its parties by the ids they stand for (3.0): issuers and subjects by the names the
+        // request's parties' records list, service providers by those the gateway's lists.
         let mut aliases = ask.aliases.clone();
-        let named: Vec<&str> = chain.iter().flat_map(DelegationEvidence::parties).collect();
-        self.trust.confirm(&named, &mut aliases).await?;
+        let request = ask.request;
+        let ours: Vec<&str> = request
+            .service_providers
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let mut parties = vec![request.policy_issuer.as_str(), &request.access_subject];
+        parties.extend(ours.iter().copied());
+        let links: Vec<&str> = chain
+            .iter()
+            .flat_map(|ev| [ev.policy_issuer.as_str(), &ev.target.access_subject])
+            .collect();
+        let providers: Vec<&str> = chain.iter().flat_map(|ev| ev.service_providers()).collect();
+        self.trust.confirm(&links, &parties, &mut aliases).await?;
+        self.trust.confirm(&providers, &ours, &mut aliases).await?;
+        drop((links, providers));
         for ev in chain.iter_mut() {
             ev.resolve(&aliases)?;
         }
@@ -202,8 +215,13 @@ impl Evidence for Live<'_> {
         Ok(self.trust.look_up(parties, aliases).await?)
     }
 
-    async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), Reject> {
-        Ok(self.trust.confirm(names, aliases).await?)
+    async fn confirm(
+        &self,
+        names: &[&str],
+        listed_by: &[&str],
+        aliases: &mut Aliases,
+    ) -> Result<(), Reject> {
+        Ok(self.trust.confirm(names, listed_by, aliases).await?)
     }
 
     fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject> {

@@ -21,7 +21,7 @@ use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
-use crate::scheme::party_record::Party;
+use crate::scheme::party_record::{Aliases, AmbiguousName, Party};
 use crate::scheme::trust::{check_party, PartyError, SignerError};
 use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
@@ -122,6 +122,8 @@ impl HeaderEvidence {
 
     /// Evidence from the header: one delegation_token, or several separated by commas for a chain
     /// from the data owner to the consumer; and whether every token was verified before (cached).
+    /// Its parties are named by the ids they stand for (3.0), the names in one token resolved as
+    /// in every other: a chain's links compare as its signers' records say.
     pub async fn chain(
         &self,
         tokens: &str,
@@ -130,7 +132,9 @@ impl HeaderEvidence {
         trust: &TrustStore,
         now: Timestamp,
     ) -> Result<(Vec<DelegationEvidence>, bool), Reject> {
+        let mut aliases = expected.aliases.clone();
         let mut chain = Vec::new();
+        let mut signers = Vec::new();
         let mut cached = true;
         let each = pieces(tokens.as_bytes(), b',').map(|at| tokens[at].trim());
         for (n, token) in each.filter(|t| !t.is_empty()).enumerate() {
@@ -143,8 +147,10 @@ impl HeaderEvidence {
                 }
                 .into());
             }
-            let (evidence, hit) = self.verify(token, expected, registries, trust, now).await?;
+            let checked = self.verify(token, expected, &mut aliases, (registries, trust), now);
+            let (evidence, signer, hit) = checked.await?;
             chain.push(evidence);
+            signers.push(signer);
             cached &= hit;
         }
         if chain.is_empty() {
@@ -154,21 +160,44 @@ impl HeaderEvidence {
             }
             .into());
         }
+        // Issuers and subjects by the names the request's parties' and the signers' records
+        // list; service providers by the names the gateway's record lists.
+        let request = expected.request;
+        let mut parties = request_parties(expected, &aliases)?;
+        parties.extend(signers);
+        let parties: Vec<&str> = parties.iter().map(String::as_str).collect();
+        let links: Vec<&str> = chain
+            .iter()
+            .flat_map(|ev| [ev.policy_issuer.as_str(), &ev.target.access_subject])
+            .collect();
+        let ours: Vec<&str> = request
+            .service_providers
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let providers: Vec<&str> = chain.iter().flat_map(|ev| ev.service_providers()).collect();
+        trust.confirm(&links, &parties, &mut aliases).await?;
+        trust.confirm(&providers, &ours, &mut aliases).await?;
+        drop((links, providers));
+        for ev in chain.iter_mut() {
+            ev.resolve(&aliases)?;
+        }
         Ok((chain, cached))
     }
 
     /// One delegation_token from the header: signed by its `iss`, which is the data owner of that
     /// evidence or an authorisation registry of that owner (or of the route's data owner); and
-    /// addressed to the consumer, issued in time (the pure checks of `evidence_token`). Whether its
-    /// signature was verified before (cached).
+    /// addressed to the consumer, issued in time (the pure checks of `evidence_token`). The
+    /// evidence as written, the signer's id, and whether its signature was verified before
+    /// (cached).
     async fn verify(
         &self,
         token: &str,
         expected: &Expected<'_>,
-        registries: &RegistryClient,
-        trust: &TrustStore,
+        aliases: &mut Aliases,
+        (registries, trust): (&RegistryClient, &TrustStore),
         now: Timestamp,
-    ) -> Result<(DelegationEvidence, bool), Reject> {
+    ) -> Result<(DelegationEvidence, String, bool), Reject> {
         let (verified, hit) = self.verified_token(token, trust, now).await?;
         let (decoded, read) = (&verified.jwt, &verified.token);
         let signer = &read.issuer;
@@ -182,7 +211,6 @@ impl HeaderEvidence {
         check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
         // The signer is the party its certificate was bound to: its record's id (3.0), however
         // the token names it; and it is read as that id is configured to be.
-        let mut aliases = expected.aliases.clone();
         let signer_id = match trust.resolves_aliases() {
             true => {
                 aliases.found(signer.as_str(), Some(&record));
@@ -191,21 +219,16 @@ impl HeaderEvidence {
                     let written = signer.clone();
                     return Err(EvidenceRefusal::SignerAlias { written, id }.into());
                 }
-                record.id.as_str()
+                record.id.clone()
             }
-            false => signer.as_str(),
+            false => signer.to_string(),
         };
-        // Its parties by the ids their names' records give (3.0): only names a record found
-        // lists are looked up, never one the signer made up.
-        let mut evidence = read.evidence.clone();
-        let audiences: Vec<&str> = decoded.audiences().collect();
-        let named: Vec<&str> = evidence
-            .parties()
-            .chain(audiences.iter().copied())
-            .collect();
-        trust.confirm(&named, &mut aliases).await?;
-        evidence.resolve(&aliases)?;
-        let owner = &evidence.policy_issuer;
+        // The data owner of this evidence: a name the signer's or the route's owner's record
+        // lists stands for the id its own lookup finds; any other as written.
+        let written_owner = read.evidence.policy_issuer.as_str();
+        let of = [signer_id.as_str(), &expected.request.policy_issuer];
+        trust.confirm(&[written_owner], &of, aliases).await?;
+        let owner = aliases.id_of(written_owner)?.to_string();
         let mut designated_for_us = false;
         if signer_id != owner {
             if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
@@ -220,7 +243,7 @@ impl HeaderEvidence {
                         configured,
                         of,
                         (signer.as_str(), &record),
-                        &mut aliases,
+                        aliases,
                         trust,
                     )
                     .await?;
@@ -237,24 +260,29 @@ impl HeaderEvidence {
             };
             designated_for_us = holding.for_us;
         }
-        // Addressed to the consumer or the caller, by any name that stands for them.
+        // Addressed to the consumer or the caller, by any name their records list that stands
+        // for them.
+        let audiences: Vec<&str> = decoded.audiences().collect();
+        let addressed = [
+            aliases.id_of(&expected.request.access_subject)?.to_string(),
+            aliases.id_of(expected.caller)?.to_string(),
+        ];
+        let of: Vec<&str> = addressed.iter().map(String::as_str).collect();
+        trust.confirm(&audiences, &of, aliases).await?;
         let mut addressees: Vec<&str> = Vec::new();
         for audience in &audiences {
-            let id = aliases.id_of(audience)?;
-            if [&expected.request.access_subject, expected.caller]
-                .iter()
-                .any(|party| aliases.id_of(party) == Ok(id))
-            {
+            if of.contains(&aliases.id_of(audience)?) {
                 addressees.push(audience);
             }
         }
         if audiences.is_empty() {
             addressees = vec![expected.request.access_subject.as_str(), expected.caller];
         }
-        check_header_evidence(decoded, &evidence, &addressees, &self.rules, now)
+        check_header_evidence(decoded, &read.evidence, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
+        let mut evidence = read.evidence.clone();
         evidence.read_as.designated_for_us = designated_for_us;
-        Ok((evidence, hit))
+        Ok((evidence, signer_id, hit))
     }
 
     /// The token decoded, with its signature verified by a chain under the current trusted list:
@@ -291,6 +319,21 @@ impl HeaderEvidence {
         self.verified.insert(key, verified.clone());
         Ok((verified, false))
     }
+}
+
+/// The ids of the request's parties: the data owner, the consumer, the caller and the gateway.
+fn request_parties(
+    expected: &Expected<'_>,
+    aliases: &Aliases,
+) -> Result<Vec<String>, AmbiguousName> {
+    let request = expected.request;
+    let mut parties = vec![
+        request.policy_issuer.clone(),
+        request.access_subject.clone(),
+        aliases.id_of(expected.caller)?.to_string(),
+    ];
+    parties.extend(request.service_providers.iter().cloned());
+    Ok(parties)
 }
 
 /// Where a token is kept in the cache of verified tokens: the SHA-256 of its signature (what

@@ -151,8 +151,10 @@ impl RegistryClient {
                 return Ok(None);
             };
             let id = configured.party_id.as_str();
-            trust.confirm(&[id], aliases).await?;
-            let holds = id == signer || (exact && aliases.names(id, &registry.id) == Ok(true));
+            trust.confirm(&[id], &[&registry.id], aliases).await?;
+            let holds = same(id, signer)
+                || same(id, &registry.id)
+                || (exact && aliases.names(id, &registry.id) == Ok(true));
             return Ok(holds.then_some(Holding { for_us: false }));
         }
         let Ok(owner) = PartyId::parse(owner) else {
@@ -163,12 +165,10 @@ impl RegistryClient {
         };
         let designations: Vec<&Designation> =
             record.registries_at(Timestamp::now().secs()).collect();
-        let named: Vec<&str> = designations
-            .iter()
-            .flat_map(|d| [Some(d.id.as_str()), d.service_provider.as_deref()])
-            .flatten()
-            .collect();
-        trust.confirm(&named, aliases).await?;
+        // Designations by the names the signer's record lists; for whom, by those ours lists.
+        let ids: Vec<&str> = designations.iter().map(|d| d.id.as_str()).collect();
+        trust.confirm(&ids, &[&registry.id], aliases).await?;
+        self.confirm_ours(&designations, aliases, trust).await?;
         let listed: Vec<&&Designation> = designations
             .iter()
             .filter(|d| {
@@ -183,6 +183,24 @@ impl RegistryClient {
             .iter()
             .any(|d| d.service_provider.as_deref().is_some_and(&is_us));
         Ok(Some(Holding { for_us }))
+    }
+
+    /// The service providers `designations` are for, by the names the gateway's record lists.
+    async fn confirm_ours(
+        &self,
+        designations: &[&Designation],
+        aliases: &mut Aliases,
+        trust: &TrustStore,
+    ) -> Result<(), TrustError> {
+        let named: Vec<&str> = designations
+            .iter()
+            .filter_map(|d| d.service_provider.as_deref())
+            .collect();
+        let us = aliases
+            .id_of(self.our_id.as_str())
+            .unwrap_or_default()
+            .to_string();
+        trust.confirm(&named, &[&us], aliases).await
     }
 
     /// Whether a name is ours, as `aliases` resolve it (a name records disagree on is not).
@@ -209,11 +227,8 @@ impl RegistryClient {
             .party(owner)
             .await?
             .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
-        let named: Vec<&str> = record
-            .registries_at(now.secs())
-            .filter_map(|d| d.service_provider.as_deref())
-            .collect();
-        trust.confirm(&named, aliases).await?;
+        let designations: Vec<&Designation> = record.registries_at(now.secs()).collect();
+        self.confirm_ours(&designations, aliases, trust).await?;
         let listed = record
             .registry_for(self.is_us(aliases), self.peer.scheme(), now.secs())
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
@@ -246,6 +261,11 @@ impl RegistryClient {
                 .service_provider
                 .as_deref()
                 .is_some_and(self.is_us(aliases)),
+        };
+        // A 3.0 registry designated by an alias is asked, and answers, as its record's id.
+        let ar_id = match trust.resolves_aliases() {
+            true => PartyId::parse(&ar_record.id).unwrap_or(ar_id),
+            false => ar_id,
         };
         let registry = Registry {
             name: ar_id.to_string(),

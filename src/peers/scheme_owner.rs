@@ -6,7 +6,7 @@ use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, TrustedChain};
 use super::{join, party_path, PeerClient, PeerError};
 use crate::config::model::SchemeOwner;
-use crate::rate::TokenBucket;
+use crate::rate::{Buckets, TokenBucket};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::models::{
     PartiesPayload, PartyPayload, TrustedListEntry, TrustedListPayload, TrustedListPayload3,
@@ -61,6 +61,12 @@ struct PartyExpiry {
     known: Duration,
 }
 
+/// Signers not looked up yet that one certificate's tokens may name per minute: a certificate is
+/// one party's, looked up once and then cached.
+const SIGNER_LOOKUPS_PER_MINUTE: f64 = 6.0;
+/// The most signing certificates whose lookups are counted (the least used go first).
+const SIGNING_CERTIFICATES: u64 = 100_000;
+
 impl Expiry<String, CachedParty> for PartyExpiry {
     fn expire_after_create(&self, _k: &String, v: &CachedParty, _at: Instant) -> Option<Duration> {
         Some(if v.0.is_some() {
@@ -88,6 +94,9 @@ pub struct TrustStore {
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
     /// Party records fetched: `party_lookups_per_second`, five seconds' worth at once.
     party_lookups: TokenBucket,
+    /// Per signing certificate (its leaf's fingerprint): the records of signers not looked up yet
+    /// its tokens may make us fetch.
+    signer_lookups: Buckets<String>,
     /// The scheme owner answered 404 at `/parties/{id}` for a party its search found: it lacks
     /// that endpoint, and parties are looked up by the search alone.
     no_party_endpoint: AtomicBool,
@@ -128,6 +137,11 @@ impl TrustStore {
                 })
                 .build(),
             party_lookups: TokenBucket::new(lookups, lookups * 5.0, Instant::now()),
+            signer_lookups: Buckets::new(
+                SIGNER_LOOKUPS_PER_MINUTE / 60.0,
+                SIGNER_LOOKUPS_PER_MINUTE,
+                SIGNING_CERTIFICATES,
+            ),
             no_party_endpoint: AtomicBool::new(false),
             chains: moka::sync::Cache::builder()
                 .max_capacity(CHAIN_CACHE_BYTES)
@@ -544,15 +558,21 @@ impl TrustStore {
         Ok(())
     }
 
-    /// Each of `names` that a record found in this decision lists, looked up by itself to confirm
-    /// whom it names (3.0). Only names the participant registry's own records list are looked up,
-    /// never one a caller or a signer made up: those compare as written.
-    pub async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), TrustError> {
+    /// Each of `names` that the record of one of the parties `listed_by` (found in this
+    /// decision) lists, looked up by itself to confirm whom it names (3.0). Only names those
+    /// records list are looked up — the parties a comparison can be about — never one a caller
+    /// or a signer made up: those compare as written.
+    pub async fn confirm(
+        &self,
+        names: &[&str],
+        listed_by: &[&str],
+        aliases: &mut Aliases,
+    ) -> Result<(), TrustError> {
         if !self.resolves_aliases() {
             return Ok(());
         }
         for name in names.iter().copied() {
-            if !aliases.needs_lookup(name) {
+            if !aliases.needs_lookup(name, listed_by) {
                 continue;
             }
             let record = match PartyId::parse(name) {
@@ -616,6 +636,15 @@ impl Trust for TrustStore {
             );
             trusted
         }))
+    }
+
+    fn admit_lookup(&self, leaf: &str, signer: &PartyId) -> Result<(), TrustError> {
+        if self.knows(signer.as_str()) {
+            return Ok(());
+        }
+        self.signer_lookups
+            .take(leaf, Instant::now())
+            .map_err(|_| TrustError::Busy)
     }
 
     /// The party record of `id` (None when the scheme owner does not know it), cached.

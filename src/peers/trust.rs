@@ -75,6 +75,13 @@ pub trait Trust: Send + Sync {
     /// The party record of `id`; None when the scheme owner does not know it.
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError>;
 
+    /// Whether a token under the certificate whose fingerprint is `leaf` may have the record of
+    /// `signer` looked up. A certificate is one party's: one whose tokens name ever other parties
+    /// not looked up yet is refused before it spends the lookups every caller shares.
+    fn admit_lookup(&self, _leaf: &str, _signer: &PartyId) -> Result<(), TrustError> {
+        Ok(())
+    }
+
     /// Verify that `jwt` was signed by `signer`: its chain reaches a root on the trusted list (the
     /// cheap root lookup comes before any signature), the token's signature verifies with the leaf
     /// key, and the leaf is bound to `signer`, an active party.
@@ -92,6 +99,7 @@ pub trait Trust: Send + Sync {
         // party a forger names.
         jwt.verify_signature_with(&chain.key)
             .map_err(SignerError::Signature)?;
+        self.admit_lookup(&chain.chain.leaf_fingerprint, signer)?;
         let record = self.party(signer).await?;
         check_party(&chain.chain, signer, record.as_deref(), now).map_err(SignerError::Party)?;
         let record = record

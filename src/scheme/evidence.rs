@@ -99,18 +99,15 @@ impl DelegationEvidence {
             .try_for_each(|sp| aliases.resolve(sp))
     }
 
-    /// The parties it names: issuer, subject and every service provider listed.
-    pub fn parties(&self) -> impl Iterator<Item = &str> {
-        let providers = self
-            .policy_sets
+    /// The service providers its policies list.
+    pub fn service_providers(&self) -> impl Iterator<Item = &str> {
+        self.policy_sets
             .iter()
             .flat_map(|set| &set.policies)
             .filter_map(|p| p.target.environment.as_ref())
             .filter_map(|e| e.service_providers.as_ref())
-            .flatten();
-        [self.policy_issuer.as_str(), &self.target.access_subject]
-            .into_iter()
-            .chain(providers.map(String::as_str))
+            .flatten()
+            .map(String::as_str)
     }
 
     fn service_providers_mut(&mut self) -> impl Iterator<Item = &mut String> {

@@ -385,8 +385,9 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
 /// the record its own lookup at the participant registry found (`/parties/{name}`), and for
 /// nothing else: another record listing it in `alsoKnownAs` never makes it that party's. Records
 /// that disagree — a known record lists a name whose own lookup found another party, or found
-/// none — make the name ambiguous, and a decision on it is refused. A name no known record lists
-/// is not looked up, and compares as written.
+/// none — make the name ambiguous, and a decision on it is refused. A name not looked up compares
+/// as written: it equals no party's id but that party's own, which is always looked up with its
+/// record.
 #[derive(Clone, Debug, Default)]
 pub struct Aliases {
     /// The records found in this decision.
@@ -403,6 +404,14 @@ pub struct AmbiguousName(pub String);
 impl Aliases {
     /// What the lookup of `name` by itself found: `record`, or no party (None).
     pub fn found(&mut self, name: &str, record: Option<&std::sync::Arc<Party>>) {
+        // A record found for a name it does not list is a disagreement too.
+        let record = match record {
+            Some(r) if !r.names_listed().any(|n| n == name) => {
+                self.ids.insert(name.into(), None);
+                return;
+            }
+            other => other,
+        };
         let Some(record) = record else {
             // A known record lists a name the participant registry does not know.
             if self.claimed(name).next().is_some() {
@@ -448,19 +457,19 @@ impl Aliases {
         self.ids.contains_key(name)
     }
 
-    /// Whether `name` should be looked up to be compared: not looked up yet, and a known record
-    /// lists it. (A name nobody lists is never looked up: it compares as written.)
-    pub fn needs_lookup(&self, name: &str) -> bool {
-        !self.looked_up(name) && self.claimed(name).next().is_some()
+    /// Whether `name` should be looked up to be compared: not looked up yet, and the record of
+    /// one of the parties `listed_by` (their ids) lists it. (Any other name is never looked up:
+    /// it compares as written.)
+    pub fn needs_lookup(&self, name: &str, listed_by: &[&str]) -> bool {
+        !self.looked_up(name) && self.claimed(name).any(|id| listed_by.contains(&id))
     }
 
     /// The id `name` stands for: the one its lookup found, or `name` as written where it was not
-    /// looked up (or found no party nobody lists); an error where records disagree.
+    /// looked up; an error where records disagree.
     pub fn id_of<'a>(&'a self, name: &'a str) -> Result<&'a str, AmbiguousName> {
         match self.ids.get(name) {
             Some(Some(id)) => Ok(id),
             Some(None) => Err(AmbiguousName(name.to_string())),
-            None if self.claimed(name).next().is_some() => Err(AmbiguousName(name.to_string())),
             None => Ok(name),
         }
     }

@@ -245,7 +245,7 @@ fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_f
     let happy = std::sync::Arc::new(read_3_0(&record(vec![compliant()]), "iSHARE").unwrap());
     let mut aliases = Aliases::default();
     // The alias looked up by itself found the record: it and the record's id stand for it.
-    assert!(!aliases.needs_lookup("EU.EORI.NL000000003"));
+    assert!(!aliases.needs_lookup("EU.EORI.NL000000003", &[ID]));
     aliases.found("EU.EORI.NL000000003", Some(&happy));
     assert_eq!(aliases.id_of("EU.EORI.NL000000003"), Ok(ID));
     assert_eq!(aliases.id_of(ID), Ok(ID));
@@ -255,13 +255,13 @@ fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_f
         aliases.id_of("eu.eori.nl000000003"),
         Ok("eu.eori.nl000000003")
     );
-    assert!(!aliases.needs_lookup("EU.EORI.NL000000009"));
+    assert!(!aliases.needs_lookup("EU.EORI.NL000000009", &[ID]));
     assert_eq!(
         aliases.id_of("EU.EORI.NL000000009"),
         Ok("EU.EORI.NL000000009")
     );
 
-    // A known record lists a name: it must be looked up before it stands for anyone.
+    // A known record lists a name: looked up where that record matters, written till then.
     let rogue = std::sync::Arc::new(Party {
         id: "did:ishare:EU.NL.NTRNL-10000009".into(),
         also_known_as: vec!["did:ishare:EU.NL.NTRNL-10000005".into()],
@@ -269,8 +269,9 @@ fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_f
     });
     aliases.found(&rogue.id, Some(&rogue));
     let owner = "did:ishare:EU.NL.NTRNL-10000005";
-    assert!(aliases.needs_lookup(owner));
-    assert!(aliases.id_of(owner).is_err(), "not looked up: no one's yet");
+    assert!(aliases.needs_lookup(owner, &[&rogue.id]));
+    assert!(!aliases.needs_lookup(owner, &[ID]));
+    assert_eq!(aliases.id_of(owner), Ok(owner));
     // Its own lookup found another party than the record that lists it: no one's.
     let happy_pets = std::sync::Arc::new(Party {
         id: owner.into(),
@@ -287,9 +288,12 @@ fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_f
     assert_eq!(aliases.id_of(owner), Ok(owner));
     aliases.found(&rogue.id, Some(&rogue));
     assert!(aliases.id_of(owner).is_err());
-    // A name a record lists that the participant registry does not know is no one's either.
+    // A name a record lists that the participant registry does not know is no one's either;
+    // nor is one whose lookup found a record that does not list it.
     let mut aliases = Aliases::default();
     aliases.found(ID, Some(&happy));
     aliases.found("EU.EORI.NL000000003", None);
     assert!(aliases.id_of("EU.EORI.NL000000003").is_err());
+    aliases.found("EU.EORI.NL000000007", Some(&happy));
+    assert!(aliases.id_of("EU.EORI.NL000000007").is_err());
 }

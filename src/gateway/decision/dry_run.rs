@@ -13,7 +13,6 @@ use crate::request::path::canonical_path;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{read_evidence, read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
-use crate::scheme::party_record::Aliases;
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use pingora::http::RequestHeader;
@@ -81,15 +80,6 @@ impl Evidence for Given {
     ) -> Result<String, Reject> {
         let decoded = unverified(assertion, self.algorithms)?;
         Ok(decoded.str_claim("iss").unwrap_or_default().to_string())
-    }
-
-    /// Offline there are no party records: ids compare as written.
-    async fn look_up(&self, _parties: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
-        Ok(())
-    }
-
-    async fn confirm(&self, _names: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
-        Ok(())
     }
 
     fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {

@@ -11,7 +11,6 @@ use crate::config::tests::{write, BASE};
 use crate::gateway::reject::{EvidenceRefusal, Reject};
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::scheme::evidence::DelegationEvidence;
-use crate::scheme::party_record::Aliases;
 use crate::scheme::trust::{ChainError, SignerError};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -76,14 +75,6 @@ impl Evidence for Fakes {
         _now: Timestamp,
     ) -> Result<String, Reject> {
         Ok(assertion.trim_start_matches("assertion-of-").to_string())
-    }
-
-    async fn look_up(&self, _parties: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
-        Ok(())
-    }
-
-    async fn confirm(&self, _names: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
-        Ok(())
     }
 
     fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {

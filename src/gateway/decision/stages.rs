@@ -262,11 +262,22 @@ pub trait Evidence: Send + Sync {
     ) -> Result<String, Reject>;
 
     /// Each of `parties` looked up by itself, into `aliases` (3.0: parties are compared by the
-    /// ids their names' records give; nothing where ids compare as written).
-    async fn look_up(&self, parties: &[&str], aliases: &mut Aliases) -> Result<(), Reject>;
+    /// ids their names' records give). A source that reads no party records looks up nothing:
+    /// ids compare as written.
+    async fn look_up(&self, _parties: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
+        Ok(())
+    }
 
-    /// Each of `names` that a record found lists, looked up to confirm whom it names (3.0).
-    async fn confirm(&self, names: &[&str], aliases: &mut Aliases) -> Result<(), Reject>;
+    /// Each of `names` that the record of one of the parties `listed_by` lists, looked up to
+    /// confirm whom it names (3.0); nothing by a source that reads no party records.
+    async fn confirm(
+        &self,
+        _names: &[&str],
+        _listed_by: &[&str],
+        _aliases: &mut Aliases,
+    ) -> Result<(), Reject> {
+        Ok(())
+    }
 
     /// A data owner the caller names (`caller_names_owner`): refused when the caller names more
     /// owners the gateway has not looked up than it may.
@@ -503,7 +514,14 @@ pub async fn delegation(
         .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
         .collect::<Result<_, _>>()?;
     let named: Vec<&str> = path.iter().map(String::as_str).collect();
-    source.confirm(&named, &mut aliases).await?;
+    let caller = aliases.id_of(facts.caller)?.to_string();
+    let parties = [&request.policy_issuer, &request.access_subject, &caller]
+        .into_iter()
+        .chain(&request.service_providers)
+        .map(String::as_str)
+        .collect::<Vec<_>>();
+    source.confirm(&named, &parties, &mut aliases).await?;
+    drop(named);
     path.iter_mut().try_for_each(|p| aliases.resolve(p))?;
     d.stage = Stage::Evidence;
     let presented = match rule.evidence.header {
