@@ -7,7 +7,7 @@ use super::issues::{ConfigIssue, Issues};
 use super::model::*;
 use super::pem::{check_pem_certs, listener_tls};
 use super::rules::{load_rules, Known};
-use super::values::{nonzero, party, resolve, socket_addr, url_of, warn_plain};
+use super::values::{nonzero, party, resolve, scheme_version, socket_addr, url_of, warn_plain};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
@@ -537,15 +537,6 @@ fn health_check(key: &str, h: HealthCheckFile, issues: &mut Issues) -> HealthChe
         kind,
         interval: h.interval.unwrap_or(default::HEALTH_CHECK_INTERVAL),
     }
-}
-
-/// A version of the scheme a peer speaks, if given.
-pub(super) fn scheme_version(
-    key: &str,
-    text: Option<String>,
-    issues: &mut Issues,
-) -> Option<SchemeVersion> {
-    issues.check(key, SchemeVersion::parse(&text?))
 }
 
 /// The configured registries; one that gives no `scheme_version` speaks `scheme`'s.

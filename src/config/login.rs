@@ -6,7 +6,7 @@ use super::defaults as default;
 use super::file::LoginFile;
 use super::issues::Issues;
 use super::model::{LoginSettings, SessionSecret};
-use super::values::{header_name, nonzero, party, resolve, url_of, warn_plain};
+use super::values::{header_name, nonzero, party, resolve, scheme_version, url_of, warn_plain};
 use crate::scheme::openid::{self, Flow};
 use crate::scheme::version::SchemeVersion;
 use std::path::Path;
@@ -22,8 +22,7 @@ pub(super) fn build(
 ) -> Option<LoginSettings> {
     let (peers, own) = versions;
     let scheme_version =
-        super::gateway::scheme_version("login.scheme_version", l.scheme_version, issues)
-            .unwrap_or(peers);
+        scheme_version("login.scheme_version", l.scheme_version, issues).unwrap_or(peers);
     let return_path = Flow::of(own).return_path;
     let identity_provider = match &l.identity_provider {
         Some(id) => issues.check("login.identity_provider", party(id)),

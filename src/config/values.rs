@@ -1,8 +1,9 @@
 //! Checks of single values, shared by the sections: paths relative to the file, addresses, URLs,
-//! party ids, header names, durations.
+//! party ids, header names, durations, scheme versions.
 
 use super::issues::Issues;
 use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -59,4 +60,13 @@ pub(crate) fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
             format!("{url} is plain HTTP: tokens and answers travel unencrypted (for tests only)"),
         );
     }
+}
+
+/// A version of the scheme a peer speaks, if given.
+pub(crate) fn scheme_version(
+    key: &str,
+    text: Option<String>,
+    issues: &mut Issues,
+) -> Option<SchemeVersion> {
+    issues.check(key, SchemeVersion::parse(&text?))
 }
