@@ -109,18 +109,6 @@ async fn env_on(bed: Bed, version: &str) -> Env {
     Env::launch(bed, dir, &ports).await
 }
 
-async fn get(env: &Env, path: &str, token: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-    let mut req = env
-        .bed
-        .http
-        .get(format!("{}{path}", env.url))
-        .bearer_auth(token);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    status_json(req.send().await.unwrap()).await
-}
-
 fn read(subject: &str, id: &str) -> AccessRequest {
     let mut request = AccessRequest {
         policy_issuer: OWNER3.into(),
@@ -168,19 +156,17 @@ async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
     assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
     assert_eq!(purpose.unwrap().to_str().unwrap(), LICENCE);
     for (region, status, reason) in [("DE", 403, "condition_not_met"), ("BE", 200, "")] {
-        let (got, body) = get(&env, "/api/containers/C2", &token, &[("X-Region", region)]).await;
+        let (got, body) = env
+            .get("/api/containers/C2", &token, &[("X-Region", region)])
+            .await;
         assert_eq!(got, status, "{region}: {body}");
         if status == 403 {
             assert_eq!(body["reason"], reason, "{body}");
         }
     }
-    let (status, body) = get(
-        &env,
-        "/api/containers/SECRET-1",
-        &token,
-        &[("X-Region", "NL")],
-    )
-    .await;
+    let (status, body) = env
+        .get("/api/containers/SECRET-1", &token, &[("X-Region", "NL")])
+        .await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("denied_by_rule")),
@@ -205,9 +191,9 @@ async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
             ("X-Region", region),
         ]
     };
-    let (status, body) = get(&env, "/api/documents/C3", &token, &with("NL")).await;
+    let (status, body) = env.get("/api/documents/C3", &token, &with("NL")).await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = get(&env, "/api/documents/C3", &token, &with("FR")).await;
+    let (status, body) = env.get("/api/documents/C3", &token, &with("FR")).await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("condition_not_met")),
@@ -242,10 +228,10 @@ async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
             ("X-Region", region),
         ]
     };
-    let (status, body) = get(&env, "/api/documents/C4", &token, &with("NL")).await;
+    let (status, body) = env.get("/api/documents/C4", &token, &with("NL")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
-    let (status, body) = get(&env, "/api/documents/C4", &token, &with("DE")).await;
+    let (status, body) = env.get("/api/documents/C4", &token, &with("DE")).await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("condition_not_met")),
@@ -253,14 +239,18 @@ async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
     );
     // Another party presenting it: the consumer's alias is not its name.
     let stellar = env.token(STELLAR3).await;
-    let (status, body) = get(&env, "/api/documents/C4", &stellar, &with("NL")).await;
+    let (status, body) = env.get("/api/documents/C4", &stellar, &with("NL")).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["reason"], "evidence_not_for_caller", "{body}");
     // A route naming the data owner by its alias: the registry is asked about the owner's did
     // (whose policy holds the condition), and the decision is made on the owner's did.
-    let (status, body) = get(&env, "/api/legacy/C5", &token, &[("X-Region", "BE")]).await;
+    let (status, body) = env
+        .get("/api/legacy/C5", &token, &[("X-Region", "BE")])
+        .await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = get(&env, "/api/legacy/C5", &token, &[("X-Region", "DE")]).await;
+    let (status, body) = env
+        .get("/api/legacy/C5", &token, &[("X-Region", "DE")])
+        .await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("condition_not_met")),
@@ -344,19 +334,22 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
     let token = env.token(ROGUE).await;
     let forged = signed_evidence(&env.bed, ROGUE, (OWNER3, ROGUE), ROGUE, 0);
     let with = [("delegationEvidence", forged.as_str()), ("X-Region", "NL")];
-    ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
+    ambiguous(env.get("/api/documents/C1", &token, &with).await);
     // Whatever it presents: the data owner's name is no one's while that consumer asks.
     let own = signed_evidence(&env.bed, ROGUE, (ROGUE, ROGUE), ROGUE, 0);
     let with = [("delegationEvidence", own.as_str()), ("X-Region", "NL")];
-    ambiguous(get(&env, "/api/documents/C1", &token, &with).await);
+    ambiguous(env.get("/api/documents/C1", &token, &with).await);
     // A caller whose record claims the gateway's id: whom the evidence must name is no one's.
     let token = env.token(CLAIMANT).await;
-    ambiguous(get(&env, "/api/legacy/C5", &token, &[("X-Region", "NL")]).await);
+    ambiguous(
+        env.get("/api/legacy/C5", &token, &[("X-Region", "NL")])
+            .await,
+    );
     // A registry whose record claims the owner's designated registry's id is not that registry.
     let token = env.token(CONSUMER3).await;
     let posing = signed_evidence(&env.bed, ROGUE_AR, (OWNER3, CONSUMER3), CONSUMER3, 0);
     let with = [("delegationEvidence", posing.as_str()), ("X-Region", "NL")];
-    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    let (status, body) = env.get("/api/documents/C1", &token, &with).await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("evidence_issuer_not_the_owners_registry")),
@@ -371,7 +364,7 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
         ("delegationEvidence", evidence.as_str()),
         ("X-Region", "NL"),
     ];
-    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    let (status, body) = env.get("/api/documents/C1", &token, &with).await;
     assert_eq!(status, 200, "{body}");
     env.stop().await;
 }
@@ -391,7 +384,7 @@ async fn a_chain_links_through_a_delegate_named_by_its_alias() {
     .join(",");
     let token = env.token(STELLAR3).await;
     let with = [("delegationEvidence", chain.as_str()), ("X-Region", "NL")];
-    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    let (status, body) = env.get("/api/documents/C1", &token, &with).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["headers"]["x-consumer-party-id"], STELLAR3, "{body}");
     // The same link written as a name no record lists is broken.
@@ -401,7 +394,7 @@ async fn a_chain_links_through_a_delegate_named_by_its_alias() {
     ]
     .join(",");
     let with = [("delegationEvidence", chain.as_str()), ("X-Region", "NL")];
-    let (status, body) = get(&env, "/api/documents/C1", &token, &with).await;
+    let (status, body) = env.get("/api/documents/C1", &token, &with).await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("delegation_chain_broken")),

@@ -126,18 +126,6 @@ fn condition(left: &str, op: &str, right: &str) -> Value {
     json!({"leftOperand": left, "operator": op, "rightOperand": right})
 }
 
-async fn get(env: &Env, path: &str, token: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-    let mut req = env
-        .bed
-        .http
-        .get(format!("{}{path}", env.url))
-        .bearer_auth(token);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    status_json(req.send().await.unwrap()).await
-}
-
 /// Refused with `status` and `why`: the answer's description.
 async fn refused(
     env: &Env,
@@ -146,7 +134,7 @@ async fn refused(
     headers: &[(&str, &str)],
     (status, why): (u16, &str),
 ) -> String {
-    let (got, body) = get(env, path, token, headers).await;
+    let (got, body) = env.get(path, token, headers).await;
     assert_eq!(
         (got, body["reason"].as_str()),
         (status, Some(why)),
@@ -300,7 +288,7 @@ async fn a_condition_is_decided_on_the_value_the_route_declares() {
             ("X-Region", region),
         ]
     };
-    let (status, body) = get(&env, "/api/located/C1", &token, &from("NL")).await;
+    let (status, body) = env.get("/api/located/C1", &token, &from("NL")).await;
     assert_eq!(
         (status, &body["path"]),
         (200, &json!("/api/located/C1")),
@@ -333,7 +321,7 @@ async fn a_condition_is_decided_on_the_value_the_route_declares() {
     let headers = [("delegationEvidence", unnamed.as_str()), ("X-Region", "NL")];
     let not_named = (403, "service_provider_not_named");
     refused(&env, "/api/located/C1", &token, &headers, not_named).await;
-    let (status, body) = get(&env, "/api/unnamed/C1", &token, &headers).await;
+    let (status, body) = env.get("/api/unnamed/C1", &token, &headers).await;
     assert_eq!(status, 200, "{body}");
     env.stop().await;
     standin.served.stop().await.unwrap();
@@ -344,7 +332,9 @@ async fn a_3_0_registry_is_asked_with_the_routes_values_and_its_conditions_decid
     let standin = stand_in().await;
     let env = env_3(&standin.served.url()).await;
     let token = env.token(CONSUMER).await;
-    let (status, body) = get(&env, "/api/asked/C7", &token, &[("X-Region", "NL")]).await;
+    let (status, body) = env
+        .get("/api/asked/C7", &token, &[("X-Region", "NL")])
+        .await;
     assert_eq!(status, 200, "{body}");
     let not_met = (403, "condition_not_met");
     refused(
@@ -464,13 +454,9 @@ async fn members_no_version_defines_deny_unless_listed_for_their_issuer() {
         let ev = evidence(policy(json!([SP]), commented.clone()), json!([]));
         token_19(&env.bed, signer, ev)
     };
-    let (status, body) = get(
-        &env,
-        "/api/plain/C1",
-        &token,
-        &[("delegation_evidence", &by(AR))],
-    )
-    .await;
+    let (status, body) = env
+        .get("/api/plain/C1", &token, &[("delegation_evidence", &by(AR))])
+        .await;
     assert_eq!(status, 200, "{body}");
     let by_owner = by(OWNER);
     let headers = [("delegation_evidence", by_owner.as_str())];
@@ -498,13 +484,9 @@ async fn both_header_names_are_read_checked_used_once_and_never_forwarded() {
     let permit = policy(json!([SP]), json!([{"effect": "Permit"}]));
     let good = token_19(&env.bed, AR, evidence(permit, json!([])));
     // A 3.0 consumer's header on a route that reads evidence only from the header.
-    let (status, body) = get(
-        &env,
-        "/api/plain/C1",
-        &token,
-        &[("delegationEvidence", &good)],
-    )
-    .await;
+    let (status, body) = env
+        .get("/api/plain/C1", &token, &[("delegationEvidence", &good)])
+        .await;
     assert_eq!(status, 200, "{body}");
     assert!(
         body["headers"].get("delegationevidence").is_none(),
@@ -527,7 +509,7 @@ async fn both_header_names_are_read_checked_used_once_and_never_forwarded() {
     };
     let assertion = assertion_for(SP2);
     let headers = [("serviceConsumerAssertion", assertion.as_str())];
-    let (status, body) = get(&env, "/api/containers/B1", &broker, &headers).await;
+    let (status, body) = env.get("/api/containers/B1", &broker, &headers).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body["headers"]["x-original-consumer-party-id"], CONSUMER,

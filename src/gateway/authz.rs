@@ -162,6 +162,15 @@ impl Live<'_> {
         let Some(mut chain) = chain else {
             return Ok(no_policy(source));
         };
+        if !self.trust.resolves_aliases() {
+            return Ok(evaluate(
+                &chain,
+                ask.request,
+                source,
+                false,
+                Timestamp::now(),
+            ));
+        }
         // Its parties by the ids they stand for (3.0): issuers and subjects by the names the
         // request's parties' records list, service providers by those the gateway's lists.
         let mut aliases = ask.aliases.clone();

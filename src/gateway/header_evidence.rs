@@ -160,6 +160,9 @@ impl HeaderEvidence {
             }
             .into());
         }
+        if !trust.resolves_aliases() {
+            return Ok((chain, cached));
+        }
         // Issuers and subjects by the names the request's parties' and the signers' records
         // list; service providers by the names the gateway's record lists.
         let request = expected.request;

@@ -24,7 +24,7 @@ pub fn router(p: Arc<Participant>) -> Router {
         return common_routes()
             .route("/parties", any(parties_3))
             .route("/parties/{party_id}", any(party_3))
-            .route(TRUSTED_LIST_PATH_3, any(trusted_list_3))
+            .route(TRUSTED_LIST_PATH_3, any(trusted_list))
             .route("/testing/generate-jws", any(generate_jws))
             .with_state(p);
     }
@@ -96,7 +96,8 @@ async fn party(
     Ok(token_answer(member::PARTY, token))
 }
 
-/// GET /trusted_list.
+/// GET /trusted_list (`trusted_list_token`), or in 3.0 /trustedList (`trustedListToken`, its
+/// entries by `certificateFingerprint`).
 async fn trusted_list(
     State(p): State<Arc<Participant>>,
     method: Method,
@@ -104,11 +105,20 @@ async fn trusted_list(
 ) -> ApiResult {
     require(&method, Method::GET)?;
     let caller = p.authenticate(&headers)?;
-    let payload = TrustedListPayload {
-        trusted_list: p.shared.register.trusted_entries().to_vec(),
+    let entries = p.shared.register.trusted_entries();
+    let (token, answer_member) = match p.shared.register.version().camel_case() {
+        true => {
+            let trusted_list = entries.iter().cloned().map(Into::into).collect();
+            let payload = TrustedListPayload3 { trusted_list };
+            (p.sign(Some(&caller.sub), &payload)?, member::TRUSTED_LIST_3)
+        }
+        false => {
+            let trusted_list = entries.to_vec();
+            let payload = TrustedListPayload { trusted_list };
+            (p.sign(Some(&caller.sub), &payload)?, member::TRUSTED_LIST)
+        }
     };
-    let token = p.sign(Some(&caller.sub), &payload)?;
-    Ok(token_answer(member::TRUSTED_LIST, token))
+    Ok(token_answer(answer_member, token))
 }
 
 /// GET /parties (3.0): 401 without a valid token, 400 for no, unknown or invalid parameters;
@@ -147,22 +157,6 @@ async fn party_3(
         &json!({ "partyInfo": register.record_3_0(record) }),
     )?;
     Ok(token_answer(member::PARTY_3, token))
-}
-
-/// GET /trustedList (3.0): `trustedListToken` with `trustedList`.
-async fn trusted_list_3(
-    State(p): State<Arc<Participant>>,
-    method: Method,
-    headers: HeaderMap,
-) -> ApiResult {
-    require(&method, Method::GET)?;
-    let caller = p.authenticate(&headers)?;
-    let entries = p.shared.register.trusted_entries().iter().cloned();
-    let payload = TrustedListPayload3 {
-        trusted_list: entries.map(Into::into).collect(),
-    };
-    let token = p.sign(Some(&caller.sub), &payload)?;
-    Ok(token_answer(member::TRUSTED_LIST_3, token))
 }
 
 /// GET /versions: the specification versions of the scheme, to anyone; with a token, the answer is

@@ -543,6 +543,24 @@ impl Env {
         &self.gateway.as_ref().unwrap().state
     }
 
+    /// GET `path` of the gateway with a bearer token and `headers`: the status and the JSON.
+    pub async fn get(
+        &self,
+        path: &str,
+        token: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, serde_json::Value) {
+        let mut req = self
+            .bed
+            .http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(token);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        status_json(req.send().await.unwrap()).await
+    }
+
     /// An access token of the gateway for `client`.
     pub async fn token(&self, client: &str) -> String {
         let resp = self.token_response(&self.bed.identity(client), None).await;

@@ -505,7 +505,9 @@ pub async fn delegation(
         }
     }
     let owner = PartyId::parse(&request.policy_issuer).unwrap_or(owner);
-    d.mask = Some(request.clone());
+    if let Some(mask) = d.mask.as_mut() {
+        mask.resolve(&aliases)?;
+    }
     // The parties between, by their ids where a record found lists their names (never looked up
     // otherwise: a caller could spend the scheme owner's lookups on names it makes up).
     let mut path: Vec<String> = rule
@@ -513,16 +515,18 @@ pub async fn delegation(
         .iter()
         .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
         .collect::<Result<_, _>>()?;
-    let named: Vec<&str> = path.iter().map(String::as_str).collect();
-    let caller = aliases.id_of(facts.caller)?.to_string();
-    let parties = [&request.policy_issuer, &request.access_subject, &caller]
-        .into_iter()
-        .chain(&request.service_providers)
-        .map(String::as_str)
-        .collect::<Vec<_>>();
-    source.confirm(&named, &parties, &mut aliases).await?;
-    drop(named);
-    path.iter_mut().try_for_each(|p| aliases.resolve(p))?;
+    if !path.is_empty() {
+        let named: Vec<&str> = path.iter().map(String::as_str).collect();
+        let caller = aliases.id_of(facts.caller)?.to_string();
+        let parties = [&request.policy_issuer, &request.access_subject, &caller]
+            .into_iter()
+            .chain(&request.service_providers)
+            .map(String::as_str)
+            .collect::<Vec<_>>();
+        source.confirm(&named, &parties, &mut aliases).await?;
+        drop(named);
+        path.iter_mut().try_for_each(|p| aliases.resolve(p))?;
+    }
     d.stage = Stage::Evidence;
     let presented = match rule.evidence.header {
         true => header(facts.values.headers, EVIDENCE_HEADERS)?,
