@@ -1,6 +1,6 @@
 //! Several gateway binaries on one Redis behind HAProxy, and the faults a fleet meets: Redis killed
-//! and back under load, an instance killed under load, reloads of every instance in turn under
-//! load, and one client assertion presented to both instances at once.
+//! and back under load (and back empty), an instance killed under load, reloads of every instance
+//! in turn under load, and one client assertion presented to both instances at once.
 
 mod support;
 
@@ -157,7 +157,7 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
         metric(
             &metrics,
             "ishare_gateway_redis_calls_total",
-            &[("command", "SET"), ("outcome", outcome)],
+            &[("command", "EVAL"), ("outcome", outcome)],
         )
     };
     assert!(
@@ -188,6 +188,75 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
         status_json(request_token(&http, &a, token_form(&bed.identity(CONSUMER), SP, None)).await)
             .await;
     assert_eq!(status, 200, "{body}");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_back_empty_refuses_every_assertion_issued_before_it_came_back() {
+    let bed = Bed::start(BIN).await;
+    let mut fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+    let http = reqwest::Client::new();
+    let identity = bed.identity(CONSUMER);
+    let issued = ishare_gateway::scheme::Timestamp::now();
+    let assertion = identity.client_assertion(SP, issued).unwrap();
+    let present = |base: &str| {
+        let form = token_form(&identity, SP, Some(assertion.clone()));
+        let (http, base) = (http.clone(), base.to_string());
+        async move { status_json(request_token(&http, &base, form).await).await }
+    };
+    let (status, body) = present(&a).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Redis killed and started again without what it held (no persistence in the tests), in a
+    // later second than the assertion's iat.
+    let next_second = 1.0 - issued.as_f64().fract();
+    tokio::time::sleep(Duration::from_secs_f64(next_second)).await;
+    fleet.redis.take().unwrap().kill();
+    fleet.restart_redis().await;
+    for instance in &mut fleet.instances {
+        instance.gateway.wait_ready().await;
+    }
+    // The jti is forgotten, yet the assertion is refused at either instance, and stays so.
+    for base in [&b, &a, &b] {
+        let (status, body) = present(base).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("issued_before_replay_store")),
+            "{body}"
+        );
+        assert!(
+            body["error_description"]
+                .as_str()
+                .is_some_and(|d| d.contains("make a new assertion")),
+            "{body}"
+        );
+    }
+    // A new assertion is accepted, once.
+    let fresh = identity
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    let form = || token_form(&identity, SP, Some(fresh.clone()));
+    let (status, body) = status_json(request_token(&http, &b, form()).await).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = status_json(request_token(&http, &a, form()).await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("replayed_jti")),
+        "{body}"
+    );
+    // Each instance says in its log that the store came back empty.
+    for instance in &fleet.instances {
+        let said = eventually(Duration::from_secs(5), || async {
+            instance
+                .gateway
+                .process
+                .output()
+                .contains("came back without what it held")
+        })
+        .await;
+        assert!(said, "{}", instance.gateway.process.tail());
+    }
     bed.stop().await;
 }
 
@@ -452,9 +521,22 @@ async fn the_cluster_command_walks_a_fleet_through_what_it_shares() {
         "gateway b stopped (SIGTERM)\n",
         " × 200, 0 failed",
         "gateway b started again",
+        "the backend got X-Forwarded-Proto: https, X-Forwarded-For: 127.0.0.2, 127.0.0.1",
+        "then 429: too_many_logins_from_address",
+        "from 127.0.0.3   ← 200: the identity provider's sign-in",
     ] {
         assert!(out.contains(said), "{said:?} missing from:\n{out}");
     }
+    // Gateway b, started twice, has both runs in its log.
+    let cluster_dir = dir.join("data/cluster");
+    let log = std::fs::read_to_string(cluster_dir.join("logs/gateway-b.log")).unwrap();
+    assert_eq!(log.matches(" starting party=").count(), 2, "{log}");
+    // Redis keeps what it holds in an append-only file.
+    assert!(
+        cluster_dir.join("redis/appendonlydir").is_dir(),
+        "no append-only file in {}",
+        cluster_dir.display()
+    );
     // Nothing of the cluster is left running.
     let marker = dir.join("data").display().to_string();
     let left: Vec<String> = std::fs::read_dir("/proc")

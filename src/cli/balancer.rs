@@ -15,7 +15,9 @@ pub struct Backend {
 /// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
 /// instances that are ready (over the live ones when none is: a Redis outage makes every instance
 /// unready, and what needs no store should still pass), retries of idempotent requests on another
-/// instance, and each answer naming the instance that gave it (`X-Instance`).
+/// instance, and each answer naming the instance that gave it (`X-Instance`). It tells the instances
+/// the client's address (`option forwardfor`) and scheme (`X-Forwarded-Proto`, its own value): they
+/// list it in `trusted_proxies`.
 pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
     let servers: String = backends
         .iter()
@@ -44,6 +46,8 @@ defaults
 frontend gateways
   bind 127.0.0.1:{port}{tls}
   option forwardfor
+  http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
+  http-request set-header X-Forwarded-Proto http if !{{ ssl_fc }}
   http-request disable-l7-retry unless METH_GET || METH_HEAD || METH_OPTIONS
   use_backend ready if {{ nbsrv(ready) gt 0 }}
   default_backend live

@@ -18,7 +18,12 @@ pub struct Child {
 impl Child {
     pub fn spawn(name: &str, mut command: Command, logs: &Path) -> Result<Child, String> {
         let log = logs.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        // Appended to: a child started again (a restart in the walk-through) keeps its first log.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| e.to_string())?;
         // A group of its own, so that Ctrl-C reaches the cluster alone (which stops each in
         // turn); and killed if the cluster itself dies (the parent-death signal follows the

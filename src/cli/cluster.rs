@@ -129,7 +129,7 @@ fn absolute_paths(table: &mut toml::Table, base: &Path) {
 }
 
 /// The configuration of one instance: the operator's, with the instance's listeners and admin
-/// address, the balancer's public URL, and the stores on Redis.
+/// address, the balancer's public URL, the stores on Redis, and the balancer as a trusted proxy.
 fn instance_config(
     base: &toml::Table,
     tls: (&str, &str),
@@ -154,6 +154,13 @@ fn instance_config(
         "replay".into(),
         toml::toml! { store = "redis" url = (redis_url) }.into(),
     );
+    // The balancer, which connects from loopback, tells the client's address and scheme.
+    let forwarding = table
+        .entry("forwarding")
+        .or_insert_with(|| toml::Table::new().into());
+    if let toml::Value::Table(forwarding) = forwarding {
+        forwarding.insert("trusted_proxies".into(), vec!["127.0.0.1"].into());
+    }
     if let Some(toml::Value::Table(login)) = table.get_mut("login") {
         login.insert(
             "session_secret_file".into(),
@@ -203,8 +210,12 @@ fn operator_config(path: &Path) -> Result<(toml::Table, String), String> {
     Ok((base, party))
 }
 
-/// Redis for the stores the instances share, on a free port; the port.
-fn start_redis(logs: &Path) -> Result<(Child, u16), String> {
+/// Redis for the stores the instances share, on a free port; the port. It keeps what it holds
+/// across a restart (an append-only file in `data`, written to disk every second), as a fleet's
+/// Redis should: one that comes back empty makes the instances refuse every assertion issued
+/// before it did.
+fn start_redis(data: &Path, logs: &Path) -> Result<(Child, u16), String> {
+    std::fs::create_dir_all(data).map_err(|e| format!("{}: {e}", data.display()))?;
     let redis_port = free_port()?;
     let mut command = Command::new("redis-server");
     command.args([
@@ -212,10 +223,14 @@ fn start_redis(logs: &Path) -> Result<(Child, u16), String> {
         &redis_port.to_string(),
         "--bind",
         "127.0.0.1",
+        "--dir",
+        &data.to_string_lossy(),
         "--save",
         "",
         "--appendonly",
-        "no",
+        "yes",
+        "--appendfsync",
+        "everysec",
     ]);
     let redis = Child::spawn("redis", command, logs)
         .map_err(|e| format!("{e} (`make cluster` installs redis-server)"))?;
@@ -319,14 +334,21 @@ async fn start(args: &ClusterArgs) -> Result<Cluster, String> {
     }
     let data_dir = std::path::absolute(&keys.data_dir).map_err(|e| e.to_string())?;
     let dir = data_dir.join("cluster");
+    // Each run's logs afresh; within a run, a process started again appends to its log.
     let logs = dir.join("logs");
+    match std::fs::remove_dir_all(&logs) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("{}: {e}", logs.display()))
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
 
     println!("Starting the testbed...");
     let testbed = Testbed::start(&testbed_conf)
         .await
         .map_err(|e| e.to_string())?;
-    let (redis, redis_port) = start_redis(&logs)?;
+    let (redis, redis_port) = start_redis(&dir.join("redis"), &logs)?;
     let secret = session_secret(&dir)?;
     let tls_dir = data_dir.join("tls");
     let (cert, key) = (
@@ -432,7 +454,8 @@ async fn walk(cluster: &mut Cluster, sp: &str) -> Result<(), String> {
     let token = tokens_are_shared(&http, &consumer, (&a, &b), sp).await?;
     replays_are_refused(&http, &consumer, (&a, &b), sp, &cluster.testbed.scheme).await?;
     sessions_are_shared(&data_dir, (&a, &b), &cluster.url).await?;
-    traffic_flows(cluster, &http, &token).await
+    traffic_flows(cluster, &http, &token).await?;
+    clients_are_told_apart(&data_dir, &cluster.url, &token).await
 }
 
 /// Step 1: a token of one instance is good at the other; the token.
@@ -620,6 +643,86 @@ async fn traffic_flows(
     cluster.instances[1].start(&logs)?;
     cluster.instances[1].wait_ready(&cluster.http, 0).await?;
     println!("   gateway b started again");
+    Ok(())
+}
+
+/// Step 6: through the balancer, a trusted proxy of the instances, the backend learns the client's
+/// address and scheme, and one client starting sign-ins again and again is refused alone.
+async fn clients_are_told_apart(
+    data_dir: &Path,
+    public_url: &str,
+    token: &str,
+) -> Result<(), String> {
+    step(
+        6,
+        "Clients through the balancer: the backend learns each one's address and scheme, and a greedy one is bounded alone",
+    );
+    let ca = std::fs::read(data_dir.join("ca.pem")).map_err(|e| e.to_string())?;
+    let (greedy, other): (std::net::IpAddr, std::net::IpAddr) =
+        ([127, 0, 0, 2].into(), [127, 0, 0, 3].into());
+    let http = crate::tls::outbound_builder(
+        &crate::tls::OutboundTrust {
+            ca_pem: Some(ca.clone()),
+            system_roots: false,
+        },
+        Duration::from_secs(10),
+    )
+    .map_err(|e| e.to_string())?
+    .local_address(Some(greedy))
+    .build()
+    .map_err(|e| e.to_string())?;
+    let echoed: serde_json::Value = http
+        .get(format!("{public_url}{CONTAINER}"))
+        .bearer_auth(token)
+        .header("X-Forwarded-Proto", "http")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let told = |name: &str| {
+        echoed["headers"][name]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (proto, forwarded_for) = (told("x-forwarded-proto"), told("x-forwarded-for"));
+    println!(
+        "   → GET {public_url}{CONTAINER} from {greedy} (saying X-Forwarded-Proto: http)   ← the backend got X-Forwarded-Proto: {proto}, X-Forwarded-For: {forwarded_for}"
+    );
+    if proto != "https" || !forwarded_for.starts_with(&greedy.to_string()) {
+        return Err("the backend was not told the client's address and scheme".into());
+    }
+    let mut browser = Browser::on(&ca, Some(greedy))?;
+    let mut started = 0;
+    let refused = loop {
+        let page = browser.get(&format!("{public_url}{PERSON_PAGE}")).await?;
+        if page.status == 429 || started >= 500 {
+            break page;
+        }
+        started += 1;
+    };
+    // A person's refused sign-in is a page naming its reason.
+    let reason = refused
+        .body
+        .split_once("data-reason=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(reason, _)| reason)
+        .unwrap_or_default();
+    println!(
+        "   → GET {public_url}{PERSON_PAGE} from {greedy}, again and again   ← {started} sign-ins started, then {}: {reason}",
+        refused.status
+    );
+    let mut polite = Browser::on(&ca, Some(other))?;
+    let page = polite.get(&format!("{public_url}{PERSON_PAGE}")).await?;
+    println!(
+        "   → GET {public_url}{PERSON_PAGE} from {other}   ← {}: the identity provider's sign-in",
+        page.status
+    );
+    if refused.status != 429 || page.status == 429 {
+        return Err("the balancer's clients were not bounded one by one".into());
+    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use super::reject::{EvidenceRefusal, Reject};
 use super::replay::ReplayStore;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Trust, VerifyError};
-use crate::scheme::assertion::{check_assertion, jti_retention, AssertionError, AssertionRules};
+use crate::scheme::assertion::{check_assertion, jti_retention, AssertionRules};
 use crate::scheme::Timestamp;
 
 /// The claims a consumer assertion may carry.
@@ -43,12 +43,11 @@ pub async fn original_consumer(
         })?;
     let consumer = signer.record.id.clone();
     let until = jti_retention(&checked, rules, now);
-    let first = replay
-        .first_use(&consumer, &checked.jti, until, now)
+    replay
+        .first_use(&consumer, &checked.jti, checked.iat, until, now)
         .await
-        .map_err(|e| Reject::Unavailable(e.into()))?;
-    if !first {
-        return Err(refused(AssertionError::Replayed));
-    }
+        .map_err(|e| Reject::Unavailable(e.into()))?
+        .accepted()
+        .map_err(refused)?;
     Ok(consumer)
 }

@@ -104,6 +104,7 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     req.set_uri(f.uri.clone());
     let config = f.config;
     let forwarded_for = forwarded_for(&req.headers, f);
+    let proto = forwarded_proto(&req.headers, f);
     // One pass over the request's headers finds what must go: most requests carry none of it.
     let removed: Vec<http::HeaderName> = req
         .headers
@@ -136,7 +137,7 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     if let Some(value) = forwarded_for {
         req.insert_header(X_FORWARDED_FOR, value)?;
     }
-    req.insert_header(X_FORWARDED_PROTO, if f.tls { "https" } else { "http" })?;
+    req.insert_header(X_FORWARDED_PROTO, proto)?;
     req.insert_header(DECISION_ID_HEADER, f.decision_id.as_str())?;
     Ok(())
 }
@@ -172,6 +173,21 @@ fn forwarded_for(headers: &http::HeaderMap, f: &Forwarding) -> Option<String> {
         true => addr.to_string(),
         false => format!("{}, {addr}", earlier.join(", ")),
     })
+}
+
+/// The backend's X-Forwarded-Proto: the scheme a trusted proxy in front says its client used
+/// (one value, `http` or `https`), else the gateway's own listener's.
+fn forwarded_proto(headers: &http::HeaderMap, f: &Forwarding) -> &'static str {
+    let own = if f.tls { "https" } else { "http" };
+    let from_proxy = f
+        .client_addr
+        .is_some_and(|a| f.config.trusted_proxies.iter().any(|net| net.contains(&a)));
+    let mut said = headers.get_all(X_FORWARDED_PROTO).iter();
+    match (from_proxy, said.next(), said.next()) {
+        (true, Some(v), None) if v.as_bytes().eq_ignore_ascii_case(b"https") => "https",
+        (true, Some(v), None) if v.as_bytes().eq_ignore_ascii_case(b"http") => "http",
+        _ => own,
+    }
 }
 
 /// The address a request comes from: its peer's, or, when the peer is one of the

@@ -62,6 +62,8 @@ impl Drop for Call {
 pub struct RedisStore {
     inner: Arc<Inner>,
     pub(super) namespace: String,
+    /// The replay store's epoch this instance last saw (0: none yet).
+    pub(super) epoch_seen: std::sync::atomic::AtomicI64,
     metrics: Metrics,
 }
 
@@ -148,6 +150,7 @@ impl RedisStore {
                 generations: std::sync::atomic::AtomicU64::new(0),
             }),
             namespace: namespace.to_string(),
+            epoch_seen: std::sync::atomic::AtomicI64::new(0),
             metrics,
         })
     }
@@ -233,7 +236,7 @@ impl Inner {
 /// The command's name, for metric labels (a closed set: the commands the stores send).
 fn command_name(command: &redis::Cmd) -> &'static str {
     match command.args_iter().next() {
-        Some(redis::Arg::Simple(name)) => ["SET", "GET", "GETDEL", "DEL", "PING"]
+        Some(redis::Arg::Simple(name)) => ["EVAL", "SET", "GET", "GETDEL", "DEL"]
             .into_iter()
             .find(|known| name.eq_ignore_ascii_case(known.as_bytes()))
             .unwrap_or("other"),

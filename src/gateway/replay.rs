@@ -3,10 +3,18 @@
 //! a long jti costs no more than a short one. In memory (one instance; bounded, and a full store
 //! refuses rather than forgetting a jti early), or on Redis, shared by every instance behind a
 //! balancer. When the store cannot answer, the assertion is refused: never a replay accepted.
+//!
+//! A store that lost its memory (a process restarted, a Redis back empty) cannot tell which jtis it
+//! saw. Each store therefore has an epoch, the second from which it remembers: the process's start
+//! in memory, and on Redis a key written by the first instance that finds it missing. An assertion
+//! issued before the epoch may have been accepted by the store that was lost, and is refused; 30
+//! seconds later every such assertion has expired anyway.
 
 use super::redis::RedisStore;
+use crate::scheme::assertion::AssertionError;
 use crate::scheme::Timestamp;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 16;
@@ -20,6 +28,29 @@ pub enum ReplayError {
     Unavailable(String),
 }
 
+/// What the store knows of an assertion's jti.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Not seen before; now remembered.
+    First,
+    /// Seen before: a replay.
+    Replayed,
+    /// Issued before the store's epoch (seconds since the Unix epoch): it may have been seen by
+    /// the store that was lost.
+    BeforeEpoch(i64),
+}
+
+impl Use {
+    /// Accepted on its first use; otherwise why it is refused.
+    pub fn accepted(self) -> Result<(), AssertionError> {
+        match self {
+            Use::First => Ok(()),
+            Use::Replayed => Err(AssertionError::Replayed),
+            Use::BeforeEpoch(epoch) => Err(AssertionError::IssuedBeforeReplayStore { epoch }),
+        }
+    }
+}
+
 /// Where jtis are kept.
 pub enum ReplayStore {
     Memory(MemoryStore),
@@ -28,34 +59,37 @@ pub enum ReplayStore {
 
 impl ReplayStore {
     /// The store the settings name; Redis is connected lazily (start-up never waits for it).
-    /// On the fleet's Redis, or (without it) in memory for at most `capacity` jtis.
+    /// On the fleet's Redis, or (without it) in memory for at most `capacity` jtis, remembering
+    /// from now.
     pub fn new(capacity: usize, redis: Option<Arc<RedisStore>>) -> Self {
         match redis {
-            None => ReplayStore::Memory(MemoryStore::new(capacity)),
+            None => ReplayStore::Memory(MemoryStore::new(capacity, Timestamp::now())),
             Some(redis) => ReplayStore::Redis(redis),
         }
     }
 
-    /// Remember `jti` of `issuer` until `until` (seconds since the epoch); false when it was seen
-    /// before (a replay).
+    /// Remember `jti` of `issuer`, an assertion issued at `issued`, until `until` (seconds since
+    /// the epoch).
     pub async fn first_use(
         &self,
         issuer: &str,
         jti: &str,
+        issued: f64,
         until: f64,
         now: Timestamp,
-    ) -> Result<bool, ReplayError> {
+    ) -> Result<Use, ReplayError> {
         match self {
-            ReplayStore::Memory(m) => m.first_use(issuer, jti, until, now),
-            ReplayStore::Redis(r) => r.first_use(issuer, jti, until, now).await,
+            ReplayStore::Memory(m) => m.first_use(issuer, jti, issued, until, now),
+            ReplayStore::Redis(r) => r.first_use(issuer, jti, issued, until, now).await,
         }
     }
 
-    /// Whether the store can answer (for /ready).
+    /// Whether the store can answer (for /ready); on Redis, its epoch is established (written if
+    /// missing), so that a store back empty has one before the balancer sends traffic.
     pub async fn check(&self) -> Result<(), ReplayError> {
         match self {
             ReplayStore::Memory(_) => Ok(()),
-            ReplayStore::Redis(r) => r.ping().await,
+            ReplayStore::Redis(r) => r.establish_epoch(Timestamp::now()).await.map(|_| ()),
         }
     }
 }
@@ -77,14 +111,16 @@ fn key(issuer: &str, jti: &str) -> Key {
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<Key, f64>>>,
     per_shard: usize,
+    epoch: i64,
 }
 
 impl MemoryStore {
-    /// A store holding at most `capacity` jtis at once.
-    pub fn new(capacity: usize) -> Self {
+    /// A store holding at most `capacity` jtis at once, remembering from `epoch`.
+    pub fn new(capacity: usize, epoch: Timestamp) -> Self {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            epoch: epoch.as_f64().floor() as i64,
         }
     }
 
@@ -92,15 +128,19 @@ impl MemoryStore {
         &self,
         issuer: &str,
         jti: &str,
+        issued: f64,
         until: f64,
         now: Timestamp,
-    ) -> Result<bool, ReplayError> {
+    ) -> Result<Use, ReplayError> {
+        if issued < self.epoch as f64 {
+            return Ok(Use::BeforeEpoch(self.epoch));
+        }
         let key = key(issuer, jti);
         let shard = &self.shards[key[0] as usize % SHARDS];
         let mut seen = shard.lock().unwrap_or_else(|e| e.into_inner());
         let now = now.as_f64();
         if seen.get(&key).is_some_and(|kept| *kept > now) {
-            return Ok(false);
+            return Ok(Use::Replayed);
         }
         if seen.len() >= self.per_shard {
             seen.retain(|_, kept| *kept > now);
@@ -109,52 +149,108 @@ impl MemoryStore {
             }
         }
         seen.insert(key, until);
-        Ok(true)
+        Ok(Use::First)
     }
 }
 
-/// jtis on Redis: `SET key 1 NX PX ms`. A call that times out may still have stored the jti; the
-/// assertion is refused all the same.
+/// The epoch's key written if missing, then read: `[epoch]`.
+const EPOCH: &str = "redis.call('SET', KEYS[1], ARGV[1], 'NX') \
+    return {tonumber(redis.call('GET', KEYS[1]))}";
+
+/// The epoch established as [`EPOCH`] does, then the jti kept with `SET key 1 NX PX ms` unless
+/// the assertion was issued before the epoch: `[1 first | 0 replayed | -1 before, epoch]`.
+const FIRST_USE: &str = "redis.call('SET', KEYS[1], ARGV[1], 'NX') \
+    local epoch = tonumber(redis.call('GET', KEYS[1])) \
+    if epoch == nil then return redis.error_reply('the epoch is not a number') end \
+    if tonumber(ARGV[2]) < epoch then return {-1, epoch} end \
+    if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[3]) then return {1, epoch} end \
+    return {0, epoch}";
+
+/// jtis on Redis, with the store's epoch in the same script (one round trip, atomic). A call that
+/// times out may still have stored the jti; the assertion is refused all the same.
 impl RedisStore {
+    fn epoch_key(&self) -> String {
+        format!("{}:epoch", self.namespace)
+    }
+
     async fn first_use(
         &self,
         issuer: &str,
         jti: &str,
+        issued: f64,
         until: f64,
         now: Timestamp,
-    ) -> Result<bool, ReplayError> {
+    ) -> Result<Use, ReplayError> {
         let millis = ((until - now.as_f64()) * 1000.0).ceil().max(1.0) as u64;
-        let mut command = redis::cmd("SET");
+        let mut command = redis::cmd("EVAL");
         command
+            .arg(FIRST_USE)
+            .arg(2)
+            .arg(self.epoch_key())
             .arg(format!(
                 "{}:jti:{}",
                 self.namespace,
                 hex::encode(key(issuer, jti))
             ))
-            .arg(1u8)
-            .arg("NX")
-            .arg("PX")
+            .arg(now.as_f64().floor() as i64)
+            .arg(issued)
             .arg(millis);
-        match self.run(command).await.map_err(ReplayError::Unavailable)? {
-            redis::Value::Okay => Ok(true),
-            redis::Value::Nil => Ok(false),
-            other => Err(ReplayError::Unavailable(format!(
-                "unexpected answer {other:?}"
+        let answer = self.run(command).await.map_err(ReplayError::Unavailable)?;
+        match integers(&answer).as_deref() {
+            Some(&[1, epoch]) => self.saw_epoch(epoch).map(|_| Use::First),
+            Some(&[0, epoch]) => self.saw_epoch(epoch).map(|_| Use::Replayed),
+            Some(&[-1, epoch]) => self.saw_epoch(epoch).map(|_| Use::BeforeEpoch(epoch)),
+            _ => Err(ReplayError::Unavailable(format!(
+                "unexpected answer {answer:?}"
             ))),
         }
     }
 
-    async fn ping(&self) -> Result<(), ReplayError> {
-        match self
-            .run(redis::cmd("PING"))
-            .await
-            .map_err(ReplayError::Unavailable)?
-        {
-            redis::Value::SimpleString(s) if s == "PONG" => Ok(()),
-            other => Err(ReplayError::Unavailable(format!(
-                "unexpected answer {other:?}"
+    /// The store's epoch, written if it is missing.
+    async fn establish_epoch(&self, now: Timestamp) -> Result<i64, ReplayError> {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(EPOCH)
+            .arg(1)
+            .arg(self.epoch_key())
+            .arg(now.as_f64().floor() as i64);
+        let answer = self.run(command).await.map_err(ReplayError::Unavailable)?;
+        match integers(&answer).as_deref() {
+            Some(&[epoch]) => self.saw_epoch(epoch),
+            _ => Err(ReplayError::Unavailable(format!(
+                "unexpected answer {answer:?}"
             ))),
         }
+    }
+
+    /// Note the epoch an answer carried; a new one means the store lost what it held, which the
+    /// log says once per instance and epoch.
+    fn saw_epoch(&self, epoch: i64) -> Result<i64, ReplayError> {
+        let before = self.epoch_seen.swap(epoch, Ordering::Relaxed);
+        if before != 0 && before != epoch {
+            tracing::warn!(
+                previous_epoch = before,
+                epoch,
+                "the replay store on Redis came back without what it held: client assertions \
+                 issued before its new epoch are refused until they expire (configure Redis \
+                 with appendonly to keep its memory across restarts)"
+            );
+        }
+        Ok(epoch)
+    }
+}
+
+/// An array of integers, as the scripts answer.
+fn integers(value: &redis::Value) -> Option<Vec<i64>> {
+    match value {
+        redis::Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                redis::Value::Int(n) => Some(*n),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
     }
 }
 
@@ -168,33 +264,49 @@ mod tests {
 
     #[test]
     fn a_jti_is_accepted_once_until_it_is_forgotten() {
-        let store = MemoryStore::new(100);
-        assert_eq!(store.first_use("a", "j", 1035.0, at(1000)), Ok(true));
-        assert_eq!(store.first_use("a", "j", 1035.0, at(1034)), Ok(false));
-        assert_eq!(store.first_use("b", "j", 1035.0, at(1001)), Ok(true));
-        assert_eq!(store.first_use("a", "j", 1100.0, at(1036)), Ok(true));
+        let store = MemoryStore::new(100, at(900));
+        let first = |issuer, until, now| store.first_use(issuer, "j", 1000.0, until, at(now));
+        assert_eq!(first("a", 1035.0, 1000), Ok(Use::First));
+        assert_eq!(first("a", 1035.0, 1034), Ok(Use::Replayed));
+        assert_eq!(first("b", 1035.0, 1001), Ok(Use::First));
+        assert_eq!(first("a", 1100.0, 1036), Ok(Use::First));
+    }
+
+    #[test]
+    fn an_assertion_issued_before_the_store_remembers_is_refused() {
+        let store = MemoryStore::new(100, Timestamp::from_secs_f64(1000.7));
+        let issued = |iat| store.first_use("a", "j", iat, 1040.0, at(1001));
+        assert_eq!(issued(999.9), Ok(Use::BeforeEpoch(1000)));
+        // Issued in the epoch's second: iat has whole seconds, and a store that started 0.7 s
+        // into it does not refuse the clients that made their assertions after it.
+        assert_eq!(issued(1000.0), Ok(Use::First));
+        assert_eq!(issued(1000.0), Ok(Use::Replayed));
     }
 
     #[test]
     fn a_full_store_refuses_and_makes_room_as_jtis_expire() {
-        let store = MemoryStore::new(SHARDS);
+        let store = MemoryStore::new(SHARDS, at(900));
         let mut refused = 0;
         for i in 0..200 {
-            match store.first_use("a", &format!("j{i}"), 1030.0, at(1000)) {
-                Ok(true) => {}
+            match store.first_use("a", &format!("j{i}"), 1000.0, 1030.0, at(1000)) {
+                Ok(Use::First) => {}
                 Err(ReplayError::Full) => refused += 1,
                 other => panic!("{other:?}"),
             }
         }
         assert!(refused >= 200 - SHARDS, "{refused}");
-        assert_eq!(store.first_use("a", "later", 1100.0, at(1031)), Ok(true));
+        assert_eq!(
+            store.first_use("a", "later", 1030.0, 1100.0, at(1031)),
+            Ok(Use::First)
+        );
     }
 
     #[test]
     fn a_long_jti_is_kept_by_its_hash() {
-        let store = MemoryStore::new(100);
+        let store = MemoryStore::new(100, at(900));
         let long = "x".repeat(100_000);
-        assert_eq!(store.first_use("a", &long, 1100.0, at(1031)), Ok(true));
-        assert_eq!(store.first_use("a", &long, 1100.0, at(1032)), Ok(false));
+        let first = |now| store.first_use("a", &long, 1030.0, 1100.0, at(now));
+        assert_eq!(first(1031), Ok(Use::First));
+        assert_eq!(first(1032), Ok(Use::Replayed));
     }
 }

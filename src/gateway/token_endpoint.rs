@@ -7,9 +7,7 @@ use super::reject::{Answer, Body, Reject};
 use super::replay::ReplayStore;
 use super::snapshot::Snapshot;
 use crate::peers::trust::{Trust, VerifyError};
-use crate::scheme::assertion::{
-    check_assertion, jti_retention, AssertionError, AssertionRules, TokenRequest,
-};
+use crate::scheme::assertion::{check_assertion, jti_retention, AssertionRules, TokenRequest};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
@@ -88,13 +86,12 @@ pub async fn issue(
     // The party as the scheme owner spells it, whatever letter case the client used.
     let client = PartyId::parse(&signer.record.id).unwrap_or(assertion.client_id.clone());
     let until = jti_retention(&assertion, &rules, now);
-    if !replay
-        .first_use(client.as_str(), &assertion.jti, until, now)
+    replay
+        .first_use(client.as_str(), &assertion.jti, assertion.iat, until, now)
         .await
         .map_err(|e| Reject::Unavailable(e.into()))?
-    {
-        return Err(Reject::TokenRequest(AssertionError::Replayed));
-    }
+        .accepted()
+        .map_err(Reject::TokenRequest)?;
     let access_token = snap.tokens.issue(&client, &checked.scopes, now);
     let answer = Answer {
         status: 200,

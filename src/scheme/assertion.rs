@@ -89,6 +89,11 @@ pub enum AssertionError {
     Party(#[from] PartyError),
     #[error("client assertion jti has been used before")]
     Replayed,
+    #[error(
+        "client assertion was issued before the replay store started remembering (it came back \
+         empty at {epoch}): make a new assertion"
+    )]
+    IssuedBeforeReplayStore { epoch: i64 },
 }
 
 impl From<SignerError> for AssertionError {
@@ -141,6 +146,7 @@ reason_codes! {
         AssertionError::NotYetValid => "nbf_in_future",
         AssertionError::Expired => "assertion_expired",
         AssertionError::Replayed => "replayed_jti",
+        AssertionError::IssuedBeforeReplayStore { .. } => "issued_before_replay_store",
     } nested {
         AssertionError::Jwt(e) => e: JwtError,
         AssertionError::Chain(e) => e: ChainError,
@@ -278,6 +284,7 @@ pub struct ClientAssertion {
     pub jwt: DecodedJwt,
     pub client_id: PartyId,
     pub jti: String,
+    pub iat: f64,
     pub exp: f64,
 }
 
@@ -347,6 +354,7 @@ pub fn check_assertion(
         jwt,
         client_id: party,
         jti,
+        iat,
         exp,
     })
 }
