@@ -718,3 +718,48 @@ async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_whose_ports_are_taken_says_what_holds_them_before_it_starts_anything() {
+    let dir = scratch_dir(BIN);
+    shipped_on_free_ports(&dir);
+    let testbed: toml::Table = std::fs::read_to_string(dir.join("testbed.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let gateway: toml::Table = std::fs::read_to_string(dir.join("gateway.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // One of the testbed's ports held, then one of the gateway's: each run stops at once, naming
+    // the address and what to do.
+    let testbed_port = testbed["party"].as_array().unwrap()[0]["port"]
+        .as_integer()
+        .unwrap();
+    let gateway_address = gateway["listener"].as_array().unwrap()[0]["address"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for held in [format!("127.0.0.1:{testbed_port}"), gateway_address] {
+        let _holder = std::net::TcpListener::bind(&held).unwrap();
+        let mut command = binary();
+        command.args([
+            "demo",
+            "--testbed-config",
+            dir.join("testbed.toml").to_str().unwrap(),
+            "--config",
+            dir.join("gateway.toml").to_str().unwrap(),
+            "--exit",
+        ]);
+        let mut demo = ChildProcess::spawn("demo", command);
+        let status = demo.wait_exit(Duration::from_secs(60)).await;
+        let out = demo.output();
+        assert!(!status.success(), "{out}");
+        assert!(
+            out.contains(&format!("cannot listen on {held}"))
+                && out.contains("is a demo, a testbed or a gateway running already?"),
+            "{out}"
+        );
+        assert!(!out.contains("Starting the testbed"), "{out}");
+    }
+}

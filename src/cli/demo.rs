@@ -351,8 +351,18 @@ impl Running {
         {
             p.serve = None;
         }
+        let gateway_addresses = config
+            .listeners
+            .iter()
+            .map(|l| l.address)
+            .chain(config.admin)
+            .chain(config.decision_api.iter().map(|d| d.address))
+            .chain(config.decision_api.iter().filter_map(|d| d.grpc_address));
+        crate::testbed::launch::ports_free(&testbed_conf)
+            .and_then(|()| crate::testbed::launch::free(gateway_addresses))
+            .map_err(|e| e.to_string())?;
         println!(
-            "Generating the test PKI (first run only) and starting the testbed of {}...",
+            "Starting the testbed of {} (its test PKI made on the first run)...",
             shown(testbed_config)
         );
         let testbed = runtime

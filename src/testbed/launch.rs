@@ -74,13 +74,42 @@ fn url_of(addr: SocketAddr, tls: bool) -> String {
 /// A listener on `ip` and `port`, and the address it got (`port` 0 picks one).
 async fn bind(ip: IpAddr, port: u16) -> Result<(TcpListener, SocketAddr), TestbedError> {
     let addr = SocketAddr::new(ip, port);
-    let failed = |e: std::io::Error| TestbedError::Bind {
-        addr,
-        detail: e.to_string(),
-    };
+    let failed = |e: std::io::Error| cannot_listen(addr, &e);
     let listener = TcpListener::bind(addr).await.map_err(failed)?;
     let local = listener.local_addr().map_err(failed)?;
     Ok((listener, local))
+}
+
+/// Why `addr` cannot be listened on; when another process holds it, what to do.
+pub fn cannot_listen(addr: SocketAddr, e: &std::io::Error) -> TestbedError {
+    let detail = match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "{e}: is a demo, a testbed or a gateway running already? Stop it (Ctrl-C where it \
+             runs), or give this one other ports in its configuration"
+        ),
+        _ => e.to_string(),
+    };
+    TestbedError::Bind { addr, detail }
+}
+
+/// Whether every address the testbed of `config` listens on is free: checked before anything
+/// starts, so that one in use is said at once.
+pub fn ports_free(config: &TestbedConfig) -> Result<(), TestbedError> {
+    let ports = config
+        .parties
+        .iter()
+        .filter(|p| p.serve.is_some())
+        .map(|p| p.port)
+        .chain([config.echo.port]);
+    free(ports.map(|port| SocketAddr::new(config.listen, port)))
+}
+
+/// Whether each of `addresses` can be listened on now (port 0 always can).
+pub fn free(addresses: impl IntoIterator<Item = SocketAddr>) -> Result<(), TestbedError> {
+    for addr in addresses.into_iter().filter(|a| a.port() != 0) {
+        std::net::TcpListener::bind(addr).map_err(|e| cannot_listen(addr, &e))?;
+    }
+    Ok(())
 }
 
 /// The TLS names of the testbed's server certificate.
