@@ -104,6 +104,19 @@ methods = ["GET"]
 path = "/files/{{*rest}}"
 upstream = "echo"
 auth = "public"
+
+[[route]]
+name = "forms"
+path = "/forms/{{*rest}}"
+upstream = "echo"
+auth = "public"
+
+[[route]]
+name = "overridable"
+path = "/overridable/{{*rest}}"
+upstream = "echo"
+auth = "public"
+accept = ["method_override"]
 "#
     )
 }
@@ -655,5 +668,99 @@ async fn hop_by_hop_headers_cannot_undo_a_decision_or_open_a_tunnel() {
     let answer = raw_request(&env.plain, request.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert_eq!(raw_body(&answer)["reason"], "invalid_header");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_field_in_a_body_is_refused_before_the_backend_can_act_on_it() {
+    let env = env().await;
+    let http = &env.bed.http;
+    let post = |path: &str, content_type: &str, body: reqwest::Body| {
+        http.post(format!("{}{path}", env.url))
+            .header("content-type", content_type)
+            .body(body)
+    };
+    const FORM: &str = "application/x-www-form-urlencoded";
+    const MULTIPART: &str = "multipart/form-data; boundary=b0undary";
+    let multipart = |name: &str| {
+        format!(
+            "--b0undary\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\nDELETE\r\n--b0undary--\r\n"
+        )
+    };
+    // A body of one piece, and a large one streamed in chunks with the field at its end.
+    let large = format!("{}&_method=DELETE", "a=1&".repeat(50_000));
+    let chunked = || {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = large
+            .as_bytes()
+            .chunks(16 * 1024)
+            .map(|c| Ok(c.to_vec()))
+            .collect();
+        reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+    };
+    let refused = [
+        post("/forms/x", FORM, "a=1&_method=DELETE".into()),
+        post("/forms/x", FORM, "%5Fmethod=PUT".into()),
+        post("/forms/x", MULTIPART, multipart("_method").into()),
+        post("/forms/x", "application/json", r#"{"a":{"_method":"DELETE"}}"#.into()),
+        post("/forms/x", FORM, large.clone().into()),
+        post("/forms/x", FORM, chunked()),
+    ];
+    for request in refused {
+        let (status, body) = send(request).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("ambiguous_request")),
+            "{body}"
+        );
+        assert!(
+            body["error_description"]
+                .as_str()
+                .is_some_and(|d| d.contains("_method")),
+            "{body}"
+        );
+    }
+    // Part headers too long to be read as far as a name could be.
+    let long = format!(
+        "--b0undary\r\nContent-Disposition: form-data; filename=\"{}\"; name=\"_method\"\r\n\r\nDELETE\r\n--b0undary--\r\n",
+        "f".repeat(9000)
+    );
+    let (status, body) = send(post("/forms/x", MULTIPART, long.into())).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("unreadable_body")),
+        "{body}"
+    );
+    // The same bodies without the field pass whole, as does the field on a route that accepts it.
+    for (path, content_type, body) in [
+        ("/forms/x", FORM, "a=1&method=DELETE".to_string()),
+        ("/forms/x", MULTIPART, multipart("method")),
+        ("/forms/x", "application/json", r#"{"a":"_method"}"#.to_string()),
+        ("/forms/x", "text/plain", "_method=DELETE".to_string()),
+        ("/overridable/x", FORM, "a=1&_method=DELETE".to_string()),
+    ] {
+        let (status, echo) = send(post(path, content_type, body.clone().into())).await;
+        assert_eq!(
+            (status, echo["method"].as_str(), echo["body"].as_str()),
+            (200, Some("POST"), Some(body.as_str())),
+            "{path} {content_type}"
+        );
+    }
+    let (status, echo) = send(post("/overridable/x", FORM, chunked())).await;
+    assert_eq!(
+        (status, echo["body_length"].as_u64()),
+        (200, Some(large.len() as u64))
+    );
+    // Counted as refused requests of the route.
+    let m = env.metrics().await;
+    let refused = metric(
+        &m,
+        "ishare_gateway_requests_total",
+        &[
+            ("route", "forms"),
+            ("status", "400"),
+            ("outcome", "bad_request"),
+        ],
+    );
+    assert_eq!(refused, 7.0, "{m}");
     env.stop().await;
 }

@@ -5,7 +5,9 @@
 //! instead of a reset.
 
 use super::reject::{BodyError, Reject};
-use crate::config::model::Server;
+use crate::config::model::{Route, Server};
+use crate::request::form::{Finding, MethodFieldScan};
+use crate::request::Ambiguity;
 use bytes::Bytes;
 use pingora::proxy::Session;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,6 +46,39 @@ impl BodyClock {
         self.received += bytes as u64;
         let left = self.deadline().checked_duration_since(now)?;
         (!left.is_zero()).then(|| left.min(self.per_read))
+    }
+}
+
+/// The scan a forwarded body gets for a `_method` field (a form's, a multipart part's or a JSON
+/// key), which frameworks run as the request's method: on every route that does not accept
+/// `method_override`, for bodies of a form or JSON type (every Content-Type given is honoured).
+pub fn method_field_scan(
+    route: &Route,
+    req: &pingora::http::RequestHeader,
+) -> Option<MethodFieldScan> {
+    if route.accept.contains(Ambiguity::MethodOverride) {
+        return None;
+    }
+    let types = req.headers.get_all(http::header::CONTENT_TYPE);
+    MethodFieldScan::for_content_types(types.iter().map(http::HeaderValue::as_bytes))
+}
+
+/// Scan the next chunk of a forwarded body (None at its end); the refusal when it holds a
+/// `_method` field or cannot be read as far as one could be.
+pub fn scan_chunk(
+    scan: &mut MethodFieldScan,
+    chunk: Option<&[u8]>,
+    end: bool,
+) -> Result<(), Reject> {
+    let found = chunk
+        .and_then(|c| scan.feed(c))
+        .or_else(|| end.then(|| scan.finish()).flatten());
+    match found {
+        None => Ok(()),
+        Some(Finding::MethodOverride) => Err(Reject::Ambiguous(Ambiguity::MethodOverride)),
+        Some(Finding::PartHeadersTooLong) => Err(Reject::UnreadableBody(BodyError::Unreadable(
+            "a part of the multipart body has headers longer than 8 KiB",
+        ))),
     }
 }
 

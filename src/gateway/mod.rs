@@ -30,6 +30,7 @@ pub mod token_endpoint;
 pub mod upstream;
 
 use crate::config::model::Route;
+use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
@@ -121,6 +122,8 @@ pub struct Ctx {
     stream_permits: Vec<tokio::sync::OwnedSemaphorePermit>,
     /// The deadline of an HTTP/2 stream's body.
     watchdog: Option<body::Watchdog>,
+    /// The scan of the body for a `_method` field, on a route that does not accept one.
+    method_field: Option<MethodFieldScan>,
     /// The request's spans, when tracing is on.
     trace: RequestTrace,
 }
@@ -305,6 +308,7 @@ impl Gateway {
         )?;
         ctx.route = Some(routed.route.clone());
         ctx.upstream_uri = Some(routed.upstream_uri.clone());
+        ctx.method_field = body::method_field_scan(&routed.route, session.req_header());
         let route = routed.route.clone();
         if route.login {
             let Some(login) = &snap.login else {
@@ -354,6 +358,7 @@ impl ProxyHttp for Gateway {
             body: None,
             stream_permits: Vec::new(),
             watchdog: None,
+            method_field: None,
             trace: RequestTrace::default(),
         }
     }
@@ -441,6 +446,15 @@ impl ProxyHttp for Gateway {
         // An upgraded connection (WebSocket) carries messages, not a request body.
         if session.was_upgraded() {
             return Ok(());
+        }
+        if let Some(scan) = ctx.method_field.as_mut() {
+            if let Err(reject) = body::scan_chunk(scan, body.as_deref(), end_of_stream) {
+                // Neither this chunk nor any after it reaches the backend, which cannot act on a
+                // body it did not receive whole.
+                *body = None;
+                ctx.reject = Some(reject);
+                return Error::e_explain(ErrorType::HTTPStatus(400), "a refused request body");
+            }
         }
         let Some(clock) = ctx.body.as_mut() else {
             return Ok(());

@@ -2,6 +2,7 @@
 //! and the query (what a rule decides on is exactly what the backend receives), route path
 //! patterns, value templates, and cookies. Config and gateway both build on these.
 
+pub mod form;
 pub mod path;
 pub mod pattern;
 pub mod query;
@@ -98,8 +99,8 @@ pub enum Ambiguity {
     /// A letter beyond ASCII in a value the rule reads: full-width and look-alike letters that
     /// some backends fold into ASCII (`ＳECRET-1`).
     NonAscii,
-    /// A `_method` query parameter: the method to some frameworks (Laravel, Rails, Express
-    /// middleware), whatever the request's own.
+    /// A `_method` query parameter or body field (form, multipart part, JSON key): the method to
+    /// some frameworks (Laravel, Rails, Express middleware), whatever the request's own.
     MethodOverride,
     /// An encoded `?`, `#` or `&` in a value the rule reads: a query, a fragment or another
     /// parameter to a backend that decodes before it splits (an encoded `;` counts as a path
@@ -161,7 +162,8 @@ impl fmt::Display for Ambiguity {
             Ambiguity::NonAscii => "a character beyond ASCII in a value the rule reads",
             Ambiguity::EncodedDelimiter => "an encoded ?, # or & in a value the rule reads",
             Ambiguity::MethodOverride => {
-                "a _method query parameter, read as the method by some frameworks"
+                "a _method parameter (in the query, a form or a JSON body), read as the method by \
+                 some frameworks"
             }
         })
     }

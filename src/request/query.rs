@@ -63,7 +63,7 @@ fn decode(component: &str) -> Result<String, QueryError> {
 
 /// A query key as the backends that read it most loosely do: without white space at its edges
 /// (PHP drops it, and frameworks trim), in lower case, with ` ` and `.` read as `_` (PHP).
-fn same_name(key: &str) -> String {
+pub(crate) fn same_name(key: &str) -> String {
     key.trim()
         .chars()
         .map(|c| if c == ' ' || c == '.' { '_' } else { c })
