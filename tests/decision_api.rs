@@ -33,10 +33,43 @@ fn nginx_binary() -> PathBuf {
     })
 }
 
-/// nginx's configuration: `auth_request` to the decision service in front of the echo backend,
-/// as the README's recipe writes it.
-fn nginx_config(dir: &Path, port: u16, decisions: u16, echo: &str) -> String {
-    let dir = dir.display();
+/// The README's nginx recipe: the ```nginx block under its "nginx `auth_request`" heading.
+fn readme_recipe() -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split_once("### nginx `auth_request`")
+        .expect("the README has the nginx recipe")
+        .1;
+    let block = section
+        .split_once("```nginx\n")
+        .expect("a ```nginx block")
+        .1;
+    block
+        .split_once("\n```")
+        .expect("the block ends")
+        .0
+        .to_string()
+}
+
+/// The README's recipe with the values it names as the operator's replaced, each of which it
+/// writes exactly once; nothing else changes.
+fn recipe_with(values: &[(&str, String)]) -> String {
+    let mut text = readme_recipe();
+    for (theirs, ours) in values {
+        assert_eq!(
+            text.matches(theirs).count(),
+            1,
+            "the recipe writes {theirs} once:\n{text}"
+        );
+        text = text.replace(theirs, ours);
+    }
+    text
+}
+
+/// What Debian's nginx.conf gives the recipe, in `dir`: a process in the foreground, its files
+/// and the `http` block that includes the recipe.
+fn nginx_main(dir: &Path, recipe: &Path) -> String {
+    let (dir, recipe) = (dir.display(), recipe.display());
     format!(
         r#"daemon off;
 master_process off;
@@ -51,38 +84,7 @@ http {{
     fastcgi_temp_path {dir}/nginx-fastcgi;
     uwsgi_temp_path {dir}/nginx-uwsgi;
     scgi_temp_path {dir}/nginx-scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        underscores_in_headers on;
-        location / {{
-            auth_request /_ishare;
-            auth_request_set $consumer $upstream_http_x_consumer_party_id;
-            auth_request_set $original_consumer $upstream_http_x_original_consumer_party_id;
-            auth_request_set $decision $upstream_http_x_decision_id;
-            auth_request_set $reason $upstream_http_x_decision_reason;
-            auth_request_set $licence_purpose $upstream_http_licensepurpose;
-            proxy_set_header X-Consumer-Party-Id $consumer;
-            proxy_set_header X-Original-Consumer-Party-Id $original_consumer;
-            proxy_set_header X-Decision-Id $decision;
-            proxy_set_header Authorization "";
-            proxy_set_header delegation_evidence "";
-            proxy_set_header service_consumer_assertion "";
-            proxy_set_header delegationEvidence "";
-            proxy_set_header serviceConsumerAssertion "";
-            add_header X-Decision-Id $decision always;
-            add_header X-Decision-Reason $reason always;
-            add_header LicensePurpose $licence_purpose;
-            proxy_pass {echo};
-        }}
-        location = /_ishare {{
-            internal;
-            proxy_pass http://127.0.0.1:{decisions}/nginx;
-            proxy_pass_request_body off;
-            proxy_set_header Content-Length "";
-            proxy_set_header X-Original-URI $request_uri;
-            proxy_set_header X-Original-Method $request_method;
-        }}
-    }}
+    include {recipe};
 }}
 "#
     )
@@ -109,6 +111,8 @@ struct Service {
     gateway: GatewayProcess,
     /// http://127.0.0.1:PORT of the decision service
     url: String,
+    /// http://127.0.0.1:PORT of the gateway's listener without TLS
+    gateway_url: String,
     grpc: u16,
     token: String,
     log: PathBuf,
@@ -169,6 +173,7 @@ async fn start(table: Table) -> Service {
         bed,
         gateway,
         url: format!("http://127.0.0.1:{decisions}"),
+        gateway_url: base,
         grpc,
         token,
         log,
@@ -191,37 +196,125 @@ async fn logged(log: &Path, id: &str) -> Value {
     read().unwrap()
 }
 
+/// The licence headers of an answer.
+fn licence_headers(resp: &reqwest::Response) -> Vec<(&'static str, String)> {
+    ["licensepurpose", "licensesublicense", "licenseenddate"]
+        .map(|name| (name, header(resp, name).to_string()))
+        .into()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_else() {
     let s = start(plain).await;
     let nginx_port = free_port();
-    let decisions_port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
-    let conf = s.dir.join("nginx.conf");
+    let decisions = s.url.trim_start_matches("http://").to_string();
+    let own = s.gateway_url.trim_start_matches("http://").to_string();
+    let echo = s.bed.testbed.echo_url.trim_start_matches("http://");
+    let tls = s.bed.keys.data_dir.join("tls");
+    let recipe = s.dir.join("ishare-gateway.conf");
     std::fs::write(
-        &conf,
-        nginx_config(&s.dir, nginx_port, decisions_port, &s.bed.testbed.echo_url),
+        &recipe,
+        recipe_with(&[
+            ("10.0.0.5:8080", echo.to_string()),
+            ("127.0.0.1:9902", decisions),
+            ("127.0.0.1:8080", own),
+            (
+                "listen 443 ssl",
+                format!("listen 127.0.0.1:{nginx_port} ssl"),
+            ),
+            (
+                "/etc/nginx/tls/api.example.com.pem",
+                tls.join("server.chain.pem").display().to_string(),
+            ),
+            (
+                "/etc/nginx/tls/api.example.com.key",
+                tls.join("server.key.pem").display().to_string(),
+            ),
+        ]),
     )
     .unwrap();
+    let conf = s.dir.join("nginx.conf");
+    std::fs::write(&conf, nginx_main(&s.dir, &recipe)).unwrap();
     let mut command = Command::new(nginx_binary());
     command.args(["-p", s.dir.to_str().unwrap(), "-c", conf.to_str().unwrap()]);
     let nginx = ChildProcess::spawn("nginx", command);
     assert!(listening(nginx_port).await, "{}", nginx.tail());
-    let front = format!("http://127.0.0.1:{nginx_port}");
-    let get = |path: &str| s.http.get(format!("{front}{path}")).bearer_auth(&s.token);
+    let front = format!("https://127.0.0.1:{nginx_port}");
+    let http = client_trusting(&s.bed.keys.data_dir.join("ca.pem"));
 
-    // Allowed by the registry's evidence: the backend gets the caller and the decision.
+    // The gateway's own endpoints through nginx: a token at each of its paths, the capabilities.
+    let form = || token_form(&s.bed.identity(CONSUMER), SP, None);
+    let mut tokens = Vec::new();
+    for path in ["/connect/token", "/oauth2.0/token", "/token"] {
+        let resp = http
+            .post(format!("{front}{path}"))
+            .form(&form())
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        assert_eq!(
+            (status, body["token_type"].as_str()),
+            (200, Some("Bearer")),
+            "{path}: {body}\n{}",
+            nginx.tail()
+        );
+        tokens.push(body["access_token"].as_str().unwrap().to_string());
+    }
+    let token = &tokens[0];
+    let resp = http
+        .get(format!("{front}/capabilities"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    let capabilities = claims(body["capabilities_token"].as_str().unwrap());
+    assert_eq!(
+        capabilities["capabilities_info"]["party_id"], SP,
+        "{capabilities}"
+    );
+    let get = |path: &str| http.get(format!("{front}{path}")).bearer_auth(token);
+
+    // Allowed by the registry's evidence: the backend gets the caller and the decision, and how
+    // the request came as nginx saw it, never as the client claims; the client gets the licence
+    // headers the gateway answers with itself.
     let resp = get("/api/containers/C1")
         .header("X-Consumer-Party-Id", "EU.EORI.FORGED")
+        .header("X-Original-URI", "/forged")
+        .header("X-Original-Method", "DELETE")
+        .header("X-Forwarded-For", "203.0.113.9")
+        .header("X-Forwarded-Proto", "gopher")
         .send()
         .await
         .unwrap();
     let id = header(&resp, "x-decision-id").to_string();
+    let licences = licence_headers(&resp);
     let (status, body) = status_json(resp).await;
     assert_eq!(status, 200, "{body}\n{}", nginx.tail());
     assert_eq!(body["path"], "/api/containers/C1", "{body}");
-    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER, "{body}");
-    assert_eq!(body["headers"]["x-decision-id"], id.as_str(), "{body}");
-    assert!(body["headers"].get("authorization").is_none(), "{body}");
+    let seen = &body["headers"];
+    assert_eq!(seen["x-consumer-party-id"], CONSUMER, "{body}");
+    assert_eq!(seen["x-decision-id"], id.as_str(), "{body}");
+    assert_eq!(
+        (&seen["x-forwarded-for"], &seen["x-forwarded-proto"]),
+        (&json!("127.0.0.1"), &json!("https")),
+        "{body}"
+    );
+    for gone in ["authorization", "x-original-uri", "x-original-method"] {
+        assert!(seen.get(gone).is_none(), "{gone}: {body}");
+    }
+    let direct = s
+        .http
+        .get(format!("{}/api/containers/C1", s.gateway_url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(direct.status(), 200);
+    assert_eq!(licences, licence_headers(&direct));
+    assert!(licences.iter().all(|(_, v)| !v.is_empty()), "{licences:?}");
     let line = logged(&s.log, &id).await;
     assert_eq!(
         (&line["route"], &line["reason"], &line["evidence"]["source"]),
@@ -252,10 +345,18 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         }
     }
 
-    // Denied: 403 with the reason, and the backend is never reached (its JSON is not the answer).
-    let resp = get("/api/containers/SECRET-1").send().await.unwrap();
-    assert_eq!(resp.status(), 403);
-    assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
+    // Denied: 403 with the reason, and the backend is never reached (its JSON is not the answer);
+    // what the client claims in X-Original-* is not what is decided on.
+    let resp = get("/api/containers/SECRET-1")
+        .header("X-Original-URI", "/api/containers/C1")
+        .header("X-Original-Method", "GET")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (resp.status().as_u16(), header(&resp, "x-decision-reason")),
+        (403, "denied_by_rule")
+    );
     let id = header(&resp, "x-decision-id").to_string();
     let text = resp.text().await.unwrap();
     assert!(
@@ -265,14 +366,15 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
     assert_eq!(logged(&s.log, &id).await["outcome"], "denied");
 
     // No token: 401, with the challenge.
-    let resp = s
-        .http
+    let resp = http
         .get(format!("{front}/api/containers/C1"))
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 401);
-    assert_eq!(header(&resp, "x-decision-reason"), "missing_token");
+    assert_eq!(
+        (resp.status().as_u16(), header(&resp, "x-decision-reason")),
+        (401, "missing_token")
+    );
     assert!(header(&resp, "www-authenticate").starts_with("Bearer"));
 
     // The decision service directly: without X-Original-URI, a 400 that says so.
