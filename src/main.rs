@@ -45,7 +45,7 @@ enum Command {
         config: Vec<PathBuf>,
     },
     /// Run the testbed: a scheme owner, an authorisation registry, an entitled party, service
-    /// providers and an echo backend on loopback.
+    /// providers, an identity provider and an echo backend on loopback.
     Testbed {
         #[arg(long, default_value = "conf/testbed.toml")]
         config: PathBuf,
@@ -80,8 +80,8 @@ enum Command {
     /// Run rule fixtures (a request, a caller, evidence or a registry answer, and the expected
     /// status and reason) against the configuration's rules; exits non-zero when one fails.
     Test(cli::rule_tests::TestArgs),
-    /// Test a participant (service provider, registry or scheme owner) against the scheme's
-    /// conformance cases; exits non-zero when a case fails.
+    /// Test a participant (service provider, authorisation registry, scheme owner or identity
+    /// provider) against the scheme's conformance cases; exits non-zero when a case fails.
     Conformance(Box<cli::conformance::ConformanceArgs>),
     /// Write a starting rules file (policies/*.toml) from an OpenAPI 3.x or Swagger 2.0 document:
     /// one delegated route per operation, to read and edit before use.
