@@ -364,16 +364,6 @@ fn client_hello_with_ip_sni() -> Vec<u8> {
     hello
 }
 
-/// The text of the README between `start` and `end`, first after `section`.
-fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
-    readme
-        .split(section)
-        .nth(1)
-        .and_then(|rest| rest.split(start).nth(1))
-        .and_then(|rest| rest.split(end).next())
-        .unwrap_or_else(|| panic!("the README's example after {section:?}"))
-}
-
 /// `ishare-gateway testbed` on conf/testbed.toml with every port free and its key material in a
 /// directory of its own: the process and where each participant serves.
 async fn testbed_binary() -> (ChildProcess, PathBuf, Urls) {

@@ -33,28 +33,12 @@ fn nginx_binary() -> PathBuf {
     })
 }
 
-/// The README's nginx recipe: the ```nginx block under its "nginx `auth_request`" heading.
-fn readme_recipe() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme
-        .split_once("### nginx `auth_request`")
-        .expect("the README has the nginx recipe")
-        .1;
-    let block = section
-        .split_once("```nginx\n")
-        .expect("a ```nginx block")
-        .1;
-    block
-        .split_once("\n```")
-        .expect("the block ends")
-        .0
-        .to_string()
-}
-
-/// The README's recipe with the values it names as the operator's replaced, each of which it
-/// writes exactly once; nothing else changes.
+/// The README's nginx recipe (the ```nginx block under its heading) with the values it names as
+/// the operator's replaced, each of which it writes exactly once; nothing else changes.
 fn recipe_with(values: &[(&str, String)]) -> String {
-    let mut text = readme_recipe();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let mut text =
+        readme_block(&readme, "### nginx `auth_request`", "```nginx\n", "```").to_string();
     for (theirs, ours) in values {
         assert_eq!(
             text.matches(theirs).count(),

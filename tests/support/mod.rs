@@ -80,6 +80,16 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The text of the README between `start` and `end`, first after `section`.
+pub fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
+    readme
+        .split(section)
+        .nth(1)
+        .and_then(|rest| rest.split(start).nth(1))
+        .and_then(|rest| rest.split(end).next())
+        .unwrap_or_else(|| panic!("the README's example after {section:?}"))
+}
+
 /// The shipped testbed config with every port ephemeral, extra consumer parties (for paging), and
 /// key material in a directory of this test binary.
 pub fn testbed_config(binary: &str) -> TestbedConfig {
