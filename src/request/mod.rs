@@ -1,8 +1,10 @@
 //! The parts of an HTTP request that rules decide on, as pure code: the canonical form of the path
 //! and the query (what a rule decides on is exactly what the backend receives), route path
-//! patterns, value templates, and cookies. Config and gateway both build on these.
+//! patterns, value templates, cookies, JSON bodies read one way only, and the `_method` fields of
+//! bodies. Config and gateway both build on these.
 
 pub mod form;
+pub mod json;
 pub mod path;
 pub mod pattern;
 pub mod query;
