@@ -18,6 +18,9 @@ use support::*;
 
 const BIN: &str = "decision_api";
 const SECRET: &str = "0123456789abcdef0123456789abcdef-pep-secret";
+/// AuthZEN's endpoints.
+const EVALUATION: &str = "/access/v1/evaluation";
+const EVALUATIONS: &str = "/access/v1/evaluations";
 
 /// nginx from Debian's nginx-light (what `make test-setup` installs): on the PATH or in /usr/sbin.
 fn nginx_binary() -> PathBuf {
@@ -104,15 +107,26 @@ struct Service {
     http: reqwest::Client,
 }
 
+impl Service {
+    /// The gateway stopped, then the testbed.
+    async fn stop(self) {
+        self.gateway.terminate().await;
+        self.bed.stop().await;
+    }
+}
+
 /// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
 type Table = fn(data: &Path, decisions: u16, grpc: u16) -> String;
 
-/// Plain HTTP and h2c, AuthZEN callers with the bearer secret.
+/// The identifier AuthZEN's discovery document publishes.
+const PDP: &str = "https://pdp.example";
+
+/// Plain HTTP and h2c, AuthZEN callers with the bearer secret, a discovery document.
 fn plain(_: &Path, decisions: u16, grpc: u16) -> String {
-    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n")
+    format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\npolicy_decision_point = \"{PDP}\"\n")
 }
 
-/// TLS on both, every caller with a client certificate of the testbed's CA.
+/// TLS on both, every caller with a client certificate of the testbed's CA; no discovery document.
 fn mutual_tls(data: &Path, decisions: u16, grpc: u16) -> String {
     let d = data.display();
     format!("address = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\ntls.certificate = \"{d}/tls/server.chain.pem\"\ntls.key = \"{d}/tls/server.key.pem\"\ntls.client_ca = \"{d}/ca.pem\"\ntls.client_auth = \"required\"\n")
@@ -399,8 +413,7 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         (3.0, 1.0),
         "{metrics}"
     );
-    s.gateway.terminate().await;
-    s.bed.stop().await;
+    s.stop().await;
 }
 
 /// An AuthZEN request of a PEP (with the secret, if given): the status and the JSON answer.
@@ -412,12 +425,56 @@ async fn ask(s: &Service, path: &str, body: &Value, secret: Option<&str>) -> (u1
     status_json(req.send().await.unwrap()).await
 }
 
-/// AuthZEN's discovery document at `base`.
-async fn discovery(http: &reqwest::Client, base: &str) -> Value {
+/// An AuthZEN request of a PEP with the secret: `body` as written, of `content_type` if given.
+async fn ask_text(s: &Service, path: &str, content_type: Option<&str>, body: &str) -> (u16, Value) {
+    let mut req = s
+        .http
+        .post(format!("{}{path}", s.url))
+        .bearer_auth(SECRET)
+        .body(body.to_string());
+    if let Some(content_type) = content_type {
+        req = req.header("content-type", content_type);
+    }
+    status_json(req.send().await.unwrap()).await
+}
+
+/// AuthZEN's discovery document at `base`: the status and the JSON answer.
+async fn discovery(http: &reqwest::Client, base: &str) -> (u16, Value) {
     let url = format!("{base}/.well-known/authzen-configuration");
-    let resp = http.get(url).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
+    status_json(http.get(url).send().await.unwrap()).await
+}
+
+/// The evaluation of the consumer reading container `id` of the data owner, all attributes.
+fn container_read(id: &str) -> Value {
+    json!({
+        "subject": {"type": "party", "id": CONSUMER},
+        "resource": {"type": "CONTAINER", "id": id, "properties": {"policy_issuer": OWNER, "attributes": ["*"]}},
+        "action": {"name": "iSHARE.READ"},
+    })
+}
+
+/// Asserts that AuthZEN refuses `body` at `path` as an invalid evaluation, saying `description`.
+async fn assert_invalid(s: &Service, path: &str, body: &Value, description: &str) {
+    let (status, answer) = ask(s, path, body, Some(SECRET)).await;
+    assert_eq!(
+        (
+            status,
+            answer["reason"].as_str(),
+            answer["error_description"].as_str()
+        ),
+        (400, Some("invalid_evaluation"), Some(description)),
+        "{body}: {answer}"
+    );
+}
+
+/// The decisions of a batch's answer, and their reasons.
+fn decided(body: &Value) -> Vec<(&Value, &Value)> {
+    body["evaluations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no evaluations: {body}"))
+        .iter()
+        .map(|e| (&e["decision"], &e["context"]["reason"]))
+        .collect()
 }
 
 /// A check as Envoy's HTTP form sends it: the original path after the prefix, the caller's token.
@@ -588,13 +645,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     assert_eq!(answer.status.as_ref().unwrap().code, 16, "{answer:?}");
 
     // AuthZEN: the PEP authenticates, and the same delegation stages decide the mask it names.
-    let evaluation = |id: &str| {
-        json!({
-            "subject": {"type": "party", "id": CONSUMER},
-            "resource": {"type": "CONTAINER", "id": id, "properties": {"policy_issuer": OWNER, "attributes": ["*"]}},
-            "action": {"name": "iSHARE.READ"},
-        })
-    };
+    let evaluation = container_read;
     let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
     assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
     assert_eq!(body["context"]["reason"], "granted", "{body}");
@@ -658,13 +709,14 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     });
     let (status, body) = ask(&s, "/access/v1/evaluations", &batch, Some(SECRET)).await;
     assert_eq!(status, 200, "{body}");
-    let decided: Vec<&Value> = body["evaluations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["decision"])
-        .collect();
-    assert_eq!(decided, [&json!(true), &json!(false)], "{body}");
+    assert_eq!(
+        decided(&body),
+        [
+            (&json!(true), &json!("granted")),
+            (&json!(false), &json!("denied_by_rule"))
+        ],
+        "{body}"
+    );
     let mut too_many = batch.clone();
     too_many["evaluations"] = Value::Array(vec![json!({}); 101]);
     let (status, body) = ask(&s, "/access/v1/evaluations", &too_many, Some(SECRET)).await;
@@ -693,8 +745,8 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
         "{body}"
     );
     assert_eq!(
-        discovery(&s.http, &s.url).await["access_evaluation_endpoint"],
-        format!("{}/access/v1/evaluation", s.url)
+        discovery(&s.http, &s.url).await.1["access_evaluation_endpoint"],
+        format!("{PDP}/access/v1/evaluation")
     );
 
     // SIGHUP: the next decision is made under the new configuration (the shadow route gone, a new
@@ -725,8 +777,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
         "{}",
         new.1
     );
-    s.gateway.terminate().await;
-    s.bed.stop().await;
+    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -781,9 +832,13 @@ async fn with_client_certificates_required_every_caller_shows_one_and_authzen_ne
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
+    // No policy_decision_point configured: no discovery document, rather than one naming
+    // whatever host the caller asked for.
+    let (status, body) = discovery(&pep, &base).await;
     assert_eq!(
-        discovery(&pep, &base).await["access_evaluations_endpoint"],
-        format!("{base}/access/v1/evaluations")
+        (status, body["reason"].as_str()),
+        (404, Some("no_policy_decision_point")),
+        "{body}"
     );
 
     // gRPC over TLS, with the same client certificate.
@@ -806,6 +861,410 @@ async fn with_client_certificates_required_every_caller_shows_one_and_authzen_ne
     )
     .await;
     assert_eq!(answer.status.as_ref().unwrap().code, 7, "{answer:?}");
-    s.gateway.terminate().await;
-    s.bed.stop().await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authzen_echoes_the_request_id_on_every_answer() {
+    let s = start(plain).await;
+    let id = "bfe9eb29-ab87-4ca3-be83-a1d5d8305716";
+    let batch = json!({"evaluations": [container_read("C1"), container_read("SECRET-1")]});
+    let mut incomplete = container_read("C1");
+    incomplete.as_object_mut().unwrap().remove("resource");
+    for (path, body, secret, status, reason) in [
+        (
+            EVALUATION,
+            container_read("C1"),
+            Some(SECRET),
+            200,
+            "granted",
+        ),
+        (
+            EVALUATION,
+            container_read("SECRET-1"),
+            Some(SECRET),
+            200,
+            "denied_by_rule",
+        ),
+        (EVALUATIONS, batch, Some(SECRET), 200, "granted"),
+        (
+            EVALUATION,
+            incomplete,
+            Some(SECRET),
+            400,
+            "invalid_evaluation",
+        ),
+        (
+            EVALUATION,
+            container_read("C1"),
+            None,
+            401,
+            "pep_unauthenticated",
+        ),
+    ] {
+        let mut req = s
+            .http
+            .post(format!("{}{path}", s.url))
+            .header("x-request-id", id)
+            .json(&body);
+        if let Some(secret) = secret {
+            req = req.bearer_auth(secret);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(header(&resp, "x-request-id"), id, "{path} {body}");
+        let (got, answer) = status_json(resp).await;
+        let said = [
+            &answer["reason"],
+            &answer["context"]["reason"],
+            &answer["evaluations"][0]["context"]["reason"],
+        ];
+        assert_eq!(got, status, "{answer}");
+        assert!(said.contains(&&json!(reason)), "{reason}: {answer}");
+    }
+    let resp = s
+        .http
+        .get(format!("{}/.well-known/authzen-configuration", s.url))
+        .header("x-request-id", id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&resp, "x-request-id"), id);
+    assert_eq!(resp.status(), 200);
+    // Without one, none is made up.
+    let resp = s
+        .http
+        .post(format!("{}{EVALUATION}", s.url))
+        .bearer_auth(SECRET)
+        .json(&container_read("C1"))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.headers().get("x-request-id").is_none());
+    assert_eq!(status_json(resp).await.1["context"]["reason"], "granted");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluations_request_without_items_is_answered_as_a_single_evaluation() {
+    let s = start(plain).await;
+    for items in [None, Some(json!([]))] {
+        let with = |mut body: Value| {
+            if let Some(items) = &items {
+                body["evaluations"] = items.clone();
+            }
+            body
+        };
+        let (status, body) = ask(&s, EVALUATIONS, &with(container_read("C1")), Some(SECRET)).await;
+        assert_eq!(
+            (status, &body["decision"], &body["context"]["reason"]),
+            (200, &json!(true), &json!("granted")),
+            "{items:?}: {body}"
+        );
+        assert!(body.get("evaluations").is_none(), "{body}");
+        let (status, body) = ask(
+            &s,
+            EVALUATIONS,
+            &with(container_read("SECRET-1")),
+            Some(SECRET),
+        )
+        .await;
+        assert_eq!(
+            (status, &body["decision"], &body["context"]["reason"]),
+            (200, &json!(false), &json!("denied_by_rule")),
+            "{items:?}: {body}"
+        );
+        // Being a single evaluation, one that lacks an entity is an error of the request.
+        let mut incomplete = with(container_read("C1"));
+        incomplete.as_object_mut().unwrap().remove("action");
+        assert_invalid(&s, EVALUATIONS, &incomplete, "action is missing").await;
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_item_that_cannot_be_evaluated_is_denied_with_its_reason_and_the_others_answered() {
+    let s = start(plain).await;
+    let resource = |id: &str| container_read(id)["resource"].clone();
+    let mut unowned = resource("C2");
+    unowned["properties"] = json!("archived");
+    let batch = |semantic: &str, items: Vec<Value>| {
+        json!({
+            "subject": {"type": "party", "id": CONSUMER},
+            "action": {"name": "iSHARE.READ"},
+            "options": {"evaluations_semantic": semantic},
+            "evaluations": items,
+        })
+    };
+    let items = vec![
+        json!({"resource": resource("C1")}),
+        json!({}),
+        json!({"resource": unowned}),
+        json!({"subject": {"type": "user", "id": "alice"}, "resource": resource("C2")}),
+        json!("record-1"),
+        json!({"resource": resource("SECRET-1")}),
+    ];
+    let (status, body) = ask(
+        &s,
+        EVALUATIONS,
+        &batch("execute_all", items.clone()),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (t, f) = (json!(true), json!(false));
+    let (granted, invalid, denied) = (
+        json!("granted"),
+        json!("invalid_evaluation"),
+        json!("denied_by_rule"),
+    );
+    assert_eq!(
+        decided(&body),
+        [
+            (&t, &granted),
+            (&f, &invalid),
+            (&f, &invalid),
+            (&f, &invalid),
+            (&f, &invalid),
+            (&f, &denied),
+        ],
+        "{body}"
+    );
+    let errors: Vec<(&Value, &str)> = body["evaluations"].as_array().unwrap()[1..5]
+        .iter()
+        .map(|e| {
+            let error = &e["context"]["error"];
+            (
+                &error["status"],
+                error["message"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (&json!(400), "resource is missing"),
+            (&json!(400), "resource.properties is not an object"),
+            (
+                &json!(400),
+                "subject.type \"user\": \"party\" or \"person\""
+            ),
+            (&json!(400), "an evaluation is a JSON object"),
+        ],
+        "{body}"
+    );
+    // An item that cannot be evaluated is a denial: deny_on_first_deny ends there.
+    let (status, body) = ask(
+        &s,
+        EVALUATIONS,
+        &batch("deny_on_first_deny", items[..3].to_vec()),
+        Some(SECRET),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(decided(&body), [(&t, &granted), (&f, &invalid)], "{body}");
+    // What is wrong with the request as a whole is still a 400: its defaults, its items' array.
+    let mut bad_default = batch("execute_all", items[..1].to_vec());
+    bad_default["subject"] = json!(CONSUMER);
+    let mut not_an_array = batch("execute_all", Vec::new());
+    not_an_array["evaluations"] = json!({"resource": resource("C1")});
+    for (body, description) in [
+        (bad_default, "subject is not an object"),
+        (not_an_array, "evaluations is not an array"),
+    ] {
+        assert_invalid(&s, EVALUATIONS, &body, description).await;
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_discovery_document_names_the_configured_identifier_never_the_callers_host() {
+    let s = start(plain).await;
+    for host in [None, Some("attacker.example"), Some("127.0.0.1:1")] {
+        let mut req = s
+            .http
+            .get(format!("{}/.well-known/authzen-configuration", s.url));
+        if let Some(host) = host {
+            req = req.header("host", host);
+        }
+        let (status, body) = status_json(req.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body),
+            (
+                200,
+                json!({
+                    "policy_decision_point": PDP,
+                    "access_evaluation_endpoint": format!("{PDP}/access/v1/evaluation"),
+                    "access_evaluations_endpoint": format!("{PDP}/access/v1/evaluations"),
+                })
+            ),
+            "{host:?}"
+        );
+    }
+    // Without the identifier configured, no document at all (the endpoints keep their default
+    // paths); a reload applies.
+    let config = s.dir.join("gateway.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(&format!("policy_decision_point = \"{PDP}\"\n"), ""),
+    )
+    .unwrap();
+    let generation = s.gateway.generation().await.unwrap();
+    s.gateway.reload(generation).await;
+    let (status, body) = discovery(&s.http, &s.url).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (404, Some("no_policy_decision_point")),
+        "{body}"
+    );
+    let (status, body) = ask(&s, EVALUATION, &container_read("C1"), Some(SECRET)).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_naming_a_member_twice_is_refused() {
+    let s = start(plain).await;
+    let subject = format!(r#"{{"type": "party", "id": "{CONSUMER}"}}"#);
+    let resource = format!(
+        r#"{{"type": "CONTAINER", "id": "C1", "properties": {{"policy_issuer": "{OWNER}", "attributes": ["*"]}}}}"#
+    );
+    let action = r#"{"name": "iSHARE.READ"}"#;
+    let once = format!(r#"{{"subject": {subject}, "resource": {resource}, "action": {action}}}"#);
+    let (status, body) = ask_text(&s, EVALUATION, Some("application/json"), &once).await;
+    assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
+    let other = r#"{"type": "party", "id": "EU.EORI.NL000000009"}"#;
+    let twice = [
+        (
+            EVALUATION,
+            format!(
+                r#"{{"subject": {subject}, "resource": {resource}, "action": {action}, "subject": {other}}}"#
+            ),
+        ),
+        (
+            EVALUATION,
+            once.replace(
+                r#""policy_issuer":"#,
+                r#""policy_issuer": "EU.EORI.NL000000009", "policy_issuer":"#,
+            ),
+        ),
+        (
+            EVALUATIONS,
+            format!(
+                r#"{{"subject": {subject}, "action": {action}, "evaluations": [{{"resource": {resource}, "resource": {resource}}}]}}"#
+            ),
+        ),
+    ];
+    for (path, text) in twice {
+        let (status, body) = ask_text(&s, path, Some("application/json"), &text).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("duplicate_member")),
+            "{text}: {body}"
+        );
+        assert!(
+            body["error_description"]
+                .as_str()
+                .is_some_and(|d| d.contains("given twice")),
+            "{body}"
+        );
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_not_sent_as_application_json_is_refused() {
+    let s = start(plain).await;
+    let text = container_read("C1").to_string();
+    for path in [EVALUATION, EVALUATIONS] {
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+            Some("application/jsonp"),
+        ] {
+            let (status, body) = ask_text(&s, path, content_type, &text).await;
+            assert_eq!(
+                (status, body["reason"].as_str()),
+                (400, Some("unsupported_content_type")),
+                "{path} {content_type:?}: {body}"
+            );
+        }
+        for content_type in ["application/json; charset=utf-8", "Application/JSON"] {
+            let (status, body) = ask_text(&s, path, Some(content_type), &text).await;
+            assert_eq!(
+                (status, &body["decision"], &body["context"]["reason"]),
+                (200, &json!(true), &json!("granted")),
+                "{path} {content_type}: {body}"
+            );
+        }
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entities_and_properties_that_are_not_objects_are_refused() {
+    let s = start(plain).await;
+    for (entity, member, value, description) in [
+        (
+            "subject",
+            Some("properties"),
+            json!("admin"),
+            "subject.properties is not an object",
+        ),
+        (
+            "action",
+            Some("properties"),
+            json!([1]),
+            "action.properties is not an object",
+        ),
+        (
+            "action",
+            Some("properties"),
+            json!(null),
+            "action.properties is not an object",
+        ),
+        (
+            "resource",
+            Some("properties"),
+            json!([OWNER, ["*"]]),
+            "resource.properties is not an object",
+        ),
+        (
+            "subject",
+            None,
+            json!(["party", CONSUMER]),
+            "subject is not an object",
+        ),
+        (
+            "context",
+            None,
+            json!(["ISHARE.0001"]),
+            "context is not an object",
+        ),
+    ] {
+        let mut body = container_read("C1");
+        match member {
+            Some(member) => body[entity][member] = value,
+            None => body[entity] = value,
+        }
+        assert_invalid(&s, EVALUATION, &body, description).await;
+        // The same item in a batch: denied with that reason, the batch answered.
+        let batch = json!({"evaluations": [container_read("C1"), body]});
+        let (status, answer) = ask(&s, EVALUATIONS, &batch, Some(SECRET)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(
+            decided(&answer),
+            [
+                (&json!(true), &json!("granted")),
+                (&json!(false), &json!("invalid_evaluation"))
+            ],
+            "{answer}"
+        );
+        assert_eq!(
+            answer["evaluations"][1]["context"]["error"]["message"], description,
+            "{answer}"
+        );
+    }
+    s.stop().await;
 }

@@ -1,6 +1,6 @@
 //! The `[decision_api]` section: where the decision service listens (HTTP for nginx, Envoy's HTTP
 //! form and AuthZEN; gRPC for Envoy), its TLS and client certificates, the secret AuthZEN callers
-//! present, and the bounds of a request.
+//! present, the bounds of a request, and the identifier AuthZEN's discovery document publishes.
 
 use super::defaults as default;
 use super::file::DecisionApiFile;
@@ -66,6 +66,12 @@ pub(super) fn build(
     if timeout.is_zero() {
         issues.add("decision_api.timeout", "longer than 0 s");
     }
+    let policy_decision_point = f.policy_decision_point.and_then(|url| {
+        issues.check(
+            "decision_api.policy_decision_point",
+            policy_decision_point(&url),
+        )
+    });
     Some(DecisionApiSettings {
         address: address?,
         grpc_address,
@@ -74,7 +80,28 @@ pub(super) fn build(
         max_body_bytes,
         max_batch,
         timeout,
+        policy_decision_point,
     })
+}
+
+/// AuthZEN's Policy Decision Point identifier: an https URL with no query or fragment (the
+/// specification's words), and no path, since the service answers at its root; written without
+/// the trailing slash, as the discovery document's URLs are built on it.
+fn policy_decision_point(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    let only_origin = url.scheme() == "https"
+        && url.host().is_some()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none();
+    match only_origin {
+        true => Ok(url.as_str().trim_end_matches('/').to_string()),
+        false => Err(format!(
+            "{text:?}: an https URL of a host (and port) only, such as \"https://pdp.example.com\""
+        )),
+    }
 }
 
 /// The addresses the service binds, by key, which no other listener may take.

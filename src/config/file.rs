@@ -141,6 +141,8 @@ pub struct DecisionApiFile {
     pub max_batch: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     pub timeout: Option<Duration>,
+    /// AuthZEN's Policy Decision Point identifier: the https URL PEPs know the service by.
+    pub policy_decision_point: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

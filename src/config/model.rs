@@ -72,6 +72,9 @@ pub struct DecisionApiSettings {
     pub max_batch: usize,
     /// The longest a request may take, from its header to its answer.
     pub timeout: Duration,
+    /// AuthZEN's Policy Decision Point identifier (`https://host[:port]`, no trailing slash), the
+    /// base of the discovery document's URLs; None: no discovery document.
+    pub policy_decision_point: Option<String>,
 }
 
 /// The SHA-256 of the secret AuthZEN callers present; compared in constant time, never logged.

@@ -438,7 +438,7 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
     );
     assert_eq!(
         issues(
-            &api("address = \"127.0.0.1:8443\"\ngrpc_address = \"nowhere\"\nbearer_secret_file = \"id.chain.pem\"\ntimeout = \"0s\"\nmax_body_bytes = 10\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\n"),
+            &api("address = \"127.0.0.1:8443\"\ngrpc_address = \"nowhere\"\nbearer_secret_file = \"id.chain.pem\"\ntimeout = \"0s\"\nmax_body_bytes = 10\ntls.certificate = \"tls.pem\"\ntls.key = \"tls.key.pem\"\ntls.client_auth = \"required\"\npolicy_decision_point = \"http://pdp.example\"\n"),
             ROUTE
         ),
         [
@@ -447,6 +447,7 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
             "gateway.toml: decision_api.bearer_secret_file: id.chain.pem: the secret is sent in a header: printable text only",
             "gateway.toml: decision_api.max_body_bytes: at least 1024 bytes",
             "gateway.toml: decision_api.timeout: longer than 0 s",
+            "gateway.toml: decision_api.policy_decision_point: \"http://pdp.example\": an https URL of a host (and port) only, such as \"https://pdp.example.com\"",
             "gateway.toml: decision_api.address: 127.0.0.1:8443 overlaps listener[0].address (127.0.0.1:8443): each listener needs an address of its own",
         ]
     );
@@ -477,6 +478,37 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
         Some(super::decision_api::digest("s".repeat(40).as_bytes()))
     );
     assert_eq!(settings.max_batch, defaults::DECISION_API_MAX_BATCH);
+    assert_eq!(settings.policy_decision_point, None);
+    // The discovery document's identifier: an https origin, as written without its slash; a
+    // path, query or fragment is no part of one.
+    for (written, read) in [
+        ("https://PDP.example:8443/", Ok("https://pdp.example:8443")),
+        ("https://pdp.example/tenant", Err(())),
+        ("https://pdp.example/?a=1", Err(())),
+        ("https://pdp.example/#f", Err(())),
+        ("https://user@pdp.example", Err(())),
+    ] {
+        let table =
+            format!("address = \"127.0.0.1:9902\"\npolicy_decision_point = \"{written}\"\n");
+        let dir = write(&api(&table), ROUTE);
+        let loaded = load(&dir.join("gateway.toml"));
+        let _ = std::fs::remove_dir_all(&dir);
+        match (loaded, read) {
+            (Ok(config), Ok(read)) => assert_eq!(
+                config
+                    .decision_api
+                    .unwrap()
+                    .policy_decision_point
+                    .as_deref(),
+                Some(read)
+            ),
+            (Err(e), Err(())) => assert!(
+                e.to_string().contains("decision_api.policy_decision_point"),
+                "{written}: {e}"
+            ),
+            (loaded, read) => panic!("{written}: loaded: {}, expected {read:?}", loaded.is_ok()),
+        }
+    }
     // Without a secret or required client certificates, AuthZEN callers cannot authenticate.
     let dir = write(&api("address = \"127.0.0.1:9902\"\n"), ROUTE);
     let config = load(&dir.join("gateway.toml")).unwrap();

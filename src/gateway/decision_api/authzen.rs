@@ -6,20 +6,26 @@
 //! `properties.attributes`, `properties.policy_issuer`, `action.name`), decided by the proxy's
 //! delegation stages (`stages::delegation`: the mask, the evidence of the `delegation_evidence`
 //! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
+//!
+//! Read as the specification's HTTPS binding has it: a body of `Content-Type: application/json`,
+//! read one way only (a member named twice is refused), each entity an object and its
+//! `properties` too. A batch without items is a single evaluation; an item that cannot be
+//! evaluated is denied with its error in its own `context`, the other items answered.
 
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
-use crate::config::model::{Auth, DelegationRule, EvidenceSources, Route};
+use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
 use crate::gateway::decision::stages::{self, RequestFacts};
 use crate::gateway::decision::Decision;
 use crate::gateway::reject::{Answer, Body};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::request::json::{read_unique, JsonProblem};
 use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +38,10 @@ pub const CONFIGURATION_PATH: &str = "/.well-known/authzen-configuration";
 const MAX_ID_LEN: usize = 256;
 /// The most attributes one evaluation names.
 const MAX_ATTRIBUTES: usize = 32;
+/// An evaluation's entities: objects, when given.
+const ENTITIES: [&str; 4] = ["subject", "resource", "action", "context"];
+/// The entities whose `properties`, when given, are an object.
+const WITH_PROPERTIES: [&str; 3] = ["subject", "resource", "action"];
 
 #[derive(Debug, Default, Deserialize, Clone)]
 struct Subject {
@@ -77,23 +87,13 @@ struct Context {
     conditions: BTreeMap<String, String>,
 }
 
-/// One evaluation, or a batch's defaults and items (each item's members override the defaults).
+/// One evaluation, or a batch item with the defaults it leaves out.
 #[derive(Debug, Default, Deserialize, Clone)]
 struct Evaluation {
     subject: Option<Subject>,
     resource: Option<Resource>,
     action: Option<Action>,
     context: Option<Context>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Batch {
-    #[serde(flatten)]
-    defaults: Evaluation,
-    #[serde(default)]
-    evaluations: Vec<Evaluation>,
-    #[serde(default)]
-    options: BatchOptions,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,10 +167,18 @@ pub async fn route(
         return r;
     }
     if path == CONFIGURATION_PATH {
-        return configuration(&req, conn);
+        return configuration(&settings);
     }
     if let Err(why) = authenticate(&settings, conn, req.headers()) {
         return problem(401, "invalid_token", "pep_unauthenticated", why.into());
+    }
+    if !json_content_type(req.headers()) {
+        return problem(
+            400,
+            "invalid_request",
+            "unsupported_content_type",
+            "the body is sent as Content-Type: application/json".into(),
+        );
     }
     let limit = settings.max_body_bytes;
     let body = match axum::body::to_bytes(req.into_body(), limit).await {
@@ -184,27 +192,36 @@ pub async fn route(
             )
         }
     };
-    let value: Value = match serde_json::from_slice(&body) {
+    let value = match read_unique(&body) {
         Ok(v) => v,
-        Err(e) => return invalid(format!("the body is not JSON: {e}")),
+        Err(JsonProblem::NotJson(e)) => return invalid(format!("the body is not JSON: {e}")),
+        Err(JsonProblem::RepeatedMember(e)) => {
+            return problem(400, "invalid_request", "duplicate_member", e)
+        }
     };
-    if path == EVALUATION_PATH {
-        let one: Evaluation = match serde_json::from_value(value) {
-            Ok(e) => e,
-            Err(e) => return invalid(format!("not an evaluation: {e}")),
-        };
-        return match evaluate(state, &snap, one).await {
-            Ok(answer) => json_answer(answer),
-            Err(description) => invalid(description),
-        };
-    }
-    let batch: Batch = match serde_json::from_value(value) {
-        Ok(b) => b,
-        Err(e) => return invalid(format!("not a batch of evaluations: {e}")),
+    let answer = match path.as_str() {
+        EVALUATION_PATH => match evaluation_of(&value) {
+            Ok(one) => evaluate(state, &snap, one).await,
+            Err(description) => Err(description),
+        },
+        _ => evaluations(state, &snap, &value, settings.max_batch).await,
     };
-    match evaluations(state, &snap, batch, settings.max_batch).await {
+    match answer {
         Ok(answer) => json_answer(answer),
         Err(description) => invalid(description),
+    }
+}
+
+/// `application/json`, with or without parameters (`charset=utf-8`), given once.
+fn json_content_type(headers: &http::HeaderMap) -> bool {
+    let mut given = headers.get_all(http::header::CONTENT_TYPE).iter();
+    match (given.next(), given.next()) {
+        (Some(value), None) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json")),
+        _ => false,
     }
 }
 
@@ -215,7 +232,7 @@ fn json_answer(body: Value) -> http::Response<Vec<u8>> {
 /// The caller shows the bearer secret, or connected with a client certificate of
 /// `tls.client_ca`; without either configured nobody may call.
 fn authenticate(
-    settings: &crate::config::model::DecisionApiSettings,
+    settings: &DecisionApiSettings,
     conn: Connection,
     headers: &http::HeaderMap,
 ) -> Result<(), &'static str> {
@@ -250,20 +267,17 @@ fn authenticate(
     }
 }
 
-/// The discovery document: where the evaluation endpoints are, at the address the caller used
-/// (HTTP/1.1's Host, HTTP/2's authority).
-fn configuration(
-    req: &http::Request<axum::body::Body>,
-    conn: Connection,
-) -> http::Response<Vec<u8>> {
-    let host = req
-        .headers()
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or(req.uri().authority().map(http::uri::Authority::as_str))
-        .filter(|h| crate::request::valid_host(h))
-        .unwrap_or("127.0.0.1");
-    let base = format!("{}://{host}", if conn.tls { "https" } else { "http" });
+/// The discovery document, on the configured identifier: never on the Host a caller sends, which
+/// would have the service name whatever PDP a request (or a cache in between) says it is.
+fn configuration(settings: &DecisionApiSettings) -> http::Response<Vec<u8>> {
+    let Some(base) = &settings.policy_decision_point else {
+        return problem(
+            404,
+            "not_found",
+            "no_policy_decision_point",
+            "[decision_api] policy_decision_point is not configured: no discovery document is published; the evaluation endpoints are at their default paths".into(),
+        );
+    };
     json_answer(json!({
         "policy_decision_point": base,
         "access_evaluation_endpoint": format!("{base}{EVALUATION_PATH}"),
@@ -271,40 +285,104 @@ fn configuration(
     }))
 }
 
+/// An evaluation as written: an object whose entities are objects, and their `properties` too.
+fn evaluation_of(value: &Value) -> Result<Evaluation, String> {
+    let Value::Object(members) = value else {
+        return Err("an evaluation is a JSON object".into());
+    };
+    shaped(members)?;
+    Evaluation::deserialize(value).map_err(|e| format!("not an evaluation: {e}"))
+}
+
+/// Each entity given is an object, and the `properties` of one an object too.
+fn shaped(members: &Map<String, Value>) -> Result<(), String> {
+    for name in ENTITIES {
+        match members.get(name) {
+            None => {}
+            Some(Value::Object(entity)) => {
+                let properties = entity.get("properties");
+                if WITH_PROPERTIES.contains(&name) && properties.is_some_and(|p| !p.is_object()) {
+                    return Err(format!("{name}.properties is not an object"));
+                }
+            }
+            Some(_) => return Err(format!("{name} is not an object")),
+        }
+    }
+    Ok(())
+}
+
+/// A batch item with the top-level entities it leaves out, each whole: an item's `subject`
+/// replaces the default one, it is never merged into it.
+fn merged(defaults: &Map<String, Value>, item: &Value) -> Result<Value, String> {
+    let Value::Object(item) = item else {
+        return Err("an evaluation is a JSON object".into());
+    };
+    let entities = ENTITIES.iter().filter_map(|name| {
+        let entity = item.get(*name).or_else(|| defaults.get(*name))?;
+        Some((name.to_string(), entity.clone()))
+    });
+    Ok(Value::Object(entities.collect()))
+}
+
+/// A batch item that cannot be evaluated: denied, with its error in its own `context` (the
+/// specification's shape), while the others are answered.
+fn unevaluated(description: String) -> Value {
+    json!({
+        "decision": false,
+        "context": {
+            "reason": "invalid_evaluation",
+            "error": {"status": 400, "message": description},
+        },
+    })
+}
+
 /// A batch: each item with the defaults it leaves out, answered in order; `deny_on_first_deny`
-/// and `permit_on_first_permit` end it early.
+/// and `permit_on_first_permit` end it early. Without items it is a single evaluation, answered
+/// as one. What is wrong with the request as a whole (its defaults, `options`, its size) is a 400.
 async fn evaluations(
     state: &GatewayState,
     snap: &Arc<Snapshot>,
-    batch: Batch,
+    value: &Value,
     max: usize,
 ) -> Result<Value, String> {
-    if batch.evaluations.len() > max {
+    let Value::Object(members) = value else {
+        return Err("the body is not a JSON object".into());
+    };
+    shaped(members)?;
+    let items = match members.get("evaluations") {
+        None => &[][..],
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(_) => return Err("evaluations is not an array".into()),
+    };
+    if items.len() > max {
         return Err(format!(
             "{} evaluations: at most {max} in one batch",
-            batch.evaluations.len()
+            items.len()
         ));
     }
-    let stop_on = match batch.options.evaluations_semantic.as_deref() {
+    let options = match members.get("options") {
+        None => BatchOptions::default(),
+        Some(o) if o.is_object() => {
+            BatchOptions::deserialize(o).map_err(|e| format!("options: {e}"))?
+        }
+        Some(_) => return Err("options is not an object".into()),
+    };
+    let stop_on = match options.evaluations_semantic.as_deref() {
         None | Some("execute_all") => None,
         Some("deny_on_first_deny") => Some(false),
         Some("permit_on_first_permit") => Some(true),
         Some(other) => return Err(format!("evaluations_semantic {other:?} is not execute_all, deny_on_first_deny or permit_on_first_permit")),
     };
-    if batch.evaluations.is_empty() {
-        let one = evaluate(state, snap, batch.defaults).await?;
-        return Ok(json!({ "evaluations": [one] }));
+    if items.is_empty() {
+        return evaluate(state, snap, evaluation_of(value)?).await;
     }
     let mut answers = Vec::new();
-    for item in batch.evaluations {
-        let d = &batch.defaults;
-        let merged = Evaluation {
-            subject: item.subject.or_else(|| d.subject.clone()),
-            resource: item.resource.or_else(|| d.resource.clone()),
-            action: item.action.or_else(|| d.action.clone()),
-            context: item.context.or_else(|| d.context.clone()),
+    for item in items {
+        let answer = match merged(members, item).and_then(|m| evaluation_of(&m)) {
+            Ok(evaluation) => evaluate(state, snap, evaluation).await,
+            Err(description) => Err(description),
         };
-        let answer = evaluate(state, snap, merged).await?;
+        let answer = answer.unwrap_or_else(unevaluated);
         let decided = answer["decision"].as_bool();
         answers.push(answer);
         if stop_on.is_some() && decided == stop_on {

@@ -5,8 +5,6 @@
 pub struct Connection {
     /// The client showed a certificate of `tls.client_ca`, verified in the handshake.
     pub client_certificate: bool,
-    /// The connection is TLS.
-    pub tls: bool,
 }
 
 /// The next connection `listener` accepts (without Nagle's delay), or None once `stop` is done.

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// The header an answer names its reason code in, for a proxy that passes on only headers.
 pub const REASON_HEADER: &str = "x-decision-reason";
+/// The caller's identifier of a request, echoed on its answer.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Which interface asked: the `interface` label of `decision_api_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! until shutdown; every request is read under the configured deadline and body bound.
 
 use super::connection::{next_connection, Connection};
-use super::{authzen, forwarded, grpc};
+use super::{authzen, forwarded, grpc, REQUEST_ID_HEADER};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::listener::{server_config, CertResolver};
 use crate::gateway::reject::{Answer, Body};
@@ -118,7 +118,6 @@ impl DecisionService {
                     None => {
                         let conn = Connection {
                             client_certificate: false,
-                            tls: false,
                         };
                         serve_connection(state, conn, stream, timeout).await;
                     }
@@ -129,7 +128,6 @@ impl DecisionService {
                         };
                         let conn = Connection {
                             client_certificate: stream.get_ref().1.peer_certificates().is_some(),
-                            tls: true,
                         };
                         serve_connection(state, conn, stream, timeout).await;
                     }
@@ -172,8 +170,23 @@ async fn serve_connection<S>(
         .await;
 }
 
-/// One request, within the configured deadline.
+/// One request, within the configured deadline; its `X-Request-ID` is echoed on the answer, as
+/// AuthZEN requires (whatever the answer is).
 async fn answer(
+    state: &GatewayState,
+    conn: Connection,
+    req: http::Request<axum::body::Body>,
+) -> http::Response<axum::body::Body> {
+    let request_id = req.headers().get(REQUEST_ID_HEADER).cloned();
+    let mut response = within_deadline(state, conn, req).await;
+    if let Some(id) = request_id {
+        response.headers_mut().insert(REQUEST_ID_HEADER, id);
+    }
+    response
+}
+
+/// The service's answer, or 503 `decision_timeout` once the configured deadline has passed.
+async fn within_deadline(
     state: &GatewayState,
     conn: Connection,
     req: http::Request<axum::body::Body>,
