@@ -753,3 +753,47 @@ async fn a_demo_whose_ports_are_taken_says_what_holds_them_before_it_starts_anyt
         assert!(!out.contains("Starting the testbed"), "{out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheme_owner_whose_certificate_is_not_trusted_is_named_with_the_setting_that_fixes_it() {
+    let bed = Bed::start(BIN).await;
+    // The testbed's CA left out of [outbound]: only the platform's roots are trusted.
+    let (dir, ports) = gateway_dir(&bed, BIN, "", "", |toml| {
+        let outbound = format!(
+            "[outbound]\nca_file = \"{}/ca.pem\"\n",
+            bed.keys.data_dir.display()
+        );
+        assert!(toml.contains(&outbound));
+        toml.replace(&outbound, "")
+    });
+    let mut gateway = GatewayProcess::start("untrusted", &dir.join("gateway.toml"), ports.admin);
+    let (status, body) = gateway.wait_ready_saying("scheme owner").await;
+    assert_eq!(status, 503, "{body}");
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let (status, body) = status_json(
+        request_token(
+            &reqwest::Client::new(),
+            &base,
+            token_form(&bed.identity(CONSUMER), SP, None),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (503, Some("scheme_owner_unavailable")),
+        "{body}"
+    );
+    let description = body["error_description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("does not trust the scheme owner's TLS certificate")
+            && description.contains("[outbound] ca_file"),
+        "{body}"
+    );
+    let log = gateway.process.output();
+    assert!(
+        log.contains("UnknownIssuer") && log.contains("set [outbound] ca_file to that CA"),
+        "{log}"
+    );
+    bed.stop().await;
+}

@@ -701,7 +701,11 @@ async fn a_method_field_in_a_body_is_refused_before_the_backend_can_act_on_it() 
         post("/forms/x", FORM, "a=1&_method=DELETE".into()),
         post("/forms/x", FORM, "%5Fmethod=PUT".into()),
         post("/forms/x", MULTIPART, multipart("_method").into()),
-        post("/forms/x", "application/json", r#"{"a":{"_method":"DELETE"}}"#.into()),
+        post(
+            "/forms/x",
+            "application/json",
+            r#"{"a":{"_method":"DELETE"}}"#.into(),
+        ),
         post("/forms/x", FORM, large.clone().into()),
         post("/forms/x", FORM, chunked()),
     ];
@@ -734,7 +738,11 @@ async fn a_method_field_in_a_body_is_refused_before_the_backend_can_act_on_it() 
     for (path, content_type, body) in [
         ("/forms/x", FORM, "a=1&method=DELETE".to_string()),
         ("/forms/x", MULTIPART, multipart("method")),
-        ("/forms/x", "application/json", r#"{"a":"_method"}"#.to_string()),
+        (
+            "/forms/x",
+            "application/json",
+            r#"{"a":"_method"}"#.to_string(),
+        ),
         ("/forms/x", "text/plain", "_method=DELETE".to_string()),
         ("/overridable/x", FORM, "a=1&_method=DELETE".to_string()),
     ] {

@@ -347,6 +347,10 @@ impl Unavailable {
     /// addresses and answers).
     fn description(&self) -> &'static str {
         match self {
+            Unavailable::SchemeOwner(TrustError::Unavailable(e)) if e.untrusted_certificate() => {
+                "the gateway does not trust the scheme owner's TLS certificate; its operator sets \
+                 [outbound] ca_file to the CA that issued it"
+            }
             Unavailable::SchemeOwner(_) => {
                 "the scheme owner gave no usable answer; try again later"
             }

@@ -53,11 +53,30 @@ impl PeerError {
                 detail.push_str(&s.to_string());
                 source = s.source();
             }
+            if detail.contains(UNTRUSTED_CERTIFICATE) {
+                detail.push_str(UNTRUSTED_HINT);
+            }
             PeerError::Unreachable {
                 url: url.to_string(),
                 detail,
             }
         }
+    }
+}
+
+/// How rustls says a server's certificate chain does not verify (`UnknownIssuer`, an expired
+/// certificate, another name).
+const UNTRUSTED_CERTIFICATE: &str = "invalid peer certificate";
+
+/// What the log says to do about it.
+const UNTRUSTED_HINT: &str = " (the gateway does not trust this server's TLS certificate: if a \
+    private CA issued it, as in the testbed, set [outbound] ca_file to that CA's certificate)";
+
+impl PeerError {
+    /// Whether the peer's TLS certificate was not trusted: an operator's configuration to fix,
+    /// not an outage.
+    pub fn untrusted_certificate(&self) -> bool {
+        matches!(self, PeerError::Unreachable { detail, .. } if detail.contains(UNTRUSTED_CERTIFICATE))
     }
 }
 
