@@ -144,6 +144,13 @@ async fn redis_killed_under_load_fails_closed_and_service_resumes_when_it_is_bac
         "fail closed in time: {slowest:?}"
     );
     println!("slowest refusal while Redis is gone: {slowest:?}");
+    // Every refusal has its decision-log line; the store's failure is said once in 10 s.
+    let log = fleet.instances[0].gateway.process.output();
+    let said = log
+        .matches("the replay store on Redis did not answer")
+        .count();
+    let refused = log.matches("reason=\"replay_store_unavailable\"").count();
+    assert!(said <= 2 && refused >= 10, "{said} of {refused}:\n{log}");
     // The metrics count the store's calls: answered before, failed since.
     let metrics = http
         .get(format!("{}/metrics", fleet.instances[0].gateway.admin))

@@ -523,9 +523,14 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
     .await;
     let token = traced.env.token(CONSUMER).await;
     let traceparent = client_traceparent();
+    let client_b3 = format!("{CLIENT_TRACE}-{CLIENT_SPAN}-1");
     let headers = [
         ("traceparent", traceparent.as_str()),
         ("tracestate", CLIENT_STATE),
+        ("b3", client_b3.as_str()),
+        ("X-B3-TraceId", CLIENT_TRACE),
+        ("X-B3-SpanId", CLIENT_SPAN),
+        ("X-B3-Sampled", "1"),
     ];
 
     // While the collector refuses, the spans are counted as failed, not kept.
@@ -557,6 +562,12 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
         echo["headers"].get("tracestate").is_none(),
         "the client's tracestate does not reach the backend: {echo}"
     );
+    for b3 in ["b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled"] {
+        assert!(
+            echo["headers"].get(b3).is_none(),
+            "the client's {b3} does not reach the backend: {echo}"
+        );
+    }
     let spans = traced
         .collector
         .wait_for(&trace_id, &["GET read", "authorize", "backend echo"])
@@ -582,7 +593,10 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
 async fn the_binary_exports_its_spans_and_sends_them_before_it_exits() {
     let bed = Bed::start(BIN).await;
     let collector = Collector::start().await;
-    let extra = format!("[tracing]\notlp_endpoint = \"{}\"\n", collector.endpoint);
+    let extra = format!(
+        "[tracing]\notlp_endpoint = \"{}\"\nb3 = \"single\"\n",
+        collector.endpoint
+    );
     let (dir, ports) = gateway_dir(&bed, BIN, STATUS_ROUTE, &extra, |t| {
         t.replace("work_stealing = true", "")
     });
@@ -599,6 +613,8 @@ async fn the_binary_exports_its_spans_and_sends_them_before_it_exits() {
     let answer = reqwest::Client::new()
         .get(format!("{plain}/status"))
         .header("traceparent", &traceparent)
+        .header("b3", "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1")
+        .header("X-B3-TraceId", "80f198ee56343ba864fe8b2a57d3eff7")
         .send()
         .await
         .unwrap();
@@ -618,6 +634,13 @@ async fn the_binary_exports_its_spans_and_sends_them_before_it_exits() {
     assert_eq!(request.attribute("url.scheme"), Some("http"));
     let backend = spans.iter().find(|s| s.name == "backend echo").unwrap();
     assert_eq!(parent_in(&sent, CLIENT_TRACE), backend.span_id);
+    // B3 as configured: the gateway's context, in the single header; the client's are gone.
+    assert_eq!(
+        echo["headers"]["b3"],
+        format!("{CLIENT_TRACE}-{}-1", backend.span_id),
+        "{echo}"
+    );
+    assert!(echo["headers"].get("x-b3-traceid").is_none(), "{echo}");
     assert!(log.contains("spans are exported over OTLP/HTTP"), "{log}");
     collector.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

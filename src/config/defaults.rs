@@ -211,6 +211,7 @@ pub fn documented() -> Vec<(&'static str, String)> {
             "tracing.accept_client_context",
             ACCEPT_CLIENT_CONTEXT.to_string(),
         ),
+        ("tracing.b3", text("none")),
         (
             "decision_api.max_body_bytes",
             DECISION_API_MAX_BODY.to_string(),

@@ -3,7 +3,7 @@
 //! turns them into the validated model (`model.rs`).
 
 use super::issues::Choice;
-use super::model::ForwardedFor;
+use super::model::{ForwardedFor, B3};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -165,6 +165,8 @@ pub struct TracingFile {
     pub sample_ratio: Option<f64>,
     /// Continue the trace a client's `traceparent` names (else start a new one).
     pub accept_client_context: Option<bool>,
+    /// The gateway's trace context in B3 headers too: `none`, `single`, `multi`.
+    pub b3: Option<B3>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -115,6 +115,21 @@ pub struct TracingSettings {
     pub sample_ratio: f64,
     /// A client's `traceparent` is continued; otherwise every request starts a trace.
     pub accept_client_context: bool,
+    /// The trace context the backend also receives in Zipkin's B3 headers.
+    pub b3: B3,
+}
+
+/// Whether the backend receives the gateway's trace context in B3 headers too (a client's never
+/// reach it while tracing is on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum B3 {
+    /// No B3 headers.
+    None,
+    /// `b3: {trace id}-{span id}-{sampled}`.
+    Single,
+    /// `X-B3-TraceId`, `X-B3-SpanId`, `X-B3-Sampled`.
+    Multi,
 }
 
 /// People sign in at an identity provider (OpenID Connect) for the routes that ask for it.

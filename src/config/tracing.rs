@@ -1,10 +1,11 @@
 //! The `[tracing]` section: where spans are exported (an OTLP/HTTP collector), under which service
-//! name, the share of new traces recorded, and whether a client's trace is continued.
+//! name, the share of new traces recorded, whether a client's trace is continued, and whether the
+//! backend gets the trace context in B3 headers too.
 
 use super::defaults as default;
 use super::file::TracingFile;
 use super::issues::Issues;
-use super::model::TracingSettings;
+use super::model::{TracingSettings, B3};
 
 pub(super) fn build(t: TracingFile, issues: &mut Issues) -> TracingSettings {
     let otlp_endpoint = t
@@ -33,6 +34,7 @@ pub(super) fn build(t: TracingFile, issues: &mut Issues) -> TracingSettings {
         accept_client_context: t
             .accept_client_context
             .unwrap_or(default::ACCEPT_CLIENT_CONTEXT),
+        b3: t.b3.unwrap_or(B3::None),
     }
 }
 

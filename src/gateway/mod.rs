@@ -406,9 +406,12 @@ impl ProxyHttp for Gateway {
             Ok(Some(answer)) => answer,
             Err(reject) => {
                 let answer = ctx.refuse(&reject);
+                let d = &ctx.decision;
+                let lines = &self.state.shared.dependency_lines;
                 if let Some(detail) = reject.log_detail() {
-                    let d = &ctx.decision;
-                    tracing::warn!(route = %d.route, reason = d.reason, decision_id = %d.id, "{detail}");
+                    if let Some(left_out) = lines.admit(d.reason, Instant::now()) {
+                        tracing::warn!(route = %d.route, reason = d.reason, decision_id = %d.id, left_out, "{detail}");
+                    }
                 }
                 if ctx.decision.route == "token" {
                     self.state

@@ -19,6 +19,7 @@ use crate::config::model::{Config, SessionSecret};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
+use crate::telemetry::throttle::Throttle;
 use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
@@ -35,6 +36,8 @@ pub struct Shared {
     pub certificates: BTreeMap<usize, Arc<CertResolver>>,
     /// Tracing, as configured at the start (a reload does not change it).
     pub tracing: Option<Tracing>,
+    /// The log lines of failing dependencies, at most one per reason every 10 s.
+    pub dependency_lines: Throttle,
     generation: AtomicU64,
 }
 
@@ -48,6 +51,7 @@ impl Shared {
             session_secret: SessionSecret(secret),
             certificates,
             tracing: None,
+            dependency_lines: Throttle::new(std::time::Duration::from_secs(10)),
             generation: AtomicU64::new(0),
         }
     }

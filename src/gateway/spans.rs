@@ -5,6 +5,7 @@
 //! is not recorded has only its own span, which the backend receives as the parent.
 
 use super::Ctx;
+use crate::config::model::B3;
 use crate::telemetry::trace::{samples_children, Open, Tracing};
 use crate::telemetry::traceparent::{self, TRACEPARENT, TRACESTATE};
 use opentelemetry::trace::{SpanKind, TraceContextExt};
@@ -136,8 +137,8 @@ pub fn backend_chosen(ctx: &mut Ctx, session: &Session, peer: &HttpPeer) {
 
 /// The trace context the backend receives: the gateway's `traceparent` naming the backend call
 /// as the parent (the request's span when the request is not recorded), and the `tracestate` of
-/// the trace (a client's only when its context was accepted). Whatever the client sent in these
-/// headers is replaced.
+/// the trace (a client's only when its context was accepted), and in B3 headers when configured.
+/// Whatever the client sent in these headers (and in any B3 header) is replaced or removed.
 pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Result<()> {
     let Some(spans) = ctx.trace.0.as_mut() else {
         return Ok(());
@@ -156,6 +157,23 @@ pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Resul
         Some(state) => upstream.insert_header(TRACESTATE, state)?,
         None => {
             upstream.remove_header(&TRACESTATE);
+        }
+    }
+    for name in traceparent::B3_HEADERS {
+        upstream.remove_header(name);
+    }
+    let b3 = ctx
+        .snap
+        .as_ref()
+        .and_then(|s| s.config.tracing.as_ref())
+        .map_or(B3::None, |t| t.b3);
+    match b3 {
+        B3::None => {}
+        B3::Single => upstream.insert_header("b3", traceparent::b3_single(span))?,
+        B3::Multi => {
+            for (name, value) in traceparent::b3_multi(span) {
+                upstream.insert_header(name, value)?;
+            }
         }
     }
     Ok(())

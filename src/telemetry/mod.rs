@@ -2,6 +2,7 @@
 
 pub mod metrics;
 pub mod otlp;
+pub mod throttle;
 pub mod trace;
 pub mod traceparent;
 

@@ -113,6 +113,38 @@ pub fn traceparent(span: &SpanContext) -> http::HeaderValue {
     http::HeaderValue::from_bytes(&text).expect("a traceparent is ASCII")
 }
 
+/// Zipkin's B3 headers, single (`b3`) and multiple (`X-B3-*`): a client's never reach the backend
+/// when tracing is on (they would name a trace the gateway did not choose).
+pub const B3_HEADERS: [&str; 6] = [
+    "b3",
+    "x-b3-traceid",
+    "x-b3-spanid",
+    "x-b3-parentspanid",
+    "x-b3-sampled",
+    "x-b3-flags",
+];
+
+/// `span` as B3's single header names the parent of a call: `{trace id}-{span id}-{1|0}`.
+pub fn b3_single(span: &SpanContext) -> http::HeaderValue {
+    let mut text = *b"00000000000000000000000000000000-0000000000000000-0";
+    write_hex(&mut text[..32], &span.trace_id().to_bytes());
+    write_hex(&mut text[33..49], &span.span_id().to_bytes());
+    text[50] = if span.is_sampled() { b'1' } else { b'0' };
+    http::HeaderValue::from_bytes(&text).expect("a b3 header is ASCII")
+}
+
+/// `span` as B3's multiple headers name it: `X-B3-TraceId`, `X-B3-SpanId`, `X-B3-Sampled`.
+pub fn b3_multi(span: &SpanContext) -> [(&'static str, http::HeaderValue); 3] {
+    let single = b3_single(span);
+    let text = single.as_bytes();
+    let value = |bytes: &[u8]| http::HeaderValue::from_bytes(bytes).expect("hex digits");
+    [
+        ("x-b3-traceid", value(&text[..32])),
+        ("x-b3-spanid", value(&text[33..49])),
+        ("x-b3-sampled", value(&text[50..])),
+    ]
+}
+
 /// The `tracestate` sent with a call of `span`'s trace, if it has one.
 pub fn tracestate_of(span: &SpanContext) -> Option<http::HeaderValue> {
     let state = span.trace_state().header();
