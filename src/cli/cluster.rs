@@ -2,8 +2,9 @@
 //! testbed, two gateway processes sharing Redis, and HAProxy in front (TLS, round robin, health
 //! checks on /ready, retries of idempotent requests) — and a walk through what the fleet shares: a
 //! token from one instance good at the other, an assertion replayed at the other refused, a person
-//! signed in at one known at the other and signed out at both, and traffic that flows while one
-//! instance reloads and another stops.
+//! signed in at one known at the other and signed out at both, traffic that flows while one
+//! instance reloads and another stops, and clients told apart behind the balancer (their address
+//! and scheme reach the backend; one client's sign-ins are bounded alone).
 
 use super::balancer::{haproxy_config, Backend};
 use super::child::{free_port, write_secret, Child};
