@@ -797,3 +797,43 @@ async fn a_scheme_owner_whose_certificate_is_not_trusted_is_named_with_the_setti
     );
     bed.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_refuses_a_method_field_in_a_body_with_a_decision_log_line() {
+    let bed = Bed::start(BIN).await;
+    let rules = "[[route]]\nname = \"forms\"\npath = \"/forms/{*rest}\"\nupstream = \"echo\"\nauth = \"public\"\n";
+    let (dir, ports) = gateway_dir(&bed, BIN, rules, "", |t| t);
+    let mut gateway = GatewayProcess::start("method-field", &dir.join("gateway.toml"), ports.admin);
+    gateway.wait_ready().await;
+    let url = format!("http://127.0.0.1:{}/forms/x", ports.plain);
+    let post = |body: &'static str| {
+        reqwest::Client::new()
+            .post(&url)
+            .header(
+                "content-type",
+                "application/x-www-form-urlencoded; charset=utf-8",
+            )
+            .body(body)
+            .send()
+    };
+    let (status, body) = status_json(post("a=1&_METHOD=DELETE").await.unwrap()).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("ambiguous_request")),
+        "{body}"
+    );
+    let (status, echo) = status_json(post("a=1&method=DELETE").await.unwrap()).await;
+    assert_eq!(
+        (status, echo["method"].as_str(), echo["body"].as_str()),
+        (200, Some("POST"), Some("a=1&method=DELETE")),
+        "{echo}"
+    );
+    let logged = process::eventually(Duration::from_secs(5), || async {
+        gateway.process.output().contains(
+            "route=forms method=POST path=/forms/x client=\"-\" status=400 outcome=\"bad_request\" reason=\"ambiguous_request\"",
+        )
+    })
+    .await;
+    assert!(logged, "{}", gateway.process.output());
+    bed.stop().await;
+}
