@@ -7,7 +7,9 @@ use super::issues::{ConfigIssue, Issues};
 use super::model::*;
 use super::pem::{check_pem_certs, listener_tls};
 use super::rules::{load_rules, Known};
-use super::values::{nonzero, party, resolve, scheme_version, socket_addr, url_of, warn_plain};
+use super::values::{
+    nonzero, party, resolve, scheme_version, socket_addr, url_of, warn_plain, warn_platform_roots,
+};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::party::PartyId;
@@ -26,6 +28,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         all,
     };
     let issues = &mut issues;
+    let participants = participant_urls(&file);
     let scheme = scheme(file.scheme, issues);
     let identity = match file.identity {
         Some(id) => identity(&base, id, issues),
@@ -53,6 +56,11 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     }
     let tokens = tokens(file.tokens, issues);
     let outbound = outbound(&base, file.outbound, issues);
+    if outbound.ca_pem.is_none() {
+        for (key, url) in &participants {
+            warn_platform_roots(key, url, issues);
+        }
+    }
     let upstreams = upstreams(&base, file.upstreams, issues);
     let peers_version = scheme_owner
         .as_ref()
@@ -134,6 +142,25 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         tracing,
         decision_api,
     })
+}
+
+/// The configured addresses of the participants the gateway calls, with their keys: the scheme
+/// owner, the registries and the identity provider.
+fn participant_urls(file: &GatewayFile) -> Vec<(String, String)> {
+    let scheme_owner = file
+        .scheme_owner
+        .iter()
+        .map(|so| ("scheme_owner.url".to_string(), so.url.clone()));
+    let registries = file
+        .registries
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (format!("registry[{i}].url"), r.url.clone()));
+    let login = file
+        .login
+        .iter()
+        .filter_map(|l| Some(("login.url".to_string(), l.url.clone()?)));
+    scheme_owner.chain(registries).chain(login).collect()
 }
 
 /// A client's copy of a header that speaks for a signed-in person never reaches a backend: those

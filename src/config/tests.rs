@@ -22,6 +22,9 @@ url = "https://127.0.0.1:9100"
 party_id = "EU.EORI.NL000000000"
 root_certificate = "root.pem"
 
+[outbound]
+ca_file = "root.pem"
+
 [[upstream]]
 name = "legacy"
 addresses = ["127.0.0.1:9180"]
@@ -132,7 +135,7 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("root_certificate = \"root.pem\"", "trusted_list_file = \"root.pem\"", ""), "gateway.toml: scheme_owner.trusted_list_file: root.pem: not a JSON array of trusted-list entries: invalid number at line 1 column 2|gateway.toml: scheme_owner: give root_fingerprint or root_certificate (the root the scheme owner signs with), or trusted_list_file"),
         (gateway("root_certificate = \"root.pem\"", "root_certificate = \"root.pem\"\nrefresh = \"0s\"", ""), "gateway.toml: scheme_owner.refresh: refresh must be more than zero"),
         (gateway("", "", "[tokens]\npaths = [\"/a/../token\"]\nclock_leeway = \"31s\"\nlifetime = \"0s\"\n"), "gateway.toml: tokens.paths[0]: \"/a/../token\" must be a normal absolute path|gateway.toml: tokens.clock_leeway: more than 30 s defeats the 30 s lifetime of client assertions|gateway.toml: tokens.lifetime: lifetime must be more than zero"),
-        (gateway("", "", "[outbound]\nca_file = \"none.pem\"\n"), "gateway.toml: outbound.ca_file: none.pem: No such file or directory (os error 2)"),
+        (gateway("ca_file = \"root.pem\"", "ca_file = \"none.pem\"", ""), "gateway.toml: outbound.ca_file: none.pem: No such file or directory (os error 2)"),
         (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = []\nsni = \"x\"", "[[upstream]]\nname = \"legacy\"\naddresses = [\"nowhere\"]\n"), "gateway.toml: upstream[0].addresses: at least one address is needed|gateway.toml: upstream[0].tls: sni and ca_file need tls = true|gateway.toml: upstream[1].name: \"legacy\" is defined twice|gateway.toml: upstream[1].addresses[0]: \"nowhere\" is not an address: invalid socket address"),
         (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\ntls = true\nsni = \"\"", ""), "gateway.toml: upstream[0].sni: the name to verify the backend's certificate against is needed"),
         (gateway("addresses = [\"127.0.0.1:9180\"]", "addresses = [\"127.0.0.1:9180\"]\n[upstream.health_check]\nkind = \"ping\"", ""), "gateway.toml: upstream[0].health_check.kind: unknown variant `ping`, expected `tcp` or `http`"),
@@ -186,7 +189,7 @@ fn gateway_toml_errors_name_their_key() {
     );
     assert_eq!(
         issues(&format!("{BASE}[server]\nthreads = \"many\"\n"), ROUTE),
-        ["gateway.toml: line 27, column 11: invalid type: string \"many\", expected usize"]
+        ["gateway.toml: line 30, column 11: invalid type: string \"many\", expected usize"]
     );
     assert_eq!(
         issues("", ROUTE),
@@ -275,6 +278,34 @@ fn risky_but_allowed_settings_are_warnings() {
             "scheme_owner.url: http://127.0.0.1:9100 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
             format!("identity.certificate_chain: the chain's root ({root}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"),
             "registry[0].url: http://127.0.0.1:9104 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn participants_on_https_verified_against_the_platform_roots_alone_are_warned_of() {
+    let toml = BASE.replace("[outbound]\nca_file = \"root.pem\"\n", "")
+        + "[login]\nidentity_provider = \"EU.EORI.NL000000006\"\nurl = \"https://127.0.0.1:9107\"\n";
+    let dir = write(&toml, ROUTE);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+    let advice = "is verified against the platform's root certificates only: if its certificate is not from a public CA, set [outbound] ca_file to the CA that issued it (else every call to it fails with UnknownIssuer)";
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "{}/gateway.toml: scheme_owner.url: https://127.0.0.1:9100 {advice}",
+                dir.display()
+            ),
+            format!(
+                "{}/gateway.toml: registry[0].url: https://127.0.0.1:9104 {advice}",
+                dir.display()
+            ),
+            format!(
+                "{}/gateway.toml: login.url: https://127.0.0.1:9107 {advice}",
+                dir.display()
+            ),
         ]
     );
 }

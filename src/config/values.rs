@@ -62,6 +62,20 @@ pub(crate) fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
     }
 }
 
+/// An https address of a participant whose certificate is verified against the platform's roots
+/// alone: one from a private CA fails every call (`UnknownIssuer`), so say where that CA goes.
+pub(crate) fn warn_platform_roots(key: &str, url: &str, issues: &mut Issues) {
+    if url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
+        issues.warn(
+            key,
+            format!("{url} is verified against the platform's root certificates only: if its certificate is not from a public CA, set [outbound] ca_file to the CA that issued it (else every call to it fails with UnknownIssuer)"),
+        );
+    }
+}
+
 /// A version of the scheme a peer speaks, if given.
 pub(crate) fn scheme_version(
     key: &str,

@@ -1,0 +1,94 @@
+//! `ishare-gateway check` as operators run it, on a small configuration like the README's first
+//! one: participants whose certificates only the platform's roots can verify warned of.
+
+use ishare_gateway::testbed::pki::TestPki;
+use std::path::Path;
+use std::process::Command;
+
+/// The README's configuration in ten lines, with the test PKI's key material.
+const GATEWAY: &str = r#"[identity]
+party_id = "EU.EORI.NL000000003"
+key = "id.key.pem"
+certificate_chain = "id.chain.pem"
+[[listener]]
+address = "127.0.0.1:8443"
+[scheme_owner]
+url = "https://satellite.example"
+party_id = "EU.EORI.NL000000000"
+root_certificate = "root.pem"
+[[upstream]]
+name = "legacy"
+addresses = ["127.0.0.1:9180"]
+"#;
+
+const ROUTE: &str = r#"[[route]]
+name = "orders"
+path = "/orders/{id}"
+upstream = "legacy"
+"#;
+
+/// A directory with the key material, `gateway.toml` and `policies/api.toml`.
+fn config_dir(gateway: &str, rules: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    let pki = TestPki::shared();
+    let party = pki.party("EU.EORI.NL000000003");
+    for (name, text) in [
+        ("id.key.pem", party.key_pem.as_str()),
+        ("id.chain.pem", party.chain_pem.as_str()),
+        ("root.pem", pki.root_pem()),
+        ("gateway.toml", gateway),
+        ("policies/api.toml", rules),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+/// `ishare-gateway check --config DIR/gateway.toml`: whether it passed, and its lines with the
+/// directory left out of file names.
+fn check(dir: &Path) -> (bool, Vec<String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(["check", "--config"])
+        .arg(dir.join("gateway.toml"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).replace(&format!("{}/", dir.display()), "");
+    (
+        out.status.success(),
+        printed.lines().map(str::to_string).collect(),
+    )
+}
+
+#[test]
+fn participants_on_https_verified_only_against_the_platform_roots_are_warned_of() {
+    let gateway = format!(
+        "{GATEWAY}[[registry]]\nname = \"ar\"\nparty_id = \"EU.EORI.NL000000004\"\nurl = \"https://registry.example\"\n"
+    );
+    let dir = config_dir(&gateway, ROUTE);
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    let advice = "is verified against the platform's root certificates only: if its certificate is not from a public CA, set [outbound] ca_file to the CA that issued it (else every call to it fails with UnknownIssuer)";
+    assert_eq!(
+        lines[..2],
+        [
+            format!("warning: gateway.toml: scheme_owner.url: https://satellite.example {advice}"),
+            format!("warning: gateway.toml: registry[0].url: https://registry.example {advice}"),
+        ]
+    );
+    assert!(
+        lines[2].ends_with(": ok (1 listeners, 1 upstreams, 1 routes from policies)"),
+        "{lines:#?}"
+    );
+
+    let dir = config_dir(
+        &format!("{gateway}[outbound]\nca_file = \"root.pem\"\n"),
+        ROUTE,
+    );
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("platform's root")),
+        "{lines:#?}"
+    );
+}
