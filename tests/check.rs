@@ -1,5 +1,6 @@
 //! `ishare-gateway check` as operators run it, on a small configuration like the README's first
-//! one: participants whose certificates only the platform's roots can verify warned of.
+//! one: every problem of a run listed together, a misspelled key named at its line with the key it
+//! resembles, and participants whose certificates only the platform's roots can verify warned of.
 
 use ishare_gateway::testbed::pki::TestPki;
 use std::path::Path;
@@ -58,6 +59,56 @@ fn check(dir: &Path) -> (bool, Vec<String>) {
         out.status.success(),
         printed.lines().map(str::to_string).collect(),
     )
+}
+
+/// The lines of a `check` that refuses the configuration.
+fn refused(gateway: &str, rules: &str) -> Vec<String> {
+    let dir = config_dir(gateway, rules);
+    let (ok, lines) = check(dir.path());
+    assert!(!ok, "{lines:#?}");
+    lines
+}
+
+#[test]
+fn a_misspelled_key_is_named_at_its_line_with_the_key_it_resembles_beside_every_other_error() {
+    let gateway = format!("scheme = \"i SHARE\"\n{GATEWAY}").replace("addresses = ", "adresses = ");
+    assert_eq!(
+        refused(&gateway, &ROUTE.replace("/orders/{id}", "/orders//{id}")),
+        [
+            "gateway.toml: line 14, column 1: upstream[0].adresses: unknown key; did you mean `addresses`?",
+            "gateway.toml: scheme: must be a single word, e.g. iSHARE",
+            "policies/api.toml: route[0] (orders).path: the path is not in normal form; write /orders/{id}",
+        ]
+    );
+
+    // A required key with no twin: missing, and the other tables still read for their problems.
+    let gateway = GATEWAY.replace("addresses = ", "hosts = ").replace(
+        "address = \"127.0.0.1:8443\"",
+        "address = \"127.0.0.1:8443\"\nmax_conections = 10",
+    );
+    assert_eq!(
+        refused(&gateway, ROUTE),
+        [
+            "gateway.toml: line 7, column 1: listener[0].max_conections: unknown key; did you mean `max_connections`?",
+            "gateway.toml: line 12, column 1: upstream[0]: missing field `addresses`",
+            "gateway.toml: line 14, column 1: upstream[0].hosts: unknown key",
+        ]
+    );
+}
+
+#[test]
+fn every_duplicate_key_is_named_at_its_line() {
+    let gateway = format!("{GATEWAY}[identity]\nname = \"x\"\n").replace(
+        "party_id = \"EU.EORI.NL000000000\"",
+        "party_id = \"EU.EORI.NL000000000\"\nparty_id = \"EU.EORI.NL000000001\"",
+    );
+    assert_eq!(
+        refused(&gateway, ROUTE),
+        [
+            "gateway.toml: line 10, column 1: duplicate key `party_id`",
+            "gateway.toml: line 15, column 2: duplicate key `identity`",
+        ]
+    );
 }
 
 #[test]

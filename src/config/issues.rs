@@ -1,6 +1,6 @@
-//! The problems found in configuration files, each with its file and key, all reported at once;
-//! reading a file and parsing its TOML (unknown keys and unknown words of a closed set reported,
-//! not ignored).
+//! The problems found in configuration files, each with its file and key (and its line, for a
+//! problem of the text), all reported at once; reading a file and parsing its TOML (unknown keys
+//! and unknown words of a closed set reported, not ignored).
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -27,18 +27,42 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choice<T> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConfigIssue {
     pub file: PathBuf,
+    /// Where in the file, for a problem of its text.
+    pub place: Option<Place>,
     pub key: String,
     pub message: String,
     pub warning: bool,
 }
 
+/// A line and column of a file, from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Place {
+    /// The place of a byte offset of `text`.
+    fn of(text: &str, offset: usize) -> Place {
+        let before = text.get(..offset).unwrap_or(text);
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        Place {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
 impl fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}: {}", self.file.display(), self.message)
-        } else {
-            write!(f, "{}: {}: {}", self.file.display(), self.key, self.message)
+        write!(f, "{}: ", self.file.display())?;
+        if let Some(p) = self.place {
+            write!(f, "line {}, column {}: ", p.line, p.column)?;
         }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
     }
 }
 
@@ -72,7 +96,7 @@ impl Issues<'_> {
             file: self.file.clone(),
             key: key.into(),
             message: message.into(),
-            warning: false,
+            ..ConfigIssue::default()
         });
     }
 
@@ -83,6 +107,7 @@ impl Issues<'_> {
             key: key.into(),
             message: message.into(),
             warning: true,
+            ..ConfigIssue::default()
         });
     }
 
@@ -109,65 +134,23 @@ impl Issues<'_> {
     }
 }
 
-/// A key path as written in these files: `upstream[0].speed`.
-fn key_of(path: &serde_ignored::Path) -> String {
-    use serde_ignored::Path;
-    match path {
-        Path::Root => String::new(),
-        Path::Seq { parent, index } => format!("{}[{index}]", key_of(parent)),
-        Path::Map { parent, key } => {
-            let p = key_of(parent);
-            if p.is_empty() {
-                key.clone()
-            } else {
-                format!("{p}.{key}")
-            }
-        }
-        Path::Some { parent }
-        | Path::NewtypeStruct { parent }
-        | Path::NewtypeVariant { parent } => key_of(parent),
-    }
-}
-
-/// Parse TOML into `T`; unknown keys are all reported, not only the first.
+/// Parse TOML into `T`, recording every problem of the text (see `reader`).
 pub(crate) fn parse_toml<T: DeserializeOwned>(
     path: &Path,
     text: &str,
     all: &mut Vec<ConfigIssue>,
 ) -> Option<T> {
-    let mut issues = Issues {
-        file: path.to_path_buf(),
-        all,
-    };
-    let mut unknown = Vec::new();
-    let parsed = toml::Deserializer::parse(text)
-        .and_then(|de| serde_ignored::deserialize(de, |p| unknown.push(key_of(&p))));
-    match parsed {
-        Ok(v) => {
-            for key in unknown {
-                issues.add(key, "unknown key");
-            }
-            Some(v)
-        }
-        Err(e) => {
-            issues.add("", toml_error(text, &e));
-            None
-        }
+    let (value, found) = super::reader::read::<T>(text);
+    for f in found {
+        all.push(ConfigIssue {
+            file: path.to_path_buf(),
+            place: Some(Place::of(text, f.span.start)),
+            key: f.key,
+            message: f.message,
+            warning: false,
+        });
     }
-}
-
-/// A TOML error as `line L, column C: message`.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = e.message().trim();
-    match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-            format!("line {line}, column {column}: {message}")
-        }
-        None => message.to_string(),
-    }
+    value
 }
 
 pub(crate) fn read(path: &Path, all: &mut Vec<ConfigIssue>) -> Option<String> {

@@ -15,13 +15,14 @@ mod login;
 pub mod model;
 pub mod openapi;
 mod pem;
+mod reader;
 mod redis;
 mod rules;
 mod tracing;
 mod values;
 
 use issues::{parse_toml, read};
-pub use issues::{ConfigErrors, ConfigIssue};
+pub use issues::{ConfigErrors, ConfigIssue, Place};
 use model::Config;
 use std::path::Path;
 

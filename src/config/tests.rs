@@ -117,7 +117,7 @@ fn the_base_configuration_loads() {
 #[test]
 fn gateway_toml_errors_name_their_key() {
     let cases: Vec<(String, &str)> = vec![
-        (format!("colour = 1\n{BASE}[admin]\naddress = \"x\"\nsize = 2\n"), "gateway.toml: admin.size: unknown key|gateway.toml: colour: unknown key|gateway.toml: admin.address: \"x\" is not an address: invalid socket address"),
+        (format!("colour = 1\n{BASE}[admin]\naddress = \"x\"\nsize = 2\n"), "gateway.toml: line 1, column 1: colour: unknown key|gateway.toml: line 32, column 1: admin.size: unknown key|gateway.toml: admin.address: \"x\" is not an address: invalid socket address"),
         (gateway("", "", "scheme = \"i SHARE\"\n"), "gateway.toml: scheme: must be a single word, e.g. iSHARE"),
         (gateway("party_id = \"EU.EORI.NL000000003\"", "party_id = \"nobody\"", ""), "gateway.toml: identity.party_id: party identifier \"nobody\" is neither of the form <scope>.EORI.<number> (e.g. EU.EORI.NL000000001) nor <method>:<value> (did:ishare:EU.NL.NTRNL-10000001, did:web:example.com, CoC:123456789)"),
         (gateway("key = \"id.key.pem\"", "key = \"missing.pem\"", ""), "gateway.toml: identity.key: missing.pem: No such file or directory (os error 2)"),
@@ -152,7 +152,7 @@ fn gateway_toml_errors_name_their_key() {
         (gateway("", "", "[replay]\nstore = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n[login]\nidentity_provider = \"EU.EORI.NL000000007\"\nurl = \"https://idp\"\n"), "gateway.toml: login.session_secret_file: needed with [replay] store = \"redis\": every instance must open the others' cookies"),
         (gateway("", "", "scheme_version = \"3.0\"\n[login]\nidentity_provider = \"EU.EORI.NL000000007\"\nurl = \"https://idp\"\nscheme_version = \"2.5\"\nlogout_path = \"/return\"\n"), "gateway.toml: login.scheme_version: \"2.5\" is not a scheme version: use one of \"1.9\", \"2.0\", \"2.1\", \"2.2\", \"3.0\"|gateway.toml: login.logout_path: a path starting with / other than /return"),
         (gateway("", "", "[log]\nformat = \"xml\"\n"), "gateway.toml: log.format: unknown variant `xml`, expected `text` or `json`"),
-        (gateway("", "", "[tracing]\notlp_endpoint = \"ftp://127.0.0.1:4318\"\nservice_name = \" \"\nsample_ratio = 1.5\nspeed = 1\n"), "gateway.toml: tracing.speed: unknown key|gateway.toml: tracing.otlp_endpoint: \"ftp://127.0.0.1:4318\": an OTLP/HTTP endpoint is http:// or https://, not ftp:|gateway.toml: tracing.service_name: must not be empty|gateway.toml: tracing.sample_ratio: 1.5 is not a share from 0 (none) to 1 (every new trace)"),
+        (gateway("", "", "[tracing]\notlp_endpoint = \"ftp://127.0.0.1:4318\"\nservice_name = \" \"\nsample_ratio = 1.5\nspeed = 1\n"), "gateway.toml: line 33, column 1: tracing.speed: unknown key|gateway.toml: tracing.otlp_endpoint: \"ftp://127.0.0.1:4318\": an OTLP/HTTP endpoint is http:// or https://, not ftp:|gateway.toml: tracing.service_name: must not be empty|gateway.toml: tracing.sample_ratio: 1.5 is not a share from 0 (none) to 1 (every new trace)"),
         (gateway("", "", "[tracing]\notlp_endpoint = \"http://user:secret@127.0.0.1:4318/v1/traces\"\nsample_ratio = -0.1\n"), "gateway.toml: tracing.otlp_endpoint: \"http://user:secret@127.0.0.1:4318/v1/traces\" holds credentials: the endpoint takes none|gateway.toml: tracing.sample_ratio: -0.1 is not a share from 0 (none) to 1 (every new trace)"),
         (gateway("", "", "[tracing]\notlp_endpoint = \"collector:4318\"\n"), "gateway.toml: tracing.otlp_endpoint: \"collector:4318\": an OTLP/HTTP endpoint is http:// or https://, not collector:"),
         (gateway("", "", "[tracing]\notlp_endpoint = \"/v1/traces\"\n"), "gateway.toml: tracing.otlp_endpoint: \"/v1/traces\" is not a URL: relative URL without a base"),
@@ -189,7 +189,7 @@ fn gateway_toml_errors_name_their_key() {
     );
     assert_eq!(
         issues(&format!("{BASE}[server]\nthreads = \"many\"\n"), ROUTE),
-        ["gateway.toml: line 30, column 11: invalid type: string \"many\", expected usize"]
+        ["gateway.toml: line 30, column 11: server.threads: invalid type: string \"many\", expected usize"]
     );
     assert_eq!(
         issues("", ROUTE),
@@ -279,6 +279,41 @@ fn risky_but_allowed_settings_are_warnings() {
             format!("identity.certificate_chain: the chain's root ({root}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"),
             "registry[0].url: http://127.0.0.1:9104 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
         ]
+    );
+}
+
+#[test]
+fn a_misspelled_key_is_named_with_its_line_and_the_key_it_resembles_and_the_rest_still_checked() {
+    let toml = gateway(
+        "addresses = [\"127.0.0.1:9180\"]",
+        "adresses = [\"127.0.0.1:9180\"]\nconect_timeout = \"1s\"",
+        "scheme = \"i SHARE\"\n",
+    );
+    assert_eq!(
+        issues(&toml, ROUTE),
+        [
+            "gateway.toml: line 24, column 1: upstream[0].adresses: unknown key; did you mean `addresses`?",
+            "gateway.toml: line 25, column 1: upstream[0].conect_timeout: unknown key; did you mean `connect_timeout`?",
+            "gateway.toml: scheme: must be a single word, e.g. iSHARE",
+        ]
+    );
+    // Without a twin the key is missing: its table is left out, the rest of the file still read.
+    let toml = gateway(
+        "addresses = [\"127.0.0.1:9180\"]",
+        "hosts = [\"127.0.0.1:9180\"]",
+        "[server]\nthreads = \"many\"\n",
+    );
+    assert_eq!(
+        issues(&toml, ROUTE),
+        [
+            "gateway.toml: line 21, column 1: upstream[0]: missing field `addresses`",
+            "gateway.toml: line 23, column 1: upstream[0].hosts: unknown key",
+            "gateway.toml: line 30, column 11: server.threads: invalid type: string \"many\", expected usize",
+        ]
+    );
+    assert_eq!(
+        issues(&format!("{BASE}[admin]\naddress = \"a\"\n[admin]\n"), ROUTE),
+        ["gateway.toml: line 31, column 2: duplicate key `admin`",]
     );
 }
 
@@ -462,7 +497,7 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
     assert_eq!(
         issues(&api("max_batch = 0\ncolour = 1\n"), ROUTE),
         [
-            "gateway.toml: decision_api.colour: unknown key",
+            "gateway.toml: line 31, column 1: decision_api.colour: unknown key",
             "gateway.toml: decision_api.address: missing: an address such as \"127.0.0.1:9902\"",
             "gateway.toml: decision_api.max_batch: at least 1",
         ]
