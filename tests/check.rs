@@ -1,6 +1,7 @@
 //! `ishare-gateway check` as operators run it, on a small configuration like the README's first
 //! one: every problem of a run listed together, a misspelled key named at its line with the key it
-//! resembles, and participants whose certificates only the platform's roots can verify warned of.
+//! resembles, route names the gateway counts its own answers under refused, and participants whose
+//! certificates only the platform's roots can verify warned of.
 
 use ishare_gateway::testbed::pki::TestPki;
 use std::path::Path;
@@ -107,6 +108,25 @@ fn every_duplicate_key_is_named_at_its_line() {
         [
             "gateway.toml: line 10, column 1: duplicate key `party_id`",
             "gateway.toml: line 15, column 2: duplicate key `identity`",
+        ]
+    );
+}
+
+#[test]
+fn routes_cannot_take_the_names_the_gateway_counts_its_own_answers_under() {
+    let rules = format!(
+        "{}{}",
+        ROUTE.replace("\"orders\"", "\"token\""),
+        ROUTE
+            .replace("\"orders\"", "\"unmatched\"")
+            .replace("/orders/", "/other/")
+    );
+    let reserved = "is reserved: the gateway counts its own answers under unmatched, token, capabilities, login_return, logout, authzen (it is a metrics label)";
+    assert_eq!(
+        refused(GATEWAY, &rules),
+        [
+            format!("policies/api.toml: route[0] (token).name: \"token\" {reserved}"),
+            format!("policies/api.toml: route[1] (unmatched).name: \"unmatched\" {reserved}"),
         ]
     );
 }

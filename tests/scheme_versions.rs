@@ -60,7 +60,7 @@ fn rules() -> String {
             "[[route]]\nname = \"shadow\"\nmethods = [\"GET\"]\npath = \"/api/shadow/{{id}}\"\nupstream = \"echo\"\nmode = \"shadow\"\n[route.delegation]\npolicy_issuer = \"{OWNER}\"\nresource_type = \"CONTAINER\"\nidentifiers = [\"{{path.id}}\"]\n\n"
         ),
         "[[route]]\nname = \"public\"\npath = \"/public/{*rest}\"\nupstream = \"echo\"\nauth = \"public\"\n\n".into(),
-        "[[route]]\nname = \"token\"\npath = \"/token-only/{*rest}\"\nupstream = \"echo\"\nauth = \"token\"\n\n".into(),
+        "[[route]]\nname = \"token-only\"\npath = \"/token-only/{*rest}\"\nupstream = \"echo\"\nauth = \"token\"\n\n".into(),
     ]
     .concat()
 }

@@ -8,6 +8,7 @@ use super::values::header_name;
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
 use crate::scheme::vocabulary::Action;
+use crate::telemetry::metrics::own_route;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -164,7 +165,8 @@ fn route(
     })
 }
 
-/// Whether the route's name can be a metrics label: letters, digits, '-', '_' and '.'.
+/// Whether the route's name can be a metrics label: letters, digits, '-', '_' and '.', and not a
+/// name the gateway counts its own answers under.
 fn check_name(key: &str, name: &str, issues: &mut Issues) {
     let valid = !name.is_empty()
         && name
@@ -174,6 +176,15 @@ fn check_name(key: &str, name: &str, issues: &mut Issues) {
         issues.add(
             format!("{key}.name"),
             "use letters, digits, '-', '_' and '.' (it is a metrics label)",
+        );
+    }
+    if own_route::ALL.contains(&name) {
+        issues.add(
+            format!("{key}.name"),
+            format!(
+                "{name:?} is reserved: the gateway counts its own answers under {} (it is a metrics label)",
+                own_route::ALL.join(", ")
+            ),
         );
     }
 }

@@ -352,6 +352,7 @@ fn rule_errors_name_their_file_route_and_key() {
     let cases: Vec<(String, String)> = vec![
         (route("[[route]]\nname = \"r\"\npath = \"/b\"\nupstream = \"legacy\"\n"), "policies/rules.toml: route[1].name: \"r\" is used by another route".into()),
         (ROUTE.replace("name = \"r\"", "name = \"r s\""), "policies/rules.toml: route[0] (r s).name: use letters, digits, '-', '_' and '.' (it is a metrics label)".into()),
+        (ROUTE.replace("name = \"r\"", "name = \"token\""), "policies/rules.toml: route[0] (token).name: \"token\" is reserved: the gateway counts its own answers under unmatched, token, capabilities, login_return, logout, authzen (it is a metrics label)".into()),
         (ROUTE.replace("/api/{id}", "/api//{id}"), format!("{r}.path: the path is not in normal form; write /api/{{id}}")),
         (ROUTE.replace("/api/{id}", "/api/x{id}"), format!("{r}.path: segment x{{id}} mixes text and a capture; a capture is a whole segment")),
         (ROUTE.replace("/api/{id}", "/connect/token"), format!("{r}.path: /connect/token is served by the gateway itself")),

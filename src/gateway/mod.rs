@@ -34,7 +34,7 @@ use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
-use crate::telemetry::metrics::Outcome;
+use crate::telemetry::metrics::{own_route, Outcome};
 use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;
@@ -181,7 +181,7 @@ async fn login_path(
 ) -> Result<Option<Answer>, Reject> {
     let req = session.req_header();
     if path == login.settings.return_path {
-        ctx.decision.route = "login_return".into();
+        ctx.decision.route = own_route::LOGIN_RETURN.into();
         if req.method != Method::GET {
             return Err(Reject::MethodNotAllowed(vec![Method::GET]));
         }
@@ -196,7 +196,7 @@ async fn login_path(
     if path != login.settings.logout_path {
         return Ok(None);
     }
-    ctx.decision.route = "logout".into();
+    ctx.decision.route = own_route::LOGOUT.into();
     let answer = match req.method {
         Method::GET | Method::HEAD => {
             ctx.decision.outcome = Outcome::Local;
@@ -271,7 +271,7 @@ impl Gateway {
         ctx.decision.stage = Stage::Answer;
         let shared = &self.state.shared;
         if snap.config.tokens.paths.contains(&path) {
-            ctx.decision.route = "token".into();
+            ctx.decision.route = own_route::TOKEN.into();
             let clock = ctx
                 .body
                 .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
@@ -282,7 +282,7 @@ impl Gateway {
             return Ok(Some(answer));
         }
         if path == crate::scheme::vocabulary::CAPABILITIES_PATH {
-            ctx.decision.route = "capabilities".into();
+            ctx.decision.route = own_route::CAPABILITIES.into();
             let (answer, caller) = capabilities::answer(
                 session.req_header(),
                 &snap.capabilities,
@@ -413,7 +413,7 @@ impl ProxyHttp for Gateway {
                         tracing::warn!(route = %d.route, reason = d.reason, decision_id = %d.id, left_out, "{detail}");
                     }
                 }
-                if ctx.decision.route == "token" {
+                if ctx.decision.route == own_route::TOKEN {
                     self.state
                         .shared
                         .metrics

@@ -7,6 +7,7 @@ use crate::config::defaults::TOKEN_PATHS;
 use crate::request::pattern::PathPattern;
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{Action, CAPABILITIES_PATH};
+use crate::telemetry::metrics::own_route;
 use http::Method;
 use std::collections::BTreeSet;
 
@@ -78,12 +79,13 @@ pub(super) struct Pattern {
     pub captures: Vec<(String, String)>,
 }
 
-/// Every operation planned, route names made unique in document order.
+/// Every operation planned, route names made unique in document order (and apart from the
+/// names the gateway counts its own answers under).
 pub(super) fn plan(
     operations: &[Operation],
     defaults: &RouteDefaults,
 ) -> Result<Vec<Planned>, OpenApiError> {
-    let mut names = BTreeSet::new();
+    let mut names = BTreeSet::from(own_route::ALL.map(String::from));
     operations
         .iter()
         .map(|op| plan_one(op, defaults, &mut names))

@@ -356,6 +356,14 @@ fn bad_documents_are_refused_with_what_is_wrong() {
 }
 
 #[test]
+fn an_operation_named_as_the_gateway_counts_its_own_answers_is_renamed() {
+    let g = generate("openapi: 3.0.0\npaths:\n  /t:\n    get: {operationId: token}\n  /u:\n    get: {operationId: unmatched}\n").unwrap();
+    let routes = load(&g.text).unwrap_or_else(|e| panic!("{}\n{e:?}", g.text));
+    let names: Vec<&str> = routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["token-2", "unmatched-2"]);
+}
+
+#[test]
 fn text_from_the_document_cannot_break_out_of_a_comment_or_a_string() {
     let doc = "openapi: 3.0.0\ninfo: {title: \"x\\n[[route]]\\nname = \\\"evil\\\"\", version: \"1\\r\\n#\"}\npaths:\n  /a:\n    get: {operationId: \"a\\\"b\", summary: \"say \\\"hi\\\"\\n[x]\"}\n";
     let g = generate(doc).unwrap();

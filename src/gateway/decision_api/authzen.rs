@@ -24,6 +24,7 @@ use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::own_route;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -541,7 +542,9 @@ async fn evaluate(
     let query = Query::default();
     let mut d = Decision::new();
     d.method = "AUTHZEN".into();
-    d.route = route.as_ref().map_or("authzen".into(), |r| r.name.clone());
+    d.route = route
+        .as_ref()
+        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone());
     match asked.subject.kind.as_str() {
         "person" => d.called_by_person(asked.subject.id.clone()),
         _ => d.called_by_party(asked.subject.id.clone()),
