@@ -326,3 +326,53 @@ fn bad_input_is_an_error_with_a_message_never_a_panic() {
         stderr(&bad_owner)
     );
 }
+
+#[test]
+fn documents_too_large_or_nested_too_deep_are_refused_before_they_are_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "openapi: 3.0.0\ninfo: {title: Deep, version: '1'}\npaths:\n  /a:\n    get: {}\n";
+    // 200 KB of nesting, which took YAML's scanner minutes.
+    let deep = dir.path().join("deep.yaml");
+    let nesting = 100_000;
+    std::fs::write(
+        &deep,
+        format!(
+            "{head}x-deep: {}{}\n",
+            "[".repeat(nesting),
+            "]".repeat(nesting)
+        ),
+    )
+    .unwrap();
+    let run = generate(&deep, &[]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(
+        stderr(&run),
+        format!("error: {}: line 6: more than 64 brackets ([ or {{) open at once: a document nested this deep is not read (reading it takes time growing with the square of its depth)\n", deep.display())
+    );
+    assert!(run.stdout.is_empty());
+
+    let large = dir.path().join("large.yaml");
+    std::fs::write(&large, format!("{head}# {}\n", "x".repeat(8 << 20))).unwrap();
+    let run = generate(&large, &[]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(
+        stderr(&run),
+        format!(
+            "error: {}: larger than 8 MiB: no document that big is read\n",
+            large.display()
+        )
+    );
+    assert!(run.stdout.is_empty());
+
+    // Nesting as deep as real documents go is read.
+    let nested = dir.path().join("nested.yaml");
+    std::fs::write(
+        &nested,
+        format!("{head}x-nested: {}{}\n", "[".repeat(64), "]".repeat(64)),
+    )
+    .unwrap();
+    let run = generate(&nested, &[]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(stderr(&run), "1 routes from \"Deep\" 1 (nested.yaml)\n");
+    assert!(String::from_utf8_lossy(&run.stdout).contains("[[route]]\nname = \"get-a\""));
+}

@@ -1,9 +1,11 @@
 //! `ishare-gateway routes-from-openapi`: a starting rules file from an OpenAPI document, written to
 //! standard output or to a file that is not overwritten unless asked.
 
-use crate::config::openapi::{routes_from_openapi, RouteDefaults};
+use crate::config::openapi::{
+    check_size, routes_from_openapi, OpenApiError, RouteDefaults, MAX_BYTES,
+};
 use crate::scheme::party::PartyId;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -37,8 +39,7 @@ fn scheme_name(text: &str) -> Result<String, String> {
 
 /// Read the document, make the rules, write them; say on standard error what was made.
 pub fn run(args: RoutesFromOpenApiArgs) -> Result<(), String> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
+    let text = read(&args.file)?;
     let source = args.file.file_name().map_or_else(
         || args.file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -69,6 +70,21 @@ pub fn run(args: RoutesFromOpenApiArgs) -> Result<(), String> {
         eprintln!("left out: {skipped}");
     }
     Ok(())
+}
+
+/// The document's text; one larger than routes are made from is refused unread.
+fn read(path: &Path) -> Result<String, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let refused = |e: OpenApiError| format!("{}: {e}", path.display());
+    check_size(file.metadata().map_err(cannot)?.len()).map_err(refused)?;
+    // A file that grows (or a pipe, of no size) is still read no further than can be refused.
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    check_size(bytes.len() as u64).map_err(refused)?;
+    String::from_utf8(bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// Write `text` to a new file, or over an existing one only with `force`.

@@ -12,6 +12,14 @@ const METHODS: [&str; 9] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace", "query",
 ];
 
+/// The largest document read, in bytes: API descriptions are far smaller.
+pub const MAX_BYTES: usize = 8 << 20;
+
+/// The most brackets (`[`, `{`) open at once. YAML's scanner walks every open flow collection at
+/// each token, so its time grows with the square of the nesting; JSON documents are flow
+/// collections throughout, and real ones nest a few dozen levels at most.
+pub const MAX_DEPTH: usize = 64;
+
 /// The document, read.
 #[derive(Debug)]
 pub struct Document {
@@ -176,8 +184,41 @@ impl<'de> Deserialize<'de> for PathItemFile {
     }
 }
 
-/// Read a document: JSON when it starts with `{`, YAML otherwise.
+/// Whether a document of `bytes` bytes may be read.
+pub fn check_size(bytes: u64) -> Result<(), OpenApiError> {
+    match usize::try_from(bytes) {
+        Ok(n) if n <= MAX_BYTES => Ok(()),
+        _ => Err(OpenApiError::TooLarge),
+    }
+}
+
+/// Whether the document nests no deeper than `MAX_DEPTH`, counted before it is parsed: every `[`
+/// and `{` opens and every `]` and `}` closes, quoted or not (a document needs that many unclosed
+/// brackets in its text to be refused). The line where it goes deeper, if it does.
+fn check_depth(text: &str) -> Result<(), OpenApiError> {
+    let mut depth = 0usize;
+    let mut line = 1;
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(OpenApiError::TooDeep { line });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'\n' => line += 1,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Read a document: JSON when it starts with `{`, YAML otherwise; one too large or nested too
+/// deep is refused unparsed.
 pub fn read(text: &str) -> Result<Document, OpenApiError> {
+    check_size(text.len() as u64)?;
+    check_depth(text)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let json = text.trim_start().starts_with('{');
     parse::<IgnoredAny>(text, json).map_err(|e| OpenApiError::Unreadable { json, message: e.1 })?;

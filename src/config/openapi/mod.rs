@@ -6,6 +6,7 @@ mod document;
 mod routes;
 mod write;
 
+pub use document::{check_size, MAX_BYTES, MAX_DEPTH};
 pub use routes::RouteDefaults;
 
 /// Why a document gives no rules.
@@ -13,6 +14,10 @@ pub use routes::RouteDefaults;
 pub enum OpenApiError {
     #[error("not {}: {message}", if *json { "JSON" } else { "YAML (or JSON)" })]
     Unreadable { json: bool, message: String },
+    #[error("larger than {} MiB: no document that big is read", MAX_BYTES >> 20)]
+    TooLarge,
+    #[error("line {line}: more than {MAX_DEPTH} brackets ([ or {{) open at once: a document nested this deep is not read (reading it takes time growing with the square of its depth)")]
+    TooDeep { line: usize },
     #[error("not an OpenAPI document: it has no `openapi` (3.x) or `swagger` (2.0) field")]
     NotOpenApi,
     #[error("{0} is not supported: OpenAPI 3.x and Swagger 2.0 are")]

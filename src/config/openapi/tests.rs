@@ -356,6 +356,35 @@ fn bad_documents_are_refused_with_what_is_wrong() {
 }
 
 #[test]
+fn documents_too_large_or_nested_too_deep_are_refused_unparsed() {
+    let nested = |depth: usize| {
+        format!(
+            "openapi: 3.0.0\npaths:\n  /x:\n    get: {{}}\nx-deep: {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    assert_eq!(generate(&nested(MAX_DEPTH)).unwrap().routes, 1);
+    assert_eq!(
+        generate(&nested(MAX_DEPTH + 1)).unwrap_err(),
+        OpenApiError::TooDeep { line: 5 }
+    );
+    assert_eq!(
+        generate(&nested(200_000)).unwrap_err().to_string(),
+        "line 5: more than 64 brackets ([ or {) open at once: a document nested this deep is not read (reading it takes time growing with the square of its depth)"
+    );
+    let padded = |size: usize| {
+        let doc = nested(1);
+        format!("{doc}{}", "#".repeat(size - doc.len()))
+    };
+    assert_eq!(generate(&padded(MAX_BYTES)).unwrap().routes, 1);
+    assert_eq!(
+        generate(&padded(MAX_BYTES + 1)).unwrap_err().to_string(),
+        "larger than 8 MiB: no document that big is read"
+    );
+}
+
+#[test]
 fn an_operation_named_as_the_gateway_counts_its_own_answers_is_renamed() {
     let g = generate("openapi: 3.0.0\npaths:\n  /t:\n    get: {operationId: token}\n  /u:\n    get: {operationId: unmatched}\n").unwrap();
     let routes = load(&g.text).unwrap_or_else(|e| panic!("{}\n{e:?}", g.text));
