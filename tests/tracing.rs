@@ -531,6 +531,8 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
         ("X-B3-TraceId", CLIENT_TRACE),
         ("X-B3-SpanId", CLIENT_SPAN),
         ("X-B3-Sampled", "1"),
+        ("X_B3_TraceId", CLIENT_TRACE),
+        ("Trace_Parent", traceparent.as_str()),
     ];
 
     // While the collector refuses, the spans are counted as failed, not kept.
@@ -562,7 +564,14 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
         echo["headers"].get("tracestate").is_none(),
         "the client's tracestate does not reach the backend: {echo}"
     );
-    for b3 in ["b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled"] {
+    for b3 in [
+        "b3",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-sampled",
+        "x_b3_traceid",
+        "trace_parent",
+    ] {
         assert!(
             echo["headers"].get(b3).is_none(),
             "the client's {b3} does not reach the backend: {echo}"

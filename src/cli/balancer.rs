@@ -16,8 +16,8 @@ pub struct Backend {
 /// instances that are ready (over the live ones when none is: a Redis outage makes every instance
 /// unready, and what needs no store should still pass), retries of idempotent requests on another
 /// instance, and each answer naming the instance that gave it (`X-Instance`). It tells the instances
-/// the client's address (`option forwardfor`) and scheme (`X-Forwarded-Proto`, its own value): they
-/// list it in `trusted_proxies`.
+/// the client's address (`option forwardfor`, the client's own `X-Forwarded-For` removed first) and
+/// scheme (`X-Forwarded-Proto`, its own value): they list it in `trusted_proxies`.
 pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
     let servers: String = backends
         .iter()
@@ -45,6 +45,7 @@ defaults
   default-server inter 500ms fall 2 rise 2
 frontend gateways
   bind 127.0.0.1:{port}{tls}
+  http-request del-header X-Forwarded-For
   option forwardfor
   http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
   http-request set-header X-Forwarded-Proto http if !{{ ssl_fc }}

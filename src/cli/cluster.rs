@@ -676,6 +676,7 @@ async fn clients_are_told_apart(
         .get(format!("{public_url}{CONTAINER}"))
         .bearer_auth(token)
         .header("X-Forwarded-Proto", "http")
+        .header("X-Forwarded-For", "6.6.6.6")
         .send()
         .await
         .map_err(|e| e.to_string())?
@@ -690,7 +691,7 @@ async fn clients_are_told_apart(
     };
     let (proto, forwarded_for) = (told("x-forwarded-proto"), told("x-forwarded-for"));
     println!(
-        "   → GET {public_url}{CONTAINER} from {greedy} (saying X-Forwarded-Proto: http)   ← the backend got X-Forwarded-Proto: {proto}, X-Forwarded-For: {forwarded_for}"
+        "   → GET {public_url}{CONTAINER} from {greedy} (saying X-Forwarded-Proto: http, X-Forwarded-For: 6.6.6.6)   ← the backend got X-Forwarded-Proto: {proto}, X-Forwarded-For: {forwarded_for}"
     );
     if proto != "https" || !forwarded_for.starts_with(&greedy.to_string()) {
         return Err("the backend was not told the client's address and scheme".into());

@@ -51,16 +51,28 @@ impl BodyClock {
 
 /// The scan a forwarded body gets for a `_method` field (a form's, a multipart part's or a JSON
 /// key), which frameworks run as the request's method: on every route that does not accept
-/// `method_override`, for bodies of a form or JSON type (every Content-Type given is honoured).
+/// `method_override`, for a body of a form or JSON type or of none (every Content-Type given is
+/// honoured); refused at once when the body could not be read one way (compressed, an ambiguous
+/// boundary, JSON in another charset).
 pub fn method_field_scan(
     route: &Route,
     req: &pingora::http::RequestHeader,
-) -> Option<MethodFieldScan> {
-    if route.accept.contains(Ambiguity::MethodOverride) {
-        return None;
+    has_body: bool,
+) -> Result<Option<MethodFieldScan>, Reject> {
+    if !has_body || route.accept.contains(Ambiguity::MethodOverride) {
+        return Ok(None);
     }
-    let types = req.headers.get_all(http::header::CONTENT_TYPE);
-    MethodFieldScan::for_content_types(types.iter().map(http::HeaderValue::as_bytes))
+    let values = |name| {
+        req.headers
+            .get_all(name)
+            .into_iter()
+            .map(http::HeaderValue::as_bytes)
+    };
+    MethodFieldScan::for_body(
+        values(http::header::CONTENT_TYPE),
+        values(http::header::CONTENT_ENCODING),
+    )
+    .map_err(refusal)
 }
 
 /// Scan the next chunk of a forwarded body (None at its end); the refusal when it holds a
@@ -73,12 +85,13 @@ pub fn scan_chunk(
     let found = chunk
         .and_then(|c| scan.feed(c))
         .or_else(|| end.then(|| scan.finish()).flatten());
+    found.map_or(Ok(()), |f| Err(refusal(f)))
+}
+
+fn refusal(found: Finding) -> Reject {
     match found {
-        None => Ok(()),
-        Some(Finding::MethodOverride) => Err(Reject::Ambiguous(Ambiguity::MethodOverride)),
-        Some(Finding::PartHeadersTooLong) => Err(Reject::UnreadableBody(BodyError::Unreadable(
-            "a part of the multipart body has headers longer than 8 KiB",
-        ))),
+        Finding::MethodOverride => Reject::Ambiguous(Ambiguity::MethodOverride),
+        Finding::Unreadable(why) => Reject::UnreadableBody(BodyError::Unreadable(why)),
     }
 }
 

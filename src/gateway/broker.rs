@@ -44,7 +44,13 @@ pub async fn original_consumer(
     let consumer = signer.record.id.clone();
     let until = jti_retention(&checked, rules, now);
     replay
-        .first_use(&consumer, &checked.jti, checked.iat, until, now)
+        .first_use(
+            &consumer,
+            &checked.jti,
+            (checked.iat, rules.leeway_secs),
+            until,
+            now,
+        )
         .await
         .map_err(|e| Reject::Unavailable(e.into()))?
         .accepted()

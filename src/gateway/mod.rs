@@ -308,7 +308,8 @@ impl Gateway {
         )?;
         ctx.route = Some(routed.route.clone());
         ctx.upstream_uri = Some(routed.upstream_uri.clone());
-        ctx.method_field = body::method_field_scan(&routed.route, session.req_header());
+        let has_body = !session.is_body_empty();
+        ctx.method_field = body::method_field_scan(&routed.route, session.req_header(), has_body)?;
         let route = routed.route.clone();
         if route.login {
             let Some(login) = &snap.login else {

@@ -64,6 +64,8 @@ pub struct RedisStore {
     pub(super) namespace: String,
     /// The replay store's epoch this instance last saw (0: none yet).
     pub(super) epoch_seen: std::sync::atomic::AtomicI64,
+    /// The epoch of the last reset this instance saw (the epoch changed under it; -1: none).
+    pub(super) reset_seen: std::sync::atomic::AtomicI64,
     metrics: Metrics,
 }
 
@@ -151,6 +153,7 @@ impl RedisStore {
             }),
             namespace: namespace.to_string(),
             epoch_seen: std::sync::atomic::AtomicI64::new(0),
+            reset_seen: std::sync::atomic::AtomicI64::new(-1),
             metrics,
         })
     }

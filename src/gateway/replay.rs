@@ -69,18 +69,19 @@ impl ReplayStore {
     }
 
     /// Remember `jti` of `issuer`, an assertion issued at `issued`, until `until` (seconds since
-    /// the epoch).
+    /// the epoch). `leeway`: how far in the future an `iat` is accepted, and so how long before
+    /// its `iat` an assertion may have been accepted by a store that was lost.
     pub async fn first_use(
         &self,
         issuer: &str,
         jti: &str,
-        issued: f64,
+        (issued, leeway): (f64, f64),
         until: f64,
         now: Timestamp,
     ) -> Result<Use, ReplayError> {
         match self {
             ReplayStore::Memory(m) => m.first_use(issuer, jti, issued, until, now),
-            ReplayStore::Redis(r) => r.first_use(issuer, jti, issued, until, now).await,
+            ReplayStore::Redis(r) => r.first_use(issuer, jti, (issued, leeway), until, now).await,
         }
     }
 
@@ -177,7 +178,7 @@ impl RedisStore {
         &self,
         issuer: &str,
         jti: &str,
-        issued: f64,
+        (issued, leeway): (f64, f64),
         until: f64,
         now: Timestamp,
     ) -> Result<Use, ReplayError> {
@@ -197,7 +198,15 @@ impl RedisStore {
             .arg(millis);
         let answer = self.run(command).await.map_err(ReplayError::Unavailable)?;
         match integers(&answer).as_deref() {
-            Some(&[1, epoch]) => self.saw_epoch(epoch).map(|_| Use::First),
+            // After a reset this instance saw, an assertion issued up to `leeway` after the new
+            // epoch may have been accepted before it, with an iat in the future then.
+            Some(&[1, epoch])
+                if self.saw_epoch(epoch)? == self.reset_seen.load(Ordering::Relaxed)
+                    && issued < epoch as f64 + leeway =>
+            {
+                Ok(Use::BeforeEpoch(epoch))
+            }
+            Some(&[1, _]) => Ok(Use::First),
             Some(&[0, epoch]) => self.saw_epoch(epoch).map(|_| Use::Replayed),
             Some(&[-1, epoch]) => self.saw_epoch(epoch).map(|_| Use::BeforeEpoch(epoch)),
             _ => Err(ReplayError::Unavailable(format!(
@@ -228,6 +237,7 @@ impl RedisStore {
     fn saw_epoch(&self, epoch: i64) -> Result<i64, ReplayError> {
         let before = self.epoch_seen.swap(epoch, Ordering::Relaxed);
         if before != 0 && before != epoch {
+            self.reset_seen.store(epoch, Ordering::Relaxed);
             tracing::warn!(
                 previous_epoch = before,
                 epoch,

@@ -6,6 +6,7 @@
 
 use super::Ctx;
 use crate::config::model::B3;
+use crate::scheme::same_letters;
 use crate::telemetry::trace::{samples_children, Open, Tracing};
 use crate::telemetry::traceparent::{self, TRACEPARENT, TRACESTATE};
 use opentelemetry::trace::{SpanKind, TraceContextExt};
@@ -152,15 +153,24 @@ pub fn to_backend(ctx: &mut Ctx, upstream: &mut RequestHeader) -> pingora::Resul
         }
         None => spans.request.span_context(),
     };
-    upstream.insert_header(TRACEPARENT, traceparent::traceparent(span))?;
-    match traceparent::tracestate_of(span) {
-        Some(state) => upstream.insert_header(TRACESTATE, state)?,
-        None => {
-            upstream.remove_header(&TRACESTATE);
-        }
+    // The client's trace headers in any spelling a backend folds into the same name
+    // (`X_B3_TraceId`, `trace-parent`) go: the backend hears of the trace from the gateway alone.
+    let clients: Vec<http::HeaderName> = upstream
+        .headers
+        .keys()
+        .filter(|name| {
+            traceparent::TRACE_HEADERS
+                .iter()
+                .any(|h| same_letters(name.as_str(), h))
+        })
+        .cloned()
+        .collect();
+    for name in clients {
+        upstream.remove_header(&name);
     }
-    for name in traceparent::B3_HEADERS {
-        upstream.remove_header(name);
+    upstream.insert_header(TRACEPARENT, traceparent::traceparent(span))?;
+    if let Some(state) = traceparent::tracestate_of(span) {
+        upstream.insert_header(TRACESTATE, state)?;
     }
     let b3 = ctx
         .snap

@@ -87,7 +87,13 @@ pub async fn issue(
     let client = PartyId::parse(&signer.record.id).unwrap_or(assertion.client_id.clone());
     let until = jti_retention(&assertion, &rules, now);
     replay
-        .first_use(client.as_str(), &assertion.jti, assertion.iat, until, now)
+        .first_use(
+            client.as_str(),
+            &assertion.jti,
+            (assertion.iat, rules.leeway_secs),
+            until,
+            now,
+        )
         .await
         .map_err(|e| Reject::Unavailable(e.into()))?
         .accepted()

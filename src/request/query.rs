@@ -61,10 +61,14 @@ fn decode(component: &str) -> Result<String, QueryError> {
     Ok(text)
 }
 
-/// A query key as the backends that read it most loosely do: without white space at its edges
-/// (PHP drops it, and frameworks trim), in lower case, with ` ` and `.` read as `_` (PHP).
+/// A query key as the backends that read it most loosely do: up to a NUL (PHP cuts there), without
+/// white space at its edges (PHP drops it, and frameworks trim), in lower case, with ` ` and `.`
+/// read as `_` (PHP).
 pub(crate) fn same_name(key: &str) -> String {
-    key.trim()
+    key.split('\0')
+        .next()
+        .unwrap_or_default()
+        .trim()
         .chars()
         .map(|c| if c == ' ' || c == '.' { '_' } else { c })
         .flat_map(char::to_lowercase)

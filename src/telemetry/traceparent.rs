@@ -113,9 +113,12 @@ pub fn traceparent(span: &SpanContext) -> http::HeaderValue {
     http::HeaderValue::from_bytes(&text).expect("a traceparent is ASCII")
 }
 
-/// Zipkin's B3 headers, single (`b3`) and multiple (`X-B3-*`): a client's never reach the backend
-/// when tracing is on (they would name a trace the gateway did not choose).
-pub const B3_HEADERS: [&str; 6] = [
+/// The headers that carry a trace context: W3C's, and Zipkin's B3, single (`b3`) and multiple
+/// (`X-B3-*`). A client's never reach the backend when tracing is on (they would name a trace the
+/// gateway did not choose).
+pub const TRACE_HEADERS: [&str; 8] = [
+    "traceparent",
+    "tracestate",
     "b3",
     "x-b3-traceid",
     "x-b3-spanid",

@@ -16,6 +16,9 @@ use super::decision::Decision;
 use super::forward;
 use super::reject::{Answer, Body, Reject, DECISION_ID_HEADER};
 use super::snapshot::{GatewayState, Snapshot};
+use crate::config::model::Route;
+use crate::request::form::MethodFieldScan;
+use crate::request::Ambiguity;
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -247,8 +250,14 @@ fn as_decided(
             format!("the request is decided on as {decided}, and the proxy in front passes it to the backend as written: send the path and query in that form (routes with upstream_path or identifier_case cannot be served through another proxy)"),
         ));
     }
-    let exempt = exempt_headers(snap);
     let route = &routed.route;
+    if body_may_override(req, route) {
+        return Err(Refusal::bad_request(
+            "ambiguous_request",
+            "the request's body, of a form or JSON type, may hold a _method field, which some frameworks run as the method, and the decision service does not see the body: send such requests through the gateway itself, or let the route accept method_override if its backend reads no _method",
+        ));
+    }
+    let exempt = exempt_headers(snap);
     let refused = req.headers.iter().map(|(name, _)| name).find(|name| {
         !exempt.iter().any(|e| e.eq_ignore_ascii_case(name))
             && forward::is_removed(&name.to_ascii_lowercase(), route, &snap.config)
@@ -260,6 +269,26 @@ fn as_decided(
         )),
         None => Ok(()),
     }
+}
+
+/// Whether the request names a body type frameworks read a `_method` field from (or one that
+/// cannot be read one way), on a route that does not accept `method_override`: the decision
+/// service sees no body, so it cannot tell.
+fn body_may_override(req: &DryRequest, route: &Route) -> bool {
+    if route.accept.contains(Ambiguity::MethodOverride) {
+        return false;
+    }
+    let named = |header: &'static str| {
+        req.headers
+            .iter()
+            .filter(move |(name, _)| name.eq_ignore_ascii_case(header))
+            .map(|(_, value)| value.as_bytes())
+    };
+    named("content-type").next().is_some()
+        && !matches!(
+            MethodFieldScan::for_body(named("content-type"), named("content-encoding")),
+            Ok(None)
+        )
 }
 
 /// The headers the proxy in front removes or overwrites itself: the scheme's credentials, the
