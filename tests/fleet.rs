@@ -481,6 +481,28 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
     );
     assert_eq!(request_token(&http, &plain, form).await.status(), 400);
 
+    // The replica has what the master holds (its first sync may take seconds): the epoch and the
+    // jti go over with a failover.
+    let keys = |info: String| {
+        info.split("keys=")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .map(str::to_string)
+    };
+    let synced = eventually(Duration::from_secs(30), || async {
+        let held = keys(redis_info(master_port, PASSWORD, "keyspace").await);
+        redis_info(replica_port, PASSWORD, "replication")
+            .await
+            .contains("master_link_status:up")
+            && held.as_deref() == Some("2")
+            && keys(redis_info(replica_port, PASSWORD, "keyspace").await) == held
+    })
+    .await;
+    assert!(
+        synced,
+        "{}",
+        redis_info(replica_port, PASSWORD, "replication").await
+    );
     // The master dies: until the Sentinels promote the replica, token requests fail closed; then
     // they pass again, on the new master, with no restart.
     master.take().unwrap().kill();
