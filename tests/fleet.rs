@@ -296,6 +296,60 @@ async fn a_redis_back_empty_refuses_every_assertion_issued_before_it_came_back()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_lost_its_last_writes_but_kept_its_epoch_refuses_what_it_forgot() {
+    let bed = Bed::start(BIN).await;
+    let fleet = Fleet::start(&bed, BIN, RULES, 2).await;
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+    let http = reqwest::Client::new();
+    let identity = bed.identity(CONSUMER);
+    let assertion = identity
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    let form = || token_form(&identity, SP, Some(assertion.clone()));
+    let (status, body) = status_json(request_token(&http, &a, form()).await).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The store goes back to before that acceptance, as a replica that had not received it would
+    // be after a failover, or a restored snapshot: the epoch stays, the jti and the latest
+    // acceptance are gone.
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", fleet.redis_port)).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    for key in keys.iter().filter(|k| !k.ends_with(":epoch")) {
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    // The instance that wrote it finds out at its next call (the balancer's /ready, every 500 ms),
+    // and the other instance follows: the assertion is refused at both.
+    let noticed = eventually(Duration::from_secs(5), || async {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*:latest")
+            .query_async(&mut c.clone())
+            .await
+            .unwrap_or_default();
+        !keys.is_empty()
+    })
+    .await;
+    assert!(noticed, "{keys:?}");
+    for base in [&b, &a] {
+        let (status, body) = status_json(request_token(&http, base, form()).await).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (400, Some("issued_before_replay_store")),
+            "{body}"
+        );
+    }
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_killed_under_load_is_taken_out_and_costs_at_most_what_was_in_flight() {
     let bed = Bed::start(BIN).await;
     let mut fleet = Fleet::start(&bed, BIN, RULES, 2).await;
@@ -481,8 +535,8 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
     );
     assert_eq!(request_token(&http, &plain, form).await.status(), 400);
 
-    // The replica has what the master holds (its first sync may take seconds): the epoch and the
-    // jti go over with a failover.
+    // The replica has what the master holds (its first sync may take seconds): the epoch, the
+    // latest acceptance and the jti go over with a failover.
     let keys = |info: String| {
         info.split("keys=")
             .nth(1)
@@ -494,7 +548,7 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
         redis_info(replica_port, PASSWORD, "replication")
             .await
             .contains("master_link_status:up")
-            && held.as_deref() == Some("2")
+            && held.as_deref() == Some("3")
             && keys(redis_info(replica_port, PASSWORD, "keyspace").await) == held
     })
     .await;

@@ -66,6 +66,9 @@ pub struct RedisStore {
     pub(super) epoch_seen: std::sync::atomic::AtomicI64,
     /// The epoch of the last reset this instance saw (the epoch changed under it; -1: none).
     pub(super) reset_seen: std::sync::atomic::AtomicI64,
+    /// The latest acceptance (second) this instance wrote to the store: a store that holds an
+    /// older one lost writes.
+    pub(super) written: std::sync::atomic::AtomicI64,
     metrics: Metrics,
 }
 
@@ -154,6 +157,7 @@ impl RedisStore {
             namespace: namespace.to_string(),
             epoch_seen: std::sync::atomic::AtomicI64::new(0),
             reset_seen: std::sync::atomic::AtomicI64::new(-1),
+            written: std::sync::atomic::AtomicI64::new(0),
             metrics,
         })
     }

@@ -154,24 +154,55 @@ impl MemoryStore {
     }
 }
 
-/// The epoch's key written if missing, then read: `[epoch]`.
-const EPOCH: &str = "redis.call('SET', KEYS[1], ARGV[1], 'NX') \
-    return {tonumber(redis.call('GET', KEYS[1]))}";
-
-/// The epoch established as [`EPOCH`] does, then the jti kept with `SET key 1 NX PX ms` unless
-/// the assertion was issued before the epoch: `[1 first | 0 replayed | -1 before, epoch]`.
-const FIRST_USE: &str = "redis.call('SET', KEYS[1], ARGV[1], 'NX') \
+/// The epoch established (KEYS[1]: the epoch, KEYS[2]: the latest acceptance; ARGV[1]: now,
+/// ARGV[2]: the latest acceptance this instance wrote): when the store holds an older latest
+/// acceptance than this instance wrote, it lost writes (came back empty, a failover to a replica
+/// behind, a restored snapshot, the last second of an append-only file), and the epoch is the next
+/// second (an assertion of this second may have been accepted in what was lost), the latest
+/// acceptance now; written if missing (a store new to this instance); then `epoch` and `latest`
+/// read.
+const ESTABLISH: &str = "local latest = tonumber(redis.call('GET', KEYS[2])) or 0 \
+    if latest < tonumber(ARGV[2]) then \
+        redis.call('SET', KEYS[1], tonumber(ARGV[1]) + 1) \
+        redis.call('SET', KEYS[2], ARGV[1]) \
+        latest = tonumber(ARGV[1]) \
+    end \
+    redis.call('SET', KEYS[1], ARGV[1], 'NX') \
     local epoch = tonumber(redis.call('GET', KEYS[1])) \
-    if epoch == nil then return redis.error_reply('the epoch is not a number') end \
-    if tonumber(ARGV[2]) < epoch then return {-1, epoch} end \
-    if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[3]) then return {1, epoch} end \
+    if epoch == nil then return redis.error_reply('the epoch is not a number') end";
+
+/// The epoch, as of `/ready`: `[epoch]`.
+const EPOCH: &str = "return {epoch}";
+
+/// The epoch established, then the jti (KEYS[3]) kept with `SET key 1 NX PX ms` (ARGV[4]) unless
+/// the assertion was issued (ARGV[3]) before the epoch, and the latest acceptance moved on:
+/// `[1 first | 0 replayed | -1 before, epoch]`.
+const FIRST_USE: &str = "if tonumber(ARGV[3]) < epoch then return {-1, epoch} end \
+    if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then \
+        if latest < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], ARGV[1]) end \
+        return {1, epoch} \
+    end \
     return {0, epoch}";
 
 /// jtis on Redis, with the store's epoch in the same script (one round trip, atomic). A call that
 /// times out may still have stored the jti; the assertion is refused all the same.
 impl RedisStore {
-    fn epoch_key(&self) -> String {
-        format!("{}:epoch", self.namespace)
+    /// A script that establishes the epoch, then runs `then`: the keys and arguments [`ESTABLISH`]
+    /// takes, and `jti` as the third key.
+    fn script(&self, then: &str, jti: Option<String>, now: Timestamp) -> redis::Cmd {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(format!("{ESTABLISH} {then}"))
+            .arg(2 + usize::from(jti.is_some()))
+            .arg(format!("{}:epoch", self.namespace))
+            .arg(format!("{}:latest", self.namespace));
+        if let Some(jti) = jti {
+            command.arg(jti);
+        }
+        command
+            .arg(now.as_f64().floor() as i64)
+            .arg(self.written.load(Ordering::Relaxed));
+        command
     }
 
     async fn first_use(
@@ -183,19 +214,9 @@ impl RedisStore {
         now: Timestamp,
     ) -> Result<Use, ReplayError> {
         let millis = ((until - now.as_f64()) * 1000.0).ceil().max(1.0) as u64;
-        let mut command = redis::cmd("EVAL");
-        command
-            .arg(FIRST_USE)
-            .arg(2)
-            .arg(self.epoch_key())
-            .arg(format!(
-                "{}:jti:{}",
-                self.namespace,
-                hex::encode(key(issuer, jti))
-            ))
-            .arg(now.as_f64().floor() as i64)
-            .arg(issued)
-            .arg(millis);
+        let jti = format!("{}:jti:{}", self.namespace, hex::encode(key(issuer, jti)));
+        let mut command = self.script(FIRST_USE, Some(jti), now);
+        command.arg(issued).arg(millis);
         let answer = self.run(command).await.map_err(ReplayError::Unavailable)?;
         match integers(&answer).as_deref() {
             // After a reset this instance saw, an assertion issued up to `leeway` after the new
@@ -206,7 +227,11 @@ impl RedisStore {
             {
                 Ok(Use::BeforeEpoch(epoch))
             }
-            Some(&[1, _]) => Ok(Use::First),
+            Some(&[1, _]) => {
+                self.written
+                    .fetch_max(now.as_f64().floor() as i64, Ordering::Relaxed);
+                Ok(Use::First)
+            }
             Some(&[0, epoch]) => self.saw_epoch(epoch).map(|_| Use::Replayed),
             Some(&[-1, epoch]) => self.saw_epoch(epoch).map(|_| Use::BeforeEpoch(epoch)),
             _ => Err(ReplayError::Unavailable(format!(
@@ -215,14 +240,9 @@ impl RedisStore {
         }
     }
 
-    /// The store's epoch, written if it is missing.
+    /// The store's epoch, written if it is missing or the store lost writes.
     async fn establish_epoch(&self, now: Timestamp) -> Result<i64, ReplayError> {
-        let mut command = redis::cmd("EVAL");
-        command
-            .arg(EPOCH)
-            .arg(1)
-            .arg(self.epoch_key())
-            .arg(now.as_f64().floor() as i64);
+        let command = self.script(EPOCH, None, now);
         let answer = self.run(command).await.map_err(ReplayError::Unavailable)?;
         match integers(&answer).as_deref() {
             Some(&[epoch]) => self.saw_epoch(epoch),

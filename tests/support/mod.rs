@@ -812,9 +812,13 @@ impl RedisServer {
 
     /// redis-server with these arguments (its `--port` or `--tls-port` being `port`).
     pub async fn start_with(port: u16, args: &[&str]) -> RedisServer {
+        // A directory of its own: a replica's first sync writes dump.rdb there, and a server
+        // started where one lies would load it.
+        let dir = scratch_dir("redis");
         let mut command = std::process::Command::new("redis-server");
         command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", dir.to_str().unwrap()])
             .args(args);
         let mut server = RedisServer {
             port,
