@@ -1155,3 +1155,25 @@ fn terminate(pid: u32) {
         .args(["-TERM", &pid.to_string()])
         .status();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_token_requests_of_one_party_at_once_cost_one_lookup_of_its_record() {
+    let env = env().await;
+    // The gateway has not seen the consumer yet: its record is looked up once, whatever the
+    // number of requests waiting for it, and none of them is refused as a lookup too many.
+    let forms: Vec<_> = (0..40)
+        .map(|_| token_form(&env.bed.identity(CONSUMER), SP, None))
+        .collect();
+    let tries: Vec<_> = forms
+        .into_iter()
+        .map(|form| {
+            let (http, url) = (env.bed.http.clone(), env.url.clone());
+            tokio::spawn(async move { status_json(request_token(&http, &url, form).await).await })
+        })
+        .collect();
+    for t in tries {
+        let (status, body) = t.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    env.stop().await;
+}

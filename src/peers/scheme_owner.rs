@@ -97,6 +97,9 @@ pub struct TrustStore {
     /// Per signing certificate (its leaf's fingerprint): the records of signers not looked up yet
     /// its tokens may make us fetch.
     signer_lookups: Buckets<String>,
+    /// The (certificate, signer) pairs charged in the last minute: the same signer of the same
+    /// certificate costs one lookup however many requests wait for it.
+    signers_charged: moka::sync::Cache<(String, String), ()>,
     /// The scheme owner answered 404 at `/parties/{id}` for a party its search found: it lacks
     /// that endpoint, and parties are looked up by the search alone.
     no_party_endpoint: AtomicBool,
@@ -142,6 +145,10 @@ impl TrustStore {
                 SIGNER_LOOKUPS_PER_MINUTE,
                 SIGNING_CERTIFICATES,
             ),
+            signers_charged: moka::sync::Cache::builder()
+                .max_capacity(SIGNING_CERTIFICATES)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
             no_party_endpoint: AtomicBool::new(false),
             chains: moka::sync::Cache::builder()
                 .max_capacity(CHAIN_CACHE_BYTES)
@@ -639,12 +646,15 @@ impl Trust for TrustStore {
     }
 
     fn admit_lookup(&self, leaf: &str, signer: &PartyId) -> Result<(), TrustError> {
-        if self.knows(signer.as_str()) {
+        let pair = (leaf.to_string(), signer.to_string());
+        if self.knows(signer.as_str()) || self.signers_charged.contains_key(&pair) {
             return Ok(());
         }
         self.signer_lookups
             .take(leaf, Instant::now())
-            .map_err(|_| TrustError::Busy)
+            .map_err(|_| TrustError::Busy)?;
+        self.signers_charged.insert(pair, ());
+        Ok(())
     }
 
     /// The party record of `id` (None when the scheme owner does not know it), cached.
