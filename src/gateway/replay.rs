@@ -155,14 +155,16 @@ impl MemoryStore {
 }
 
 /// The epoch established (KEYS[1]: the epoch, KEYS[2]: the latest acceptance; ARGV[1]: now,
-/// ARGV[2]: the latest acceptance this instance wrote): when the store holds an older latest
-/// acceptance than this instance wrote, it lost writes (came back empty, a failover to a replica
+/// ARGV[2]: the latest acceptance this instance wrote, ARGV[3]: the epoch it saw last, 0: none):
+/// when the store has no epoch though this instance saw one, or holds an older latest acceptance
+/// than this instance wrote, it lost writes (came back empty, a failover to a replica
 /// behind, a restored snapshot, the last second of an append-only file), and the epoch is the next
 /// second (an assertion of this second may have been accepted in what was lost), the latest
 /// acceptance now; written if missing (a store new to this instance); then `epoch` and `latest`
 /// read.
 const ESTABLISH: &str = "local latest = tonumber(redis.call('GET', KEYS[2])) or 0 \
-    if latest < tonumber(ARGV[2]) then \
+    local gone = tonumber(ARGV[3]) ~= 0 and redis.call('EXISTS', KEYS[1]) == 0 \
+    if gone or latest < tonumber(ARGV[2]) then \
         redis.call('SET', KEYS[1], tonumber(ARGV[1]) + 1) \
         redis.call('SET', KEYS[2], ARGV[1]) \
         latest = tonumber(ARGV[1]) \
@@ -174,11 +176,11 @@ const ESTABLISH: &str = "local latest = tonumber(redis.call('GET', KEYS[2])) or 
 /// The epoch, as of `/ready`: `[epoch]`.
 const EPOCH: &str = "return {epoch}";
 
-/// The epoch established, then the jti (KEYS[3]) kept with `SET key 1 NX PX ms` (ARGV[4]) unless
-/// the assertion was issued (ARGV[3]) before the epoch, and the latest acceptance moved on:
+/// The epoch established, then the jti (KEYS[3]) kept with `SET key 1 NX PX ms` (ARGV[5]) unless
+/// the assertion was issued (ARGV[4]) before the epoch, and the latest acceptance moved on:
 /// `[1 first | 0 replayed | -1 before, epoch]`.
-const FIRST_USE: &str = "if tonumber(ARGV[3]) < epoch then return {-1, epoch} end \
-    if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then \
+const FIRST_USE: &str = "if tonumber(ARGV[4]) < epoch then return {-1, epoch} end \
+    if redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[5]) then \
         if latest < tonumber(ARGV[1]) then redis.call('SET', KEYS[2], ARGV[1]) end \
         return {1, epoch} \
     end \
@@ -201,7 +203,8 @@ impl RedisStore {
         }
         command
             .arg(now.as_f64().floor() as i64)
-            .arg(self.written.load(Ordering::Relaxed));
+            .arg(self.written.load(Ordering::Relaxed))
+            .arg(self.epoch_seen.load(Ordering::Relaxed));
         command
     }
 
