@@ -86,6 +86,9 @@ enum Command {
     /// Write a starting rules file (policies/*.toml) from an OpenAPI 3.x or Swagger 2.0 document:
     /// one delegated route per operation, to read and edit before use.
     RoutesFromOpenapi(cli::openapi::RoutesFromOpenApiArgs),
+    /// Drop cached decisions at a running gateway (and every instance of its fleet) by policy
+    /// issuer, access subject or all, through its admin listener; exits non-zero unless done.
+    Purge(cli::purge::PurgeArgs),
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -262,6 +265,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::RoutesFromOpenapi(args) => cli::openapi::run(args),
+        Command::Purge(args) => runtime().block_on(cli::purge::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -659,3 +659,278 @@ async fn the_cluster_command_walks_a_fleet_through_what_it_shares() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A data owner's consumer of its own in the testbed: no policy but the one the purge test adds.
+const REVOKED: &str = "EU.EORI.NL000000107";
+const PURGE_SECRET: &str = "purge-secret-0123456789abcdef0123456789abcdef";
+
+/// A route the data owner's registry decides.
+const DELEGATED: &str = r#"
+[[route]]
+name = "read"
+methods = ["GET"]
+path = "/api/containers/{id}"
+upstream = "echo"
+[route.delegation]
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+policy_issuer = "EU.EORI.NL000000005"
+registry = "ar"
+"#;
+
+/// The data owner's policy for `REVOKED`, stored at the testbed's registry.
+fn revoked_policy() -> serde_json::Value {
+    serde_json::json!({
+        "notBefore": 0, "notOnOrAfter": 4102444800i64,
+        "policyIssuer": OWNER, "target": {"accessSubject": REVOKED},
+        "policySets": [{"maxDelegationDepth": 0, "policies": [{
+            "target": {"resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]}, "actions": ["iSHARE.READ"], "environment": {"serviceProviders": [SP]}},
+            "rules": [{"effect": "Permit"}]
+        }]}]
+    })
+}
+
+/// Withdraw `REVOKED`'s policy as a data owner's administrator does: signed in to the registry's
+/// policy page, deleting its row.
+async fn withdraw_at_registry(bed: &Bed) {
+    let ar = bed.url(AR);
+    let signed_in = bed
+        .http
+        .post(format!("{ar}/admin/login"))
+        .form(&[
+            ("username", "admin"),
+            ("password", "admin-testbed-password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = bed
+        .http
+        .get(format!("{ar}/admin"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |text: &str, name: &str| -> String {
+        let marker = format!("name=\"{name}\" value=\"");
+        let at = text.find(&marker).unwrap() + marker.len();
+        let v = &text[at..at + text[at..].find('"').unwrap()];
+        v.replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let row = page
+        .split("<tr>")
+        .find(|r| r.contains(&format!("<td>{REVOKED}</td>")))
+        .expect("the policy is listed");
+    let form = [
+        ("token", value(row, "token")),
+        ("index", value(row, "index")),
+        ("policy", value(row, "policy")),
+    ];
+    let deleted = bed
+        .http
+        .post(format!("{ar}/admin/policies/delete"))
+        .header("cookie", &cookie)
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+}
+
+/// `ishare-gateway purge` with `args`: whether it succeeded, and what it wrote.
+fn purge_command(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .arg("purge")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
+    let bed = Bed::start(BIN).await;
+    let registry = bed.url(AR);
+    let secret_file = scratch_dir(BIN).join("purge.secret");
+    std::fs::write(&secret_file, PURGE_SECRET).unwrap();
+    let edit = |t: String| {
+        t.replacen(
+            "\n[admin]\n",
+            &format!("\n[admin]\npurge_secret_file = {:?}\n", secret_file.to_str().unwrap()),
+            1,
+        )
+        .replacen(
+            "\n[rules]\n",
+            &format!("\n[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{registry}\"\n\n[rules]\n"),
+            1,
+        )
+    };
+    let fleet = Fleet::start_edited(&bed, BIN, DELEGATED, 2, edit).await;
+    let http = reqwest::Client::new();
+    let identity = bed.identity(REVOKED);
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+    let (token_a, token_b) = (
+        access_token(&http, &a, &identity).await,
+        access_token(&http, &b, &identity).await,
+    );
+    let get = |base: &str, token: &str| {
+        let req = http
+            .get(format!("{base}/api/containers/C1"))
+            .bearer_auth(token);
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+
+    // The data owner's policy: each instance asks the registry once and caches the Permit.
+    let token = bed.token(AR, OWNER).await;
+    let added = bed
+        .http
+        .post(format!("{}/policy", bed.url(AR)))
+        .bearer_auth(token)
+        .json(&revoked_policy())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
+        let (status, body) = get(base, token).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    // Withdrawn at the registry: the cached Permits still serve at both.
+    withdraw_at_registry(&bed).await;
+    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
+        let (status, body) = get(base, token).await;
+        assert_eq!(status, 200, "cached: {body}");
+    }
+
+    // The purge endpoint refuses whoever lacks the secret, and a body that names no one scope.
+    let admin_a = format!("http://127.0.0.1:{}", fleet.instances[0].ports.admin);
+    let purge = |secret: Option<&str>, body: &str| {
+        let mut req = http
+            .post(format!("{admin_a}/purge"))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(s) = secret {
+            req = req.bearer_auth(s);
+        }
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    let issuer = format!(r#"{{"policy_issuer": "{OWNER}"}}"#);
+    for (secret, body, status, reason) in [
+        (None, issuer.as_str(), 401, "unauthenticated"),
+        (Some("wrong"), issuer.as_str(), 401, "unauthenticated"),
+        (Some(PURGE_SECRET), "{}", 400, "invalid_purge"),
+        (
+            Some(PURGE_SECRET),
+            r#"{"all": true, "access_subject": "x"}"#,
+            400,
+            "invalid_purge",
+        ),
+    ] {
+        let (got, answer) = purge(secret, body).await;
+        assert_eq!(
+            (got, answer["reason"].as_str()),
+            (status, Some(reason)),
+            "{body}: {answer}"
+        );
+    }
+    let big = format!(r#"{{"policy_issuer": "{}"}}"#, "x".repeat(5000));
+    let (got, answer) = purge(Some(PURGE_SECRET), &big).await;
+    assert_eq!(
+        (got, answer["reason"].as_str()),
+        (413, Some("body_too_large"))
+    );
+    let wrong = fleet.instances[0].dir.join("wrong.secret");
+    std::fs::write(&wrong, "not-the-secret").unwrap();
+    let (ok, said) = purge_command(&[
+        "--admin",
+        &admin_a,
+        "--secret-file",
+        wrong.to_str().unwrap(),
+        "--all",
+    ]);
+    assert!(!ok && said.contains("401 unauthenticated"), "{said}");
+    // Both instances still hold their Permit.
+    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
+        assert_eq!(get(base, token).await.0, 200);
+    }
+
+    // One purge at A, by the data owner: A and B ask the registry again, which refuses.
+    let (ok, said) = purge_command(&[
+        "--admin",
+        &admin_a,
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+        "--policy-issuer",
+        OWNER,
+    ]);
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("purged 1 cached decision(s)") && said.contains("published to the fleet"),
+        "{said}"
+    );
+    let (status, body) = get(&a, &token_a).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("no_policy")),
+        "{body}"
+    );
+    // B hears the purge on the fleet's channel (at once, but not within A's answer).
+    let refused_at_b = eventually(Duration::from_secs(5), || async {
+        get(&b, &token_b).await.0 == 403
+    })
+    .await;
+    assert!(refused_at_b, "B still serves its cached Permit");
+    let (status, body) = get(&b, &token_b).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("no_policy")),
+        "{body}"
+    );
+
+    // Counted: A's purge from the admin listener and its refusals, B's from the fleet.
+    let metrics = |admin: u16| {
+        let url = format!("http://127.0.0.1:{admin}/metrics");
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let (at_a, at_b) = (
+        metrics(fleet.instances[0].ports.admin).await,
+        metrics(fleet.instances[1].ports.admin).await,
+    );
+    let purges = "ishare_gateway_decision_purges_total";
+    let scope = ("scope", "policy_issuer");
+    assert_eq!(
+        metric(
+            &at_a,
+            purges,
+            &[scope, ("origin", "admin"), ("outcome", "ok")]
+        ),
+        1.0,
+        "{at_a}"
+    );
+    assert_eq!(metric(&at_a, purges, &[("outcome", "refused")]), 6.0);
+    assert_eq!(metric(&at_b, purges, &[scope, ("origin", "fleet")]), 1.0);
+    assert_eq!(metric(&at_a, purges, &[("origin", "fleet")]), 0.0);
+    bed.stop().await;
+}

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod display;
 pub mod explain;
 pub mod openapi;
+pub mod purge;
 pub mod rule_tests;
 pub mod walk;
 

@@ -37,7 +37,7 @@ pub(super) fn build(
     let bearer_secret = f
         .bearer_secret_file
         .as_ref()
-        .and_then(|p| bearer_secret(&resolve(base, p), issues));
+        .and_then(|p| bearer_secret(&resolve(base, p), "decision_api.bearer_secret_file", issues));
     let max_body_bytes = match f.max_body_bytes {
         None => default::DECISION_API_MAX_BODY,
         Some(size) => match usize::try_from(size.0) {
@@ -115,8 +115,9 @@ pub(super) fn addresses(settings: &DecisionApiSettings) -> Vec<(String, SocketAd
         .collect()
 }
 
-/// The SHA-256 of the secret in `path`: at least 32 bytes, surrounding white space ignored.
-fn bearer_secret(path: &Path, issues: &mut Issues) -> Option<BearerSecret> {
+/// The SHA-256 of the secret in `path` (`key` names it in errors): at least 32 bytes,
+/// surrounding white space ignored.
+pub(super) fn bearer_secret(path: &Path, key: &str, issues: &mut Issues) -> Option<BearerSecret> {
     let checked = std::fs::read(path)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|bytes| {
@@ -135,7 +136,7 @@ fn bearer_secret(path: &Path, issues: &mut Issues) -> Option<BearerSecret> {
             }
             Ok(BearerSecret(digest(secret)))
         });
-    issues.check("decision_api.bearer_secret_file", checked)
+    issues.check(key, checked)
 }
 
 /// The SHA-256 of a secret, as it is kept and compared.

@@ -349,6 +349,8 @@ pub enum ReplayStoreKind {
 #[derive(Debug, Deserialize)]
 pub struct AdminFile {
     pub address: String,
+    /// A file holding the secret `POST /purge` callers send as a bearer token.
+    pub purge_secret_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

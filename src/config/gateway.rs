@@ -70,6 +70,17 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let registries = registries(file.registries, peers_version, issues);
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
+    let purge_secret = file
+        .admin
+        .as_ref()
+        .and_then(|a| a.purge_secret_file.as_ref())
+        .and_then(|p| {
+            super::decision_api::bearer_secret(
+                &resolve(&base, p),
+                "admin.purge_secret_file",
+                issues,
+            )
+        });
     let admin = file
         .admin
         .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
@@ -127,6 +138,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         delegation,
         replay,
         admin,
+        purge_secret,
         rules_dir,
         routes,
         party_header: party_headers.clone()?.0,

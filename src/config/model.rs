@@ -34,6 +34,8 @@ pub struct Config {
     pub delegation: DelegationSettings,
     pub replay: ReplaySettings,
     pub admin: Option<SocketAddr>,
+    /// What `POST /purge` callers on the admin listener authenticate with; None: no purges there.
+    pub purge_secret: Option<BearerSecret>,
     pub rules_dir: PathBuf,
     pub routes: Vec<Route>,
     pub party_header: http::HeaderName,
@@ -80,6 +82,26 @@ pub struct DecisionApiSettings {
 /// The SHA-256 of the secret AuthZEN callers present; compared in constant time, never logged.
 #[derive(Clone, PartialEq, Eq)]
 pub struct BearerSecret(pub [u8; 32]);
+
+impl BearerSecret {
+    /// Whether `headers` carry the secret as `Authorization: Bearer …`, compared in constant
+    /// time: every byte of both digests is read.
+    pub fn admits(&self, headers: &http::HeaderMap) -> bool {
+        let presented = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        presented.is_some_and(|p| {
+            let digest = super::decision_api::digest(p.as_bytes());
+            digest
+                .iter()
+                .zip(self.0.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        })
+    }
+}
 
 impl std::fmt::Debug for BearerSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

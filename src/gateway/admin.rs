@@ -1,6 +1,8 @@
-//! The admin listener: /metrics (Prometheus), /live, and /ready (the trusted list is fresh, the
-//! scheme owner answers, and the replay store can be reached).
+//! The admin listener: /metrics (Prometheus), /live, /ready (the trusted list is fresh, the
+//! scheme owner answers, and the replay store can be reached), and POST /purge of cached
+//! decisions for callers with `[admin] purge_secret_file`'s secret.
 
+use super::purge::{PurgeScope, MAX_BODY_BYTES};
 use super::reject::{Answer, Reject};
 use super::snapshot::GatewayState;
 use async_trait::async_trait;
@@ -9,6 +11,10 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a purge request's body may take to arrive.
+const BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Admin {
     state: Arc<GatewayState>,
@@ -42,9 +48,112 @@ fn refusal(reject: Reject) -> Response<Vec<u8>> {
     Answer::from(&reject).into_response()
 }
 
+/// A purge refused: its status, reason and what to do.
+fn purge_refused(status: u16, reason: &str, description: &str) -> Response<Vec<u8>> {
+    let error = match status {
+        401 => "invalid_client",
+        _ => "invalid_request",
+    };
+    let mut response = json(
+        status,
+        json!({"error": error, "error_description": description, "reason": reason}),
+    );
+    if status == 401 {
+        response.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}
+
+/// The request's body, at most `MAX_BODY_BYTES`, within `BODY_TIMEOUT`; None: larger, or late.
+async fn bounded_body(session: &mut ServerSession) -> Option<Vec<u8>> {
+    let read = async {
+        let mut body = Vec::new();
+        while let Some(chunk) = session.read_request_body().await.ok()? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_BODY_BYTES {
+                return None;
+            }
+        }
+        Some(body)
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+impl Admin {
+    /// POST /purge: authenticated, exactly one scope; the entries dropped here and whether the
+    /// fleet was told. Redis out of reach: purged here all the same, answered 503 with
+    /// `"fleet": false`, as the other instances still hold what they cached.
+    async fn purge(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let Some(secret) = self.state.current.load().config.purge_secret.clone() else {
+            return purge_refused(
+                404,
+                "purge_not_configured",
+                "purging is off: set [admin] purge_secret_file",
+            );
+        };
+        if session.req_header().method != http::Method::POST {
+            return refusal(Reject::MethodNotAllowed(vec![http::Method::POST]));
+        }
+        if !secret.admits(&session.req_header().headers) {
+            tracing::warn!("a purge was refused: no or a wrong secret");
+            self.count_refused();
+            return purge_refused(
+                401,
+                "unauthenticated",
+                "send Authorization: Bearer with the secret of [admin] purge_secret_file",
+            );
+        }
+        let Some(body) = bounded_body(session).await else {
+            self.count_refused();
+            return purge_refused(
+                413,
+                "body_too_large",
+                &format!("a purge request is JSON of at most {MAX_BODY_BYTES} bytes, sent within {BODY_TIMEOUT:?}"),
+            );
+        };
+        let scope = match PurgeScope::from_request(&body) {
+            Ok(scope) => scope,
+            Err(e) => {
+                self.count_refused();
+                return purge_refused(400, "invalid_purge", &e);
+            }
+        };
+        let purged = super::purge::purge(&self.state, &scope).await;
+        let scope_json = serde_json::to_value(&scope).unwrap_or_default();
+        match purged.fleet {
+            Some(Err(e)) => json(
+                503,
+                json!({"purged": purged.dropped, "scope": scope_json, "fleet": false, "error_description": format!("purged here; the fleet's Redis could not be reached, other instances keep what they cached: {e}"), "reason": "fleet_not_told"}),
+            ),
+            fleet => json(
+                200,
+                json!({"purged": purged.dropped, "scope": scope_json, "fleet": fleet.is_some()}),
+            ),
+        }
+    }
+
+    fn count_refused(&self) {
+        self.state
+            .shared
+            .metrics
+            .purges
+            .with_label_values(&["none", "admin", "refused"])
+            .inc();
+    }
+}
+
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        if session.req_header().uri.path() == "/purge" {
+            return self.purge(session).await;
+        }
         let req = session.req_header();
         if req.method != http::Method::GET && req.method != http::Method::HEAD {
             return refusal(Reject::MethodNotAllowed(vec![

@@ -101,6 +101,11 @@ impl Authorizer {
         }))
     }
 
+    /// Drop the cached decisions `scope` covers; how many were dropped.
+    pub async fn purge(&self, scope: &super::purge::PurgeScope) -> u64 {
+        self.0.decisions.purge(scope).await
+    }
+
     /// The evidence of the live gateway under `trust`.
     pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
         Live { authz: self, trust }

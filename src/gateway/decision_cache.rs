@@ -3,6 +3,7 @@
 //! Concurrent misses of one key make one registry call.
 
 use super::decision::Evaluated;
+use super::purge::PurgeScope;
 use super::reject::Reject;
 use crate::config::model::DelegationSettings;
 use crate::scheme::evaluation::Decision;
@@ -87,6 +88,9 @@ const ENTRY_OVERHEAD: u32 = 432;
 struct Cached {
     evaluated: Arc<Evaluated>,
     ttl: Duration,
+    /// Of the request, which a purge names.
+    policy_issuer: Box<str>,
+    access_subject: Box<str>,
 }
 
 impl Cached {
@@ -108,7 +112,8 @@ impl Cached {
             Decision::Deny(_) => 0,
         };
         // The evaluation, where it was made (one place per step) and the evidence's source.
-        u32::try_from(licences + issuers + 300)
+        let parties = self.policy_issuer.len() + self.access_subject.len();
+        u32::try_from(licences + issuers + parties + 300)
             .unwrap_or(u32::MAX)
             .saturating_add(ENTRY_OVERHEAD)
     }
@@ -175,6 +180,8 @@ impl DecisionCache {
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
+                policy_issuer: key.request.policy_issuer.as_str().into(),
+                access_subject: key.request.access_subject.as_str().into(),
             })
         }))
         .await;
@@ -182,6 +189,24 @@ impl DecisionCache {
         result
             .map(|c| Self::evaluated(&c, hit))
             .map_err(|e| (*e).clone())
+    }
+
+    /// Drop every decision `scope` covers; how many were dropped. A decision being made meanwhile
+    /// is cached after it: a purge covers what was cached when it ran.
+    pub async fn purge(&self, scope: &PurgeScope) -> u64 {
+        let covered: Vec<Arc<[u8; 32]>> = self
+            .cache
+            .iter()
+            .filter(|(_, v)| scope.covers(&v.policy_issuer, &v.access_subject))
+            .map(|(k, _)| k)
+            .collect();
+        let mut dropped = 0;
+        for k in covered {
+            if self.cache.remove(&*k).await.is_some() {
+                dropped += 1;
+            }
+        }
+        dropped
     }
 
     fn evaluated(cached: &Cached, hit: bool) -> Evaluated {

@@ -17,6 +17,7 @@ pub mod forward;
 pub mod header_evidence;
 pub mod listener;
 pub mod login;
+pub mod purge;
 pub mod redis;
 pub mod reject;
 pub mod replay;

@@ -214,16 +214,7 @@ impl Inner {
         if let Some(c) = current.as_ref() {
             return Ok(c.clone());
         }
-        let client = match &self.target {
-            Target::Server(client) => client.clone(),
-            Target::Sentinel(sentinel) => {
-                let mut sentinel = sentinel.lock().await;
-                tokio::time::timeout(self.timeout, sentinel.async_get_client())
-                    .await
-                    .map_err(|_| format!("no master from the Sentinels within {:?}", self.timeout))?
-                    .map_err(|e| format!("no master from the Sentinels: {e}"))?
-            }
-        };
+        let client = self.client().await?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout))
@@ -240,10 +231,43 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// A client of the server, or of the master the Sentinels name now (asked within the timeout).
+    async fn client(&self) -> Result<redis::Client, String> {
+        match &self.target {
+            Target::Server(client) => Ok(client.clone()),
+            Target::Sentinel(sentinel) => {
+                let mut sentinel = sentinel.lock().await;
+                tokio::time::timeout(self.timeout, sentinel.async_get_client())
+                    .await
+                    .map_err(|_| format!("no master from the Sentinels within {:?}", self.timeout))?
+                    .map_err(|e| format!("no master from the Sentinels: {e}"))
+            }
+        }
+    }
+}
+
+impl RedisStore {
+    /// A connection of its own subscribed to `channel` (pub/sub needs one: a subscribed connection
+    /// runs no other command), made within the timeout.
+    pub(super) async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, String> {
+        let within = self.inner.timeout * 2;
+        let subscribe = async {
+            let client = self.inner.client().await?;
+            let mut pubsub = client.get_async_pubsub().await.map_err(|e| e.to_string())?;
+            pubsub.subscribe(channel).await.map_err(|e| e.to_string())?;
+            Ok(pubsub)
+        };
+        tokio::time::timeout(within, subscribe)
+            .await
+            .map_err(|_| format!("no subscription within {within:?}"))?
+    }
+}
+
 /// The command's name, for metric labels (a closed set: the commands the stores send).
 fn command_name(command: &redis::Cmd) -> &'static str {
     match command.args_iter().next() {
-        Some(redis::Arg::Simple(name)) => ["EVAL", "SET", "GET", "GETDEL", "DEL"]
+        Some(redis::Arg::Simple(name)) => ["EVAL", "SET", "GET", "GETDEL", "DEL", "PUBLISH"]
             .into_iter()
             .find(|known| name.eq_ignore_ascii_case(known.as_bytes()))
             .unwrap_or("other"),

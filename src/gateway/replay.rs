@@ -68,6 +68,14 @@ impl ReplayStore {
         }
     }
 
+    /// The fleet's Redis, when the store is there.
+    pub fn redis(&self) -> Option<&Arc<RedisStore>> {
+        match self {
+            ReplayStore::Memory(_) => None,
+            ReplayStore::Redis(redis) => Some(redis),
+        }
+    }
+
     /// Remember `jti` of `issuer`, an assertion issued at `issued`, until `until` (seconds since
     /// the epoch). `leeway`: how far in the future an `iat` is accepted, and so how long before
     /// its `iat` an assertion may have been accepted by a store that was lost.

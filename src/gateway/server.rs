@@ -110,6 +110,10 @@ pub fn build(
         server.add_service(background_service("decision service", decisions));
     }
     server.add_service(background_service(
+        "fleet purges",
+        super::purge::FleetPurges::new(state.clone()),
+    ));
+    server.add_service(background_service(
         "maintenance",
         Maintenance::new(state.clone(), config_path, handle_sighup),
     ));

@@ -116,6 +116,9 @@ pub struct Metrics {
     pub cache: IntCounterVec,
     /// Entries evicted from a cache to keep it within its size.
     pub cache_evictions: IntCounterVec,
+    /// Purges of cached decisions by scope (policy_issuer, access_subject, all), where they came
+    /// from (admin, fleet) and outcome.
+    pub purges: IntCounterVec,
     /// Delegation decisions by route, decision and reason.
     pub decisions: IntCounterVec,
     /// Calls to authorisation registries by registry and outcome.
@@ -298,6 +301,7 @@ impl Delegation {
 struct Storage {
     cache: IntCounterVec,
     cache_evictions: IntCounterVec,
+    purges: IntCounterVec,
     redis_calls: IntCounterVec,
     redis_latency: HistogramVec,
 }
@@ -316,6 +320,12 @@ impl Storage {
                 "cache_evictions_total",
                 "Cache entries evicted to keep a cache within its size",
                 &["cache"],
+            ),
+            purges: counter(
+                registry,
+                "decision_purges_total",
+                "Purges of cached decisions, by scope, origin (admin, fleet) and outcome",
+                &["scope", "origin", "outcome"],
             ),
             redis_calls: counter(
                 registry,
@@ -404,6 +414,7 @@ impl Metrics {
         let Storage {
             cache,
             cache_evictions,
+            purges,
             redis_calls,
             redis_latency,
         } = Storage::register(&registry);
@@ -422,6 +433,7 @@ impl Metrics {
             scheme_owner_calls,
             cache,
             cache_evictions,
+            purges,
             decisions,
             registry_calls,
             registry_latency,

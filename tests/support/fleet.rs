@@ -35,6 +35,17 @@ pub struct Fleet {
 impl Fleet {
     /// `count` instances of the gateway with `rules`, on one Redis, behind HAProxy.
     pub async fn start(bed: &Bed, binary: &str, rules: &str, count: usize) -> Fleet {
+        Fleet::start_edited(bed, binary, rules, count, |t| t).await
+    }
+
+    /// `start`, each instance's gateway.toml changed by `edit`.
+    pub async fn start_edited(
+        bed: &Bed,
+        binary: &str,
+        rules: &str,
+        count: usize,
+        edit: impl Fn(String) -> String,
+    ) -> Fleet {
         let redis = RedisServer::start().await;
         let secret = scratch_dir(binary).join("session.key");
         std::fs::write(&secret, "f".repeat(64)).unwrap();
@@ -44,7 +55,7 @@ impl Fleet {
                 "[replay]\nstore = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
                 redis.url()
             );
-            let (dir, ports) = gateway_dir(bed, binary, rules, &extra, |t| t);
+            let (dir, ports) = gateway_dir(bed, binary, rules, &extra, &edit);
             let mut gateway = GatewayProcess::start(
                 &format!("{binary}-gateway-{i}"),
                 &dir.join("gateway.toml"),

@@ -248,20 +248,7 @@ fn authenticate(
     let Some(secret) = &settings.bearer_secret else {
         return Err("AuthZEN callers authenticate with [decision_api] bearer_secret_file or a client certificate of tls.client_ca; this connection has neither");
     };
-    let presented = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let matches = presented.is_some_and(|p| {
-        let digest = crate::config::decision_api::digest(p.as_bytes());
-        // Compared in constant time: every byte of both digests is read.
-        digest
-            .iter()
-            .zip(secret.0.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-    });
+    let matches = secret.admits(headers);
     match matches {
         true => Ok(()),
         false => Err("the caller is not authenticated: send Authorization: Bearer with the decision service's secret"),

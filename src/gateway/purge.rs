@@ -1,0 +1,251 @@
+//! Purging cached decisions after a data owner withdraws a policy: by policy issuer, by access
+//! subject or all, here and (on the fleet's Redis) at every instance through a pub/sub channel of
+//! the party; a purge heard on the channel applies here and is not published again.
+
+use super::snapshot::GatewayState;
+use async_trait::async_trait;
+use futures::StreamExt;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The largest purge request body.
+pub const MAX_BODY_BYTES: usize = 4096;
+/// How long a lost subscription waits before it is made again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+
+/// What a purge drops: the decisions on requests of one policy issuer, of one access subject, or
+/// every one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PurgeScope {
+    PolicyIssuer(String),
+    AccessSubject(String),
+    All,
+}
+
+impl PurgeScope {
+    /// Whether a decision on a request of `policy_issuer` for `access_subject` is dropped.
+    pub fn covers(&self, policy_issuer: &str, access_subject: &str) -> bool {
+        match self {
+            PurgeScope::PolicyIssuer(p) => p == policy_issuer,
+            PurgeScope::AccessSubject(s) => s == access_subject,
+            PurgeScope::All => true,
+        }
+    }
+
+    /// Its name in metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PurgeScope::PolicyIssuer(_) => "policy_issuer",
+            PurgeScope::AccessSubject(_) => "access_subject",
+            PurgeScope::All => "all",
+        }
+    }
+
+    /// The scope of a purge request: a JSON object with exactly one of `policy_issuer`,
+    /// `access_subject` (a non-empty string) or `all` (true).
+    pub fn from_request(body: &[u8]) -> Result<PurgeScope, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Request {
+            policy_issuer: Option<String>,
+            access_subject: Option<String>,
+            all: Option<bool>,
+        }
+        let r: Request = serde_json::from_slice(body).map_err(|e| {
+            format!("the body is not a purge request ({e}): send one of {{\"policy_issuer\": \"…\"}}, {{\"access_subject\": \"…\"}}, {{\"all\": true}}")
+        })?;
+        let named = |what: &str, v: String| match v.trim().is_empty() {
+            true => Err(format!("{what} is empty")),
+            false => Ok(v),
+        };
+        match (r.policy_issuer, r.access_subject, r.all) {
+            (Some(p), None, None) => Ok(PurgeScope::PolicyIssuer(named("policy_issuer", p)?)),
+            (None, Some(s), None) => Ok(PurgeScope::AccessSubject(named("access_subject", s)?)),
+            (None, None, Some(true)) => Ok(PurgeScope::All),
+            (None, None, Some(false)) => Err("all must be true".into()),
+            _ => Err("name exactly one of policy_issuer, access_subject, all".into()),
+        }
+    }
+}
+
+/// What a purge published on the channel carries: the scope and the instance it came from (which
+/// has purged already).
+#[derive(Serialize, Deserialize)]
+struct Published {
+    from: String,
+    scope: PurgeScope,
+}
+
+/// This process among the instances, on the channel.
+fn instance() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(crate::scheme::jwe::random_value)
+}
+
+fn channel(namespace: &str) -> String {
+    format!("{namespace}:purge")
+}
+
+/// What a purge did: the entries dropped here, and for a fleet on Redis whether the other
+/// instances were told (None: no fleet store; Err: Redis could not be reached).
+pub struct Purged {
+    pub dropped: u64,
+    pub fleet: Option<Result<(), String>>,
+}
+
+/// Purge here, then publish it to the fleet when the store is Redis.
+pub async fn purge(state: &GatewayState, scope: &PurgeScope) -> Purged {
+    let snap = state.current.load_full();
+    let dropped = snap.authz.purge(scope).await;
+    let fleet = match snap.stores.replay.redis() {
+        None => None,
+        Some(redis) => {
+            let message = serde_json::to_string(&Published {
+                from: instance().to_string(),
+                scope: scope.clone(),
+            })
+            .unwrap_or_default();
+            let mut publish = redis::cmd("PUBLISH");
+            publish.arg(channel(&redis.namespace)).arg(message);
+            Some(redis.run(publish).await.map(|_| ()))
+        }
+    };
+    let outcome = match &fleet {
+        Some(Err(_)) => "fleet_not_told",
+        _ => "ok",
+    };
+    state
+        .shared
+        .metrics
+        .purges
+        .with_label_values(&[scope.label(), "admin", outcome])
+        .inc();
+    match &fleet {
+        Some(Err(e)) => {
+            tracing::warn!(scope = scope.label(), dropped, error = %e, "cached decisions purged here; the other instances were not told")
+        }
+        _ => tracing::info!(
+            scope = scope.label(),
+            dropped,
+            fleet = fleet.is_some(),
+            "cached decisions purged"
+        ),
+    }
+    Purged { dropped, fleet }
+}
+
+/// Listens on the fleet's purge channel (when the store is Redis) and purges what other instances
+/// publish; a lost subscription is made again.
+pub struct FleetPurges {
+    state: Arc<GatewayState>,
+}
+
+impl FleetPurges {
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        FleetPurges { state }
+    }
+
+    async fn apply(&self, payload: &[u8]) {
+        let Ok(published) = serde_json::from_slice::<Published>(payload) else {
+            tracing::warn!("a purge on the fleet's channel could not be read; ignored");
+            return;
+        };
+        if published.from == instance() {
+            return;
+        }
+        let scope = published.scope;
+        let dropped = self.state.current.load_full().authz.purge(&scope).await;
+        self.state
+            .shared
+            .metrics
+            .purges
+            .with_label_values(&[scope.label(), "fleet", "ok"])
+            .inc();
+        tracing::info!(
+            scope = scope.label(),
+            dropped,
+            "cached decisions purged as another instance asked"
+        );
+    }
+
+    /// Subscribe and apply until the subscription is lost.
+    async fn listen(&self) -> Result<(), String> {
+        let Some(redis) = self
+            .state
+            .current
+            .load_full()
+            .stores
+            .replay
+            .redis()
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let mut pubsub = redis.subscribe(&channel(&redis.namespace)).await?;
+        let mut messages = pubsub.on_message();
+        while let Some(message) = messages.next().await {
+            self.apply(message.get_payload_bytes()).await;
+        }
+        Err("the subscription ended".into())
+    }
+}
+
+#[async_trait]
+impl BackgroundService for FleetPurges {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        if self.state.current.load().stores.replay.redis().is_none() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                ended = self.listen() => {
+                    if let Err(e) = ended {
+                        tracing::warn!(error = %e, "the fleet's purge channel is not heard; subscribing again");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(RESUBSCRIBE_AFTER) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_purge_request_names_exactly_one_scope() {
+        let scope = |body: &str| PurgeScope::from_request(body.as_bytes());
+        assert_eq!(
+            scope(r#"{"policy_issuer": "EU.EORI.NL000000005"}"#),
+            Ok(PurgeScope::PolicyIssuer("EU.EORI.NL000000005".into()))
+        );
+        assert_eq!(
+            scope(r#"{"access_subject": "EU.EORI.NL000000001"}"#),
+            Ok(PurgeScope::AccessSubject("EU.EORI.NL000000001".into()))
+        );
+        assert_eq!(scope(r#"{"all": true}"#), Ok(PurgeScope::All));
+        for (body, reason) in [
+            (r#"{}"#, "exactly one"),
+            (r#"{"all": true, "policy_issuer": "x"}"#, "exactly one"),
+            (r#"{"all": false}"#, "all must be true"),
+            (r#"{"policy_issuer": " "}"#, "policy_issuer is empty"),
+            (r#"{"everything": true}"#, "not a purge request"),
+            ("all", "not a purge request"),
+        ] {
+            let e = scope(body).unwrap_err();
+            assert!(e.contains(reason), "{body}: {e}");
+        }
+        assert!(PurgeScope::All.covers("a", "b"));
+        assert!(!PurgeScope::PolicyIssuer("a".into()).covers("b", "a"));
+        assert!(PurgeScope::AccessSubject("b".into()).covers("a", "b"));
+    }
+}
