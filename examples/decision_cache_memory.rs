@@ -44,6 +44,7 @@ fn key(request: &AccessRequest) -> DecisionKey<'_> {
         request,
         registry: "EU.EORI.NL000000004",
         path: &[],
+        max_age: None,
     }
 }
 

@@ -690,6 +690,29 @@ fn revoked_policy() -> serde_json::Value {
     })
 }
 
+/// gateway.toml with the testbed's registry as [[registry]] "ar".
+fn with_registry(toml: String, bed: &Bed) -> String {
+    let registry = format!(
+        "\n[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{}\"\n\n[rules]\n",
+        bed.url(AR)
+    );
+    toml.replacen("\n[rules]\n", &registry, 1)
+}
+
+/// Store the data owner's policy for `REVOKED` at the testbed's registry.
+async fn add_revoked_policy(bed: &Bed) {
+    let token = bed.token(AR, OWNER).await;
+    let added = bed
+        .http
+        .post(format!("{}/policy", bed.url(AR)))
+        .bearer_auth(token)
+        .json(&revoked_policy())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+}
+
 /// Withdraw `REVOKED`'s policy as a data owner's administrator does: signed in to the registry's
 /// policy page, deleting its row.
 async fn withdraw_at_registry(bed: &Bed) {
@@ -770,20 +793,14 @@ fn purge_command(args: &[&str]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     let bed = Bed::start(BIN).await;
-    let registry = bed.url(AR);
     let secret_file = scratch_dir(BIN).join("purge.secret");
     std::fs::write(&secret_file, PURGE_SECRET).unwrap();
     let edit = |t: String| {
-        t.replacen(
-            "\n[admin]\n",
-            &format!("\n[admin]\npurge_secret_file = {:?}\n", secret_file.to_str().unwrap()),
-            1,
-        )
-        .replacen(
-            "\n[rules]\n",
-            &format!("\n[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{registry}\"\n\n[rules]\n"),
-            1,
-        )
+        let admin = format!(
+            "\n[admin]\npurge_secret_file = {:?}\n",
+            secret_file.to_str().unwrap()
+        );
+        with_registry(t.replacen("\n[admin]\n", &admin, 1), &bed)
     };
     let fleet = Fleet::start_edited(&bed, BIN, DELEGATED, 2, edit).await;
     let http = reqwest::Client::new();
@@ -801,16 +818,7 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     };
 
     // The data owner's policy: each instance asks the registry once and caches the Permit.
-    let token = bed.token(AR, OWNER).await;
-    let added = bed
-        .http
-        .post(format!("{}/policy", bed.url(AR)))
-        .bearer_auth(token)
-        .json(&revoked_policy())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(added.status(), 201);
+    add_revoked_policy(&bed).await;
     for (base, token) in [(&a, &token_a), (&b, &token_b)] {
         let (status, body) = get(base, token).await;
         assert_eq!(status, 200, "{body}");
@@ -932,5 +940,56 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     assert_eq!(metric(&at_a, purges, &[("outcome", "refused")]), 6.0);
     assert_eq!(metric(&at_b, purges, &[scope, ("origin", "fleet")]), 1.0);
     assert_eq!(metric(&at_a, purges, &[("origin", "fleet")]), 0.0);
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_max_decision_age_bounds_how_long_a_withdrawn_policy_is_served() {
+    let bed = Bed::start(BIN).await;
+    // "read" serves a decision for 1 s at most; "held" for as long as the cache keeps it.
+    let held = DELEGATED
+        .replace("name = \"read\"", "name = \"held\"")
+        .replace("/api/containers/", "/api/held/");
+    let rules = format!("{DELEGATED}max_decision_age = \"1s\"\n{held}");
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules, "", |t| with_registry(t, &bed));
+    let mut gateway = support::process::GatewayProcess::start(
+        &format!("{BIN}-max-age"),
+        &dir.join("gateway.toml"),
+        ports.admin,
+    );
+    gateway.wait_ready().await;
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let http = reqwest::Client::new();
+    let token = access_token(&http, &base, &bed.identity(REVOKED)).await;
+    let get = |path: &str| {
+        let req = http.get(format!("{base}{path}")).bearer_auth(&token);
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    add_revoked_policy(&bed).await;
+    for path in ["/api/containers/C1", "/api/held/C1"] {
+        let (status, body) = get(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    withdraw_at_registry(&bed).await;
+    let withdrawn = Instant::now();
+    // Within its age the Permit still serves; past it the registry is asked again, and refuses.
+    let refused = eventually(Duration::from_secs(5), || async {
+        get("/api/containers/C1").await.0 == 403
+    })
+    .await;
+    assert!(
+        refused,
+        "the cached Permit outlived the route's max_decision_age"
+    );
+    assert!(withdrawn.elapsed() < Duration::from_secs(3));
+    let (status, body) = get("/api/containers/C1").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("no_policy")),
+        "{body}"
+    );
+    // The other route's Permit is cached still.
+    let (status, body) = get("/api/held/C1").await;
+    assert_eq!(status, 200, "{body}");
     bed.stop().await;
 }

@@ -473,4 +473,7 @@ pub struct DelegationRuleFile {
     /// registry for us.
     #[serde(default)]
     pub accept_unnamed_service_provider: bool,
+    /// The longest a decision of this route is served from the cache.
+    #[serde(default, with = "humantime_serde")]
+    pub max_decision_age: Option<Duration>,
 }

@@ -448,6 +448,9 @@ pub struct DelegationRule {
     pub conditions: BTreeMap<String, Template>,
     /// Evidence of a 3.0 signer that names no service provider is accepted as ours.
     pub accept_unnamed_service_provider: bool,
+    /// The longest a decision of this route is served from the cache (below `[delegation]
+    /// cache_ttl`); None: as long as the cache keeps it.
+    pub max_decision_age: Option<std::time::Duration>,
 }
 
 /// How a response header is set on delegated routes.

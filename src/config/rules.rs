@@ -416,6 +416,14 @@ fn delegation_rule(
             Some((operand.clone(), templates.parse(&at, text, issues)?))
         })
         .collect();
+    if d.max_decision_age
+        .is_some_and(|age| age < std::time::Duration::from_secs(1))
+    {
+        issues.add(
+            format!("{key}.max_decision_age"),
+            "at least 1s: each request of the route would ask the registry, which its budget of registry_calls_per_minute does not allow for",
+        );
+    }
     Some(DelegationRule {
         policy_issuer: policy_issuer?,
         resource_type: resource_type?,
@@ -429,6 +437,7 @@ fn delegation_rule(
         caller_names_owner: named_by_caller,
         conditions,
         accept_unnamed_service_provider: d.accept_unnamed_service_provider,
+        max_decision_age: d.max_decision_age,
     })
 }
 

@@ -279,6 +279,7 @@ impl Evidence for Live<'_> {
             request: ask.request,
             registry: ask.registry.unwrap_or_default(),
             path: ask.path,
+            max_age: ask.max_age,
         };
         let decisions = &self.authz.0.decisions;
         decisions

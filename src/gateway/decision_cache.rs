@@ -23,6 +23,9 @@ pub struct DecisionKey<'a> {
     pub request: &'a AccessRequest,
     pub registry: &'a str,
     pub path: &'a [String],
+    /// The route's bound on how long the decision is cached (not part of the digest: the route
+    /// is).
+    pub max_age: Option<Duration>,
 }
 
 impl DecisionKey<'_> {
@@ -177,6 +180,7 @@ impl DecisionCache {
                 }
                 Decision::Deny(_) => self.deny_ttl,
             };
+            let ttl = key.max_age.map_or(ttl, |max| ttl.min(max));
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
@@ -259,6 +263,7 @@ mod tests {
             request,
             registry: "",
             path: &[],
+            max_age: None,
         }
     }
 

@@ -239,6 +239,8 @@ pub struct RegistryAsk<'a> {
     pub request: &'a AccessRequest,
     /// The names of the request's parties, each to its record's id.
     pub aliases: &'a Aliases,
+    /// The longest the route's decision is served from the cache.
+    pub max_age: Option<std::time::Duration>,
 }
 
 /// A chain of evidence presented with the request.
@@ -553,6 +555,7 @@ pub async fn delegation(
                 path: &path,
                 request: &request,
                 aliases: &aliases,
+                max_age: rule.max_decision_age,
             };
             source.registry(&ask).await?
         }

@@ -488,6 +488,7 @@ fn rule_of(
         // subject itself, and only so many not looked up yet a minute.
         caller_names_owner: asked.resource.properties.policy_issuer.is_some(),
         conditions,
+        max_decision_age: base.and_then(|r| r.max_decision_age),
         accept_unnamed_service_provider: base.is_some_and(|r| r.accept_unnamed_service_provider),
     };
     Ok((rule, captures))
