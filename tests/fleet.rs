@@ -1,6 +1,8 @@
 //! Several gateway binaries on one Redis behind HAProxy, and the faults a fleet meets: Redis killed
 //! and back under load (and back empty), an instance killed under load, reloads of every instance
-//! in turn under load, and one client assertion presented to both instances at once.
+//! in turn under load, and one client assertion presented to both instances at once; a policy
+//! withdrawn at the registry, and the purge at one instance that makes every instance ask again
+//! (also with Redis down), and a route's bound on how long a decision is cached.
 
 mod support;
 
@@ -790,9 +792,36 @@ fn purge_command(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
-    let bed = Bed::start(BIN).await;
+/// `REVOKED` reading C1 at one instance, with a token of that instance.
+struct Reader {
+    base: String,
+    token: String,
+}
+
+impl Reader {
+    async fn at(bed: &Bed, instance: &support::fleet::Instance) -> Reader {
+        let base = instance.plain();
+        let token = access_token(&reqwest::Client::new(), &base, &bed.identity(REVOKED)).await;
+        Reader { base, token }
+    }
+
+    async fn read(&self) -> (u16, serde_json::Value) {
+        let req = reqwest::Client::new()
+            .get(format!("{}/api/containers/C1", self.base))
+            .bearer_auth(&self.token);
+        status_json(req.send().await.unwrap()).await
+    }
+}
+
+/// The metrics of the admin listener at `admin` (http://127.0.0.1:PORT).
+async fn admin_metrics(admin: &str) -> String {
+    let resp = reqwest::get(format!("{admin}/metrics")).await.unwrap();
+    resp.text().await.unwrap()
+}
+
+/// Two instances deciding `DELEGATED` at the testbed's registry, purging with `PURGE_SECRET`
+/// (the file's path returned).
+async fn purging_fleet(bed: &Bed) -> (Fleet, std::path::PathBuf) {
     let secret_file = scratch_dir(BIN).join("purge.secret");
     std::fs::write(&secret_file, PURGE_SECRET).unwrap();
     let edit = |t: String| {
@@ -800,34 +829,33 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
             "\n[admin]\npurge_secret_file = {:?}\n",
             secret_file.to_str().unwrap()
         );
-        with_registry(t.replacen("\n[admin]\n", &admin, 1), &bed)
+        with_registry(t.replacen("\n[admin]\n", &admin, 1), bed)
     };
-    let fleet = Fleet::start_edited(&bed, BIN, DELEGATED, 2, edit).await;
+    let fleet = Fleet::start_edited(bed, BIN, DELEGATED, 2, edit).await;
+    (fleet, secret_file)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
+    let bed = Bed::start(BIN).await;
+    let (fleet, secret_file) = purging_fleet(&bed).await;
     let http = reqwest::Client::new();
-    let identity = bed.identity(REVOKED);
-    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
-    let (token_a, token_b) = (
-        access_token(&http, &a, &identity).await,
-        access_token(&http, &b, &identity).await,
+    let (a, b) = (
+        Reader::at(&bed, &fleet.instances[0]).await,
+        Reader::at(&bed, &fleet.instances[1]).await,
     );
-    let get = |base: &str, token: &str| {
-        let req = http
-            .get(format!("{base}/api/containers/C1"))
-            .bearer_auth(token);
-        async move { status_json(req.send().await.unwrap()).await }
-    };
 
     // The data owner's policy: each instance asks the registry once and caches the Permit.
     add_revoked_policy(&bed).await;
-    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
-        let (status, body) = get(base, token).await;
+    for r in [&a, &b] {
+        let (status, body) = r.read().await;
         assert_eq!(status, 200, "{body}");
     }
 
     // Withdrawn at the registry: the cached Permits still serve at both.
     withdraw_at_registry(&bed).await;
-    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
-        let (status, body) = get(base, token).await;
+    for r in [&a, &b] {
+        let (status, body) = r.read().await;
         assert_eq!(status, 200, "cached: {body}");
     }
 
@@ -879,8 +907,8 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     ]);
     assert!(!ok && said.contains("401 unauthenticated"), "{said}");
     // Both instances still hold their Permit.
-    for (base, token) in [(&a, &token_a), (&b, &token_b)] {
-        assert_eq!(get(base, token).await.0, 200);
+    for r in [&a, &b] {
+        assert_eq!(r.read().await.0, 200);
     }
 
     // One purge at A, by the data owner: A and B ask the registry again, which refuses.
@@ -897,19 +925,17 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
         said.contains("purged 1 cached decision(s)") && said.contains("published to the fleet"),
         "{said}"
     );
-    let (status, body) = get(&a, &token_a).await;
+    let (status, body) = a.read().await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("no_policy")),
         "{body}"
     );
     // B hears the purge on the fleet's channel (at once, but not within A's answer).
-    let refused_at_b = eventually(Duration::from_secs(5), || async {
-        get(&b, &token_b).await.0 == 403
-    })
-    .await;
+    let refused_at_b =
+        eventually(Duration::from_secs(5), || async { b.read().await.0 == 403 }).await;
     assert!(refused_at_b, "B still serves its cached Permit");
-    let (status, body) = get(&b, &token_b).await;
+    let (status, body) = b.read().await;
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("no_policy")),
@@ -917,14 +943,9 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     );
 
     // Counted: A's purge from the admin listener and its refusals, B's from the fleet.
-    let metrics = |admin: u16| {
-        let url = format!("http://127.0.0.1:{admin}/metrics");
-        let http = http.clone();
-        async move { http.get(url).send().await.unwrap().text().await.unwrap() }
-    };
     let (at_a, at_b) = (
-        metrics(fleet.instances[0].ports.admin).await,
-        metrics(fleet.instances[1].ports.admin).await,
+        admin_metrics(&fleet.instances[0].gateway.admin).await,
+        admin_metrics(&fleet.instances[1].gateway.admin).await,
     );
     let purges = "ishare_gateway_decision_purges_total";
     let scope = ("scope", "policy_issuer");
@@ -991,5 +1012,56 @@ async fn a_routes_max_decision_age_bounds_how_long_a_withdrawn_policy_is_served(
     // The other route's Permit is cached still.
     let (status, body) = get("/api/held/C1").await;
     assert_eq!(status, 200, "{body}");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_down_a_purge_applies_here_and_says_the_fleet_was_not_told() {
+    let bed = Bed::start(BIN).await;
+    let (mut fleet, secret_file) = purging_fleet(&bed).await;
+    let (a, b) = (
+        Reader::at(&bed, &fleet.instances[0]).await,
+        Reader::at(&bed, &fleet.instances[1]).await,
+    );
+    add_revoked_policy(&bed).await;
+    assert_eq!(a.read().await.0, 200);
+    assert_eq!(b.read().await.0, 200);
+    withdraw_at_registry(&bed).await;
+
+    // Redis down: A purges its own cache, and the command fails saying the others were not told.
+    fleet.redis.take().unwrap().kill();
+    let admin_a = fleet.instances[0].gateway.admin.clone();
+    let purge = || {
+        purge_command(&[
+            "--admin",
+            &admin_a,
+            "--secret-file",
+            secret_file.to_str().unwrap(),
+            "--access-subject",
+            REVOKED,
+        ])
+    };
+    let (ok, said) = purge();
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("purged 1 cached decision(s)") && said.contains("only"),
+        "{said}"
+    );
+    assert_eq!(a.read().await.0, 403);
+    assert_eq!(b.read().await.0, 200, "B was not told");
+    let metrics = admin_metrics(&admin_a).await;
+    let outcome = [("scope", "access_subject"), ("outcome", "fleet_not_told")];
+    assert_eq!(
+        metric(&metrics, "ishare_gateway_decision_purges_total", &outcome),
+        1.0
+    );
+
+    // Redis back: B subscribes again, and a purge then reaches it.
+    fleet.restart_redis().await;
+    let told = eventually(Duration::from_secs(10), || async {
+        purge().0 && b.read().await.0 == 403
+    })
+    .await;
+    assert!(told, "B never heard a purge after Redis came back");
     bed.stop().await;
 }
