@@ -12,6 +12,7 @@ use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use moka::Expiry;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -134,6 +135,9 @@ pub struct DecisionCache {
     cache: moka::future::Cache<[u8; 32], Cached>,
     permit_ttl: Duration,
     deny_ttl: Duration,
+    /// Purges so far: a decision made while one ran is not cached, as its registry call may
+    /// have been answered before the policy was withdrawn.
+    purges: AtomicU64,
     metrics: Metrics,
 }
 
@@ -148,6 +152,7 @@ impl DecisionCache {
                 .build(),
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
+            purges: AtomicU64::new(0),
             metrics,
         }
     }
@@ -172,6 +177,7 @@ impl DecisionCache {
         let mut hit = true;
         let result = Box::pin(self.cache.try_get_with(digest, async {
             hit = false;
+            let purges = self.purges.load(Ordering::Acquire);
             let evaluated = decide().await?;
             let ttl = match &evaluated.evaluation.decision {
                 Decision::Permit(p) => {
@@ -181,6 +187,10 @@ impl DecisionCache {
                 Decision::Deny(_) => self.deny_ttl,
             };
             let ttl = key.max_age.map_or(ttl, |max| ttl.min(max));
+            let ttl = match self.purges.load(Ordering::Acquire) == purges {
+                true => ttl,
+                false => Duration::ZERO,
+            };
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
@@ -196,8 +206,9 @@ impl DecisionCache {
     }
 
     /// Drop every decision `scope` covers; how many were dropped. A decision being made meanwhile
-    /// is cached after it: a purge covers what was cached when it ran.
+    /// is answered to those waiting for it, and not cached.
     pub async fn purge(&self, scope: &PurgeScope) -> u64 {
+        self.purges.fetch_add(1, Ordering::AcqRel);
         let covered: Vec<Arc<[u8; 32]>> = self
             .cache
             .iter()
@@ -324,6 +335,35 @@ mod tests {
         for (i, a) in digests.iter().enumerate() {
             assert!(digests[i + 1..].iter().all(|b| a != b), "{i}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_purge_drops_what_it_covers_and_a_decision_made_meanwhile_is_not_kept() {
+        let cache = DecisionCache::new(&settings(1 << 20), Metrics::new());
+        let (c1, c2) = (request("C1".into()), request("C2".into()));
+        let mut other = request("C1".into());
+        other.access_subject = "EU.EORI.NL000000002".into();
+        for r in [&c1, &c2, &other] {
+            let decided = cache.get_or_decide(key(r), || async { Ok(denied()) }).await;
+            assert!(decided.is_ok_and(|e| !e.evidence.cache_hit));
+        }
+        let subject = PurgeScope::AccessSubject("EU.EORI.NL000000001".into());
+        assert_eq!(cache.purge(&subject).await, 2);
+        let cache = &cache;
+        let hit = |r| async move {
+            let d = cache.get_or_decide(key(r), || async { Ok(denied()) }).await;
+            d.is_ok_and(|e| e.evidence.cache_hit)
+        };
+        assert!(hit(&other).await, "another subject's decision stays");
+        // A purge while C1 is being decided: the decision answers, and is asked again after.
+        let purge = PurgeScope::All;
+        let during = cache.get_or_decide(key(&c1), || async {
+            cache.purge(&purge).await;
+            Ok(denied())
+        });
+        assert!(during.await.is_ok());
+        assert!(!hit(&c1).await, "decided during a purge, yet cached");
+        assert!(hit(&c1).await);
     }
 
     #[tokio::test]
