@@ -494,6 +494,33 @@ fn the_decision_log_needs_a_path_and_masks_only_known_fields() {
 }
 
 #[test]
+fn purges_on_the_admin_listener_need_a_real_secret() {
+    let admin = |file: &str| {
+        gateway(
+            "",
+            "",
+            &format!("[admin]\naddress = \"127.0.0.1:9901\"\npurge_secret_file = \"{file}\"\n"),
+        )
+    };
+    let short = write(&admin("short"), ROUTE);
+    std::fs::write(short.join("short"), "too short\n").unwrap();
+    let refused = load(&short.join("gateway.toml")).unwrap_err().to_string();
+    let _ = std::fs::remove_dir_all(&short);
+    assert!(
+        refused.contains("admin.purge_secret_file") && refused.contains("at least 32 bytes"),
+        "{refused}"
+    );
+    let dir = write(&admin("secret"), ROUTE);
+    std::fs::write(dir.join("secret"), format!("{}\n", "p".repeat(40))).unwrap();
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        config.purge_secret.map(|s| s.0),
+        Some(super::decision_api::digest("p".repeat(40).as_bytes()))
+    );
+}
+
+#[test]
 fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
     let api = |table: &str| gateway("", "", &format!("[decision_api]\n{table}"));
     assert_eq!(
