@@ -290,6 +290,8 @@ pub struct RegistryFile {
     pub delegation_path: Option<String>,
     /// The version of the scheme this registry speaks; the scheme owner's if not given.
     pub scheme_version: Option<String>,
+    /// Whether masks sent to it name the route's licences (true if not given).
+    pub mask_licences: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -621,6 +621,7 @@ fn registries(
                     token_path: r.token_path.unwrap_or_else(|| TOKEN_PATH.into()),
                     delegation_path: r.delegation_path.unwrap_or_else(|| DELEGATION_PATH.into()),
                     scheme_version: version,
+                    mask_licences: r.mask_licences.unwrap_or(true),
                 },
             );
         }

@@ -338,6 +338,9 @@ pub struct Registry {
     pub token_path: String,
     pub delegation_path: String,
     pub scheme_version: SchemeVersion,
+    /// Masks sent to it name the route's licences; otherwise the licences are judged on the
+    /// evidence only (a registry whose schema refuses `licenses` in a mask, as Keyrock's does).
+    pub mask_licences: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,8 +7,9 @@ use crate::access_token::AccessTokenError;
 use crate::peers::identity_provider::{
     CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
 };
-use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure};
+use crate::peers::registry::{refuses_request, NoRegistry, RegistryError, RegistryFailure};
 use crate::peers::trust::TrustError;
+use crate::peers::PeerError;
 use crate::rate::whole_seconds;
 use crate::request::path::PathError;
 use crate::request::query::QueryError;
@@ -69,6 +70,13 @@ pub enum Reject {
     },
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
+    /// An authorisation registry refused the gateway's request (a 4xx other than 401): its status
+    /// and error text (bounded, as quoted from its answer).
+    RegistryRefused {
+        url: String,
+        status: u16,
+        text: String,
+    },
     NoHealthyBackend(String),
     BackendUnreachable,
     BackendTimeout,
@@ -391,6 +399,15 @@ impl From<RegistryError> for Reject {
     fn from(e: RegistryError) -> Self {
         match e {
             RegistryError::NoRegistry(e) => EvidenceRefusal::NoRegistry(e).into(),
+            RegistryError::Failed(RegistryFailure::Call(PeerError::Status {
+                url,
+                status,
+                body,
+            })) if refuses_request(status) => Reject::RegistryRefused {
+                url,
+                status,
+                text: body,
+            },
             RegistryError::Failed(e) => Reject::Unavailable(e.into()),
             RegistryError::SchemeOwner(e) => e.into(),
         }
@@ -455,6 +472,7 @@ impl Reject {
             Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", whole_seconds(*retry_after))),
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
+            Reject::RegistryRefused { status, text, .. } => row(502, "bad_gateway", "registry_refused_request", Outcome::UpstreamError, format!("the authorisation registry refused the gateway's request with {status}: {text}; asking again will not help until the gateway's settings for that registry suit it")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", Outcome::UpstreamError, format!("no healthy backend in upstream {u}")),
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", Outcome::UpstreamError, "the backend could not be reached".into()),
@@ -468,6 +486,9 @@ impl Reject {
     pub fn log_detail(&self) -> Option<String> {
         match self {
             Reject::Unavailable(e) => Some(e.to_string()),
+            Reject::RegistryRefused { url, status, text } => Some(format!(
+                "the registry at {url} refused the request with {status}: {text}"
+            )),
             Reject::Login(
                 e @ (LoginFailure::ProviderUnavailable(_)
                 | LoginFailure::Store(_)

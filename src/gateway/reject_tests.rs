@@ -34,6 +34,11 @@ fn one_of_each() -> Vec<Reject> {
         },
         Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
         Reject::Unavailable(Unavailable::ListenerFull),
+        Reject::RegistryRefused {
+            url: "https://ar.example/delegation".into(),
+            status: 400,
+            text: "Invalid client credentials".into(),
+        },
         Reject::NoHealthyBackend("legacy".into()),
         Reject::BackendUnreachable,
         Reject::BackendTimeout,
@@ -86,6 +91,7 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::TooManyNewOwners { .. }
             | Reject::TooManyRegistryCalls { .. }
             | Reject::Unavailable(_)
+            | Reject::RegistryRefused { .. }
             | Reject::NoHealthyBackend(_)
             | Reject::BackendUnreachable
             | Reject::BackendTimeout

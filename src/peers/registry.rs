@@ -56,6 +56,12 @@ reason_codes! {
     }
 }
 
+/// Whether a registry's status refuses our request itself (asking again will not help), not our
+/// token (401, which a new token mends) nor the registry's own fault (5xx).
+pub fn refuses_request(status: u16) -> bool {
+    matches!(status, 400 | 402..=499)
+}
+
 /// Why a registry gave no usable answer: the gateway fails closed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryFailure {
@@ -274,6 +280,7 @@ impl RegistryClient {
             party_id: ar_id,
             token_path: TOKEN_PATH.into(),
             delegation_path: DELEGATION_PATH.into(),
+            mask_licences: true,
         };
         Ok((registry, holding))
     }
@@ -361,6 +368,19 @@ impl RegistryClient {
             .await
             .map_err(failed)?;
         let version = registry.scheme_version;
+        // Without licences in the mask, the evidence's licences are still judged against the
+        // route's (`evaluation`).
+        let unlicensed;
+        let step = match registry.mask_licences {
+            true => step,
+            false => {
+                unlicensed = AccessRequest {
+                    required_licences: Vec::new(),
+                    ..step.clone()
+                };
+                &unlicensed
+            }
+        };
         let body = DelegationBody::new(step.to_mask(version), version);
         let answer = self
             .peer

@@ -48,6 +48,10 @@ pub struct PartyConfig {
     /// registry's id. Its `registries` are its default ones.
     #[serde(default)]
     pub registries_for: std::collections::BTreeMap<String, String>,
+    /// A registry that reads masks as strictly as FIWARE Keyrock does: a member its schema does
+    /// not name (such as `policySets[].target.environment.licenses`) is refused with a 400.
+    #[serde(default)]
+    pub strict: bool,
 }
 
 fn active() -> String {

@@ -208,6 +208,7 @@ fn participant(
         party_id,
         name: party.name.clone(),
         serve,
+        strict: party.strict,
         base_url: url.to_string(),
         jti: Default::default(),
         shared: shared.clone(),

@@ -47,6 +47,8 @@ pub struct Participant {
     pub party_id: PartyId,
     pub name: String,
     pub serve: Serve,
+    /// A registry that refuses masks with members outside its schema (`PartyConfig::strict`).
+    pub strict: bool,
     pub base_url: String,
     pub identity: SigningIdentity,
     pub tokens: AccessTokens,

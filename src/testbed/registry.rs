@@ -322,6 +322,38 @@ fn check_delegation_path(path: &[&str], mask: &DelegationRequest) -> Result<(), 
     Ok(())
 }
 
+/// A strict registry's schema (FIWARE Keyrock's, `additionalProperties: false`): the first member
+/// of the mask it does not name, as a path. It names no licences in a policy set's environment.
+fn outside_schema(mask: &DelegationRequest) -> Option<String> {
+    let first = |at: String, unknown: &crate::scheme::evidence::Unknown| {
+        unknown.0.keys().next().map(|m| format!("{at}.{m}"))
+    };
+    mask.policy_sets.iter().enumerate().find_map(|(i, set)| {
+        let at = format!("policySets[{i}]");
+        let environment = set.target.as_ref().and_then(|t| t.environment.as_ref());
+        environment
+            .filter(|e| !e.licenses.is_empty())
+            .map(|_| format!("{at}.target.environment.licenses"))
+            .or_else(|| first(at.clone(), &set.unknown))
+            .or_else(|| {
+                let t = set.target.as_ref()?;
+                first(format!("{at}.target"), &t.unknown)
+            })
+            .or_else(|| first(format!("{at}.target.environment"), &environment?.unknown))
+            .or_else(|| {
+                set.policies.iter().enumerate().find_map(|(j, policy)| {
+                    let at = format!("{at}.policies[{j}]");
+                    let target = &policy.target;
+                    first(at.clone(), &policy.unknown)
+                        .or_else(|| first(format!("{at}.target"), &target.unknown))
+                        .or_else(|| {
+                            first(format!("{at}.target.resource"), &target.resource.unknown)
+                        })
+                })
+            })
+    })
+}
+
 /// POST /delegation.
 async fn delegation(
     State(p): State<Arc<Participant>>,
@@ -343,6 +375,12 @@ async fn delegation(
     // The mask's parties by their ids (3.0: whatever alias it names them by) for every check
     // and the stored policies; the answer mirrors the mask as asked.
     let asked = &body.request;
+    if let Some(member) = p.strict.then(|| outside_schema(asked)).flatten() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("the mask's {member} is not in the delegation request schema (additionalProperties)"),
+        ));
+    }
     let register = &p.shared.register;
     let mut resolved = asked.clone();
     resolved.policy_issuer = register.id_of(&asked.policy_issuer).to_string();

@@ -118,6 +118,7 @@ pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
             registries: vec![],
             also_known_as: vec![],
             registries_for: Default::default(),
+            strict: false,
         });
     }
     config

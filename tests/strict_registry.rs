@@ -1,0 +1,104 @@
+//! A registry that reads masks as strictly as FIWARE Keyrock does (the testbed's `strict`): a mask
+//! with licences is refused, which the gateway reports as the registry's refusal of its request;
+//! a registry configured with `mask_licences = false` is asked without them and answers Permit
+//! and Deny, the route's licences judged on the evidence.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+const BIN: &str = "strict_registry";
+
+fn rules() -> String {
+    let route = |name: &str, path: &str, delegation: &str| {
+        format!("[[route]]\nname = \"{name}\"\nmethods = [\"GET\"]\npath = \"{path}\"\nupstream = \"echo\"\n[route.delegation]\nresource_type = \"CONTAINER\"\nidentifiers = [\"{{path.id}}\"]\npolicy_issuer = \"{OWNER}\"\n{delegation}\n\n")
+    };
+    [
+        route(
+            "licensed",
+            "/api/licensed/{id}",
+            "licences = [\"ISHARE.0001\"]\nregistry = \"ar\"",
+        ),
+        route(
+            "unlicensed-mask",
+            "/api/containers/{id}",
+            "licences = [\"ISHARE.0001\"]\nregistry = \"strict\"",
+        ),
+        route(
+            "other-licence",
+            "/api/special/{id}",
+            "licences = [\"ISHARE.0002\"]\nregistry = \"strict\"",
+        ),
+    ]
+    .concat()
+}
+
+async fn env() -> Env {
+    let mut config = testbed_config(BIN);
+    for party in &mut config.parties {
+        party.strict |= party.id == AR;
+    }
+    let bed = Bed::start_of(config).await;
+    let ar = bed.url(AR);
+    let extra = format!(
+        "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
+    );
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &extra, |t| t);
+    Env::launch(bed, dir, &ports).await
+}
+
+async fn get(env: &Env, path: &str, token: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+    let resp = env
+        .bed
+        .http
+        .get(format!("{}{path}", env.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let headers = resp.headers().clone();
+    let (status, body) = status_json(resp).await;
+    (status, headers, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_refuses_licences_in_a_mask_is_said_to_refuse_the_request() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, _, body) = get(&env, "/api/licensed/C1", &token).await;
+    assert_eq!(
+        (status, body["error"].as_str(), body["reason"].as_str()),
+        (502, Some("bad_gateway"), Some("registry_refused_request")),
+        "{body}"
+    );
+    let description = body["error_description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("400") && description.contains("licenses"),
+        "the registry's status and error text are said: {body}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_asked_without_licences_permits_and_denies_on_the_evidence() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, headers, body) = get(&env, "/api/containers/C1", &token).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["licensepurpose"], "ISHARE.0001");
+    let (status, _, body) = get(&env, "/api/containers/SECRET-1", &token).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    // The route's licence is not in the mask: the evidence's licences are judged against it.
+    let (status, _, body) = get(&env, "/api/special/C1", &token).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("licence_missing")),
+        "{body}"
+    );
+    env.stop().await;
+}
