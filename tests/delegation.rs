@@ -680,9 +680,22 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     let now = Timestamp::now().secs();
     // Issued to another subject (fetched by SP2 about itself).
     let others = evidence(&env, SP2, read_request(SP2, "X1", &[SP])).await;
+    let (status, _, body) = get(
+        &env,
+        "/api/header-only/X1",
+        &token,
+        &[("delegation_evidence", &others)],
+    )
+    .await;
     assert_eq!(
-        refusal(&env, "/api/header-only/X1", &token, &others).await,
-        (403, "evidence_not_for_caller".to_string())
+        (status, body["reason"].as_str()),
+        (403, Some("evidence_not_for_caller"))
+    );
+    // The refusal (and the decision log, which keeps its description) names both audiences.
+    assert_eq!(
+        body["error_description"].as_str(),
+        Some(format!("the evidence token is addressed to {SP2} (aud), not to {CONSUMER}").as_str()),
+        "{body}"
     );
     // Addressed to the caller but about another subject.
     let about_consumer = evidence(&env, SP2, read_request(CONSUMER, "X1", &[SP2, SP])).await;

@@ -18,7 +18,8 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{
-    check_header_evidence, read_evidence_token, EvidenceToken, HeaderEvidenceRules, Readers,
+    check_header_evidence, read_evidence_token, EvidenceToken, EvidenceTokenError,
+    HeaderEvidenceRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
 use crate::scheme::party_record::{Aliases, AmbiguousName, Party};
@@ -280,6 +281,15 @@ impl HeaderEvidence {
         }
         if audiences.is_empty() {
             addressees = vec![expected.request.access_subject.as_str(), expected.caller];
+        }
+        if addressees.is_empty() {
+            let mut expected = of.clone();
+            expected.dedup();
+            return Err(EvidenceRefusal::Token(EvidenceTokenError::NotForCaller {
+                expected: expected.join(" or "),
+                found: decoded.audience(),
+            })
+            .into());
         }
         check_header_evidence(decoded, &read.evidence, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;

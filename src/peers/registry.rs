@@ -426,7 +426,12 @@ impl RegistryClient {
             return Err(garbled("iss is not the registry".into()).into());
         }
         if decoded.audience_includes(self.our_id.as_str()) == Some(false) {
-            return Err(garbled("the answer is addressed to another party".into()).into());
+            return Err(garbled(format!(
+                "the answer is addressed to {} (aud), not to {}",
+                decoded.audience(),
+                self.our_id
+            ))
+            .into());
         }
         if decoded
             .time_claim("exp")

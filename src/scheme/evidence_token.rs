@@ -31,8 +31,13 @@ pub enum EvidenceTokenError {
     },
     #[error("the token's iss is not a party identifier: {0}")]
     IssuerNotAParty(PartyIdError),
-    #[error("the evidence token is addressed to another party than the caller")]
-    NotForCaller,
+    #[error("the evidence token is addressed to {found} (aud), not to {expected}")]
+    NotForCaller {
+        /// The parties it may be addressed to, as written in the refusal.
+        expected: String,
+        /// Its `aud`, as written in the token (bounded).
+        found: String,
+    },
     #[error("the evidence token's iat is in the future")]
     IssuedInFuture,
     #[error("the evidence token is older than the accepted maximum age")]
@@ -54,7 +59,7 @@ reason_codes! {
         | EvidenceTokenError::NoExpiry => "malformed_evidence",
         EvidenceTokenError::IssuerNotAParty(_) => "evidence_issuer_unknown",
         EvidenceTokenError::BeyondVersion { .. } => "evidence_version_mismatch",
-        EvidenceTokenError::NotForCaller => "evidence_not_for_caller",
+        EvidenceTokenError::NotForCaller { .. } => "evidence_not_for_caller",
         EvidenceTokenError::IssuedInFuture => "evidence_issued_in_future",
         EvidenceTokenError::TooOld => "evidence_too_old",
         EvidenceTokenError::Expired => "evidence_token_expired",
@@ -196,7 +201,10 @@ pub fn check_header_evidence(
         .iter()
         .any(|p| jwt.audience_includes(p) != Some(false))
     {
-        return Err(EvidenceTokenError::NotForCaller);
+        return Err(EvidenceTokenError::NotForCaller {
+            expected: audiences.join(" or "),
+            found: jwt.audience(),
+        });
     }
     let iat = jwt.time_claim("iat").unwrap_or(evidence.not_before as f64);
     if iat > now.as_f64() + rules.leeway_secs {

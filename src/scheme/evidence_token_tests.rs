@@ -102,7 +102,10 @@ fn the_token_must_be_addressed_to_the_consumer_or_the_caller() {
     );
     assert_eq!(
         check_at(&token(|c| c["aud"] = json!(AR)), NOW),
-        Err(EvidenceTokenError::NotForCaller)
+        Err(EvidenceTokenError::NotForCaller {
+            expected: format!("{CONSUMER} or {CALLER}"),
+            found: AR.into(),
+        })
     );
 }
 

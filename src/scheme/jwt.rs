@@ -259,6 +259,17 @@ impl DecodedJwt {
         }
     }
 
+    /// The `aud` claim as written, for messages: a string as it is, anything else as JSON; at
+    /// most 120 characters.
+    pub fn audience(&self) -> String {
+        let written = match self.claims.get("aud") {
+            Some(Value::String(a)) => a.clone(),
+            Some(other) => other.to_string(),
+            None => "nobody".into(),
+        };
+        written.chars().take(120).collect()
+    }
+
     /// A NumericDate claim; fractional values are accepted as RFC 7519 allows.
     pub fn time_claim(&self, name: &str) -> Option<f64> {
         self.claims.get(name).and_then(Value::as_f64)
