@@ -1,7 +1,9 @@
 //! A registry that reads masks as strictly as FIWARE Keyrock does (the testbed's `strict`): a mask
-//! with licences is refused, which the gateway reports as the registry's refusal of its request;
-//! a registry configured with `mask_licences = false` is asked without them and answers Permit
-//! and Deny, the route's licences judged on the evidence.
+//! with licences, or without the consumer's client assertion in `previous_steps`, is refused, which
+//! the gateway reports as the registry's refusal of its request; a registry configured with
+//! `mask_licences = false` and `previous_steps = "consumer_assertion"` is asked without licences
+//! and with the assertion of the consumer's token request, and answers Permit and Deny (the route's
+//! licences judged on the evidence) while that assertion lives.
 
 mod support;
 
@@ -25,6 +27,7 @@ fn rules() -> String {
             "/api/containers/{id}",
             "licences = [\"ISHARE.0001\"]\nregistry = \"strict\"",
         ),
+        route("no-steps", "/api/no-steps/{id}", "registry = \"no-steps\""),
         route(
             "other-licence",
             "/api/special/{id}",
@@ -42,7 +45,7 @@ async fn env() -> Env {
     let bed = Bed::start_of(config).await;
     let ar = bed.url(AR);
     let extra = format!(
-        "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
+        "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n\n[[registry]]\nname = \"no-steps\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
     );
     let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &extra, |t| t);
     Env::launch(bed, dir, &ports).await
@@ -100,5 +103,51 @@ async fn a_registry_asked_without_licences_permits_and_denies_on_the_evidence() 
         (403, Some("licence_missing")),
         "{body}"
     );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_wants_previous_steps_refuses_a_mask_without_them() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, _, body) = get(&env, "/api/no-steps/C1", &token).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (502, Some("registry_refused_request")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .is_some_and(|d| d.contains("previous_steps")),
+        "{body}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_consumers_assertion_a_new_token_is_asked_for() {
+    let env = env().await;
+    let token = env.token(CONSUMER).await;
+    let (status, _, body) = get(&env, "/api/containers/C1", &token).await;
+    assert_eq!(status, 200, "{body}");
+    // The assertion lived 30 s: the access token still does, but the registry cannot be asked.
+    tokio::time::sleep(std::time::Duration::from_secs(31)).await;
+    let (status, headers, body) = get(&env, "/api/containers/C2", &token).await;
+    assert_eq!(
+        (status, body["error"].as_str(), body["reason"].as_str()),
+        (
+            401,
+            Some("invalid_token"),
+            Some("previous_steps_unavailable")
+        ),
+        "{body}"
+    );
+    assert!(headers.contains_key("www-authenticate"));
+    // A new token request brings a new assertion.
+    let token = env.token(CONSUMER).await;
+    let (status, _, body) = get(&env, "/api/containers/C2", &token).await;
+    assert_ne!(status, 401, "{body}");
+    assert_ne!(body["reason"].as_str(), Some("previous_steps_unavailable"));
     env.stop().await;
 }

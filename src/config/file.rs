@@ -292,6 +292,8 @@ pub struct RegistryFile {
     pub scheme_version: Option<String>,
     /// Whether masks sent to it name the route's licences (true if not given).
     pub mask_licences: Option<bool>,
+    /// What is sent in `previous_steps`: "none" or "consumer_assertion".
+    pub previous_steps: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -602,6 +602,17 @@ fn registries(
                 format!("{:?} is defined twice", r.name),
             );
         }
+        let previous_steps = match r.previous_steps.as_deref() {
+            None | Some("none") => PreviousSteps::None,
+            Some("consumer_assertion") => PreviousSteps::ConsumerAssertion,
+            Some(other) => {
+                issues.add(
+                    format!("{key}.previous_steps"),
+                    format!("{other:?} is not one of \"none\", \"consumer_assertion\""),
+                );
+                PreviousSteps::None
+            }
+        };
         if let (Some(party_id), Some(url)) = (party_id, url) {
             if versions
                 .insert(party_id.clone(), version)
@@ -622,6 +633,7 @@ fn registries(
                     delegation_path: r.delegation_path.unwrap_or_else(|| DELEGATION_PATH.into()),
                     scheme_version: version,
                     mask_licences: r.mask_licences.unwrap_or(true),
+                    previous_steps,
                 },
             );
         }

@@ -341,6 +341,17 @@ pub struct Registry {
     /// Masks sent to it name the route's licences; otherwise the licences are judged on the
     /// evidence only (a registry whose schema refuses `licenses` in a mask, as Keyrock's does).
     pub mask_licences: bool,
+    pub previous_steps: PreviousSteps,
+}
+
+/// What the gateway puts in `previous_steps` when it asks a registry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PreviousSteps {
+    /// Nothing: the gateway asks as a service provider named in the mask.
+    #[default]
+    None,
+    /// The consumer's client assertion from its token request, while it lives (30 s).
+    ConsumerAssertion,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

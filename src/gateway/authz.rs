@@ -8,6 +8,7 @@ use super::broker;
 use super::decision::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::decision::{Evaluated, EvidenceSource};
 use super::decision_cache::{DecisionCache, DecisionKey};
+use super::forwarded::ForwardedAssertions;
 use super::header_evidence::HeaderEvidence;
 use super::reject::{Reject, Unavailable};
 use super::replay::ReplayStore;
@@ -58,6 +59,7 @@ impl Authorizer {
         config: &Config,
         peer: PeerClient,
         replay: Arc<ReplayStore>,
+        forwarded: Arc<ForwardedAssertions>,
         metrics: Metrics,
     ) -> Self {
         let algorithms = AlgorithmPolicy {
@@ -85,6 +87,7 @@ impl Authorizer {
                 readers,
                 leeway_secs,
                 config.registries.clone(),
+                forwarded,
                 metrics.clone(),
             ),
             decisions: DecisionCache::new(d, metrics.clone()),

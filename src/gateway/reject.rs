@@ -72,6 +72,11 @@ pub enum Reject {
     Unavailable(Unavailable),
     /// An authorisation registry refused the gateway's request (a 4xx other than 401): its status
     /// and error text (bounded, as quoted from its answer).
+    /// The registry wants the consumer's client assertion in `previous_steps`, and the gateway
+    /// holds none within its lifetime.
+    PreviousStepsUnavailable {
+        registry: String,
+    },
     RegistryRefused {
         url: String,
         status: u16,
@@ -410,6 +415,9 @@ impl From<RegistryError> for Reject {
             },
             RegistryError::Failed(e) => Reject::Unavailable(e.into()),
             RegistryError::SchemeOwner(e) => e.into(),
+            RegistryError::NoPreviousStep { registry } => {
+                Reject::PreviousStepsUnavailable { registry }
+            }
         }
     }
 }
@@ -472,6 +480,7 @@ impl Reject {
             Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", whole_seconds(*retry_after))),
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
+            Reject::PreviousStepsUnavailable { registry } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the client assertion of your token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
             Reject::RegistryRefused { status, text, .. } => row(502, "bad_gateway", "registry_refused_request", Outcome::UpstreamError, format!("the authorisation registry refused the gateway's request with {status}: {text}; asking again will not help until the gateway's settings for that registry suit it")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", Outcome::UpstreamError, format!("no healthy backend in upstream {u}")),
@@ -502,7 +511,7 @@ impl Reject {
 
     fn headers(&self) -> Vec<(&'static str, String)> {
         match self {
-            Reject::Unauthenticated(_) => {
+            Reject::Unauthenticated(_) | Reject::PreviousStepsUnavailable { .. } => {
                 vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())]
             }
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],

@@ -34,6 +34,9 @@ fn one_of_each() -> Vec<Reject> {
         },
         Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
         Reject::Unavailable(Unavailable::ListenerFull),
+        Reject::PreviousStepsUnavailable {
+            registry: "EU.EORI.NL000000004".into(),
+        },
         Reject::RegistryRefused {
             url: "https://ar.example/delegation".into(),
             status: 400,
@@ -92,6 +95,7 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::TooManyRegistryCalls { .. }
             | Reject::Unavailable(_)
             | Reject::RegistryRefused { .. }
+            | Reject::PreviousStepsUnavailable { .. }
             | Reject::NoHealthyBackend(_)
             | Reject::BackendUnreachable
             | Reject::BackendTimeout

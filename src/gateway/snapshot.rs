@@ -7,6 +7,7 @@
 use super::authz::Authorizer;
 use super::capabilities::Capabilities;
 use super::decision::log::DecisionLog;
+use super::forwarded::ForwardedAssertions;
 use super::listener::CertResolver;
 use super::login::{Context as LoginContext, Login};
 use super::redis::RedisStore;
@@ -15,6 +16,7 @@ use super::route::RouteTable;
 use super::sessions::SessionStore;
 use super::upstream::UpstreamPool;
 use crate::access_token::AccessTokens;
+use crate::config::model::PreviousSteps;
 use crate::config::model::{Config, SessionSecret};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
@@ -57,10 +59,20 @@ impl Shared {
     }
 }
 
+/// Whether some registry wants consumers' assertions forwarded.
+fn forwards(config: &Config) -> bool {
+    config
+        .registries
+        .values()
+        .any(|r| r.previous_steps == PreviousSteps::ConsumerAssertion)
+}
+
 /// Where jtis, sign-ins in progress and sessions are kept: in memory, or on the fleet's Redis.
 pub struct Stores {
     pub replay: Arc<ReplayStore>,
     pub sessions: SessionStore,
+    /// Consumers' assertions for registries' `previous_steps`.
+    pub forwarded: Arc<ForwardedAssertions>,
 }
 
 impl Stores {
@@ -69,6 +81,7 @@ impl Stores {
     /// its settings stay. A switch between memory and Redis takes effect at a restart.
     pub fn kept(old: &Config, new: &Config) -> bool {
         old.identity.party_id == new.identity.party_id
+            && forwards(old) == forwards(new)
             && match (&old.replay.redis, &new.replay.redis) {
                 (Some(a), Some(b)) => a == b && old.replay.timeout == new.replay.timeout,
                 _ => true,
@@ -89,6 +102,7 @@ impl Stores {
         Ok(Stores {
             replay: Arc::new(ReplayStore::new(config.replay.capacity, redis.clone())),
             sessions: SessionStore::new(redis),
+            forwarded: Arc::new(ForwardedAssertions::new(forwards(config))),
         })
     }
 }
@@ -276,6 +290,7 @@ impl Snapshot {
                 config,
                 peer.clone(),
                 stores.replay.clone(),
+                stores.forwarded.clone(),
                 shared.metrics.clone(),
             ),
         }

@@ -7,7 +7,8 @@ use super::scheme_owner::TrustStore;
 use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
-use crate::config::model::Registry;
+use crate::config::model::{PreviousSteps, Registry};
+use crate::gateway::forwarded::ForwardedAssertions;
 use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
 use crate::scheme::evidence_token::{read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
@@ -21,6 +22,7 @@ use crate::telemetry::Metrics;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What a span of a call to a registry says of it: which registry, where.
@@ -89,6 +91,10 @@ pub enum RegistryError {
     Failed(#[from] RegistryFailure),
     #[error(transparent)]
     SchemeOwner(#[from] TrustError),
+    /// The registry wants a client assertion of the mask's parties in `previous_steps`, and none
+    /// is held within its lifetime.
+    #[error("{registry} wants the consumer's client assertion in previous_steps; none is held within its lifetime")]
+    NoPreviousStep { registry: String },
 }
 
 /// That a registry holds a data owner's delegations.
@@ -108,6 +114,7 @@ pub struct RegistryClient {
     leeway_secs: f64,
     configured: BTreeMap<String, Registry>,
     tokens: TokenCache,
+    forwarded: Arc<ForwardedAssertions>,
     metrics: Metrics,
 }
 
@@ -117,6 +124,7 @@ impl RegistryClient {
         readers: Readers,
         leeway_secs: f64,
         configured: BTreeMap<String, Registry>,
+        forwarded: Arc<ForwardedAssertions>,
         metrics: Metrics,
     ) -> Self {
         RegistryClient {
@@ -129,6 +137,7 @@ impl RegistryClient {
             leeway_secs,
             configured,
             tokens: TokenCache::default(),
+            forwarded,
             metrics,
         }
     }
@@ -281,6 +290,7 @@ impl RegistryClient {
             token_path: TOKEN_PATH.into(),
             delegation_path: DELEGATION_PATH.into(),
             mask_licences: true,
+            previous_steps: PreviousSteps::None,
         };
         Ok((registry, holding))
     }
@@ -381,7 +391,17 @@ impl RegistryClient {
                 &unlicensed
             }
         };
-        let body = DelegationBody::new(step.to_mask(version), version);
+        let mut body = DelegationBody::new(step.to_mask(version), version);
+        if registry.previous_steps == PreviousSteps::ConsumerAssertion {
+            let now = Timestamp::now();
+            let assertion = [&step.access_subject, &step.policy_issuer]
+                .into_iter()
+                .find_map(|party| self.forwarded.of(party, now))
+                .ok_or_else(|| RegistryError::NoPreviousStep {
+                    registry: registry.party_id.to_string(),
+                })?;
+            body.previous_steps = vec![assertion];
+        }
         let answer = self
             .peer
             .delegation(

@@ -49,7 +49,9 @@ pub struct PartyConfig {
     #[serde(default)]
     pub registries_for: std::collections::BTreeMap<String, String>,
     /// A registry that reads masks as strictly as FIWARE Keyrock does: a member its schema does
-    /// not name (such as `policySets[].target.environment.licenses`) is refused with a 400.
+    /// not name (such as `policySets[].target.environment.licenses`) is refused with a 400, and so
+    /// is a caller other than the mask's policy issuer or access subject without a client assertion
+    /// of one of them in `previous_steps`.
     #[serde(default)]
     pub strict: bool,
 }

@@ -412,10 +412,12 @@ async fn delegation(
     for step in &body.previous_steps {
         check_previous_step(&p, &caller, mask, step).await?;
     }
-    if body.previous_steps.is_empty()
-        && !caller_is_named(&caller, mask)
-        && !designated_for(&p, &caller, mask)
-    {
+    // A strict registry (as Keyrock) lets only the mask's own parties ask without an assertion.
+    let named = match p.strict {
+        true => caller == mask.policy_issuer || caller == mask.target.access_subject,
+        false => caller_is_named(&caller, mask) || designated_for(&p, &caller, mask),
+    };
+    if body.previous_steps.is_empty() && !named {
         return Err(ApiError::bad_request(
             "invalid_request",
             format!("{caller} is neither the policyIssuer, the accessSubject nor a listed service provider of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"),

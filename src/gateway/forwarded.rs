@@ -1,0 +1,46 @@
+//! Consumers' client assertions kept from their token requests, to forward in `previous_steps` to
+//! registries that want one (`[[registry]] previous_steps = "consumer_assertion"`): the latest of
+//! each consumer, until its `exp`. In memory: in a fleet, the instance that issued the token holds
+//! it. The gateway never signs one itself.
+
+use crate::scheme::Timestamp;
+use std::time::Duration;
+
+/// How many consumers' assertions are held at once; the oldest go first.
+const CAPACITY: u64 = 100_000;
+
+/// The latest assertion of each consumer, while it lives.
+pub struct ForwardedAssertions {
+    /// Off while no registry wants one: no credential is held for nothing.
+    enabled: bool,
+    held: moka::sync::Cache<String, (String, f64)>,
+}
+
+impl ForwardedAssertions {
+    pub fn new(enabled: bool) -> Self {
+        ForwardedAssertions {
+            enabled,
+            // Assertions live 30 s; an entry outlives none by more than this.
+            held: moka::sync::Cache::builder()
+                .max_capacity(CAPACITY)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
+        }
+    }
+
+    /// Keep `assertion` of `consumer`, valid until `exp`.
+    pub fn keep(&self, consumer: &str, assertion: &str, exp: f64) {
+        if self.enabled {
+            self.held
+                .insert(consumer.to_string(), (assertion.to_string(), exp));
+        }
+    }
+
+    /// The assertion of `consumer` that has not expired at `now`.
+    pub fn of(&self, consumer: &str, now: Timestamp) -> Option<String> {
+        self.held
+            .get(consumer)
+            .filter(|(_, exp)| now.as_f64() < *exp)
+            .map(|(assertion, _)| assertion)
+    }
+}
