@@ -11,6 +11,8 @@ use serde_json::Value;
 use support::*;
 
 const BIN: &str = "strict_registry";
+/// A consumer without any policy at the registry.
+const NOBODY: &str = "EU.EORI.NL000000101";
 
 fn rules() -> String {
     let route = |name: &str, path: &str, delegation: &str| {
@@ -95,6 +97,25 @@ async fn a_registry_asked_without_licences_permits_and_denies_on_the_evidence() 
         (status, body["reason"].as_str()),
         (403, Some("denied_by_rule")),
         "{body}"
+    );
+    // The registry's own answers are said to be the registry's.
+    assert_eq!(
+        body["error_description"].as_str(),
+        Some(
+            format!("the authorisation registry {AR} denies this request: the rule of its evidence is Deny")
+                .as_str()
+        )
+    );
+    let nobody = env.token(NOBODY).await;
+    let (status, _, body) = get(&env, "/api/containers/C1", &nobody).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("no_policy")),
+        "{body}"
+    );
+    assert_eq!(
+        body["error_description"].as_str(),
+        Some(format!("the authorisation registry {AR} holds no policy for this request").as_str())
     );
     // The route's licence is not in the mask: the evidence's licences are judged against it.
     let (status, _, body) = get(&env, "/api/special/C1", &token).await;

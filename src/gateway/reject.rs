@@ -50,6 +50,11 @@ pub enum Reject {
     TokenRequest(AssertionError),
     /// Delegation evidence does not grant the request.
     Denied(DenyReason),
+    /// The registry asked holds no policy for the request, or its evidence denies it.
+    RegistryDenied {
+        registry: String,
+        reason: DenyReason,
+    },
     /// The presented evidence or broker assertion is not acceptable, or no registry can be asked.
     Evidence(EvidenceRefusal),
     /// A value the rule needs is missing from the request or unusable.
@@ -475,6 +480,11 @@ impl Reject {
             Reject::Unauthenticated(e) => row(401, "invalid_token", e.code(), Outcome::Unauthenticated, e.to_string()),
             Reject::TokenRequest(e) => row(400, e.oauth_error(), e.code(), Outcome::TokenRefused, e.to_string()),
             Reject::Denied(r) => row(403, "access_denied", r.code(), Outcome::Denied, r.to_string()),
+            Reject::RegistryDenied { registry, reason } => row(403, "access_denied", reason.code(), Outcome::Denied, match reason {
+                DenyReason::NoPolicy => format!("the authorisation registry {registry} holds no policy for this request"),
+                DenyReason::DeniedByRule => format!("the authorisation registry {registry} denies this request: the rule of its evidence is Deny"),
+                other => format!("the evidence of the authorisation registry {registry} does not grant this request: {other}"),
+            }),
             Reject::Evidence(e) => row(403, "access_denied", e.code(), Outcome::Denied, e.to_string()),
             Reject::MissingRequestValue(e) => row(400, "invalid_request", "missing_request_value", Outcome::BadRequest, e.to_string()),
             Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", whole_seconds(*retry_after))),

@@ -34,6 +34,10 @@ fn one_of_each() -> Vec<Reject> {
         },
         Reject::Unavailable(Unavailable::RegistryTimeout(Duration::from_secs(1))),
         Reject::Unavailable(Unavailable::ListenerFull),
+        Reject::RegistryDenied {
+            registry: "EU.EORI.NL000000004".into(),
+            reason: DenyReason::DeniedByRule,
+        },
         Reject::PreviousStepsUnavailable {
             registry: "EU.EORI.NL000000004".into(),
         },
@@ -95,6 +99,7 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::TooManyRegistryCalls { .. }
             | Reject::Unavailable(_)
             | Reject::RegistryRefused { .. }
+            | Reject::RegistryDenied { .. }
             | Reject::PreviousStepsUnavailable { .. }
             | Reject::NoHealthyBackend(_)
             | Reject::BackendUnreachable

@@ -565,6 +565,10 @@ pub async fn delegation(
         }
     };
     d.stage = Stage::Evaluation;
+    let registry = match &evaluated.evidence.source {
+        EvidenceSource::Registry { registry } => Some(registry.clone()),
+        _ => None,
+    };
     d.evidence = Some(evaluated.evidence);
     d.decided_by = evaluated.evaluation.decided_by;
     match evaluated.evaluation.decision {
@@ -574,6 +578,12 @@ pub async fn delegation(
             not_on_or_after: p.not_on_or_after,
             max_delegation_depth: p.max_delegation_depth,
         }),
+        // The registry's own answer (no policy, or its Deny) is said to be the registry's.
+        Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)) => match registry
+        {
+            Some(registry) => Err(Reject::RegistryDenied { registry, reason }),
+            None => Err(Reject::Denied(reason)),
+        },
         Verdict::Deny(reason) => Err(Reject::Denied(reason)),
     }
 }
