@@ -8,6 +8,7 @@
 mod support;
 
 use serde_json::Value;
+use support::shipped::{shipped_gateway, Urls};
 use support::*;
 
 const BIN: &str = "strict_registry";
@@ -39,12 +40,17 @@ fn rules() -> String {
     .concat()
 }
 
-async fn env() -> Env {
+/// The testbed with its registry strict.
+async fn strict_bed() -> Bed {
     let mut config = testbed_config(BIN);
     for party in &mut config.parties {
         party.strict |= party.id == AR;
     }
-    let bed = Bed::start_of(config).await;
+    Bed::start_of(config).await
+}
+
+async fn env() -> Env {
+    let bed = strict_bed().await;
     let ar = bed.url(AR);
     let extra = format!(
         "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n\n[[registry]]\nname = \"no-steps\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
@@ -170,5 +176,45 @@ async fn past_the_consumers_assertion_a_new_token_is_asked_for() {
     let (status, _, body) = get(&env, "/api/containers/C2", &token).await;
     assert_ne!(status, 401, "{body}");
     assert_ne!(body["reason"].as_str(), Some("previous_steps_unavailable"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_routes_get_permit_and_deny_from_a_strict_registry() {
+    let bed = strict_bed().await;
+    let dir = scratch_dir(BIN);
+    let ports = Ports::free();
+    let settings =
+        "name = \"testbed-ar\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"";
+    let toml = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
+        .replace("name = \"testbed-ar\"", settings);
+    assert!(toml.contains("previous_steps = \"consumer_assertion\""));
+    std::fs::write(dir.join("gateway.toml"), toml).unwrap();
+    let env = Env::launch(bed, dir, &ports).await;
+    let token = env.token(CONSUMER).await;
+    // containers-read asks the registry of the data owner's record, as its [[registry]] says.
+    let (status, _, body) = get(&env, "/api/containers/C1", &token).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = get(&env, "/api/containers/SECRET-1", &token).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    // containers-update names the registry: the policy grants reading only.
+    let resp = env
+        .bed
+        .http
+        .put(format!("{}/api/containers/C1", env.url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
     env.stop().await;
 }

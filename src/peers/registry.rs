@@ -282,6 +282,8 @@ impl RegistryClient {
             true => PartyId::parse(&ar_record.id).unwrap_or(ar_id),
             false => ar_id,
         };
+        // A registry found in a record is asked as a [[registry]] of its party id is configured.
+        let settings = self.configured.values().find(|r| r.party_id == ar_id);
         let registry = Registry {
             name: ar_id.to_string(),
             url: listed.url.trim_end_matches('/').to_string(),
@@ -289,8 +291,8 @@ impl RegistryClient {
             party_id: ar_id,
             token_path: TOKEN_PATH.into(),
             delegation_path: DELEGATION_PATH.into(),
-            mask_licences: true,
-            previous_steps: PreviousSteps::None,
+            mask_licences: settings.is_none_or(|r| r.mask_licences),
+            previous_steps: settings.map_or(PreviousSteps::None, |r| r.previous_steps),
         };
         Ok((registry, holding))
     }
