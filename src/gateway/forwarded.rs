@@ -6,8 +6,9 @@
 use crate::scheme::Timestamp;
 use std::time::Duration;
 
-/// How many consumers' assertions are held at once; the oldest go first.
-const CAPACITY: u64 = 100_000;
+/// The bytes of assertions held at once (an assertion with its x5c chain is a few KiB); past it,
+/// the least used go first.
+const CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The latest assertion of each consumer, while it lives.
 pub struct ForwardedAssertions {
@@ -22,7 +23,10 @@ impl ForwardedAssertions {
             enabled,
             // Assertions live 30 s; an entry outlives none by more than this.
             held: moka::sync::Cache::builder()
-                .max_capacity(CAPACITY)
+                .weigher(|consumer: &String, (assertion, _): &(String, f64)| {
+                    u32::try_from(consumer.len() + assertion.len()).unwrap_or(u32::MAX)
+                })
+                .max_capacity(CAPACITY_BYTES)
                 .time_to_live(Duration::from_secs(60))
                 .build(),
         }
