@@ -14,7 +14,6 @@ pub mod decision;
 pub mod decision_api;
 pub mod decision_cache;
 pub mod forward;
-pub mod forwarded;
 pub mod header_evidence;
 pub mod listener;
 pub mod login;

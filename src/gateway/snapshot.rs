@@ -7,7 +7,6 @@
 use super::authz::Authorizer;
 use super::capabilities::Capabilities;
 use super::decision::log::DecisionLog;
-use super::forwarded::ForwardedAssertions;
 use super::listener::CertResolver;
 use super::login::{Context as LoginContext, Login};
 use super::redis::RedisStore;
@@ -18,6 +17,7 @@ use super::upstream::UpstreamPool;
 use crate::access_token::AccessTokens;
 use crate::config::model::PreviousSteps;
 use crate::config::model::{Config, SessionSecret};
+use crate::peers::forwarded::ForwardedAssertions;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
@@ -59,8 +59,9 @@ impl Shared {
     }
 }
 
-/// Whether some registry wants consumers' assertions forwarded.
-fn forwards(config: &Config) -> bool {
+/// Whether some registry wants consumers' assertions forwarded: only then are they kept (no
+/// credential is held for nothing).
+pub fn forwards(config: &Config) -> bool {
     config
         .registries
         .values()
@@ -81,7 +82,6 @@ impl Stores {
     /// its settings stay. A switch between memory and Redis takes effect at a restart.
     pub fn kept(old: &Config, new: &Config) -> bool {
         old.identity.party_id == new.identity.party_id
-            && forwards(old) == forwards(new)
             && match (&old.replay.redis, &new.replay.redis) {
                 (Some(a), Some(b)) => a == b && old.replay.timeout == new.replay.timeout,
                 _ => true,
@@ -102,7 +102,7 @@ impl Stores {
         Ok(Stores {
             replay: Arc::new(ReplayStore::new(config.replay.capacity, redis.clone())),
             sessions: SessionStore::new(redis),
-            forwarded: Arc::new(ForwardedAssertions::new(forwards(config))),
+            forwarded: Arc::new(ForwardedAssertions::default()),
         })
     }
 }

@@ -98,9 +98,11 @@ pub async fn issue(
         .map_err(|e| Reject::Unavailable(e.into()))?
         .accepted()
         .map_err(Reject::TokenRequest)?;
-    snap.stores
-        .forwarded
-        .keep(client.as_str(), &checked.assertion, assertion.exp);
+    if super::snapshot::forwards(&snap.config) {
+        snap.stores
+            .forwarded
+            .keep(client.as_str(), &checked.assertion, assertion.exp);
+    }
     let access_token = snap.tokens.issue(&client, &checked.scopes, now);
     let answer = Answer {
         status: 200,

@@ -2,6 +2,7 @@
 //! endpoints, the scheme owner, authorisation registries, the identity provider people sign in
 //! at — and their caches.
 
+pub mod forwarded;
 pub mod identity_provider;
 pub mod registry;
 pub mod scheme_owner;

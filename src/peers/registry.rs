@@ -3,12 +3,12 @@
 //! registry's own record), our token there (cached), `POST /delegation` with a mask, and the answer
 //! verified: signed by that registry, addressed to us, unexpired. A 404 is "no policy", a Deny.
 
+use super::forwarded::ForwardedAssertions;
 use super::scheme_owner::TrustStore;
 use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::{PreviousSteps, Registry};
-use crate::gateway::forwarded::ForwardedAssertions;
 use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
 use crate::scheme::evidence_token::{read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};

@@ -10,17 +10,15 @@ use std::time::Duration;
 /// the least used go first.
 const CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
 
-/// The latest assertion of each consumer, while it lives.
+/// The latest assertion of each consumer, while it lives. Kept across reloads, as the other
+/// stores are; the token endpoint keeps one only while some registry wants it.
 pub struct ForwardedAssertions {
-    /// Off while no registry wants one: no credential is held for nothing.
-    enabled: bool,
     held: moka::sync::Cache<String, (String, f64)>,
 }
 
-impl ForwardedAssertions {
-    pub fn new(enabled: bool) -> Self {
+impl Default for ForwardedAssertions {
+    fn default() -> Self {
         ForwardedAssertions {
-            enabled,
             // Assertions live 30 s; an entry outlives none by more than this.
             held: moka::sync::Cache::builder()
                 .weigher(|consumer: &String, (assertion, _): &(String, f64)| {
@@ -31,13 +29,13 @@ impl ForwardedAssertions {
                 .build(),
         }
     }
+}
 
+impl ForwardedAssertions {
     /// Keep `assertion` of `consumer`, valid until `exp`.
     pub fn keep(&self, consumer: &str, assertion: &str, exp: f64) {
-        if self.enabled {
-            self.held
-                .insert(consumer.to_string(), (assertion.to_string(), exp));
-        }
+        self.held
+            .insert(consumer.to_string(), (assertion.to_string(), exp));
     }
 
     /// The assertion of `consumer` that has not expired at `now`.
