@@ -5,7 +5,7 @@
 use super::defaults as default;
 use super::file::DecisionApiFile;
 use super::issues::Issues;
-use super::model::{BearerSecret, DecisionApiSettings};
+use super::model::{digest, BearerSecret, DecisionApiSettings};
 use super::values::{resolve, socket_addr};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -137,12 +137,4 @@ pub(super) fn bearer_secret(path: &Path, key: &str, issues: &mut Issues) -> Opti
             Ok(BearerSecret(digest(secret)))
         });
     issues.check(key, checked)
-}
-
-/// The SHA-256 of a secret, as it is kept and compared.
-pub fn digest(secret: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
 }

@@ -93,7 +93,7 @@ impl BearerSecret {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         presented.is_some_and(|p| {
-            let digest = super::decision_api::digest(p.as_bytes());
+            let digest = digest(p.as_bytes());
             digest
                 .iter()
                 .zip(self.0.iter())
@@ -570,4 +570,34 @@ impl Route {
     pub fn query_names(&self) -> impl Iterator<Item = &str> {
         self.templates().into_iter().flat_map(Template::query_names)
     }
+}
+
+/// The SHA-256 of a secret, as it is kept and compared.
+pub fn digest(secret: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// The `route` label of what the gateway answers itself: no configured route may take one of
+/// these names, or its counts would mix with the gateway's own.
+pub mod own_route {
+    /// A request no route matched.
+    pub const UNMATCHED: &str = "unmatched";
+    pub const TOKEN: &str = "token";
+    pub const CAPABILITIES: &str = "capabilities";
+    /// The return from the identity provider.
+    pub const LOGIN_RETURN: &str = "login_return";
+    pub const LOGOUT: &str = "logout";
+    /// An AuthZEN question that names no route.
+    pub const AUTHZEN: &str = "authzen";
+    pub const ALL: [&str; 6] = [
+        UNMATCHED,
+        TOKEN,
+        CAPABILITIES,
+        LOGIN_RETURN,
+        LOGOUT,
+        AUTHZEN,
+    ];
 }

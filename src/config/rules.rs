@@ -3,12 +3,12 @@
 
 use super::file::*;
 use super::issues::{parse_toml, read, Choice, ConfigIssue, Issues};
+use super::model::own_route;
 use super::model::*;
 use super::values::header_name;
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
 use crate::scheme::vocabulary::Action;
-use crate::telemetry::metrics::own_route;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -516,7 +516,7 @@ fn purges_on_the_admin_listener_need_a_real_secret() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         config.purge_secret.map(|s| s.0),
-        Some(super::decision_api::digest("p".repeat(40).as_bytes()))
+        Some(super::model::digest("p".repeat(40).as_bytes()))
     );
 }
 
@@ -570,7 +570,7 @@ fn the_decision_api_needs_an_address_of_its_own_and_a_real_secret() {
     assert_eq!(settings.address.to_string(), "127.0.0.1:9902");
     assert_eq!(
         settings.bearer_secret.map(|s| s.0),
-        Some(super::decision_api::digest("s".repeat(40).as_bytes()))
+        Some(super::model::digest("s".repeat(40).as_bytes()))
     );
     assert_eq!(settings.max_batch, defaults::DECISION_API_MAX_BATCH);
     assert_eq!(settings.policy_decision_point, None);

@@ -2,7 +2,8 @@
 //! scheme owner answers, and the replay store can be reached), and POST /purge of cached
 //! decisions for callers with `[admin] purge_secret_file`'s secret.
 
-use super::purge::{PurgeScope, MAX_BODY_BYTES};
+use super::decision_cache::PurgeScope;
+use super::purge::MAX_BODY_BYTES;
 use super::reject::{Answer, Reject};
 use super::snapshot::GatewayState;
 use async_trait::async_trait;

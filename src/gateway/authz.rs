@@ -105,7 +105,7 @@ impl Authorizer {
     }
 
     /// Drop the cached decisions `scope` covers; how many were dropped.
-    pub async fn purge(&self, scope: &super::purge::PurgeScope) -> u64 {
+    pub async fn purge(&self, scope: &super::decision_cache::PurgeScope) -> u64 {
         self.0.decisions.purge(scope).await
     }
 

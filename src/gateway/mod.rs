@@ -30,12 +30,13 @@ pub mod start_budget;
 pub mod token_endpoint;
 pub mod upstream;
 
+use crate::config::model::own_route;
 use crate::config::model::Route;
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
-use crate::telemetry::metrics::{own_route, Outcome};
+use crate::telemetry::metrics::Outcome;
 use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;

@@ -2,6 +2,7 @@
 //! subject or all, here and (on the fleet's Redis) at every instance through a pub/sub channel of
 //! the party; a purge heard on the channel applies here and is not published again.
 
+use super::decision_cache::PurgeScope;
 use super::snapshot::GatewayState;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -15,62 +16,6 @@ use std::time::Duration;
 pub const MAX_BODY_BYTES: usize = 4096;
 /// How long a lost subscription waits before it is made again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
-
-/// What a purge drops: the decisions on requests of one policy issuer, of one access subject, or
-/// every one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PurgeScope {
-    PolicyIssuer(String),
-    AccessSubject(String),
-    All,
-}
-
-impl PurgeScope {
-    /// Whether a decision on a request of `policy_issuer` for `access_subject` is dropped.
-    pub fn covers(&self, policy_issuer: &str, access_subject: &str) -> bool {
-        match self {
-            PurgeScope::PolicyIssuer(p) => p == policy_issuer,
-            PurgeScope::AccessSubject(s) => s == access_subject,
-            PurgeScope::All => true,
-        }
-    }
-
-    /// Its name in metrics and logs.
-    pub fn label(&self) -> &'static str {
-        match self {
-            PurgeScope::PolicyIssuer(_) => "policy_issuer",
-            PurgeScope::AccessSubject(_) => "access_subject",
-            PurgeScope::All => "all",
-        }
-    }
-
-    /// The scope of a purge request: a JSON object with exactly one of `policy_issuer`,
-    /// `access_subject` (a non-empty string) or `all` (true).
-    pub fn from_request(body: &[u8]) -> Result<PurgeScope, String> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Request {
-            policy_issuer: Option<String>,
-            access_subject: Option<String>,
-            all: Option<bool>,
-        }
-        let r: Request = serde_json::from_slice(body).map_err(|e| {
-            format!("the body is not a purge request ({e}): send one of {{\"policy_issuer\": \"…\"}}, {{\"access_subject\": \"…\"}}, {{\"all\": true}}")
-        })?;
-        let named = |what: &str, v: String| match v.trim().is_empty() {
-            true => Err(format!("{what} is empty")),
-            false => Ok(v),
-        };
-        match (r.policy_issuer, r.access_subject, r.all) {
-            (Some(p), None, None) => Ok(PurgeScope::PolicyIssuer(named("policy_issuer", p)?)),
-            (None, Some(s), None) => Ok(PurgeScope::AccessSubject(named("access_subject", s)?)),
-            (None, None, Some(true)) => Ok(PurgeScope::All),
-            (None, None, Some(false)) => Err("all must be true".into()),
-            _ => Err("name exactly one of policy_issuer, access_subject, all".into()),
-        }
-    }
-}
 
 /// What a purge published on the channel carries: the scope and the instance it came from (which
 /// has purged already).

@@ -6,28 +6,6 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-/// The `route` label of what the gateway answers itself: no configured route may take one of
-/// these names, or its counts would mix with the gateway's own.
-pub mod own_route {
-    /// A request no route matched.
-    pub const UNMATCHED: &str = "unmatched";
-    pub const TOKEN: &str = "token";
-    pub const CAPABILITIES: &str = "capabilities";
-    /// The return from the identity provider.
-    pub const LOGIN_RETURN: &str = "login_return";
-    pub const LOGOUT: &str = "logout";
-    /// An AuthZEN question that names no route.
-    pub const AUTHZEN: &str = "authzen";
-    pub const ALL: [&str; 6] = [
-        UNMATCHED,
-        TOKEN,
-        CAPABILITIES,
-        LOGIN_RETURN,
-        LOGOUT,
-        AUTHZEN,
-    ];
-}
-
 /// What became of a request: the `outcome` label of `requests_total` and of the access log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

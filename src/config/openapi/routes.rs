@@ -4,10 +4,10 @@
 use super::document::Operation;
 use super::OpenApiError;
 use crate::config::defaults::TOKEN_PATHS;
+use crate::config::model::own_route;
 use crate::request::pattern::PathPattern;
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{Action, CAPABILITIES_PATH};
-use crate::telemetry::metrics::own_route;
 use http::Method;
 use std::collections::BTreeSet;
 

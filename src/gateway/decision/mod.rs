@@ -236,7 +236,7 @@ impl Decision {
             at: SystemTime::now(),
             method: String::new(),
             path: String::new(),
-            route: crate::telemetry::metrics::own_route::UNMATCHED.into(),
+            route: crate::config::model::own_route::UNMATCHED.into(),
             mode: Mode::Enforce,
             caller: None,
             values: Vec::new(),

@@ -14,6 +14,7 @@
 
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
+use crate::config::model::own_route;
 use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
 use crate::gateway::decision::stages::{self, RequestFacts};
 use crate::gateway::decision::Decision;
@@ -24,7 +25,6 @@ use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
-use crate::telemetry::metrics::own_route;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
