@@ -26,7 +26,9 @@ struct Instance {
     gateway: Option<RunningGateway>,
 }
 
-async fn instance(bed: &Bed, redis: &str) -> Instance {
+/// An instance on `redis`, once its admin listener answers 200 on `/{probe}` (`ready` touches the
+/// store).
+async fn instance(bed: &Bed, redis: &str, probe: &str) -> Instance {
     let extra = format!("[replay]\nstore = \"redis\"\nurl = \"{redis}\"\ntimeout = \"300ms\"\n");
     let (dir, ports) = gateway_dir(bed, BIN, RULES, &extra, |t| t);
     let instance = Instance {
@@ -36,7 +38,7 @@ async fn instance(bed: &Bed, redis: &str) -> Instance {
         dir,
     };
     for _ in 0..100 {
-        if reqwest::get(format!("{}/ready", instance.admin))
+        if reqwest::get(format!("{}/{probe}", instance.admin))
             .await
             .is_ok_and(|r| r.status() == 200)
         {
@@ -65,18 +67,36 @@ async fn token_with(bed: &Bed, base: &str, assertion: &str) -> (u16, Value) {
 async fn instances_share_replays_and_tokens_and_refuse_when_the_store_is_gone() {
     let redis = RedisServer::start().await;
     let bed = Bed::start(BIN).await;
-    let a = instance(&bed, &redis.url()).await;
-    let b = instance(&bed, &redis.url()).await;
+    let a = instance(&bed, &redis.url(), "live").await;
     let fresh = || {
         bed.identity(CONSUMER)
             .client_assertion(SP, Timestamp::now())
             .unwrap()
     };
+    let made = |secs_ago: i64| {
+        let now = Timestamp::now().as_f64().floor() as i64;
+        bed.identity(CONSUMER)
+            .client_assertion(SP, Timestamp::from_secs(now - secs_ago))
+            .unwrap()
+    };
+    // A store new to every instance remembers from the second before the first request that
+    // reaches it: an assertion made in that second is accepted (asked early in a second, so that
+    // the request arrives in the second it was made in), one made well before is refused.
+    while Timestamp::now().as_f64().fract() > 0.5 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     // One assertion, one token, whichever instance sees it first.
-    let assertion = fresh();
+    let assertion = made(1);
     let (status, body) = token_with(&bed, &a.url, &assertion).await;
     assert_eq!(status, 200, "{body}");
     let token = body["access_token"].as_str().unwrap().to_string();
+    let (status, body) = token_with(&bed, &a.url, &made(20)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("issued_before_replay_store")),
+        "{body}"
+    );
+    let b = instance(&bed, &redis.url(), "ready").await;
     for base in [&b.url, &a.url, &b.url] {
         let (status, body) = token_with(&bed, base, &assertion).await;
         assert_eq!(

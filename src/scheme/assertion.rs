@@ -90,7 +90,7 @@ pub enum AssertionError {
     #[error("client assertion jti has been used before")]
     Replayed,
     #[error(
-        "client assertion was issued before the replay store started remembering (it came back \
+        "client assertion was issued before the replay store started remembering (new or back \
          empty at {epoch}): make a new assertion"
     )]
     IssuedBeforeReplayStore { epoch: i64 },
