@@ -10,6 +10,7 @@ use base64::Engine;
 use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};
+use support::process::GatewayProcess;
 use support::*;
 
 const BIN: &str = "delegation";
@@ -1023,4 +1024,82 @@ async fn evidence_chains_run_through_the_delegation_path_with_depth_enforced() {
     assert_eq!(status, 200, "{body}");
     env.stop().await;
     fakes.stop();
+}
+
+/// A second registry of the testbed, which the data owner designates for us.
+const OUR_AR: &str = "EU.EORI.NL000000008";
+/// Another service provider, for which the data owner designates the testbed's registry.
+const OTHER_SP: &str = "EU.EORI.NL000000002";
+
+/// A testbed whose data owner designates two registries, each for another service provider: the
+/// testbed's registry for `OTHER_SP` (listed first), `OUR_AR` for us; both hold its policies.
+async fn two_registries_bed() -> Bed {
+    let mut config = testbed_config("owner_registries");
+    let mut second = config
+        .parties
+        .iter()
+        .find(|p| p.id == AR)
+        .expect("the testbed's registry")
+        .clone();
+    second.id = OUR_AR.into();
+    second.name = "Our Registry".into();
+    config.parties.push(second);
+    let owner = config.parties.iter_mut().find(|p| p.id == OWNER).unwrap();
+    owner.registries.clear();
+    owner.registries_for = [(OTHER_SP, AR), (SP, OUR_AR)]
+        .map(|(sp, ar)| (sp.to_string(), ar.to_string()))
+        .into();
+    Bed::start_of(config).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_asked_and_trusted_is_the_one_the_data_owner_designated_for_us() {
+    let bed = two_registries_bed().await;
+    let rules = "[[route]]\nname = \"containers\"\nmethods = [\"GET\"]\npath = \"/api/containers/{id}\"\nupstream = \"echo\"\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"CONTAINER\"\nidentifiers = [\"{path.id}\"]\nregistry = \"owner\"\n";
+    let (dir, ports) = gateway_dir(&bed, "owner_registries", rules, "", |t| t);
+    let mut gateway =
+        GatewayProcess::start("owner-registries", &dir.join("gateway.toml"), ports.admin);
+    gateway.wait_ready().await;
+    let url = format!("https://127.0.0.1:{}", ports.tls);
+    let token = access_token(&bed.http, &url, &bed.identity(CONSUMER)).await;
+    let get = |path: &str, evidence: Option<&str>| {
+        let mut req = bed.http.get(format!("{url}{path}")).bearer_auth(&token);
+        if let Some(evidence) = evidence {
+            req = req.header("delegation_evidence", evidence);
+        }
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    // Asked itself, the gateway asks the registry designated for us, not the first listed.
+    let (status, body) = get("/api/containers/C1", None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get("/api/containers/SECRET-1", None).await;
+    assert_eq!(
+        (status, body["reason"].as_str(), body["error_description"].as_str()),
+        (
+            403,
+            Some("denied_by_rule"),
+            Some(format!("the authorisation registry {OUR_AR} denies this request: the rule of its evidence is Deny").as_str())
+        ),
+        "{body}"
+    );
+    // Evidence in the header counts only from the registry designated for us: the other holds
+    // the owner's delegations for another service provider, and signs this Permit all the same.
+    let request = read_request(CONSUMER, "C1", &[SP]);
+    let elsewhere = bed.evidence_of(CONSUMER, AR, &request).await;
+    let (status, body) = get("/api/containers/C1", Some(&elsewhere)).await;
+    assert_eq!(
+        (status, body["reason"].as_str(), body["error_description"].as_str()),
+        (
+            403,
+            Some("evidence_issuer_not_the_owners_registry"),
+            Some(format!("{AR} is not a registry the data owner {OWNER} designated for this service provider").as_str())
+        ),
+        "{body}"
+    );
+    let ours = bed.evidence_of(CONSUMER, OUR_AR, &request).await;
+    let (status, body) = get("/api/containers/C1", Some(&ours)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = gateway.terminate().await;
+    assert!(status.success());
+    bed.stop().await;
 }

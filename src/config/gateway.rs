@@ -596,7 +596,12 @@ fn registries(
         if let Some(url) = &url {
             warn_plain(&format!("{key}.url"), url, issues);
         }
-        if !names.insert(r.name.clone()) {
+        if r.name == OWNERS_REGISTRY {
+            issues.add(
+                format!("{key}.name"),
+                format!("{OWNERS_REGISTRY:?} is how a route names the registry the data owner designated: give this registry another name"),
+            );
+        } else if !names.insert(r.name.clone()) {
             issues.add(
                 format!("{key}.name"),
                 format!("{:?} is defined twice", r.name),

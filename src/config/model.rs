@@ -330,6 +330,10 @@ pub struct HealthCheck {
     pub interval: Duration,
 }
 
+/// The name a route gives the registry the data owner designated for us (as when it names none);
+/// no `[[registry]]` may take it.
+pub const OWNERS_REGISTRY: &str = "owner";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registry {
     pub name: String,
@@ -452,7 +456,8 @@ pub struct DelegationRule {
     /// None: derived from the method (GET → READ, POST → CREATE, PUT/PATCH → UPDATE, DELETE → DELETE).
     pub action: Option<String>,
     pub evidence: EvidenceSources,
-    /// A configured registry by name; None: the data owner's registry from its party record.
+    /// A configured registry by name; None (or "owner" in the file): the registry the data owner
+    /// designated for us in its party record.
     pub registry: Option<String>,
     pub licences: Vec<String>,
     pub delegation_path: Vec<Template>,

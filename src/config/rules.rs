@@ -361,7 +361,9 @@ fn delegation_rule(
             e
         }
     };
-    if let Some(reg) = &d.registry {
+    // "owner": the registry the data owner designated for us, as when none is named.
+    let registry = d.registry.filter(|r| r != OWNERS_REGISTRY);
+    if let Some(reg) = &registry {
         if !known.registries.contains_key(reg) {
             issues.add(
                 format!("{key}.registry"),
@@ -431,7 +433,7 @@ fn delegation_rule(
         attributes,
         action: d.action,
         evidence,
-        registry: d.registry,
+        registry,
         licences: d.licences,
         delegation_path,
         caller_names_owner: named_by_caller,

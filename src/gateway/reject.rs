@@ -155,7 +155,9 @@ pub enum EvidenceRefusal {
     Signer(SignerError),
     #[error("{0} is neither the data owner nor an authorisation registry")]
     IssuerNotARegistry(PartyId),
-    #[error("{issuer} is not a registry of the data owner {owner}")]
+    #[error(
+        "{issuer} is not a registry the data owner {owner} designated for this service provider"
+    )]
     IssuerNotTheOwnersRegistry { issuer: PartyId, owner: String },
     #[error("the consumer assertion: {0}")]
     ConsumerAssertion(AssertionError),

@@ -43,7 +43,7 @@ fn call_attributes(registry: &Registry) -> Vec<KeyValue> {
 pub enum NoRegistry {
     #[error("the data owner {0} is unknown at the scheme owner")]
     DataOwnerUnknown(String),
-    #[error("the data owner {0} names no authorisation registry")]
+    #[error("the data owner {0} designates no authorisation registry for this service provider")]
     NoneNamed(String),
     #[error("{0} is not an active authorisation registry")]
     NotAnActiveRegistry(String),
@@ -143,9 +143,10 @@ impl RegistryClient {
     }
 
     /// Whether `registry` (the record of the evidence's signer, `signer` as the token names it)
-    /// holds the delegations of `owner`: it is the configured registry (when a rule names one),
-    /// or one of the registries in the owner's party record; and whether the record designates it
-    /// for us. A name compares as written (1.9 EORIs without regard to case, as records were
+    /// holds the delegations of `owner` at this service provider: it is the configured registry
+    /// (when a rule names one), or one the owner's party record designates for us (the most
+    /// specific designations that fit, as the one asked is chosen); and whether the record
+    /// designates it for this service provider by name. A name compares as written (1.9 EORIs without regard to case, as records were
     /// always matched) or, in 3.0, by the id its own lookup found — never by the aliases the
     /// signer's record claims.
     pub async fn holds_delegations_of(
@@ -178,14 +179,18 @@ impl RegistryClient {
         let Some(record) = trust.party(&owner).await? else {
             return Ok(None);
         };
-        let designations: Vec<&Designation> =
-            record.registries_at(Timestamp::now().secs()).collect();
+        let now = Timestamp::now().secs();
+        let designations: Vec<&Designation> = record.registries_at(now).collect();
         // Designations by the names the signer's record lists; for whom, by those ours lists.
         let ids: Vec<&str> = designations.iter().map(|d| d.id.as_str()).collect();
         trust.confirm(&ids, &[&registry.id], aliases).await?;
         self.confirm_ours(&designations, aliases, trust).await?;
-        let listed: Vec<&&Designation> = designations
-            .iter()
+        // Only a registry the owner chose for us: not one it designated for another service
+        // provider, nor its default where it designated another for us.
+        let is_us = self.is_us(aliases);
+        let listed: Vec<&Designation> = record
+            .designated_for(&is_us, self.peer.scheme(), now)
+            .into_iter()
             .filter(|d| {
                 same(&d.id, signer) || (exact && aliases.names(&d.id, &registry.id) == Ok(true))
             })
@@ -193,7 +198,6 @@ impl RegistryClient {
         if listed.is_empty() {
             return Ok(None);
         }
-        let is_us = self.is_us(aliases);
         let for_us = listed
             .iter()
             .any(|d| d.service_provider.as_deref().is_some_and(&is_us));

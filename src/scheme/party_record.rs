@@ -124,33 +124,52 @@ impl Party {
             .filter(move |r| r.valid.contains(now))
     }
 
+    /// The registries this party chose for its delegations at the service provider `is_us`
+    /// names, in `framework`, at `now`: of the designations that fit, those of the highest
+    /// specificity, in the record's order. From a 3.0 record a designation fits when it is for
+    /// this service provider or none, and for this framework or none (one for a data space fits
+    /// no service provider that names none); the most specific are for this service provider,
+    /// then for the framework, then the party's default. From a 1.9/2.x record, every one listed
+    /// with an address fits but one for another service provider, and one for ours comes first.
+    /// A designation for another service provider never fits: the data owner chose another
+    /// registry for it.
+    pub fn designated_for(
+        &self,
+        is_us: impl Fn(&str) -> bool,
+        framework: &str,
+        now: i64,
+    ) -> Vec<&Designation> {
+        let claims = self.claims_based();
+        let fits = |d: &&Designation| {
+            !d.url.is_empty()
+                && d.service_provider.as_deref().is_none_or(&is_us)
+                && (!claims
+                    || (d.dataspace.is_none()
+                        && d.framework.as_deref().is_none_or(|f| f == framework)))
+        };
+        let rank = |d: &Designation| match claims {
+            true => d.specificity(),
+            false => u8::from(d.service_provider.is_some()),
+        };
+        let fitting: Vec<&Designation> = self.registries_at(now).filter(fits).collect();
+        let top = fitting.iter().map(|d| rank(d)).max();
+        fitting
+            .into_iter()
+            .filter(|d| Some(rank(d)) == top)
+            .collect()
+    }
+
     /// The registry to ask about this party's delegations for the service provider `is_us` names
-    /// in `framework` at `now`. From a 3.0 record, the most specific designation that fits (for
-    /// this service provider, then for the framework, then the party's default; one for a data
-    /// space does not fit a service provider that names none), the first of equals; from a
-    /// 1.9/2.x record, the first listed with an address.
+    /// in `framework` at `now`: the first of those it chose ([`Party::designated_for`]).
     pub fn registry_for(
         &self,
         is_us: impl Fn(&str) -> bool,
         framework: &str,
         now: i64,
     ) -> Option<&Designation> {
-        if !self.claims_based() {
-            return self.registries.iter().find(|d| !d.url.is_empty());
-        }
-        let fits = |d: &&Designation| {
-            !d.url.is_empty()
-                && d.service_provider.as_deref().is_none_or(&is_us)
-                && d.dataspace.is_none()
-                && d.framework.as_deref().is_none_or(|f| f == framework)
-        };
-        let mut best: Option<&Designation> = None;
-        for d in self.registries_at(now).filter(fits) {
-            if best.is_none_or(|b| d.specificity() > b.specificity()) {
-                best = Some(d);
-            }
-        }
-        best
+        self.designated_for(is_us, framework, now)
+            .into_iter()
+            .next()
     }
 
     /// What the record holds in memory, roughly (for the cache's bound).

@@ -134,6 +134,12 @@ fn malformed_claims_make_the_record_unreadable_not_absent() {
     }
 }
 
+/// The ids of the registries `party` designated for the service provider `sp` in iSHARE.
+fn chosen_for(party: &Party, sp: &str) -> Vec<String> {
+    let designations = party.designated_for(|x| x == sp, "iSHARE", NOW);
+    designations.iter().map(|d| d.id.clone()).collect()
+}
+
 #[test]
 fn the_most_specific_registry_designation_that_fits_is_asked() {
     let registry = |id: &str, extra: Value| {
@@ -180,6 +186,35 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
             .id,
         "default"
     );
+    // Evidence is taken only from the registries chosen for us: never one designated for
+    // another service provider, nor a less specific one where a more specific one fits.
+    let chosen = |sp: &str| chosen_for(&party, sp);
+    assert_eq!(chosen(sp), ["ours"]);
+    assert_eq!(chosen(another), ["framework"]);
+    assert_eq!(chosen("did:ishare:EU.NL.NTRNL-10000002"), ["other-sp"]);
+}
+
+#[test]
+fn a_2_x_record_designates_registries_per_service_provider_or_for_all() {
+    let info: PartyInfo = serde_json::from_value(json!({
+        "party_id": "EU.EORI.NL000000005",
+        "party_name": "Owner",
+        "adherence": {"status": "Active", "start_date": "2020-01-01T00:00:00Z", "end_date": "2030-01-01T00:00:00Z"},
+        "auth_registries": [
+            {"id": "EU.EORI.NL000000041", "name": "North", "url": "https://north.example", "serviceProviderPartyId": "EU.EORI.NL000000003"},
+            {"id": "EU.EORI.NL000000042", "name": "South", "url": "https://south.example", "serviceProviderPartyId": "EU.EORI.NL000000002"},
+            {"id": "EU.EORI.NL000000043", "name": "Unreachable", "url": ""},
+            {"id": "EU.EORI.NL000000044", "name": "Default", "url": "https://default.example", "dataspace_id": "DS"}
+        ]
+    }))
+    .unwrap();
+    let party = from_1_9(&info, SchemeVersion::V2_0);
+    let chosen = |sp: &str| chosen_for(&party, sp);
+    assert_eq!(chosen("EU.EORI.NL000000003"), ["EU.EORI.NL000000041"]);
+    assert_eq!(chosen("EU.EORI.NL000000002"), ["EU.EORI.NL000000042"]);
+    assert_eq!(chosen("EU.EORI.NL000000009"), ["EU.EORI.NL000000044"]);
+    let asked = party.registry_for(|x| x == "EU.EORI.NL000000003", "iSHARE", NOW);
+    assert_eq!(asked.unwrap().url, "https://north.example");
 }
 
 #[test]
