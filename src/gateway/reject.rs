@@ -374,6 +374,10 @@ impl Unavailable {
             Unavailable::SchemeOwner(_) => {
                 "the scheme owner gave no usable answer; try again later"
             }
+            Unavailable::Registry(RegistryFailure::Answer { .. }) => {
+                "the authorisation registry's answer is not usable evidence; the gateway's log \
+                 and decision log say why"
+            }
             Unavailable::Registry(_) | Unavailable::RegistryTimeout(_) => {
                 "the authorisation registry gave no usable answer in time; try again later"
             }

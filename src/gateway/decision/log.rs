@@ -6,6 +6,7 @@
 
 use super::{Caller, Decision, DecisionId, EvidenceUsed, Mode, Stage, Taken};
 use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
+use crate::gateway::reject::Reject;
 use crate::scheme::evaluation::DecidedBy;
 use crate::telemetry::Metrics;
 use serde::{Serialize, Serializer};
@@ -136,6 +137,10 @@ struct Line<'a> {
     reason: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
+    /// What failed, for the operator, where the answer says only that something did (a
+    /// dependency's failure: the registry's status and text, why its answer is not usable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     decision_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -245,6 +250,7 @@ impl<'a> Line<'a> {
             outcome: d.outcome.as_str(),
             reason: d.reason,
             description: d.description.as_deref(),
+            detail: d.refusal.as_ref().and_then(Reject::log_detail),
             decision_ms: d.decided_in.map(millis),
             status: answered.map(|(status, _)| status),
             duration_ms: answered.map(|(_, duration)| millis(duration)),
@@ -324,7 +330,10 @@ fn mask(v: &mut Value, field: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::Rfc3339;
+    use super::{to_json, Rfc3339};
+    use crate::gateway::decision::Decision;
+    use crate::gateway::reject::{Reject, Unavailable};
+    use crate::peers::registry::RegistryFailure;
     use std::time::{Duration, UNIX_EPOCH};
     use time::format_description::well_known::Rfc3339 as Format;
     use time::OffsetDateTime;
@@ -352,5 +361,31 @@ mod tests {
             OffsetDateTime::parse(&ours, &Format).unwrap(),
             OffsetDateTime::from(now)
         );
+    }
+
+    #[test]
+    fn a_registry_answer_not_addressed_to_us_is_said_in_the_line_with_both_audiences() {
+        let mut d = Decision::new();
+        let problem = "the answer is addressed to 2f5c6d0e-user (aud), not to EU.EORI.NL000000003";
+        let failure = RegistryFailure::Answer {
+            registry: "EU.EORI.NL000000004".into(),
+            problem: problem.into(),
+        };
+        d.refused(&Reject::Unavailable(Unavailable::Registry(failure)));
+        let line = to_json(&d);
+        assert_eq!(line["reason"], "registry_garbled");
+        assert_eq!(
+            line["description"],
+            "the authorisation registry's answer is not usable evidence; the gateway's log and \
+             decision log say why"
+        );
+        assert_eq!(
+            line["detail"],
+            format!("the answer of EU.EORI.NL000000004 is not usable evidence: {problem}")
+        );
+        // A refusal whose answer says it all has no detail.
+        let mut d = Decision::new();
+        d.refused(&Reject::NotFound);
+        assert!(to_json(&d).get("detail").is_none());
     }
 }
