@@ -178,3 +178,58 @@ async fn a_reload_keeps_the_jtis_of_the_memory_store() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_wanting_the_consumers_assertion_gets_it_from_whichever_instance_is_asked() {
+    let redis = RedisServer::start().await;
+    let mut config = testbed_config(BIN);
+    for party in &mut config.parties {
+        party.strict |= party.id == AR;
+    }
+    let bed = Bed::start_of(config).await;
+    let rules = format!("[[route]]\nname = \"containers\"\nmethods = [\"GET\"]\npath = \"/api/containers/{{id}}\"\nupstream = \"echo\"\n[route.delegation]\npolicy_issuer = \"{OWNER}\"\nresource_type = \"CONTAINER\"\nidentifiers = [\"{{path.id}}\"]\nregistry = \"strict\"\nevidence = [\"registry\"]\n");
+    let extra = format!(
+        "[replay]\nstore = \"redis\"\nurl = \"{}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n",
+        redis.url(),
+        bed.url(AR)
+    );
+    let mut instances = Vec::new();
+    for name in ["taker", "other"] {
+        let (dir, ports) = gateway_dir(&bed, BIN, &rules, &extra, |t| t);
+        let mut gateway =
+            support::process::GatewayProcess::start(name, &dir.join("gateway.toml"), ports.admin);
+        gateway.wait_ready().await;
+        instances.push((gateway, format!("https://127.0.0.1:{}", ports.tls)));
+    }
+    // The token at one instance; the requests at the other, which asks the registry with the
+    // assertion the first took.
+    let token = access_token(&bed.http, &instances[0].1, &bed.identity(CONSUMER)).await;
+    let get = |path: &str| {
+        let req = bed
+            .http
+            .get(format!("{}{path}", instances[1].1))
+            .bearer_auth(&token);
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    let (status, body) = get("/api/containers/C1").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get("/api/containers/SECRET-1").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("denied_by_rule")),
+        "{body}"
+    );
+    // Without the fleet's store, the registry cannot be asked: never asked without the step.
+    let _port = redis.kill();
+    let (status, body) = get("/api/containers/C2").await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (503, Some("replay_store_unavailable")),
+        "{body}"
+    );
+    for (gateway, _) in instances {
+        let (status, _) = gateway.terminate().await;
+        assert!(status.success());
+    }
+    bed.stop().await;
+}

@@ -1,4 +1,4 @@
-//! The Redis a fleet shares (replays, sign-ins, sessions): one server, or the master that Redis
+//! The Redis a fleet shares (replays, sign-ins, sessions, consumers' assertions for registries): one server, or the master that Redis
 //! Sentinels name, on one connection for the replay store and the sessions. Every command runs on
 //! a runtime of its own, bounded in time and aborted when its caller stops waiting; a call that
 //! fails is an error for the caller to fail closed on. A connection that fails (or lands on a
@@ -7,7 +7,9 @@
 //! there without a restart.
 
 use crate::config::model::{RedisSettings, RedisTarget};
+use crate::peers::forwarded::SharedAssertions;
 use crate::telemetry::metrics::Metrics;
+use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates, TlsMode};
@@ -261,6 +263,36 @@ impl RedisStore {
         tokio::time::timeout(within, subscribe)
             .await
             .map_err(|_| format!("no subscription within {within:?}"))?
+    }
+}
+
+/// Consumers' client assertions for registries' `previous_steps`, shared by the fleet: the latest
+/// of each consumer, until its `exp`.
+#[async_trait]
+impl SharedAssertions for RedisStore {
+    async fn put(&self, consumer: &str, assertion: &str, ttl: Duration) -> Result<(), String> {
+        let mut command = redis::cmd("SET");
+        command
+            .arg(format!("{}:consumer-assertion:{consumer}", self.namespace))
+            .arg(assertion)
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64);
+        match self.run(command).await? {
+            redis::Value::Okay => Ok(()),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+
+    async fn get(&self, consumer: &str) -> Result<Option<String>, String> {
+        let mut command = redis::cmd("GET");
+        command.arg(format!("{}:consumer-assertion:{consumer}", self.namespace));
+        match self.run(command).await? {
+            redis::Value::Nil => Ok(None),
+            redis::Value::BulkString(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| "a kept assertion is not text".into()),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
     }
 }
 

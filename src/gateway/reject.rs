@@ -429,6 +429,9 @@ impl From<RegistryError> for Reject {
             RegistryError::NoPreviousStep { registry } => {
                 Reject::PreviousStepsUnavailable { registry }
             }
+            RegistryError::HeldAssertionsUnavailable(e) => {
+                Reject::Unavailable(ReplayError::Unavailable(e).into())
+            }
         }
     }
 }

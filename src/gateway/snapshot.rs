@@ -17,7 +17,7 @@ use super::upstream::UpstreamPool;
 use crate::access_token::AccessTokens;
 use crate::config::model::PreviousSteps;
 use crate::config::model::{Config, SessionSecret};
-use crate::peers::forwarded::ForwardedAssertions;
+use crate::peers::forwarded::{ForwardedAssertions, SharedAssertions};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
@@ -101,8 +101,10 @@ impl Stores {
         };
         Ok(Stores {
             replay: Arc::new(ReplayStore::new(config.replay.capacity, redis.clone())),
-            sessions: SessionStore::new(redis),
-            forwarded: Arc::new(ForwardedAssertions::default()),
+            sessions: SessionStore::new(redis.clone()),
+            forwarded: Arc::new(ForwardedAssertions::new(
+                redis.map(|r| r as Arc<dyn SharedAssertions>),
+            )),
         })
     }
 }

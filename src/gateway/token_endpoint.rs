@@ -99,9 +99,17 @@ pub async fn issue(
         .accepted()
         .map_err(Reject::TokenRequest)?;
     if super::snapshot::forwards(&snap.config) {
-        snap.stores
-            .forwarded
-            .keep(client.as_str(), &checked.assertion, assertion.exp);
+        let kept =
+            snap.stores
+                .forwarded
+                .keep(client.as_str(), &checked.assertion, assertion.exp, now);
+        // Held here all the same: only a request at another instance misses it.
+        if let Err(e) = kept.await {
+            tracing::warn!(
+                client = %client,
+                "the consumer's client assertion is held at this instance only: {e}"
+            );
+        }
     }
     let access_token = snap.tokens.issue(&client, &checked.scopes, now);
     let answer = Answer {

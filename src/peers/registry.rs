@@ -95,6 +95,9 @@ pub enum RegistryError {
     /// is held within its lifetime.
     #[error("{registry} wants the consumer's client assertion in previous_steps; none is held within its lifetime")]
     NoPreviousStep { registry: String },
+    /// The fleet's store of consumers' assertions did not answer.
+    #[error("the fleet's store of consumers' assertions did not answer: {0}")]
+    HeldAssertionsUnavailable(String),
 }
 
 /// That a registry holds a data owner's delegations.
@@ -400,12 +403,20 @@ impl RegistryClient {
         let mut body = DelegationBody::new(step.to_mask(version), version);
         if registry.previous_steps == PreviousSteps::ConsumerAssertion {
             let now = Timestamp::now();
-            let assertion = [&step.access_subject, &step.policy_issuer]
-                .into_iter()
-                .find_map(|party| self.forwarded.of(party, now))
-                .ok_or_else(|| RegistryError::NoPreviousStep {
-                    registry: registry.party_id.to_string(),
-                })?;
+            let mut held = None;
+            for party in [&step.access_subject, &step.policy_issuer] {
+                held = self
+                    .forwarded
+                    .of(party, now)
+                    .await
+                    .map_err(RegistryError::HeldAssertionsUnavailable)?;
+                if held.is_some() {
+                    break;
+                }
+            }
+            let assertion = held.ok_or_else(|| RegistryError::NoPreviousStep {
+                registry: registry.party_id.to_string(),
+            })?;
             body.previous_steps = vec![assertion];
         }
         let answer = self
