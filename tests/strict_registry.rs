@@ -3,11 +3,16 @@
 //! the gateway reports as the registry's refusal of its request; a registry configured with
 //! `mask_licences = false` and `previous_steps = "consumer_assertion"` is asked without licences
 //! and with the assertion of the consumer's token request, and answers Permit and Deny (the route's
-//! licences judged on the evidence) while that assertion lives.
+//! licences judged on the evidence) while that assertion lives. The registry itself refuses, each
+//! with its error text, members its request schema does not name, previous steps that are not a
+//! live signed client assertion of the mask's party addressed to the caller, and a caller with one
+//! that is not the mask's first service provider.
 
 mod support;
 
-use serde_json::Value;
+use ishare_gateway::scheme::version::SchemeVersion;
+use ishare_gateway::scheme::Timestamp;
+use serde_json::{json, Value};
 use support::shipped::{shipped_gateway, Urls};
 use support::*;
 
@@ -85,7 +90,10 @@ async fn a_registry_that_refuses_licences_in_a_mask_is_said_to_refuse_the_reques
     );
     let description = body["error_description"].as_str().unwrap_or_default();
     assert!(
-        description.contains("400") && description.contains("licenses"),
+        description.contains("400")
+            && description.contains(
+                "delegationRequest.policySets[0].target is not a member the schema names"
+            ),
         "the registry's status and error text are said: {body}"
     );
     env.stop().await;
@@ -217,4 +225,149 @@ async fn the_shipped_routes_get_permit_and_deny_from_a_strict_registry() {
         "{body}"
     );
     env.stop().await;
+}
+
+/// The consumer's reading of C1 for the service providers `sps`, with `steps` in previous_steps, as
+/// the body of a delegation request.
+fn ask_for(sps: &[&str], steps: &[&str]) -> Value {
+    let mask = read_request(CONSUMER, "C1", sps).to_mask(SchemeVersion::default());
+    json!({"delegationRequest": mask, "previous_steps": steps})
+}
+
+/// POST /delegation at the strict registry as `caller`: the status, and the error text or the
+/// evidence's first effect.
+async fn ask(bed: &Bed, caller: &str, body: &Value) -> (u16, String) {
+    let token = bed.token(AR, caller).await;
+    let resp = bed
+        .http
+        .post(format!("{}/delegation", bed.url(AR)))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let (status, answer) = status_json(resp).await;
+    let said = match answer["delegation_token"].as_str() {
+        Some(token) => claims(token)["delegationEvidence"]["policySets"][0]["policies"][0]["rules"]
+            [0]["effect"]
+            .as_str()
+            .map(str::to_string),
+        None => answer["error_description"].as_str().map(str::to_string),
+    };
+    (status, said.unwrap_or_else(|| answer.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_the_request_schema_does_not_name_are_refused_by_their_path() {
+    let bed = strict_bed().await;
+    let policy = "/delegationRequest/policySets/0/policies/0";
+    for (at, member, path) in [
+        ("", "delegation_mask", "delegation_mask".to_string()),
+        (
+            "/delegationRequest",
+            "notBefore",
+            "delegationRequest.notBefore".into(),
+        ),
+        (
+            "/delegationRequest/policySets/0",
+            "maxDelegationDepth",
+            "delegationRequest.policySets[0].maxDelegationDepth".into(),
+        ),
+        (
+            policy,
+            "priority",
+            "delegationRequest.policySets[0].policies[0].priority".into(),
+        ),
+        (
+            &format!("{policy}/target"),
+            "context",
+            "delegationRequest.policySets[0].policies[0].target.context".into(),
+        ),
+        (
+            &format!("{policy}/rules/0"),
+            "conditions",
+            "delegationRequest.policySets[0].policies[0].rules[0].conditions".into(),
+        ),
+    ] {
+        let mut body = ask_for(&[SP], &[]);
+        body.pointer_mut(at).unwrap()[member] = json!({});
+        let (status, said) = ask(&bed, CONSUMER, &body).await;
+        assert_eq!(
+            (status, said),
+            (400, format!("the body does not hold to the delegation request schema: {path} is not a member the schema names (additionalProperties: false)")),
+        );
+    }
+    // The mask without them is answered.
+    assert_eq!(
+        ask(&bed, CONSUMER, &ask_for(&[SP], &[])).await,
+        (200, "Permit".into())
+    );
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_previous_step_is_a_live_signed_assertion_of_the_masks_party_addressed_to_the_caller() {
+    let bed = strict_bed().await;
+    let now = Timestamp::now();
+    let consumer = bed.identity(CONSUMER);
+    let good = consumer.client_assertion(SP, now).unwrap();
+    assert_eq!(
+        ask(&bed, SP, &ask_for(&[SP], &[&good])).await,
+        (200, "Permit".into())
+    );
+    let (header, claims) = assertion_parts(bed.creds(CONSUMER), SP);
+    let evidence = bed
+        .registry_evidence(CONSUMER, &read_request(CONSUMER, "C1", &[SP]))
+        .await;
+    for (step, said) in [
+        (
+            consumer.client_assertion(AR, now).unwrap(),
+            format!("client assertion aud must be exactly {SP:?} (invalid_aud)"),
+        ),
+        (
+            bed.identity(SP2).client_assertion(SP, now).unwrap(),
+            format!("the assertion is from {SP2}, not from the mask's accessSubject or policyIssuer (invalid_delegation_assertion_pair)"),
+        ),
+        (
+            consumer.client_assertion(SP, Timestamp::from_secs(now.secs() - 60)).unwrap(),
+            "client assertion has expired (assertion_expired)".into(),
+        ),
+        (
+            forge(&header, &claims, &bed.creds(SP2).key_pem),
+            "the JWT signature does not verify with the key of the first x5c certificate (invalid_signature)".into(),
+        ),
+        (
+            evidence,
+            "this registry takes client assertions only, not delegation evidence (not_a_client_assertion)".into(),
+        ),
+    ] {
+        let (status, text) = ask(&bed, SP, &ask_for(&[SP], &[&step])).await;
+        assert_eq!((status, text), (400, format!("previous_steps: {said}")));
+    }
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_masks_first_service_provider_may_ask_with_a_client_assertion() {
+    let bed = strict_bed().await;
+    let step = bed
+        .identity(CONSUMER)
+        .client_assertion(SP2, Timestamp::now())
+        .unwrap();
+    let (status, said) = ask(&bed, SP2, &ask_for(&[SP, SP2], &[&step])).await;
+    assert_eq!(
+        (status, said),
+        (400, format!("{SP2} brings a client assertion in previous_steps but is not the mask's first service provider ({SP}), the only other party that may ask (client_id_not_allowed)"))
+    );
+    assert_eq!(
+        ask(&bed, SP2, &ask_for(&[SP2, SP], &[&step])).await,
+        (200, "Permit".into())
+    );
+    // Without an assertion a service provider named in the mask may not ask.
+    let (status, said) = ask(&bed, SP2, &ask_for(&[SP2], &[])).await;
+    assert_eq!(
+        (status, said),
+        (400, format!("{SP2} is neither the policyIssuer nor the accessSubject of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"))
+    );
+    bed.stop().await;
 }

@@ -48,10 +48,11 @@ pub struct PartyConfig {
     /// registry's id. Its `registries` are its default ones.
     #[serde(default)]
     pub registries_for: std::collections::BTreeMap<String, String>,
-    /// A registry that reads masks as strictly as FIWARE Keyrock does: a member its schema does
-    /// not name (such as `policySets[].target.environment.licenses`) is refused with a 400, and so
-    /// is a caller other than the mask's policy issuer or access subject without a client assertion
-    /// of one of them in `previous_steps`.
+    /// A registry that reads delegation requests as strictly as FIWARE Keyrock does (`strict.rs`):
+    /// a body outside its request schema is refused with a 400 naming the member (such as a policy
+    /// set's `target`, which carries a mask's licences); `previous_steps` holds client assertions
+    /// only; the mask's policy issuer and access subject may ask without one, and only its first
+    /// service provider with one.
     #[serde(default)]
     pub strict: bool,
 }

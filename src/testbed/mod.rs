@@ -18,6 +18,7 @@ pub mod registry;
 pub mod scheme_owner;
 pub mod server;
 pub mod service_provider;
+pub mod strict;
 
 pub use config::ConfigError;
 pub use launch::{prepare, RunningParticipant, Testbed, TestbedError};

@@ -47,7 +47,7 @@ pub struct Participant {
     pub party_id: PartyId,
     pub name: String,
     pub serve: Serve,
-    /// A registry that refuses masks with members outside its schema (`PartyConfig::strict`).
+    /// A registry as strict as Keyrock (`PartyConfig::strict`).
     pub strict: bool,
     pub base_url: String,
     pub identity: SigningIdentity,

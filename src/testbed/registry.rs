@@ -5,6 +5,7 @@
 use super::config::Serve;
 use super::participant::{common_routes, require, token_answer, ApiError, ApiResult, Participant};
 use super::policy_store::check_policy_shape;
+use super::strict;
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, AssertionRules};
@@ -173,6 +174,12 @@ fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, Api
 
 /// Check one previous step: a client assertion of a party named as issuer or subject of the mask,
 /// addressed to the caller; or delegation evidence issued by a registered party to the caller.
+/// The assertion's checks are those of Keyrock's `is_valid_prev_steps` and `validate_jwt` (RS256,
+/// typ JWT, a trusted x5c chain, `iss` the mask's policy issuer or access subject, `iss == sub`,
+/// a `jti`, `iat` not in the future, unexpired, `exp == iat + 30`, `aud` the caller) and of the
+/// iSHARE reference registry's `PreviousStepsValidationService` (every step, the `/token` checks,
+/// the audience the requesting client). A strict registry takes client assertions only, as
+/// Keyrock does: delegation evidence fails its `iss == sub`.
 async fn check_previous_step(
     p: &Participant,
     caller: &str,
@@ -190,7 +197,14 @@ async fn check_previous_step(
     };
     let decoded =
         jwt::decode(step, p.shared.algorithms).map_err(|e| invalid(e.code(), e.to_string()))?;
-    if let Some(evidence) = decoded.claims.get(DELEGATION_EVIDENCE_CLAIM) {
+    let evidence = decoded.claims.get(DELEGATION_EVIDENCE_CLAIM);
+    if evidence.is_some() && p.strict {
+        return Err(invalid(
+            "not_a_client_assertion",
+            "this registry takes client assertions only, not delegation evidence".into(),
+        ));
+    }
+    if let Some(evidence) = evidence {
         let iss = decoded.str_claim("iss").unwrap_or_default();
         let issuer = PartyId::parse(iss).map_err(|e| invalid("invalid_iss", e.to_string()))?;
         register
@@ -322,38 +336,6 @@ fn check_delegation_path(path: &[&str], mask: &DelegationRequest) -> Result<(), 
     Ok(())
 }
 
-/// A strict registry's schema (FIWARE Keyrock's, `additionalProperties: false`): the first member
-/// of the mask it does not name, as a path. It names no licences in a policy set's environment.
-fn outside_schema(mask: &DelegationRequest) -> Option<String> {
-    let first = |at: String, unknown: &crate::scheme::evidence::Unknown| {
-        unknown.0.keys().next().map(|m| format!("{at}.{m}"))
-    };
-    mask.policy_sets.iter().enumerate().find_map(|(i, set)| {
-        let at = format!("policySets[{i}]");
-        let environment = set.target.as_ref().and_then(|t| t.environment.as_ref());
-        environment
-            .filter(|e| !e.licenses.is_empty())
-            .map(|_| format!("{at}.target.environment.licenses"))
-            .or_else(|| first(at.clone(), &set.unknown))
-            .or_else(|| {
-                let t = set.target.as_ref()?;
-                first(format!("{at}.target"), &t.unknown)
-            })
-            .or_else(|| first(format!("{at}.target.environment"), &environment?.unknown))
-            .or_else(|| {
-                set.policies.iter().enumerate().find_map(|(j, policy)| {
-                    let at = format!("{at}.policies[{j}]");
-                    let target = &policy.target;
-                    first(at.clone(), &policy.unknown)
-                        .or_else(|| first(format!("{at}.target"), &target.unknown))
-                        .or_else(|| {
-                            first(format!("{at}.target.resource"), &target.resource.unknown)
-                        })
-                })
-            })
-    })
-}
-
 /// POST /delegation.
 async fn delegation(
     State(p): State<Arc<Participant>>,
@@ -366,21 +348,24 @@ async fn delegation(
         .delegation_requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let caller = delegation_caller(&p, &headers)?;
-    let body: DelegationBody = serde_json::from_slice(&body).map_err(|e| {
+    let not_a_request = |e: String| {
         ApiError::bad_request(
             "invalid_request",
             format!("the body is not a delegation request: {e}"),
         )
-    })?;
+    };
+    let body: Value = serde_json::from_slice(&body).map_err(|e| not_a_request(e.to_string()))?;
+    if let Some(departure) = p.strict.then(|| strict::outside_schema(&body)).flatten() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("the body does not hold to the delegation request schema: {departure}"),
+        ));
+    }
+    let body: DelegationBody =
+        serde_json::from_value(body).map_err(|e| not_a_request(e.to_string()))?;
     // The mask's parties by their ids (3.0: whatever alias it names them by) for every check
     // and the stored policies; the answer mirrors the mask as asked.
     let asked = &body.request;
-    if let Some(member) = p.strict.then(|| outside_schema(asked)).flatten() {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            format!("the mask's {member} is not in the delegation request schema (additionalProperties)"),
-        ));
-    }
     let register = &p.shared.register;
     let mut resolved = asked.clone();
     resolved.policy_issuer = register.id_of(&asked.policy_issuer).to_string();
@@ -412,12 +397,11 @@ async fn delegation(
     for step in &body.previous_steps {
         check_previous_step(&p, &caller, mask, step).await?;
     }
-    // A strict registry (as Keyrock) lets only the mask's own parties ask without an assertion.
-    let named = match p.strict {
-        true => caller == mask.policy_issuer || caller == mask.target.access_subject,
-        false => caller_is_named(&caller, mask) || designated_for(&p, &caller, mask),
-    };
-    if body.previous_steps.is_empty() && !named {
+    let with_steps = !body.previous_steps.is_empty();
+    if p.strict {
+        strict::caller_may_ask(&caller, mask, with_steps)
+            .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    } else if !with_steps && !caller_is_named(&caller, mask) && !designated_for(&p, &caller, mask) {
         return Err(ApiError::bad_request(
             "invalid_request",
             format!("{caller} is neither the policyIssuer, the accessSubject nor a listed service provider of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"),
