@@ -3,7 +3,8 @@
 //! every one of them (what `check` refuses, `run` refuses with the same message; what `check`
 //! accepts, `run` serves), and every mode the README documents starts through the binary: memory
 //! and Redis stores, sign-in on and off, TLS and mTLS listeners, several listeners, reload on
-//! SIGHUP, SIGTERM and SIGKILL.
+//! SIGHUP, SIGTERM and SIGKILL, and a registry as strict as Keyrock asked with the consumer's
+//! assertion.
 
 mod support;
 
@@ -367,10 +368,16 @@ fn client_hello_with_ip_sni() -> Vec<u8> {
 /// `ishare-gateway testbed` on conf/testbed.toml with every port free and its key material in a
 /// directory of its own: the process and where each participant serves.
 async fn testbed_binary() -> (ChildProcess, PathBuf, Urls) {
+    testbed_binary_of(|text| text).await
+}
+
+/// `testbed_binary` with the text of its configuration changed by `edit`.
+async fn testbed_binary_of(edit: impl FnOnce(String) -> String) -> (ChildProcess, PathBuf, Urls) {
     let dir = scratch_dir(BIN);
     shipped_on_free_ports(&dir);
     let data = dir.join("data");
     let config = dir.join("testbed.toml");
+    std::fs::write(&config, edit(std::fs::read_to_string(&config).unwrap())).unwrap();
     let mut command = binary();
     command.args(["testbed", "--config", config.to_str().unwrap()]);
     let mut testbed = ChildProcess::spawn("testbed", command);
@@ -567,6 +574,77 @@ async fn the_binaries_run_the_scheme_on_tls_mtls_and_plain_listeners() {
     );
     assert!(std::net::TcpStream::connect(("127.0.0.1", ports.plain)).is_err());
     drop(testbed);
+}
+
+/// A token of the testbed consumer from a gateway's plain listener, asked with a fresh assertion.
+async fn consumer_token(plain: &str, data: &Path) -> String {
+    let (status, body) = token_with(plain, &assertion(data)).await;
+    assert_eq!(status, 200, "{body}");
+    body["access_token"].as_str().unwrap().to_string()
+}
+
+/// `method` `path` at `base` with `token`: the status and the JSON body.
+async fn with_token(method: reqwest::Method, base: &str, path: &str, token: &str) -> (u16, Value) {
+    let request = reqwest::Client::new().request(method, format!("{base}{path}"));
+    status_json(request.bearer_auth(token).send().await.unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binaries_get_permit_and_deny_from_a_strict_registry_with_the_consumers_assertion() {
+    use reqwest::Method;
+    // The testbed's registry as strict as Keyrock: no licences in a mask, a client assertion of
+    // the consumer in previous_steps from a service provider.
+    let registry = "serve = \"authorisation_registry\"\n";
+    let (_testbed, data, urls) = testbed_binary_of(|text| {
+        assert!(text.contains(registry), "{text}");
+        text.replace(registry, &format!("{registry}strict = true\n"))
+    })
+    .await;
+    let ports = Ports::free();
+    let settings =
+        "name = \"testbed-ar\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"";
+    let text = shipped_gateway(&data, &urls, &ports).replace("name = \"testbed-ar\"", settings);
+    assert!(text.contains(settings), "{text}");
+    let config = config_file("strict.toml", &text);
+    let gateway = accepted_and_served("strict", &config, ports.admin).await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let denied = |(status, body): (u16, Value)| {
+        let said = format!(
+            "the authorisation registry {AR} denies this request: the rule of its evidence is Deny"
+        );
+        assert_eq!(
+            (
+                status,
+                body["reason"].as_str(),
+                body["error_description"].as_str()
+            ),
+            (403, Some("denied_by_rule"), Some(said.as_str())),
+            "{body}"
+        );
+    };
+
+    // The consumer's token request leaves its assertion with the gateway, which brings it to the
+    // registry: Permit, through to the backend, and Deny, said to be the registry's.
+    let token = consumer_token(&plain, &data).await;
+    let (status, body) = with_token(Method::GET, &plain, "/api/containers/C1", &token).await;
+    assert_eq!(
+        (status, body["headers"]["x-consumer-party-id"].as_str()),
+        (200, Some(CONSUMER)),
+        "{body}"
+    );
+    denied(with_token(Method::GET, &plain, "/api/containers/SECRET-1", &token).await);
+
+    // Reloaded on SIGHUP, it asks the strict registry as before with a new token's assertion: a
+    // container not asked yet, and an update, which the consumer's policy does not grant.
+    let generation = gateway.generation().await.unwrap();
+    gateway.reload(generation).await;
+    let token = consumer_token(&plain, &data).await;
+    let (status, body) = with_token(Method::GET, &plain, "/api/containers/C2", &token).await;
+    assert_eq!(status, 200, "{body}");
+    denied(with_token(Method::PUT, &plain, "/api/containers/C1", &token).await);
+
+    let (status, log) = gateway.terminate().await;
+    assert_eq!(status.code(), Some(0), "SIGTERM ends it cleanly\n{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
