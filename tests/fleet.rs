@@ -1056,12 +1056,26 @@ async fn with_redis_down_a_purge_applies_here_and_says_the_fleet_was_not_told() 
         1.0
     );
 
-    // Redis back: B subscribes again, and a purge then reaches it.
+    // Redis back: B subscribes again and, as it may have missed purges meanwhile, drops every
+    // cached decision: it asks the registry again, which refuses.
     fleet.restart_redis().await;
-    let told = eventually(Duration::from_secs(10), || async {
-        purge().0 && b.read().await.0 == 403
+    let dropped = eventually(Duration::from_secs(10), || async {
+        b.read().await.0 == 403
     })
     .await;
-    assert!(told, "B never heard a purge after Redis came back");
+    assert!(dropped, "B kept a decision it may have missed a purge of");
+    let admin_b = &fleet.instances[1].gateway.admin;
+    let resubscribed = [("scope", "all"), ("origin", "resubscribed")];
+    let metrics = admin_metrics(admin_b).await;
+    assert!(
+        metric(
+            &metrics,
+            "ishare_gateway_decision_purges_total",
+            &resubscribed
+        ) >= 1.0,
+        "{metrics}"
+    );
+    // And a purge reaches the fleet again.
+    assert!(eventually(Duration::from_secs(10), || async { purge().0 }).await);
     bed.stop().await;
 }

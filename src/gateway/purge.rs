@@ -9,6 +9,7 @@ use futures::StreamExt;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -84,14 +85,42 @@ pub async fn purge(state: &GatewayState, scope: &PurgeScope) -> Purged {
 }
 
 /// Listens on the fleet's purge channel (when the store is Redis) and purges what other instances
-/// publish; a lost subscription is made again.
+/// publish; a lost subscription is made again, and as a purge published while the channel was not
+/// heard is not heard later, every cached decision is dropped then.
 pub struct FleetPurges {
     state: Arc<GatewayState>,
+    /// The channel was not heard for a while: purges may have been missed.
+    missed: AtomicBool,
 }
 
 impl FleetPurges {
     pub fn new(state: Arc<GatewayState>) -> Self {
-        FleetPurges { state }
+        FleetPurges {
+            state,
+            missed: AtomicBool::new(false),
+        }
+    }
+
+    /// Purge `scope` here, counted under `origin`: the entries dropped.
+    async fn purge_here(&self, scope: &PurgeScope, origin: &str) -> u64 {
+        let dropped = self.state.current.load_full().authz.purge(scope).await;
+        self.state
+            .shared
+            .metrics
+            .purges
+            .with_label_values(&[scope.label(), origin, "ok"])
+            .inc();
+        dropped
+    }
+
+    /// Drop every cached decision: purges published while the channel was not heard are lost.
+    async fn purge_missed(&self) {
+        let dropped = self.purge_here(&PurgeScope::All, "resubscribed").await;
+        tracing::warn!(
+            dropped,
+            "the fleet's purge channel is heard again: every cached decision is dropped, as \
+             purges published while it was not heard are lost"
+        );
     }
 
     async fn apply(&self, payload: &[u8]) {
@@ -103,13 +132,7 @@ impl FleetPurges {
             return;
         }
         let scope = published.scope;
-        let dropped = self.state.current.load_full().authz.purge(&scope).await;
-        self.state
-            .shared
-            .metrics
-            .purges
-            .with_label_values(&[scope.label(), "fleet", "ok"])
-            .inc();
+        let dropped = self.purge_here(&scope, "fleet").await;
         tracing::info!(
             scope = scope.label(),
             dropped,
@@ -131,6 +154,9 @@ impl FleetPurges {
             return Ok(());
         };
         let mut pubsub = redis.subscribe(&channel(&redis.namespace)).await?;
+        if self.missed.swap(false, Ordering::Relaxed) {
+            self.purge_missed().await;
+        }
         let mut messages = pubsub.on_message();
         while let Some(message) = messages.next().await {
             self.apply(message.get_payload_bytes()).await;
@@ -150,6 +176,7 @@ impl BackgroundService for FleetPurges {
                 _ = shutdown.changed() => return,
                 ended = self.listen() => {
                     if let Err(e) = ended {
+                        self.missed.store(true, Ordering::Relaxed);
                         tracing::warn!(error = %e, "the fleet's purge channel is not heard; subscribing again");
                     }
                 }
