@@ -273,15 +273,14 @@ async fn registry_stats(env: &Env) -> u64 {
 
 /// Evidence signed with a testbed party's real key: for the cases a registry would never sign.
 fn signed_evidence(
-    env: &Env,
+    bed: &Bed,
     signer: &str,
     iss: &str,
     aud: &str,
     iat: i64,
     evidence: Value,
 ) -> String {
-    env.bed
-        .identity(signer)
+    bed.identity(signer)
         .sign_raw(&json!({
             "iss": iss, "sub": evidence["target"]["accessSubject"], "aud": aud, "jti": "j",
             "iat": iat, "exp": iat + 30, "delegationEvidence": evidence
@@ -654,7 +653,7 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     // recently it was verified.
     let now = Timestamp::now().secs();
     let short = signed_evidence(
-        &env,
+        &env.bed,
         OWNER,
         OWNER,
         CONSUMER,
@@ -740,7 +739,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     );
     // Signed by the consumer itself: neither the data owner nor a registry.
     let own = signed_evidence(
-        &env,
+        &env.bed,
         CONSUMER,
         CONSUMER,
         CONSUMER,
@@ -753,7 +752,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     );
     // Claiming to be the registry with another party's certificate.
     let posing = signed_evidence(
-        &env,
+        &env.bed,
         SP2,
         AR,
         CONSUMER,
@@ -777,7 +776,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     );
     // Genuine registry evidence, but expired, not yet valid, or an old token.
     let expired = signed_evidence(
-        &env,
+        &env.bed,
         AR,
         AR,
         CONSUMER,
@@ -789,7 +788,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
         (403, "evidence_expired".to_string())
     );
     let early = signed_evidence(
-        &env,
+        &env.bed,
         AR,
         AR,
         CONSUMER,
@@ -801,7 +800,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
         (403, "evidence_not_yet_valid".to_string())
     );
     let old = signed_evidence(
-        &env,
+        &env.bed,
         AR,
         AR,
         CONSUMER,
@@ -814,7 +813,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     );
     // And the genuine one passes.
     let good = signed_evidence(
-        &env,
+        &env.bed,
         AR,
         AR,
         CONSUMER,
@@ -834,7 +833,7 @@ async fn header_evidence_cannot_be_passed_off_for_someone_else() {
     );
     // The data owner may sign its own evidence.
     let by_owner = signed_evidence(
-        &env,
+        &env.bed,
         OWNER,
         OWNER,
         CONSUMER,
@@ -991,8 +990,8 @@ async fn evidence_chains_run_through_the_delegation_path_with_depth_enforced() {
     first["policySets"][0]["maxDelegationDepth"] = json!(1);
     let mut second = evidence_body(CONSUMER, now - 10, now + 600);
     second["policyIssuer"] = json!(BROKER);
-    let hop1 = signed_evidence(&env, AR, AR, BROKER, now, first);
-    let hop2 = signed_evidence(&env, AR, AR, CONSUMER, now, second);
+    let hop1 = signed_evidence(&env.bed, AR, AR, BROKER, now, first);
+    let hop2 = signed_evidence(&env.bed, AR, AR, CONSUMER, now, second);
     // Each token of the chain must be addressed to someone in this request: hop1 was issued to
     // the broker, so the chain is only accepted through the broker.
     let (status, _, body) = get(
@@ -1009,7 +1008,7 @@ async fn evidence_chains_run_through_the_delegation_path_with_depth_enforced() {
     let hop1_for_consumer = {
         let mut first = evidence_body(BROKER, now - 10, now + 600);
         first["policySets"][0]["maxDelegationDepth"] = json!(1);
-        signed_evidence(&env, AR, AR, CONSUMER, now, first)
+        signed_evidence(&env.bed, AR, AR, CONSUMER, now, first)
     };
     let (status, _, body) = get(
         &env,
@@ -1056,7 +1055,9 @@ async fn two_registries_bed() -> Bed {
 async fn the_registry_asked_and_trusted_is_the_one_the_data_owner_designated_for_us() {
     let bed = two_registries_bed().await;
     let rules = "[[route]]\nname = \"containers\"\nmethods = [\"GET\"]\npath = \"/api/containers/{id}\"\nupstream = \"echo\"\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"CONTAINER\"\nidentifiers = [\"{path.id}\"]\nregistry = \"owner\"\n";
-    let (dir, ports) = gateway_dir(&bed, "owner_registries", rules, "", |t| t);
+    let (dir, ports) = gateway_dir(&bed, "owner_registries", rules, "", |t| {
+        t + "\n[decision_log]\npath = \"decisions.log\"\n"
+    });
     let mut gateway =
         GatewayProcess::start("owner-registries", &dir.join("gateway.toml"), ports.admin);
     gateway.wait_ready().await;
@@ -1099,7 +1100,33 @@ async fn the_registry_asked_and_trusted_is_the_one_the_data_owner_designated_for
     let ours = bed.evidence_of(CONSUMER, OUR_AR, &request).await;
     let (status, body) = get("/api/containers/C1", Some(&ours)).await;
     assert_eq!(status, 200, "{body}");
+    // Evidence of that registry addressed as FIWARE Keyrock addresses it, to a user id of its
+    // own: refused, and the answer and the decision log say which aud was found and expected.
+    let now = Timestamp::now().secs();
+    let keyrock_user = "3c2bd2b5-5f3e-4a7e-9b1d-0e6f7a8b9c0d";
+    let body = evidence_body(CONSUMER, now - 10, now + 600);
+    let misaddressed = signed_evidence(&bed, OUR_AR, OUR_AR, keyrock_user, now, body);
+    let (status, body) = get("/api/containers/C1", Some(&misaddressed)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("evidence_not_for_caller")),
+        "{body}"
+    );
     let (status, _) = gateway.terminate().await;
     assert!(status.success());
+    let said = format!("addressed to {keyrock_user} (aud)");
+    let description = body["error_description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains(&said) && description.contains(CONSUMER),
+        "{description}"
+    );
+    // The refusal's line was queued just before SIGTERM: the log is written out at the end.
+    let log = std::fs::read_to_string(dir.join("decisions.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("evidence_not_for_caller"))
+        .expect("a decision-log line for the refusal");
+    let line: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(line["description"].as_str(), Some(description));
     bed.stop().await;
 }

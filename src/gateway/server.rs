@@ -1,6 +1,7 @@
 //! Assembling the pingora server from a configuration: the proxy service on every listener, the
 //! admin service, the maintenance work and tracing; running it in this process, or in a thread
-//! with a shutdown handle (tests, the demo), and sending the spans still queued when it ends.
+//! with a shutdown handle (tests, the demo), and writing out the decision log's lines and the spans
+//! still queued when it ends.
 
 use super::admin::Admin;
 use super::background::Maintenance;
@@ -132,13 +133,21 @@ fn tracing(config: &Config, metrics: &Metrics) -> Result<Option<Tracing>, String
 }
 
 impl Built {
-    /// Serve in this process until a shutdown signal, then send the spans still queued.
+    /// Serve in this process until a shutdown signal, then write out what is still queued.
     pub fn run(self, args: RunArgs) {
         let Built { server, state } = self;
         server.run(args);
-        if let Some(tracing) = &state.shared.tracing {
-            tracing.shutdown();
-        }
+        write_out(&state);
+    }
+}
+
+/// After the last request: the decision log's queued lines written, the spans still queued sent.
+fn write_out(state: &GatewayState) {
+    if let Some(log) = &state.current.load().decision_log {
+        log.flush(std::time::Duration::from_secs(5));
+    }
+    if let Some(tracing) = &state.shared.tracing {
+        tracing.shutdown();
     }
 }
 
@@ -194,9 +203,7 @@ impl RunningGateway {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-            if let Some(tracing) = &self.state.shared.tracing {
-                tracing.shutdown();
-            }
+            write_out(&self.state);
         }
     }
 }

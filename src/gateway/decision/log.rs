@@ -22,10 +22,16 @@ const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// How long the writer lets lines gather after writing what had come.
 const GATHER: Duration = Duration::from_millis(20);
 
+/// What the writer is sent: a line, or a request to write out what it holds and say so.
+enum Queued {
+    Line(String),
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
 /// The writer of the decision log; dropping the last clone lets its thread write out what is
 /// queued and end.
 pub struct DecisionLog {
-    lines: SyncSender<String>,
+    lines: SyncSender<Queued>,
     settings: DecisionLogSettings,
     metrics: Metrics,
 }
@@ -43,7 +49,7 @@ impl DecisionLog {
                     .map_err(|e| format!("the decision log {}: {e}", path.display()))?,
             ),
         };
-        let (lines, queue) = sync_channel::<String>(settings.queue);
+        let (lines, queue) = sync_channel::<Queued>(settings.queue);
         let max_line = settings.max_line_bytes;
         let written = metrics.decision_log.with_label_values(&["written"]);
         let failed = metrics.decision_log.with_label_values(&["failed"]);
@@ -54,11 +60,15 @@ impl DecisionLog {
                 // two writers (before and after a reload) do not mix.
                 let capacity = (4 * max_line).max(64 << 10);
                 let mut out = std::io::BufWriter::with_capacity(capacity, out);
-                let write = |out: &mut std::io::BufWriter<_>, line: String| match out
-                    .write_all(line.as_bytes())
-                {
-                    Ok(()) => written.inc(),
-                    Err(_) => failed.inc(),
+                let write = |out: &mut std::io::BufWriter<_>, queued: Queued| match queued {
+                    Queued::Line(line) => match out.write_all(line.as_bytes()) {
+                        Ok(()) => written.inc(),
+                        Err(_) => failed.inc(),
+                    },
+                    Queued::Flush(done) => {
+                        let _ = out.flush();
+                        let _ = done.send(());
+                    }
                 };
                 let mut flushed = Instant::now();
                 loop {
@@ -96,11 +106,20 @@ impl DecisionLog {
         })
     }
 
+    /// Write out every line queued so far, waiting at most `within` (at the end of a graceful
+    /// shutdown: the process exits after it, and the lines it holds would be lost).
+    pub fn flush(&self, within: Duration) {
+        let (done, flushed) = std::sync::mpsc::channel();
+        if self.lines.send(Queued::Flush(done)).is_ok() {
+            let _ = flushed.recv_timeout(within);
+        }
+    }
+
     /// Queue the line of a decision whose answer had `status`, after `duration`.
     pub fn write(&self, d: &Decision, status: u16, duration: Duration) {
         let line = line(d, status, duration, &self.settings);
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            self.lines.try_send(line)
+            self.lines.try_send(Queued::Line(line))
         {
             self.metrics
                 .decision_log
