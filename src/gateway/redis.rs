@@ -1,10 +1,10 @@
-//! The Redis a fleet shares (replays, sign-ins, sessions, consumers' assertions for registries): one server, or the master that Redis
-//! Sentinels name, on one connection for the replay store and the sessions. Every command runs on
-//! a runtime of its own, bounded in time and aborted when its caller stops waiting; a call that
-//! fails is an error for the caller to fail closed on. A connection that fails (or lands on a
-//! master demoted to replica) is dropped, and the next call makes a new one, with Sentinels to the
-//! master they name then: during a failover, calls fail until the new master is named, then go
-//! there without a restart.
+//! The Redis a fleet shares (replays, sign-ins, sessions, consumers' assertions for registries):
+//! one server, or the master that Redis Sentinels name, on one connection for all of them. Every
+//! command runs on a runtime of its own, bounded in time and aborted when its caller stops
+//! waiting; a call that fails is an error for the caller to fail closed on. A connection that
+//! fails (or lands on a master demoted to replica) is dropped, and the next call makes a new one,
+//! with Sentinels to the master they name then: during a failover, calls fail until the new
+//! master is named, then go there without a restart.
 
 use crate::config::model::{RedisSettings, RedisTarget};
 use crate::peers::forwarded::SharedAssertions;

@@ -149,9 +149,9 @@ impl RegistryClient {
     /// holds the delegations of `owner` at this service provider: it is the configured registry
     /// (when a rule names one), or one the owner's party record designates for us (the most
     /// specific designations that fit, as the one asked is chosen); and whether the record
-    /// designates it for this service provider by name. A name compares as written (1.9 EORIs without regard to case, as records were
-    /// always matched) or, in 3.0, by the id its own lookup found — never by the aliases the
-    /// signer's record claims.
+    /// designates it for this service provider by name. A name compares as written (1.9 EORIs
+    /// without regard to case, as records were always matched) or, in 3.0, by the id its own
+    /// lookup found — never by the aliases the signer's record claims.
     pub async fn holds_delegations_of(
         &self,
         configured: Option<&str>,
