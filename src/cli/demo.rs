@@ -389,7 +389,7 @@ impl Running {
         let state = gateway.state.clone();
         let ready = runtime.block_on(async {
             for _ in 0..100 {
-                if state.current.load().trust.readiness().is_ok() {
+                if state.current.load_full().readiness().await.is_ok() {
                     return true;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

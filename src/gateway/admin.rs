@@ -175,20 +175,15 @@ impl ServeHttp for Admin {
             "/live" => json(200, json!({"status": "live"})),
             "/ready" => {
                 let snap = self.state.current.load_full();
-                let mut problems = snap.trust.readiness().err().unwrap_or_default();
-                if let Err(e) = snap.stores.replay.check().await {
-                    problems.push(e.to_string());
-                }
-                if problems.is_empty() {
-                    json(
+                match snap.readiness().await {
+                    Ok(()) => json(
                         200,
                         json!({"status": "ready", "config_generation": snap.generation}),
-                    )
-                } else {
-                    json(
+                    ),
+                    Err(problems) => json(
                         503,
                         json!({"status": "not_ready", "problems": problems, "config_generation": snap.generation}),
-                    )
+                    ),
                 }
             }
             _ => refusal(Reject::NotFound),

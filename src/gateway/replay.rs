@@ -168,9 +168,9 @@ impl MemoryStore {
 /// than this instance wrote, it lost writes (came back empty, a failover to a replica
 /// behind, a restored snapshot, the last second of an append-only file), and the epoch is the next
 /// second (an assertion of this second may have been accepted in what was lost), the latest
-/// acceptance now; written if missing (a store new to this instance) as the second before now, so
-/// that a client whose assertion crossed a second's boundary on its way to the first request a
-/// new fleet serves is not refused; then `epoch` and `latest` read.
+/// acceptance now; written if missing (a store new to this instance); then `epoch` and `latest`
+/// read. A store new to every instance cannot be told from one that lost everything while they
+/// all restarted: assertions issued before its first use are refused (`/ready` uses it first).
 const ESTABLISH: &str = "local latest = tonumber(redis.call('GET', KEYS[2])) or 0 \
     local gone = tonumber(ARGV[3]) ~= 0 and redis.call('EXISTS', KEYS[1]) == 0 \
     if gone or latest < tonumber(ARGV[2]) then \
@@ -178,7 +178,7 @@ const ESTABLISH: &str = "local latest = tonumber(redis.call('GET', KEYS[2])) or 
         redis.call('SET', KEYS[2], ARGV[1]) \
         latest = tonumber(ARGV[1]) \
     end \
-    redis.call('SET', KEYS[1], tonumber(ARGV[1]) - 1, 'NX') \
+    redis.call('SET', KEYS[1], ARGV[1], 'NX') \
     local epoch = tonumber(redis.call('GET', KEYS[1])) \
     if epoch == nil then return redis.error_reply('the epoch is not a number') end";
 

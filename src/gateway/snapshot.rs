@@ -129,6 +129,19 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether this snapshot can serve (what /ready says): its trusted list fresh and its replay
+    /// store answering (on Redis, its epoch established by the asking); otherwise the problems.
+    pub async fn readiness(&self) -> Result<(), Vec<String>> {
+        let mut problems = self.trust.readiness().err().unwrap_or_default();
+        if let Err(e) = self.stores.replay.check().await {
+            problems.push(e.to_string());
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(problems),
+        }
+    }
+
     /// What a sign-in needs of this snapshot.
     pub fn login_context(&self) -> LoginContext<'_> {
         LoginContext {
