@@ -282,20 +282,35 @@ fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConf
 fn signed_evidence(
     bed: &Bed,
     signer: &str,
-    (issuer, subject): (&str, &str),
+    parties: (&str, &str),
     aud: &str,
     depth: u32,
 ) -> String {
+    let environment = json!({"serviceProviders": [SP3]});
+    evidence_for(bed, signer, parties, aud, (depth, Some(environment)))
+}
+
+/// `signed_evidence`, its policy's `environment` given (3.0's schema has none).
+fn evidence_for(
+    bed: &Bed,
+    signer: &str,
+    (issuer, subject): (&str, &str),
+    aud: &str,
+    (depth, environment): (u32, Option<Value>),
+) -> String {
     let now = ishare_gateway::scheme::Timestamp::now().secs();
+    let mut target = json!({
+        "resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]},
+        "actions": ["iSHARE.READ"]
+    });
+    if let Some(environment) = environment {
+        target["environment"] = environment;
+    }
     let evidence = json!({
         "notBefore": now - 10, "notOnOrAfter": now + 600,
         "policyIssuer": issuer, "target": {"accessSubject": subject},
         "policySets": [{"maxDelegationDepth": depth, "policies": [{
-            "target": {
-                "resource": {"type": "CONTAINER", "identifiers": ["*"], "attributes": ["*"]},
-                "actions": ["iSHARE.READ"],
-                "environment": {"serviceProviders": [SP3]}
-            },
+            "target": target,
             "rules": [{"effect": "Permit"}]
         }]}]
     });
@@ -399,6 +414,44 @@ async fn a_chain_links_through_a_delegate_named_by_its_alias() {
     assert_eq!(
         (status, body["reason"].as_str()),
         (403, Some("delegation_chain_broken")),
+        "{body}"
+    );
+    env.stop().await;
+}
+
+/// Stellar Storage reads documents of C1 from the Netherlands with `chain` in the header.
+async fn read_documents(env: &Env, chain: String) -> (u16, Value) {
+    let token = env.token(STELLAR3).await;
+    let with = [("delegationEvidence", chain.as_str()), ("X-Region", "NL")];
+    env.get("/api/documents/C1", &token, &with).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_step_is_bound_to_us_by_the_route_owners_registry_only_where_its_owner_chose_none()
+{
+    // Happy Pets designated the registry for us. ABC Trucking passes Happy Pets' delegation on
+    // to Stellar Storage, both steps signed by that registry and naming no service provider.
+    let chain = |bed: &Bed| {
+        let step = |parties: (&str, &str), depth: u32| {
+            evidence_for(bed, AR3, parties, STELLAR3, (depth, None))
+        };
+        [step((OWNER3, CONSUMER3), 1), step((CONSUMER3, STELLAR3), 0)].join(",")
+    };
+    // ABC Trucking chose no registry: the second step is bound to us by Happy Pets' choice.
+    let env = env("3.0").await;
+    let (status, body) = read_documents(&env, chain(&env.bed)).await;
+    assert_eq!(status, 200, "{body}");
+    env.stop().await;
+    // ABC Trucking chose that registry for another service provider only: not for us.
+    let mut config = testbed_config_of(BIN, "conf/testbed-3.0.toml");
+    let consumer = config.parties.iter_mut().find(|p| p.id == CONSUMER3);
+    let consumer = consumer.expect("ABC Trucking");
+    consumer.registries_for = [(FORMER3.to_string(), AR3.to_string())].into();
+    let env = env_on(Bed::start_of(config).await, "3.0").await;
+    let (status, body) = read_documents(&env, chain(&env.bed)).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (403, Some("service_provider_not_named")),
         "{body}"
     );
     env.stop().await;

@@ -166,8 +166,10 @@ async fn past_the_consumers_assertion_a_new_token_is_asked_for() {
     let token = env.token(CONSUMER).await;
     let (status, _, body) = get(&env, "/api/containers/C1", &token).await;
     assert_eq!(status, 200, "{body}");
-    // The assertion lived 30 s: the access token still does, but the registry cannot be asked.
+    // The assertion lived 30 s: the access token still does, but the registry cannot be asked,
+    // not even with the assertion the data owner sent with a token request of its own just now.
     tokio::time::sleep(std::time::Duration::from_secs(31)).await;
+    env.token(OWNER).await;
     let (status, headers, body) = get(&env, "/api/containers/C2", &token).await;
     assert_eq!(
         (status, body["error"].as_str(), body["reason"].as_str()),

@@ -238,7 +238,8 @@ impl HeaderEvidence {
             if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
                 return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
             }
-            // In a chain, a later step may be registered with the route's data owner's registry.
+            // In a chain, a later step may be registered with the route's data owner's registry;
+            // it is bound to us by that owner's choice only where its own owner chose none.
             let configured = expected.registry;
             let mut holds = None;
             for of in [owner.as_str(), &expected.request.policy_issuer] {
@@ -251,7 +252,10 @@ impl HeaderEvidence {
                         trust,
                     )
                     .await?;
-                if holds.is_some() {
+                if let Some(holding) = &mut holds {
+                    if of != owner && registries.designates_any(&owner, trust).await? {
+                        holding.for_us = false;
+                    }
                     break;
                 }
             }

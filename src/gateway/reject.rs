@@ -358,6 +358,10 @@ pub enum Unavailable {
     Signing(SigningError),
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The fleet's store (the replay store's Redis) did not give the consumer's assertion a
+    /// registry wants.
+    #[error("the fleet's store of consumers' assertions did not answer: {0}")]
+    HeldAssertions(String),
     #[error("the listener's connections and HTTP/2 streams are at its max_connections")]
     ListenerFull,
 }
@@ -385,6 +389,10 @@ impl Unavailable {
             Unavailable::Replay(_) => {
                 "the gateway cannot tell whether the assertion was used before; try again later"
             }
+            Unavailable::HeldAssertions(_) => {
+                "the gateway cannot reach the store that holds your client assertion for the \
+                 authorisation registry; try again later"
+            }
             Unavailable::ListenerFull => {
                 "the gateway serves as many requests on this listener as it may; try again shortly"
             }
@@ -398,6 +406,7 @@ reason_codes! {
         Unavailable::Signing(_) => "signing_failed",
         Unavailable::Replay(ReplayError::Full) => "replay_store_full",
         Unavailable::Replay(ReplayError::Unavailable(_)) => "replay_store_unavailable",
+        Unavailable::HeldAssertions(_) => "replay_store_unavailable",
         Unavailable::ListenerFull => "listener_full",
     } nested {
         Unavailable::SchemeOwner(e) => e: TrustError,
@@ -430,7 +439,7 @@ impl From<RegistryError> for Reject {
                 Reject::PreviousStepsUnavailable { registry }
             }
             RegistryError::HeldAssertionsUnavailable(e) => {
-                Reject::Unavailable(ReplayError::Unavailable(e).into())
+                Reject::Unavailable(Unavailable::HeldAssertions(e))
             }
         }
     }

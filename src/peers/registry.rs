@@ -190,7 +190,7 @@ impl RegistryClient {
         self.confirm_ours(&designations, aliases, trust).await?;
         // Only a registry the owner chose for us: not one it designated for another service
         // provider, nor its default where it designated another for us.
-        let is_us = self.is_us(aliases);
+        let is_us = self.is_us(aliases, exact);
         let listed: Vec<&Designation> = record
             .designated_for(&is_us, self.peer.scheme(), now)
             .into_iter()
@@ -205,6 +205,24 @@ impl RegistryClient {
             .iter()
             .any(|d| d.service_provider.as_deref().is_some_and(&is_us));
         Ok(Some(Holding { for_us }))
+    }
+
+    /// Whether `party`'s record designates any registry (for any service provider): a party that
+    /// chose none leaves the choice for a later step of a chain to the route's data owner; one
+    /// that chose, chose for itself.
+    pub async fn designates_any(
+        &self,
+        party: &str,
+        trust: &TrustStore,
+    ) -> Result<bool, TrustError> {
+        let Ok(party) = PartyId::parse(party) else {
+            return Ok(false);
+        };
+        let now = Timestamp::now().secs();
+        Ok(trust
+            .party(&party)
+            .await?
+            .is_some_and(|record| record.registries_at(now).next().is_some()))
     }
 
     /// The service providers `designations` are for, by the names the gateway's record lists.
@@ -225,9 +243,13 @@ impl RegistryClient {
         trust.confirm(&named, &[&us], aliases).await
     }
 
-    /// Whether a name is ours, as `aliases` resolve it (a name records disagree on is not).
-    fn is_us<'a>(&'a self, aliases: &'a Aliases) -> impl Fn(&str) -> bool + 'a {
-        move |name| aliases.names(name, self.our_id.as_str()) == Ok(true)
+    /// Whether a name is ours: as `aliases` resolve it where names are `exact` (3.0; a name
+    /// records disagree on is not), otherwise without regard to case, as 1.9 EORIs compare.
+    fn is_us<'a>(&'a self, aliases: &'a Aliases, exact: bool) -> impl Fn(&str) -> bool + 'a {
+        move |name| match exact {
+            true => aliases.names(name, self.our_id.as_str()) == Ok(true),
+            false => name.eq_ignore_ascii_case(self.our_id.as_str()),
+        }
     }
 
     /// The registry to ask about `owner`'s delegations: the configured one, or the one in the
@@ -251,8 +273,9 @@ impl RegistryClient {
             .ok_or_else(|| NoRegistry::DataOwnerUnknown(owner.to_string()))?;
         let designations: Vec<&Designation> = record.registries_at(now.secs()).collect();
         self.confirm_ours(&designations, aliases, trust).await?;
+        let exact = trust.resolves_aliases();
         let listed = record
-            .registry_for(self.is_us(aliases), self.peer.scheme(), now.secs())
+            .registry_for(self.is_us(aliases, exact), self.peer.scheme(), now.secs())
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
         let ar_id = PartyId::parse(&listed.id)
             .map_err(|_| NoRegistry::NotAnActiveRegistry(listed.id.clone()))?;
@@ -282,7 +305,7 @@ impl RegistryClient {
             for_us: listed
                 .service_provider
                 .as_deref()
-                .is_some_and(self.is_us(aliases)),
+                .is_some_and(self.is_us(aliases, exact)),
         };
         // A 3.0 registry designated by an alias is asked, and answers, as its record's id.
         let ar_id = match trust.resolves_aliases() {
@@ -330,9 +353,13 @@ impl RegistryClient {
                 access_subject: pair[1].clone(),
                 ..request.clone()
             };
-            match self.evidence(&registry, &step, trust).await? {
+            // The route's data owner designated the registry for us; a later step's owner that
+            // chose registries of its own did not choose this one for us.
+            let for_us = holding.for_us
+                && (chain.is_empty() || !self.designates_any(&step.policy_issuer, trust).await?);
+            match self.evidence(&registry, &step, request, trust).await? {
                 Some(mut ev) => {
-                    ev.read_as.designated_for_us = holding.for_us;
+                    ev.read_as.designated_for_us = for_us;
                     chain.push(ev)
                 }
                 None => return Ok((registry.party_id, None)),
@@ -341,11 +368,13 @@ impl RegistryClient {
         Ok((registry.party_id, Some(chain)))
     }
 
-    /// Ask `registry` for the evidence of `step`. None: the registry holds no policy (404).
+    /// Ask `registry` for the evidence of `step` of `request`. None: the registry holds no policy
+    /// (404).
     pub async fn evidence(
         &self,
         registry: &Registry,
         step: &AccessRequest,
+        request: &AccessRequest,
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let started = Instant::now();
@@ -354,7 +383,7 @@ impl RegistryClient {
             || "registry evidence",
             || call_attributes(registry),
         );
-        let result = span.within(self.call(registry, step, trust)).await;
+        let result = span.within(self.call(registry, step, request, trust)).await;
         let outcome = match &result {
             Ok(Some(_)) => "evidence",
             Ok(None) => "no_policy",
@@ -377,6 +406,7 @@ impl RegistryClient {
         &self,
         registry: &Registry,
         step: &AccessRequest,
+        request: &AccessRequest,
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let failed = |e: PeerError| RegistryFailure::Call(e);
@@ -402,21 +432,16 @@ impl RegistryClient {
         };
         let mut body = DelegationBody::new(step.to_mask(version), version);
         if registry.previous_steps == PreviousSteps::ConsumerAssertion {
-            let now = Timestamp::now();
-            let mut held = None;
-            for party in [&step.access_subject, &step.policy_issuer] {
-                held = self
-                    .forwarded
-                    .of(party, now)
-                    .await
-                    .map_err(RegistryError::HeldAssertionsUnavailable)?;
-                if held.is_some() {
-                    break;
-                }
-            }
-            let assertion = held.ok_or_else(|| RegistryError::NoPreviousStep {
-                registry: registry.party_id.to_string(),
-            })?;
+            // The consumer's own: never the assertion of another party the request names (the
+            // data owner a caller names, an intermediary of the chain).
+            let assertion = self
+                .forwarded
+                .of(&request.access_subject, Timestamp::now())
+                .await
+                .map_err(RegistryError::HeldAssertionsUnavailable)?
+                .ok_or_else(|| RegistryError::NoPreviousStep {
+                    registry: registry.party_id.to_string(),
+                })?;
             body.previous_steps = vec![assertion];
         }
         let answer = self

@@ -128,7 +128,8 @@ impl Party {
     /// names, in `framework`, at `now`: of the designations that fit, those of the highest
     /// specificity, in the record's order. From a 3.0 record a designation fits when it is for
     /// this service provider or none, and for this framework or none (one for a data space fits
-    /// no service provider that names none); the most specific are for this service provider,
+    /// only where it also names this service provider: the gateway does not know its data
+    /// spaces); the most specific are for this service provider,
     /// then for the framework, then the party's default. From a 1.9/2.x record, every one listed
     /// with an address fits but one for another service provider, and one for ours comes first.
     /// A designation for another service provider never fits: the data owner chose another
@@ -144,7 +145,7 @@ impl Party {
             !d.url.is_empty()
                 && d.service_provider.as_deref().is_none_or(&is_us)
                 && (!claims
-                    || (d.dataspace.is_none()
+                    || ((d.dataspace.is_none() || d.service_provider.is_some())
                         && d.framework.as_deref().is_none_or(|f| f == framework)))
         };
         let rank = |d: &Designation| match claims {

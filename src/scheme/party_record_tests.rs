@@ -163,6 +163,10 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
                 json!({"serviceProviderPartyId": "did:ishare:EU.NL.NTRNL-10000002"}),
             ),
             registry("ours", json!({"serviceProviderPartyId": sp})),
+            registry(
+                "ours-in-a-dataspace",
+                json!({"serviceProviderPartyId": sp, "dataspaceId": "DS"}),
+            ),
         ]),
         "iSHARE",
     )
@@ -189,7 +193,7 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
     // Evidence is taken only from the registries chosen for us: never one designated for
     // another service provider, nor a less specific one where a more specific one fits.
     let chosen = |sp: &str| chosen_for(&party, sp);
-    assert_eq!(chosen(sp), ["ours"]);
+    assert_eq!(chosen(sp), ["ours", "ours-in-a-dataspace"]);
     assert_eq!(chosen(another), ["framework"]);
     assert_eq!(chosen("did:ishare:EU.NL.NTRNL-10000002"), ["other-sp"]);
 }
