@@ -17,6 +17,9 @@ use std::time::Duration;
 pub const MAX_BODY_BYTES: usize = 4096;
 /// How long a lost subscription waits before it is made again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+/// How often the subscription's connection is asked for a PING: a connection that went half-open
+/// would otherwise stay quiet, never failing.
+const PING_EVERY: Duration = Duration::from_secs(5);
 
 /// What a purge published on the channel carries: the scope and the instance it came from (which
 /// has purged already).
@@ -85,8 +88,9 @@ pub async fn purge(state: &GatewayState, scope: &PurgeScope) -> Purged {
 }
 
 /// Listens on the fleet's purge channel (when the store is Redis) and purges what other instances
-/// publish; a lost subscription is made again, and as a purge published while the channel was not
-/// heard is not heard later, every cached decision is dropped then.
+/// publish; a lost subscription is made again. A purge published while the channel is not heard is
+/// never heard later: every cached decision is dropped when it is lost, at each attempt to
+/// subscribe again, and when it is heard again.
 pub struct FleetPurges {
     state: Arc<GatewayState>,
     /// The channel was not heard for a while: purges may have been missed.
@@ -113,14 +117,9 @@ impl FleetPurges {
         dropped
     }
 
-    /// Drop every cached decision: purges published while the channel was not heard are lost.
-    async fn purge_missed(&self) {
-        let dropped = self.purge_here(&PurgeScope::All, "resubscribed").await;
-        tracing::warn!(
-            dropped,
-            "the fleet's purge channel is heard again: every cached decision is dropped, as \
-             purges published while it was not heard are lost"
-        );
+    /// Drop every cached decision: purges published while the channel is not heard are lost.
+    async fn purge_unheard(&self) -> u64 {
+        self.purge_here(&PurgeScope::All, "channel_lost").await
     }
 
     async fn apply(&self, payload: &[u8]) {
@@ -153,15 +152,31 @@ impl FleetPurges {
         else {
             return Ok(());
         };
-        let mut pubsub = redis.subscribe(&channel(&redis.namespace)).await?;
+        let pubsub = redis.subscribe(&channel(&redis.namespace)).await?;
         if self.missed.swap(false, Ordering::Relaxed) {
-            self.purge_missed().await;
+            let dropped = self.purge_unheard().await;
+            tracing::info!(
+                dropped,
+                "the fleet's purge channel is heard again; what was cached meanwhile is dropped"
+            );
         }
-        let mut messages = pubsub.on_message();
-        while let Some(message) = messages.next().await {
-            self.apply(message.get_payload_bytes()).await;
+        let (mut sink, mut messages) = pubsub.split();
+        let mut pings = tokio::time::interval(PING_EVERY);
+        pings.tick().await;
+        loop {
+            tokio::select! {
+                message = messages.next() => match message {
+                    Some(message) => self.apply(message.get_payload_bytes()).await,
+                    None => return Err("the subscription ended".into()),
+                },
+                _ = pings.tick() => {
+                    let pong = tokio::time::timeout(redis.within(), sink.ping::<redis::Value>());
+                    if !matches!(pong.await, Ok(Ok(_))) {
+                        return Err("the subscription does not answer a PING".into());
+                    }
+                }
+            }
         }
-        Err("the subscription ended".into())
     }
 }
 
@@ -176,8 +191,12 @@ impl BackgroundService for FleetPurges {
                 _ = shutdown.changed() => return,
                 ended = self.listen() => {
                     if let Err(e) = ended {
-                        self.missed.store(true, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "the fleet's purge channel is not heard; subscribing again");
+                        // Until it is heard again, nothing cached outlives a retry.
+                        let first = !self.missed.swap(true, Ordering::Relaxed);
+                        let dropped = self.purge_unheard().await;
+                        if first {
+                            tracing::warn!(error = %e, dropped, "the fleet's purge channel is not heard: every cached decision is dropped, and again at each attempt to subscribe, until it is heard again");
+                        }
                     }
                 }
             }

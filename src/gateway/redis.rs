@@ -171,7 +171,7 @@ impl RedisStore {
         let started = std::time::Instant::now();
         let runtime = redis_runtime()?;
         let inner = self.inner.clone();
-        let within = self.inner.timeout * 2;
+        let within = self.within();
         let mut call = Call(runtime.spawn(async move { inner.query(command).await }));
         let (outcome, answer) = match tokio::time::timeout(within, &mut call.0).await {
             Ok(Ok(Ok(value))) => ("ok", Ok(value)),
@@ -250,10 +250,16 @@ impl Inner {
 }
 
 impl RedisStore {
+    /// How long a call may take: twice the configured timeout (finding the master, then the
+    /// command).
+    pub(super) fn within(&self) -> Duration {
+        self.inner.timeout * 2
+    }
+
     /// A connection of its own subscribed to `channel` (pub/sub needs one: a subscribed connection
     /// runs no other command), made within the timeout.
     pub(super) async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, String> {
-        let within = self.inner.timeout * 2;
+        let within = self.within();
         let subscribe = async {
             let client = self.inner.client().await?;
             let mut pubsub = client.get_async_pubsub().await.map_err(|e| e.to_string())?;
