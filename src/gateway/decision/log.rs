@@ -109,10 +109,21 @@ impl DecisionLog {
     /// Write out every line queued so far, waiting at most `within` (at the end of a graceful
     /// shutdown: the process exits after it, and the lines it holds would be lost).
     pub fn flush(&self, within: Duration) {
+        let deadline = Instant::now() + within;
         let (done, flushed) = std::sync::mpsc::channel();
-        if self.lines.send(Queued::Flush(done)).is_ok() {
-            let _ = flushed.recv_timeout(within);
+        let mut request = Queued::Flush(done);
+        // Never blocked past the deadline by a writer that cannot write (a stalled pipe).
+        loop {
+            match self.lines.try_send(request) {
+                Ok(()) => break,
+                Err(TrySendError::Full(again)) if Instant::now() < deadline => {
+                    request = again;
+                    std::thread::sleep(GATHER);
+                }
+                Err(_) => return,
+            }
         }
+        let _ = flushed.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 
     /// Queue the line of a decision whose answer had `status`, after `duration`.
