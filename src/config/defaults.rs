@@ -1,5 +1,5 @@
-//! Every default of `gateway.toml` and the rules, in one place. The README's configuration table is
-//! held to these by a test (`documented`).
+//! Every default of `gateway.toml` and the rules, in one place. The configuration reference page
+//! (`reference.rs` writes it) shows these, which a test holds it to (`documented`).
 
 use super::model::ForwardedFor;
 use crate::scheme::version::SchemeVersion;
@@ -125,7 +125,7 @@ pub const PERSON_HEADERS: [(&str, &str); 7] = [
     ("email", "X-Person-Email"),
 ];
 
-/// Every default as the README's configuration table writes it: (key, value).
+/// Every default as the configuration reference writes it: (key, value).
 pub fn documented() -> Vec<(&'static str, String)> {
     let text = |v: &str| format!("\"{v}\"");
     let time = |d: Duration| format!("\"{}\"", humantime::format_duration(d));

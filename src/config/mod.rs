@@ -1,8 +1,8 @@
 //! Configuration: `gateway.toml` and the route rules in `policies/*.toml`. The external types
 //! (`file.rs`) are kept apart from the validated model (`model.rs`); loading (`gateway.rs`, a
 //! function per section, and `rules.rs`) checks everything and reports every problem at once, each
-//! with its file and key. Defaults live in `defaults.rs`; `openapi/` makes a starting rules file
-//! from an OpenAPI document.
+//! with its file and key. Defaults live in `defaults.rs`, every key's meaning in `reference.rs`;
+//! `openapi/` makes a starting rules file from an OpenAPI document.
 
 pub mod decision_api;
 pub mod decision_log;
@@ -17,6 +17,7 @@ pub mod openapi;
 mod pem;
 mod reader;
 mod redis;
+pub mod reference;
 mod rules;
 mod tracing;
 mod values;

@@ -27,29 +27,44 @@ pub(super) fn read<T: DeserializeOwned>(text: &str) -> (Option<T>, Vec<Found>) {
     if !errors.is_empty() {
         return (None, errors.iter().map(|e| syntax(text, e)).collect());
     }
+    let reading = Reading::default();
+    let value = read_root::<T>(root, &reading);
+    let mut found = reading.found.into_inner();
+    found.sort_by_key(|f| f.span.start);
+    (value.filter(|_| !reading.incomplete.get()), found)
+}
+
+/// The keys `T` knows in each table that `text` has, by their whole names without element
+/// indexes (`listener.tls.certificate`), whatever else the text says.
+#[cfg(test)]
+pub(super) fn known_keys<T: DeserializeOwned>(text: &str) -> BTreeSet<String> {
+    let (root, _) = DeTable::parse_recoverable(text);
+    let reading = Reading::default();
+    read_root::<T>(root, &reading);
+    reading.known.into_inner()
+}
+
+/// The document read into `T`, again each time a key is left out, until nothing more is.
+fn read_root<T: DeserializeOwned>(root: Spanned<DeTable<'_>>, reading: &Reading) -> Option<T> {
     let span = root.span();
     let root = Spanned::new(span, DeValue::Table(root.into_inner()));
-    let reading = Reading::default();
-    let value = loop {
+    loop {
         let node = Node {
-            reading: &reading,
+            reading,
             value: &root,
             path: String::new(),
         };
         match T::deserialize(node) {
-            Ok(v) => break Some(v),
+            Ok(v) => return Some(v),
             Err(e) => {
                 let retry = e.retry;
                 reading.settle(e);
                 if !retry {
-                    break None;
+                    return None;
                 }
             }
         }
-    };
-    let mut found = reading.found.into_inner();
-    found.sort_by_key(|f| f.span.start);
-    (value.filter(|_| !reading.incomplete.get()), found)
+    }
 }
 
 /// A syntax error; a duplicate key named as written.
@@ -76,6 +91,9 @@ struct Reading {
     skip: RefCell<BTreeSet<String>>,
     /// A table was left out: the value read is not the document's.
     incomplete: std::cell::Cell<bool>,
+    /// The keys the types read know, by their whole names without element indexes.
+    #[cfg(test)]
+    known: RefCell<BTreeSet<String>>,
 }
 
 impl Reading {
@@ -306,6 +324,17 @@ impl<'r, 'v, 'de> Entries<'r, 'v, 'de> {
         path: &str,
         fields: &'static [&'static str],
     ) -> Self {
+        #[cfg(test)]
+        {
+            let table_path: String = path
+                .split('[')
+                .map(|p| p.split_once(']').map_or(p, |(_, rest)| rest))
+                .collect();
+            reading
+                .known
+                .borrow_mut()
+                .extend(fields.iter().map(|f| child(&table_path, f)));
+        }
         let present: BTreeSet<&str> = table.keys().map(|k| k.get_ref().as_ref()).collect();
         let mut given = BTreeSet::new();
         let mut entries = Vec::new();

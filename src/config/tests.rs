@@ -391,41 +391,120 @@ fn rule_errors_name_their_file_route_and_key() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The book's page of every `gateway.toml` key, as committed.
+const REFERENCE_PAGE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/docs/src/reference/configuration.md"
+);
+
 #[test]
-fn the_readme_configuration_table_shows_every_default() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let table = readme
-        .split("## Configuration reference")
-        .nth(1)
-        .and_then(|s| s.split("\n## ").next())
-        .expect("a configuration table in the README");
-    let mut section = String::new();
+fn the_configuration_reference_page_is_what_the_code_generates() {
+    let generated = super::reference::markdown();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(REFERENCE_PAGE, &generated).expect("the reference page is written");
+    }
+    let committed = std::fs::read_to_string(REFERENCE_PAGE).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{REFERENCE_PAGE} is not what src/config/reference.rs writes: \
+         `UPDATE_DOCS=1 cargo test --lib configuration_reference` writes it anew"
+    );
+}
+
+/// The rows of the reference page: each key by its whole name (`scheme_owner.refresh`), with the
+/// text of its default.
+fn reference_rows(page: &str) -> Vec<(String, String)> {
+    let mut table = String::new();
     let mut rows = Vec::new();
-    for line in table.lines().filter(|l| l.starts_with("| ")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (mut keys, default) = (cells[1], cells[2]);
-        // A section starts with its name in bold: `**[name]**` or `**[[name]]**`.
-        if let Some((bold, rest)) = keys.strip_prefix("**").and_then(|k| k.split_once("**")) {
-            section = bold.trim_matches(|c| "`[]".contains(c)).to_string();
-            keys = rest;
-        }
-        for key in keys.split('`').skip(1).step_by(2) {
-            let full = if section.is_empty() {
-                key.to_string()
-            } else {
-                format!("{section}.{key}")
-            };
-            rows.push((full, default.to_string()));
+    for line in page.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            table = heading.trim_matches(|c| "`[]".contains(c)).to_string();
+            if heading == "Top level" {
+                table.clear();
+            }
+        } else if line.starts_with("| `") {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            for key in cells[0].split('`').skip(1).step_by(2) {
+                let full = match table.as_str() {
+                    "" => key.to_string(),
+                    t => format!("{t}.{key}"),
+                };
+                rows.push((full, cells[1].to_string()));
+            }
         }
     }
+    rows
+}
+
+#[test]
+fn the_configuration_reference_shows_every_default() {
+    let page = std::fs::read_to_string(REFERENCE_PAGE).expect("the reference page");
+    let rows = reference_rows(&page);
     for (key, value) in defaults::documented() {
         let row = rows.iter().find(|(k, _)| *k == key);
         assert!(
             row.is_some_and(|(_, d)| d.contains(&format!("`{value}`"))),
-            "README: {key} should default to `{value}`, found {row:?}"
+            "{REFERENCE_PAGE}: {key} should default to `{value}`, found {row:?}"
         );
     }
+}
+
+#[test]
+fn the_configuration_reference_names_every_key_the_reader_accepts_and_no_other() {
+    // Every table the reference has, and the tables inside them its keys name, given once: the
+    // reader knows the keys of each.
+    let mut text = String::new();
+    for table in super::reference::TABLES
+        .iter()
+        .filter(|t| !t.name.is_empty())
+    {
+        let inner: std::collections::BTreeSet<&str> = table
+            .keys
+            .iter()
+            .flat_map(|k| k.names.iter())
+            .filter_map(|n| n.rsplit_once('.').map(|(t, _)| t))
+            .collect();
+        let brackets = if table.array {
+            ("[[", "]]")
+        } else {
+            ("[", "]")
+        };
+        text.push_str(&format!("{}{}{}\n", brackets.0, table.name, brackets.1));
+        for t in inner {
+            text.push_str(&format!("[{}.{t}]\n", table.name));
+        }
+    }
+    let known = super::reader::known_keys::<super::file::GatewayFile>(&text);
+    // A key whose value is a table of keys is named by those keys.
+    let leaves: std::collections::BTreeSet<&String> = known
+        .iter()
+        .filter(|k| {
+            !known
+                .iter()
+                .any(|other| other.starts_with(&format!("{k}.")))
+        })
+        .collect();
+    let documented: std::collections::BTreeSet<String> = super::reference::TABLES
+        .iter()
+        .flat_map(|t| {
+            t.keys
+                .iter()
+                .flat_map(move |k| k.names.iter().map(move |n| t.path(n)))
+        })
+        .collect();
+    let undocumented: Vec<_> = leaves
+        .iter()
+        .filter(|k| !documented.contains(**k))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the reference: {undocumented:?}"
+    );
+    let unknown: Vec<_> = documented.iter().filter(|k| !leaves.contains(k)).collect();
+    assert!(
+        unknown.is_empty(),
+        "in the reference, not read: {unknown:?}"
+    );
 }
 
 #[test]
