@@ -3,11 +3,12 @@
 # encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
 # of the decision service), curl, headless Chromium with its WebDriver (Debian's chromium and
 # chromium-driver), and python-ishare and an OpenAPI schema validator (from PyPI, in a virtual
-# environment).
+# environment). `make docs` builds the manual (mdBook, installed into target/tools/ when missing);
+# `make install` installs the binary.
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup demo cluster test check conformance bench load-bench
+.PHONY: setup test-setup demo cluster test check conformance bench load-bench docs install
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -73,3 +74,24 @@ bench: setup
 load-bench: setup
 	$(call need,wrk wrk nginx nginx-light haproxy haproxy redis-server redis-server curl curl openssl openssl python3 python3)
 	benches/load.sh $(LOAD_ARGS)
+
+# The manual, an mdBook in docs/, built into docs/book/. mdBook is pinned and built from crates.io
+# into target/tools/ (the search feature only: no live server), so that every machine builds the
+# book alike.
+MDBOOK_VERSION := 0.5.4
+MDBOOK := target/tools/mdbook-$(MDBOOK_VERSION)/bin/mdbook
+
+docs: $(MDBOOK)
+	$(MDBOOK) build docs
+	@echo "the book: docs/book/index.html"
+
+$(MDBOOK):
+	cargo install mdbook --locked --version $(MDBOOK_VERSION) --no-default-features \
+		--features search --root target/tools/mdbook-$(MDBOOK_VERSION)
+
+# The binary, as the systemd unit expects it: /usr/local/bin/ishare-gateway.
+PREFIX ?= /usr/local
+
+install: setup
+	cargo build --release --locked
+	install -D -m 0755 target/release/ishare-gateway $(DESTDIR)$(PREFIX)/bin/ishare-gateway

@@ -282,7 +282,7 @@ EOF
   gateway_cfg 9205 9215 9225 warn >"$D/gateway.toml"
   printf '\n[decision_api]\naddress = "127.0.0.1:9237"\n' >>"$D/gateway.toml"
   # nginx asking the gateway's decision service for every request (auth_request), as the
-  # README's recipe has it, with keep-alive to the decision service and the backend.
+  # decision service guide's recipe has it, with keep-alive to the decision service and the backend.
   cat >"$D/nginx-authz.conf" <<EOF
 worker_processes $N;
 worker_cpu_affinity auto;

@@ -1,7 +1,8 @@
 //! What operators run: `ishare-gateway run --config …` and `ishare-gateway testbed …` as child
-//! processes, with the shipped configuration and the README's examples. `check` and `run` agree on
+//! processes, with the shipped configuration and the configuration examples of the README and the
+//! book. `check` and `run` agree on
 //! every one of them (what `check` refuses, `run` refuses with the same message; what `check`
-//! accepts, `run` serves), and every mode the README documents starts through the binary: memory
+//! accepts, `run` serves), and every mode the book documents starts through the binary: memory
 //! and Redis stores, sign-in on and off, TLS and mTLS listeners, several listeners, reload on
 //! SIGHUP, SIGTERM and SIGKILL, and a registry as strict as Keyrock asked with the consumer's
 //! assertion.
@@ -18,10 +19,6 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = "binaries";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn binary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
@@ -146,7 +143,7 @@ async fn token_with(plain: &str, assertion: &str) -> (u16, Value) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
+async fn the_shipped_config_and_the_documented_examples_run_as_check_says() {
     let bed = Bed::start(BIN).await;
     let urls = Urls::of_bed(&bed);
     let data = bed.keys.data_dir.clone();
@@ -212,12 +209,12 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     assert!(status.success(), "{status}\n{log}");
 
     // The README's first example as written: its files are not here, and both say so alike.
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let example = readme_block(&readme, "`gateway.toml`:\n\n", "```toml\n", "```");
+    let readme = page("README.md");
+    let example = page_block(&readme, "`gateway.toml`:\n\n", "```toml\n", "```");
     let dir = scratch_dir(BIN);
     std::fs::write(
         dir.join("policies/api.toml"),
-        readme_block(
+        page_block(
             &readme,
             "and `policies/api.toml` next to it:\n\n",
             "```toml\n",
@@ -269,10 +266,11 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
 
-    // The README's sign-in example on the shipped configuration with Redis.
-    let login = readme_block(
-        &readme,
-        "## People signing in",
+    // The sign-in example of the people guide on the shipped configuration with Redis.
+    let people = page("docs/src/guides/people.md");
+    let login = page_block(
+        &people,
+        "# People signing in",
         "```toml\n",
         "# policies/people.toml",
     );
@@ -288,15 +286,16 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
             .replace("/etc/ishare-gateway/session.key", secret.to_str().unwrap()),
         redis.url()
     );
-    let config = config_file("readme-login.toml", &text);
-    let gateway = accepted_and_served("readme-login", &config, ports.admin).await;
+    let config = config_file("people-login.toml", &text);
+    let gateway = accepted_and_served("people-login", &config, ports.admin).await;
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
 
-    // The README's fleet example: as written, its credentials file is not here, and both say so;
-    // with the file and a Redis of ours, it serves.
-    let fleet = readme_block(
-        &readme,
+    // The fleet example of the guide to several instances: as written, its credentials file is not
+    // here, and both say so; with the file and a Redis of ours, it serves.
+    let instances = page("docs/src/guides/instances.md");
+    let fleet = page_block(
+        &instances,
         "**Deploying several instances.**",
         "```toml\n",
         "```",
@@ -306,8 +305,8 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
         "# session_secret_file = \"/etc/ishare-gateway/session.key\"",
         &format!("session_secret_file = \"{}\"", secret.display()),
     );
-    let config = config_file("readme-fleet.toml", &format!("{shipped}\n{fleet}"));
-    refused_alike("readme-fleet-verbatim", &config).await;
+    let config = config_file("instances-fleet.toml", &format!("{shipped}\n{fleet}"));
+    refused_alike("instances-fleet-verbatim", &config).await;
     let credentials = scratch_dir(BIN).join("redis.credentials");
     std::fs::write(&credentials, "").unwrap();
     let given = fleet
@@ -317,7 +316,7 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
             credentials.to_str().unwrap(),
         );
     std::fs::write(&config, format!("{shipped}\n{given}")).unwrap();
-    refused_alike("readme-fleet-empty-credentials", &config).await;
+    refused_alike("instances-fleet-empty-credentials", &config).await;
     let port = free_port();
     let guarded = RedisServer::start_with(
         port,
@@ -337,7 +336,7 @@ async fn the_shipped_config_and_the_readme_examples_run_as_check_says() {
             credentials.to_str().unwrap(),
         );
     std::fs::write(&config, format!("{shipped}\n{given}")).unwrap();
-    let gateway = accepted_and_served("readme-fleet", &config, ports.admin).await;
+    let gateway = accepted_and_served("instances-fleet", &config, ports.admin).await;
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
     bed.stop().await;

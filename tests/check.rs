@@ -1,5 +1,5 @@
 //! `ishare-gateway check` as operators run it, on a small configuration like the README's first
-//! one: every problem of a run listed together, a misspelled key named at its line with the key it
+//! one (in ten lines): every problem of a run listed together, a misspelled key named at its line with the key it
 //! resembles, route names the gateway counts its own answers under refused, and participants whose
 //! certificates only the platform's roots can verify warned of.
 

@@ -36,12 +36,12 @@ fn nginx_binary() -> PathBuf {
     })
 }
 
-/// The README's nginx recipe (the ```nginx block under its heading) with the values it names as
-/// the operator's replaced, each of which it writes exactly once; nothing else changes.
+/// The decision service guide's nginx recipe (the ```nginx block under its heading) with the
+/// values it names as the operator's replaced, each of which it writes exactly once; nothing else
+/// changes.
 fn recipe_with(values: &[(&str, String)]) -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let mut text =
-        readme_block(&readme, "### nginx `auth_request`", "```nginx\n", "```").to_string();
+    let guide = page("docs/src/guides/decision-service.md");
+    let mut text = page_block(&guide, "## nginx `auth_request`", "```nginx\n", "```").to_string();
     for (theirs, ours) in values {
         assert_eq!(
             text.matches(theirs).count(),

@@ -191,7 +191,7 @@ async fn tls_certificates_rotate_on_reload_without_a_restart() {
     let ca = bed.keys.ca_file.clone();
     assert_eq!(peer_certificate(&ca, &url).await, first.chain_der[0]);
 
-    // The new pair is ECDSA P-256 (README: ECDSA certificates): served as the RSA one was.
+    // The new pair is ECDSA P-256 (the Operations guide: ECDSA certificates): served as the RSA one was.
     let second = bed
         .keys
         .pki

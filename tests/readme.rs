@@ -1,7 +1,8 @@
-//! The README holds to what it describes: its map names every source file and directory by its
-//! whole path, and only paths that exist; its Contents links every section; and what it says of
-//! the commands and the roles of the testbed and the conformance checker, the binary's `--help`
-//! says too.
+//! The README and the book hold to what they describe: the README is a landing page that starts
+//! with the two commands and links every page of the book; the book's map (Contributing: What is
+//! where) names every source file and directory, test, bench and example by its whole path, and only
+//! paths that exist; and what the book says of the commands and the roles of the testbed and the
+//! conformance checker, the binary's `--help` says too.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -11,8 +12,13 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A file of the repository: the README, or a page of the book (`docs/src/…`).
+fn page(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 fn readme() -> String {
-    std::fs::read_to_string(repo().join("README.md")).expect("README.md")
+    page("README.md")
 }
 
 /// `ishare-gateway ARGS --help`: what it prints.
@@ -30,55 +36,9 @@ fn help(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The README's lines outside its code blocks, with whether each is a heading: its level.
-fn prose_lines(readme: &str) -> Vec<(Option<usize>, &str)> {
-    let mut in_code = false;
-    let mut lines = Vec::new();
-    for line in readme.lines() {
-        if line.starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if !in_code {
-            let hashes = line.len() - line.trim_start_matches('#').len();
-            let level = (hashes > 0 && line[hashes..].starts_with(' ')).then_some(hashes);
-            lines.push((level, line));
-        }
-    }
-    lines
-}
-
-/// The text under `heading` up to the next heading of its level or above, code blocks included.
-fn section<'a>(readme: &'a str, heading: &str) -> &'a str {
-    let level = heading.len() - heading.trim_start_matches('#').len();
-    let start = readme
-        .find(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("the README has {heading:?}"))
-        + heading.len()
-        + 2;
-    let next = prose_lines(&readme[start..])
-        .into_iter()
-        .find(|(l, _)| l.is_some_and(|l| l <= level))
-        .map(|(_, line)| line.as_ptr() as usize - readme.as_ptr() as usize);
-    &readme[start..next.unwrap_or(readme.len())]
-}
-
 /// The first paragraph of a text.
 fn first_paragraph(text: &str) -> &str {
     text.trim_start().split("\n\n").next().unwrap()
-}
-
-/// A heading's anchor, as GitHub writes it.
-fn anchor(title: &str) -> String {
-    title
-        .to_lowercase()
-        .chars()
-        .filter_map(|c| match c {
-            ' ' => Some('-'),
-            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A word of the map's text that names a file or directory (not a URL path).
@@ -157,7 +117,8 @@ fn map_paths(map: &str) -> BTreeSet<String> {
 }
 
 /// Every directory under src and every source file but the module list (lib.rs) and the unit
-/// tests of a module (`tests.rs`, or `x_tests.rs` beside `x.rs`), from the repository's root.
+/// tests of a module (`tests.rs`, or `x_tests.rs` beside `x.rs`); and every test file, test
+/// support file, bench and example: from the repository's root.
 fn source_paths() -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     let mut dirs = vec![repo().join("src")];
@@ -178,13 +139,21 @@ fn source_paths() -> BTreeSet<String> {
             }
         }
     }
+    for dir in ["tests", "tests/support", "benches", "examples"] {
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".rs") {
+                found.insert(format!("{dir}/{name}"));
+            }
+        }
+    }
     found
 }
 
-/// The map's block in "What is where".
-fn map(readme: &str) -> String {
-    let section = section(readme, "## What is where");
-    let block = section.split_once("```\n").expect("the map's block").1;
+/// The book's map: the block of its page "What is where".
+fn map() -> String {
+    let page = page("docs/src/contributing/architecture.md");
+    let block = page.split_once("```\n").expect("the map's block").1;
     block
         .split_once("```")
         .expect("the map's end")
@@ -194,7 +163,7 @@ fn map(readme: &str) -> String {
 
 #[test]
 fn the_map_names_every_source_file_by_its_whole_path_and_only_paths_that_exist() {
-    let named = map_paths(&map(&readme()));
+    let named = map_paths(&map());
     let missing: Vec<String> = source_paths()
         .into_iter()
         .filter(|p| !named.contains(p))
@@ -205,34 +174,43 @@ fn the_map_names_every_source_file_by_its_whole_path_and_only_paths_that_exist()
 }
 
 #[test]
-fn the_contents_link_every_section() {
+fn the_readme_starts_with_the_two_commands_and_fits_on_two_screens() {
     let readme = readme();
-    let headings = prose_lines(&readme);
-    let anchors: BTreeSet<String> = headings
-        .iter()
-        .filter(|(level, _)| level.is_some_and(|l| l >= 2))
-        .map(|(_, line)| anchor(line.trim_start_matches('#').trim()))
+    let first_block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a first block of commands");
+    let commands: Vec<&str> = first_block
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
         .collect();
-    let contents = first_paragraph(
-        readme
-            .split_once("\nContents: ")
-            .expect("a Contents line")
-            .1,
+    assert_eq!(commands, ["make demo", "make test"], "{first_block}");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 200,
+        "the README has {lines} lines: the manual is the book"
     );
-    let linked: BTreeSet<String> = contents
-        .split("](#")
+}
+
+#[test]
+fn the_readme_links_every_page_of_the_book() {
+    let summary = page("docs/src/SUMMARY.md");
+    let pages: Vec<&str> = summary
+        .split("](")
         .skip(1)
-        .map(|rest| rest.split(')').next().unwrap().to_string())
+        .map(|rest| rest.split(')').next().unwrap())
         .collect();
-    let sections: Vec<String> = headings
+    assert!(pages.contains(&"reference/configuration.md"), "{summary}");
+    let readme = readme();
+    let unlinked: Vec<&&str> = pages
         .iter()
-        .filter(|(level, _)| *level == Some(2))
-        .map(|(_, line)| anchor(&line[3..]))
-        .filter(|a| !linked.contains(a))
+        .filter(|p| !readme.contains(&format!("](docs/src/{p})")))
         .collect();
-    assert!(sections.is_empty(), "not in the Contents: {sections:?}");
-    let dangling: Vec<&String> = linked.difference(&anchors).collect();
-    assert!(dangling.is_empty(), "no such heading: {dangling:?}");
+    assert!(
+        unlinked.is_empty(),
+        "the README's contents lack {unlinked:?}"
+    );
 }
 
 #[test]
@@ -248,7 +226,7 @@ fn the_maps_main_rs_names_every_command() {
         .filter(|c| *c != "help")
         .collect();
     assert!(commands.contains(&"conformance"), "{help}");
-    let map = map(&readme());
+    let map = map();
     let main: String = map
         .lines()
         .skip_while(|l| !l.starts_with("src/main.rs"))
@@ -280,14 +258,14 @@ fn the_conformance_checker_is_described_with_every_role_it_takes() {
         })
         .collect();
     assert!(roles.contains(&"identity provider".to_string()), "{help}");
-    let readme = readme();
-    let row = readme
+    let commands = page("docs/src/reference/commands.md");
+    let row = commands
         .lines()
         .find(|l| l.starts_with("| `ishare-gateway conformance"))
         .expect("the Commands row");
-    let checking = section(&readme, "### Checking a participant: conformance");
-    let opening = first_paragraph(checking);
-    let limitations = section(&readme, "## Known limitations").replace('\n', " ");
+    let checking = page("docs/src/guides/conformance.md");
+    let opening = first_paragraph(checking.split_once('\n').unwrap().1);
+    let limitations = page("docs/src/security/limitations.md").replace('\n', " ");
     for role in &roles {
         assert!(about.contains(role.as_str()), "--help: {about}: {role}");
         assert!(row.contains(role.as_str()), "Commands: {row}: {role}");
@@ -305,11 +283,10 @@ fn the_conformance_checker_is_described_with_every_role_it_takes() {
 }
 
 #[test]
-fn the_testbeds_help_names_every_participant_the_readme_says_it_runs() {
+fn the_testbeds_help_names_every_participant_the_book_says_it_runs() {
     let help = help(&["testbed"]);
     let about = help.lines().next().unwrap().to_lowercase();
-    let readme = readme();
-    let table = section(&readme, "## The testbed");
+    let table = page("docs/src/guides/testbed.md");
     let serving: Vec<String> = table
         .lines()
         .skip_while(|l| !l.starts_with("| party"))

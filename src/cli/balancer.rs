@@ -1,5 +1,5 @@
 //! The balancer in front of a fleet: HAProxy's configuration, as the cluster command writes it, the
-//! fleet tests run it and the README's "Several instances" describes it.
+//! fleet tests run it and the book's "Several instances" guide describes it.
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ pub struct Backend {
     pub admin_port: u16,
 }
 
-/// HAProxy in front of gateway instances, as the README's "Several instances" describes: TLS at the
+/// HAProxy in front of gateway instances, as the book's "Several instances" guide describes: TLS at the
 /// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
 /// instances that are ready (over the live ones when none is: a Redis outage makes every instance
 /// unready, and what needs no store should still pass), retries of idempotent requests on another

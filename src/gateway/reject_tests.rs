@@ -111,14 +111,15 @@ fn one_of_each() -> Vec<Reject> {
     all
 }
 
-/// The rows of the README's status table: status, `error` codes, reason codes.
-fn readme_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let section = readme
-        .split("## Status codes and reasons")
-        .nth(1)
-        .expect("a status table in the README");
+/// The status table's page in the book.
+const STATUS_PAGE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/docs/src/reference/status-codes.md"
+);
+
+/// The rows of the book's status table: status, `error` codes, reason codes.
+fn status_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
+    let section = std::fs::read_to_string(STATUS_PAGE).expect("the status codes page");
     let codes = |cell: &str| -> BTreeSet<String> {
         cell.split('`')
             .skip(1)
@@ -143,8 +144,8 @@ fn readme_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
 }
 
 #[test]
-fn every_reason_is_in_the_readme_status_table_with_its_status() {
-    let table = readme_table();
+fn every_reason_is_in_the_status_table_with_its_status() {
+    let table = status_table();
     let listed = |status: u16, error: Option<&str>, reason: &str| {
         table.iter().any(|(s, errors, reasons)| {
             *s == status && reasons.contains(reason) && error.is_none_or(|e| errors.contains(e))
@@ -177,13 +178,13 @@ fn every_reason_is_in_the_readme_status_table_with_its_status() {
     }
     assert!(
         missing.is_empty(),
-        "not in the README's status table: {missing:?}"
+        "not in the status table of {STATUS_PAGE}: {missing:?}"
     );
-    let in_readme: BTreeSet<String> = table.into_iter().flat_map(|(_, _, r)| r).collect();
-    let stale: Vec<_> = in_readme.difference(&documented).collect();
+    let in_table: BTreeSet<String> = table.into_iter().flat_map(|(_, _, r)| r).collect();
+    let stale: Vec<_> = in_table.difference(&documented).collect();
     assert!(
         stale.is_empty(),
-        "README reasons the code never gives: {stale:?}"
+        "reasons of {STATUS_PAGE} the code never gives: {stale:?}"
     );
 }
 

@@ -174,7 +174,7 @@ pub fn load_or_generate(
         );
     }
     // The same server names with an ECDSA P-256 key, for listeners that make many new
-    // connections (README: TLS).
+    // connections (the book's Operations guide: ECDSA certificates).
     let ecdsa_chain = data_dir.join("tls/server-ecdsa.chain.pem");
     let ecdsa_key = data_dir.join("tls/server-ecdsa.key.pem");
     if load_credentials(&ecdsa_chain, &ecdsa_key)?.is_none() {

@@ -80,14 +80,18 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The text of the README between `start` and `end`, first after `section`.
-pub fn readme_block<'a>(readme: &'a str, section: &str, start: &str, end: &str) -> &'a str {
-    readme
-        .split(section)
+/// A page of the book (`docs/src/…`), or the README, by its path from the repository's root.
+pub fn page(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The text of a page between `start` and `end`, first after `section`.
+pub fn page_block<'a>(page: &'a str, section: &str, start: &str, end: &str) -> &'a str {
+    page.split(section)
         .nth(1)
         .and_then(|rest| rest.split(start).nth(1))
         .and_then(|rest| rest.split(end).next())
-        .unwrap_or_else(|| panic!("the README's example after {section:?}"))
+        .unwrap_or_else(|| panic!("the example after {section:?}"))
 }
 
 /// The shipped testbed config with every port ephemeral, extra consumer parties (for paging), and

@@ -73,7 +73,7 @@ fn required<'a>(headers: &'a HeaderMap, key: &str) -> Result<&'a str, Refusal> {
         )),
         (None, _) => Err(Refusal::bad_request(
             "invalid_original_request",
-            format!("{name} is missing: nginx sets it with proxy_set_header {name} (see the README's recipe)"),
+            format!("{name} is missing: nginx sets it with proxy_set_header {name} (see the nginx recipe of the decision service's guide)"),
         )),
     }
 }
