@@ -9,10 +9,10 @@ use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::Timestamp;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 use support::process::{eventually, GatewayProcess};
-use support::shipped::{rules_with_a_shadow_route, shipped_gateway, Urls};
+use support::shipped::{rules_with_a_shadow_route, shipped_gateway, shipped_offline, Urls};
 use support::*;
 
 const BIN: &str = "decisions";
@@ -23,21 +23,6 @@ fn decision_id(resp: &reqwest::Response) -> String {
         .to_str()
         .unwrap()
         .to_string()
-}
-
-fn binary(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The decision log's lines, parsed.
@@ -79,8 +64,8 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
     std::fs::write(&config, &config_text).unwrap();
 
     // check and start-up say which route is in shadow mode.
-    let checked = binary(&["check", "--config", config.to_str().unwrap()]);
-    let said = text(&checked);
+    let checked = binary_output(&["check", "--config", config.to_str().unwrap()]);
+    let said = printed(&checked);
     assert!(checked.status.success(), "{said}");
     assert!(
         said.contains("warning:")
@@ -229,14 +214,14 @@ async fn decisions_are_logged_quoted_and_shadowed_through_the_binary() {
 fn the_shipped_rules_pass_their_tests_and_a_wrong_expectation_names_the_stage() {
     let config = offline_shipped_config();
     let junit = scratch_dir(BIN).join("rules.xml");
-    let out = binary(&[
+    let out = binary_output(&[
         "test",
         "--config",
         config.to_str().unwrap(),
         "--junit",
         junit.to_str().unwrap(),
     ]);
-    let said = text(&out);
+    let said = printed(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains(" passed, 0 failed"), "{said}");
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -261,7 +246,7 @@ fn the_shipped_rules_pass_their_tests_and_a_wrong_expectation_names_the_stage() 
     )
     .unwrap();
     let junit = dir.join("wrong.xml");
-    let out = binary(&[
+    let out = binary_output(&[
         "test",
         "--config",
         config.to_str().unwrap(),
@@ -269,7 +254,7 @@ fn the_shipped_rules_pass_their_tests_and_a_wrong_expectation_names_the_stage() 
         "--junit",
         junit.to_str().unwrap(),
     ]);
-    let said = text(&out);
+    let said = printed(&out);
     assert!(!out.status.success(), "{said}");
     assert!(
         said.contains("FAIL")
@@ -286,18 +271,8 @@ fn the_shipped_rules_pass_their_tests_and_a_wrong_expectation_names_the_stage() 
 /// The shipped configuration with this test binary's key material, for commands that ask no
 /// one (the participants' addresses lead nowhere).
 fn offline_shipped_config() -> PathBuf {
-    let keys = prepare_keys(&testbed_config(BIN));
-    let nowhere = "https://127.0.0.1:1".to_string();
-    let urls = Urls(
-        [SO, AR, "EU.EORI.NL000000007"]
-            .iter()
-            .map(|p| (p.to_string(), nowhere.clone()))
-            .chain([("echo".to_string(), "http://127.0.0.1:1".to_string())])
-            .collect(),
-    );
     let path = scratch_dir(BIN).join("offline.toml");
-    let text = shipped_gateway(&keys.data_dir, &urls, &Ports::free());
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, shipped_offline(BIN).0).unwrap();
     path
 }
 
@@ -316,13 +291,13 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
             CONSUMER,
         ];
         args.extend_from_slice(extra);
-        binary(&args)
+        binary_output(&args)
     };
     let out = explain(
         "/api/containers/C1",
         &["--evidence", evidence.to_str().unwrap()],
     );
-    let said = text(&out);
+    let said = printed(&out);
     assert!(out.status.success(), "{said}");
     for expected in [
         "route       containers-read",
@@ -358,7 +333,7 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
         Timestamp::now(),
     );
     let with_token = |token: &str| {
-        binary(&[
+        binary_output(&[
             "explain",
             "--config",
             config.to_str().unwrap(),
@@ -368,7 +343,7 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
             token,
         ])
     };
-    let said = text(&with_token(&token));
+    let said = printed(&with_token(&token));
     assert!(
         said.contains("caller      party EU.EORI.NL000000001")
             && said.contains("forwarded to legacy as /api/my/shipments/2026"),
@@ -390,12 +365,12 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
         .spawn()
         .unwrap();
     std::io::Write::write_all(&mut piped.stdin.take().unwrap(), token.as_bytes()).unwrap();
-    let said = text(&piped.wait_with_output().unwrap());
+    let said = printed(&piped.wait_with_output().unwrap());
     assert!(
         said.contains("caller      party EU.EORI.NL000000001"),
         "{said}"
     );
-    let said = text(&with_token("not-a-token"));
+    let said = printed(&with_token("not-a-token"));
     assert!(
         said.contains("refused 401 invalid_token at the authentication stage"),
         "{said}"
@@ -404,7 +379,11 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
     // Offline without evidence for a route that asks the registry: told what to give.
     let out = explain("/api/containers/C1", &[]);
     assert!(!out.status.success());
-    assert!(text(&out).contains("--evidence FILE"), "{}", text(&out));
+    assert!(
+        printed(&out).contains("--evidence FILE"),
+        "{}",
+        printed(&out)
+    );
 
     // With --registry: the testbed's registry is asked, as the gateway would.
     let bed = Bed::start(BIN).await;
@@ -417,7 +396,7 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
     )
     .unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        binary(&[
+        binary_output(&[
             "explain",
             "--config",
             live.to_str().unwrap(),
@@ -430,7 +409,7 @@ async fn explain_tells_what_the_shipped_rules_decide_offline_and_with_the_regist
     })
     .await
     .unwrap();
-    let said = text(&out);
+    let said = printed(&out);
     assert!(out.status.success(), "{said}");
     assert!(
         said.contains(&format!("evidence    the registry {AR}: issued by {OWNER}"))

@@ -80,6 +80,23 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `ishare-gateway ARGS`, run to its end.
+pub fn binary_output(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// What a command printed: its standard output, then its standard error.
+pub fn printed(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A page of the book (`docs/src/…`), or the README, by its path from the repository's root.
 pub fn page(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -50,6 +50,23 @@ pub fn shipped_gateway(data: &Path, urls: &Urls, ports: &Ports) -> String {
         .replace("grace_period = \"5s\"", "grace_period = \"1s\"")
 }
 
+/// The shipped configuration with the key material of the testbed of test binary `binary`, for
+/// commands that ask no one (the participants' addresses lead nowhere): its text, and the
+/// directory of the key material.
+pub fn shipped_offline(binary: &str) -> (String, PathBuf) {
+    let keys = super::prepare_keys(&super::testbed_config(binary));
+    let nowhere = "https://127.0.0.1:1".to_string();
+    let urls = Urls(
+        [SO, AR, "EU.EORI.NL000000007"]
+            .iter()
+            .map(|p| (p.to_string(), nowhere.clone()))
+            .chain([("echo".to_string(), "http://127.0.0.1:1".to_string())])
+            .collect(),
+    );
+    let text = shipped_gateway(&keys.data_dir, &urls, &Ports::free());
+    (text, keys.data_dir.clone())
+}
+
 /// A route in shadow mode beside the shipped ones: the registry's Deny of SECRET-1 is forwarded.
 pub const SHADOW_ROUTE: &str = r#"
 [[route]]
