@@ -1,9 +1,9 @@
 # The two commands of the README: `make demo` and `make test`. Both first install what a fresh
 # machine lacks: cmake (pingora's zlib-ng build needs it) and OpenSSL's headers (the JOSE crate's
 # encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
-# of the decision service), curl, headless Chromium with its WebDriver (Debian's chromium and
-# chromium-driver), and python-ishare and an OpenAPI schema validator (from PyPI, in a virtual
-# environment). `make docs` builds the manual (mdBook, installed into target/tools/ when missing);
+# of the decision service), curl and jq (the client guide's examples), headless Chromium with its
+# WebDriver (Debian's chromium and chromium-driver), and python-ishare and an OpenAPI schema
+# validator (from PyPI, in a virtual environment). `make docs` builds the manual (mdBook, installed into target/tools/ when missing);
 # `make install` installs the binary.
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -32,7 +32,7 @@ setup:
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup $(INTEROP_VENV)/installed
-	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl chromium chromium chromedriver chromium-driver)
+	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl jq jq chromium chromium chromedriver chromium-driver)
 
 $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 	$(call need,python3 python3)

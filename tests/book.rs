@@ -3,8 +3,9 @@
 //! it, and no page links out of the book's sources, which mdBook would not copy; every page is in
 //! SUMMARY.md. The examples of its pages run, or pass `check`, as they are written, with only their
 //! addresses, key material and secret files changed: every configuration example, the quick start
-//! from the first command to the consumer served, `explain` with its output, and
-//! `routes-from-openapi` with the `check` after it.
+//! from the first command to the consumer served, `explain` with its output,
+//! `routes-from-openapi` with the `check` after it, the client's commands and curl's against the
+//! testbed and the shipped gateway, and the conformance checker against the testbed's registry.
 
 mod support;
 
@@ -472,8 +473,18 @@ fn explain_prints_what_the_guide_shows() {
     assert_eq!(printed.trim_end(), expected.trim_end());
 }
 
-/// Runs `script` with bash in `dir`, the binary on its PATH.
+/// Runs `script` with bash in `dir`, the binary on its PATH, stopping at the first command that
+/// fails.
 fn bash(dir: &Path, script: &str) -> Output {
+    bash_with(dir, &["-euo", "pipefail", "-c", script])
+}
+
+/// Runs `script` with bash in `dir`, the binary on its PATH, to its end.
+fn bash_without_stopping(dir: &Path, script: &str) -> Output {
+    bash_with(dir, &["-c", script])
+}
+
+fn bash_with(dir: &Path, args: &[&str]) -> Output {
     let bin = Path::new(env!("CARGO_BIN_EXE_ishare-gateway"))
         .parent()
         .unwrap();
@@ -483,7 +494,7 @@ fn bash(dir: &Path, script: &str) -> Output {
         std::env::var("PATH").unwrap_or_default()
     );
     Command::new("bash")
-        .args(["-euo", "pipefail", "-c", script])
+        .args(args)
         .current_dir(dir)
         .env("PATH", path)
         .output()
@@ -512,13 +523,33 @@ fn routes_from_openapi_writes_what_check_accepts_as_the_guide_says() {
     );
 }
 
+/// `ishare-gateway run --config CONFIG` once its `/ready` says 200.
+async fn ready_gateway(name: &str, config: &Path, admin: u16) -> GatewayProcess {
+    let gateway = GatewayProcess::start(name, config, admin);
+    let ready = process::eventually(Duration::from_secs(30), || async {
+        gateway
+            .ready()
+            .await
+            .is_some_and(|(status, _)| status == 200)
+    })
+    .await;
+    assert!(ready, "{}", gateway.process.tail());
+    gateway
+}
+
+/// A directory to run a page's commands in, where `data/testbed` is the testbed's key material.
+fn beside_the_testbed(bed: &Bed) -> PathBuf {
+    let dir = scratch_dir(BIN);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::os::unix::fs::symlink(&bed.keys.data_dir, dir.join("data/testbed")).unwrap();
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_start_runs_as_written() {
     let page = std::fs::read_to_string(book_src().join("quick-start.md")).unwrap();
     let bed = Bed::start(BIN).await;
-    let dir = scratch_dir(BIN);
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    std::os::unix::fs::symlink(&bed.keys.data_dir, dir.join("data/testbed")).unwrap();
+    let dir = beside_the_testbed(&bed);
     let (tls, admin) = (free_port(), free_port());
     let echo = bed
         .testbed
@@ -571,15 +602,7 @@ async fn the_quick_start_runs_as_written() {
     assert!(out.status.success(), "{check}\n{}", printed(&out));
     assert!(run.starts_with("ishare-gateway run --config my-gateway/gateway.toml"));
     let config = dir.join("my-gateway/gateway.toml");
-    let gateway = GatewayProcess::start("quick-start", &config, admin);
-    let ready = process::eventually(Duration::from_secs(30), || async {
-        gateway
-            .ready()
-            .await
-            .is_some_and(|(status, _)| status == 200)
-    })
-    .await;
-    assert!(ready, "{}", gateway.process.tail());
+    let gateway = ready_gateway("quick-start", &config, admin).await;
 
     let out = bash(&dir, refused);
     let text = printed(&out);
@@ -610,6 +633,82 @@ async fn the_quick_start_runs_as_written() {
     );
     let text = printed(&out);
     assert!(out.status.success() && text.contains("permitted"), "{text}");
+
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+    bed.stop().await;
+}
+
+/// A block of shell commands as a script that runs each command (its continuation lines, and the
+/// lines of a quoted text, joined) and then says how it ended: `<<exit N>>` on a line of its own.
+fn each_command_said(block: &str) -> String {
+    let mut script = String::new();
+    let mut command = String::new();
+    for line in block.lines() {
+        command.push_str(line);
+        command.push('\n');
+        let quoted = command.matches('\'').count() % 2 == 1;
+        if line.trim_end().ends_with('\\') || quoted || command.trim().is_empty() {
+            continue;
+        }
+        if !command.trim_start().starts_with('#') {
+            script.push_str(&command);
+            script.push_str("printf '\\n<<exit %s>>\\n' $?\n");
+        }
+        command.clear();
+    }
+    script
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_and_conformance_guides_run_against_the_testbed_and_the_shipped_gateway() {
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let dir = beside_the_testbed(&bed);
+    std::os::unix::fs::symlink(repo().join("conf"), dir.join("conf")).unwrap();
+    let config = dir.join("gateway.toml");
+    let urls = support::shipped::Urls::of_bed(&bed);
+    let shipped = support::shipped::shipped_gateway(&bed.keys.data_dir, &urls, &ports);
+    std::fs::write(&config, shipped).unwrap();
+    let gateway = ready_gateway("client-guide", &config, ports.admin).await;
+    // Only the addresses change: the testbed's and the gateway's.
+    let ours = |text: &str| {
+        text.replace("https://127.0.0.1:9100", &bed.url(SO))
+            .replace("https://127.0.0.1:9104", &bed.url(AR))
+            .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", ports.tls))
+    };
+
+    // The client's commands of a scheme of 1.9, then the same with curl, in one shell: the second
+    // block uses what the first one set.
+    let client = std::fs::read_to_string(book_src().join("guides/client.md")).unwrap();
+    let client_blocks = blocks(&client, "sh");
+    let script = ours(&format!(
+        "{}{}",
+        each_command_said(client_blocks[0]),
+        each_command_said(client_blocks[2])
+    ));
+    let out = bash_without_stopping(&dir, &script);
+    let text = printed(&out);
+    let ended: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("<<exit ")?.strip_suffix(">>"))
+        .collect();
+    let failed: Vec<usize> = (0..ended.len()).filter(|i| ended[*i] != "0").collect();
+    assert_eq!(ended.len(), 16, "{script}\n{text}");
+    // The one the guide says is refused: a PUT with evidence that grants READ.
+    assert_eq!(failed, [9], "{script}\n{text}");
+    assert!(text.contains("action_not_granted"), "{text}");
+    assert_eq!(text.matches("-> 200 OK").count(), 2, "{text}");
+    assert!(text.contains("\"delegation_token\""), "{text}");
+
+    // The conformance checker against the testbed's registry, as the guide runs it.
+    let conformance = std::fs::read_to_string(book_src().join("guides/conformance.md")).unwrap();
+    let registry = blocks(&conformance, "sh")
+        .into_iter()
+        .find(|b| b.contains("--testbed data/testbed --role authorisation-registry"))
+        .expect("the registry's example");
+    let out = bash_without_stopping(&dir, &ours(registry));
+    assert!(out.status.success(), "{registry}\n{}", printed(&out));
 
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
