@@ -1,8 +1,9 @@
 //! The README and the book hold to what they describe: the README is a landing page that starts
 //! with the two commands and links every page of the book; the book's map (Contributing: What is
 //! where) names every source file and directory, test, bench and example by its whole path, and only
-//! paths that exist; and what the book says of the commands and the roles of the testbed and the
-//! conformance checker, the binary's `--help` says too.
+//! paths that exist; the commands page has a row for every command, naming its options; and what
+//! the book says of the commands and the roles of the testbed and the conformance checker, the
+//! binary's `--help` says too.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -34,6 +35,20 @@ fn help(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The commands `--help` lists, but `help`.
+fn commands() -> Vec<String> {
+    help(&[])
+        .split_once("Commands:\n")
+        .unwrap()
+        .1
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
 }
 
 /// The first paragraph of a text.
@@ -215,17 +230,8 @@ fn the_readme_links_every_page_of_the_book() {
 
 #[test]
 fn the_maps_main_rs_names_every_command() {
-    let help = help(&[]);
-    let commands: Vec<&str> = help
-        .split_once("Commands:\n")
-        .unwrap()
-        .1
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .collect();
-    assert!(commands.contains(&"conformance"), "{help}");
+    let commands = commands();
+    assert!(commands.iter().any(|c| c == "conformance"), "{commands:?}");
     let map = map();
     let main: String = map
         .lines()
@@ -238,7 +244,10 @@ fn the_maps_main_rs_names_every_command() {
     let words: BTreeSet<&str> = main
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .collect();
-    let unnamed: Vec<&&str> = commands.iter().filter(|c| !words.contains(**c)).collect();
+    let unnamed: Vec<&String> = commands
+        .iter()
+        .filter(|c| !words.contains(c.as_str()))
+        .collect();
     assert!(unnamed.is_empty(), "{main}: not named: {unnamed:?}");
 }
 
@@ -308,4 +317,44 @@ fn the_testbeds_help_names_every_participant_the_book_says_it_runs() {
     );
     let unnamed: Vec<&String> = serving.iter().filter(|r| !about.contains(*r)).collect();
     assert!(unnamed.is_empty(), "{about}: not named: {unnamed:?}");
+}
+
+#[test]
+fn the_commands_page_has_a_row_for_every_command_naming_its_options() {
+    let page = page("docs/src/reference/commands.md");
+    let mut missing = Vec::new();
+    for command in &commands() {
+        let Some(row) = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `ishare-gateway {command} ")))
+        else {
+            missing.push(format!("{command}: no row"));
+            continue;
+        };
+        // The client and the conformance checker have guides of their own for their options.
+        if ["client", "conformance"].contains(&command.as_str()) {
+            continue;
+        }
+        let options = help_options(&help(&[command]));
+        for option in options.iter().filter(|o| !row.contains(o.as_str())) {
+            missing.push(format!("{command}: {option}"));
+        }
+    }
+    assert!(missing.is_empty(), "not on the commands page: {missing:?}");
+}
+
+/// The long options a `--help` lists, but `--help` itself.
+fn help_options(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .split_once(", ")
+                .filter(|(s, _)| s.len() == 2)
+                .map_or(l, |(_, long)| long);
+            l.starts_with("--")
+                .then(|| l.split([' ', '=']).next().unwrap().to_string())
+        })
+        .filter(|o| o != "--help")
+        .collect()
 }
