@@ -8,15 +8,16 @@ use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, Registry
 use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
 use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
 use crate::config::tests::{write, BASE};
-use crate::gateway::reject::{EvidenceRefusal, Reject};
+use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
 use crate::gateway::snapshot::{Shared, Snapshot};
+use crate::peers::registry::RegistryFailure;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::trust::{ChainError, SignerError};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use async_trait::async_trait;
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -414,6 +415,66 @@ async fn a_decision_log_line_masks_its_fields_and_keeps_within_its_bound() {
     assert_eq!(cut["truncated"], true);
     assert_eq!(cut["decision_id"], d.id.as_str());
     assert!(cut.get("values").is_none() && cut.get("caller").is_none());
+}
+
+#[tokio::test]
+async fn the_books_decision_log_table_names_every_field_of_a_line_and_no_other() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src/reference/decision-log.md"
+    ))
+    .expect("the decision-log page");
+    let documented: BTreeSet<String> = page
+        .lines()
+        .skip_while(|l| !l.starts_with("| field"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .flat_map(|l| {
+            let names = l.split(" | ").next().unwrap_or_default();
+            names
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // A line of a decision made with the registry's evidence, one cut to its bound, and one of a
+    // dependency's failure: every field a line may have.
+    let h = Harness::new();
+    let d = h.decide("/api/containers/C2", consumer(), &[]).await;
+    let mut settings = DecisionLogSettings {
+        target: DecisionLogTarget::Stdout,
+        mask: Vec::new(),
+        max_line_bytes: 16 * 1024,
+        queue: 1,
+    };
+    let mut lines = vec![line(&d, 403, Duration::from_millis(3), &settings)];
+    settings.max_line_bytes = 200;
+    lines.push(line(&d, 403, Duration::ZERO, &settings));
+    let mut failed = Decision::new();
+    failed.refused(&Reject::Unavailable(Unavailable::Registry(
+        RegistryFailure::Answer {
+            registry: REGISTRY.into(),
+            problem: "not signed".into(),
+        },
+    )));
+    settings.max_line_bytes = 16 * 1024;
+    lines.push(line(&failed, 503, Duration::ZERO, &settings));
+    let written: BTreeSet<String> = lines
+        .iter()
+        .flat_map(|text| {
+            let v: serde_json::Value = serde_json::from_str(text).unwrap();
+            v.as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+        })
+        .collect();
+    let undocumented: Vec<_> = written.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in the table: {undocumented:?}"
+    );
+    let never: Vec<_> = documented.difference(&written).collect();
+    assert!(never.is_empty(), "in the table, never written: {never:?}");
 }
 
 #[test]
