@@ -5,7 +5,8 @@
 //! addresses, key material and secret files changed: every configuration example, the quick start
 //! from the first command to the consumer served, `explain` with its output,
 //! `routes-from-openapi` with the `check` after it, the client's commands and curl's against the
-//! testbed and the shipped gateway, and the conformance checker against the testbed's registry.
+//! testbed and the shipped gateway, the conformance checker's against the testbeds of 1.9 and 3.0,
+//! and the AuthZEN evaluation against the decision service the guide configures.
 
 mod support;
 
@@ -14,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use support::process::{self, GatewayProcess};
-use support::shipped::shipped_offline;
+use support::shipped::{shipped_gateway, shipped_offline, Urls};
 use support::*;
 
 const BIN: &str = "book";
@@ -644,10 +645,13 @@ async fn the_quick_start_runs_as_written() {
 fn each_command_said(block: &str) -> String {
     let mut script = String::new();
     let mut command = String::new();
+    // Quotes opened and not closed, outside the comments that end lines (` # …`).
+    let mut open_quotes = 0;
     for line in block.lines() {
         command.push_str(line);
         command.push('\n');
-        let quoted = command.matches('\'').count() % 2 == 1;
+        open_quotes += line.split(" # ").next().unwrap().matches('\'').count();
+        let quoted = open_quotes % 2 == 1;
         if line.trim_end().ends_with('\\') || quoted || command.trim().is_empty() {
             continue;
         }
@@ -656,8 +660,31 @@ fn each_command_said(block: &str) -> String {
             script.push_str("printf '\\n<<exit %s>>\\n' $?\n");
         }
         command.clear();
+        open_quotes = 0;
     }
     script
+}
+
+/// Runs `script` (made by `each_command_said`) in `dir`: how each command ended, and all that was
+/// printed.
+fn run_each_command(dir: &Path, script: &str) -> (Vec<String>, String) {
+    let text = printed(&bash_without_stopping(dir, script));
+    let ended = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("<<exit ")?.strip_suffix(">>"))
+        .map(str::to_string)
+        .collect();
+    (ended, text)
+}
+
+/// The conformance guide's block of commands that holds `text`.
+fn conformance_example(text: &str) -> String {
+    let guide = std::fs::read_to_string(book_src().join("guides/conformance.md")).unwrap();
+    blocks(&guide, "sh")
+        .into_iter()
+        .find(|b| b.contains(text))
+        .unwrap_or_else(|| panic!("the conformance guide's example with {text}"))
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -667,8 +694,8 @@ async fn the_client_and_conformance_guides_run_against_the_testbed_and_the_shipp
     let dir = beside_the_testbed(&bed);
     std::os::unix::fs::symlink(repo().join("conf"), dir.join("conf")).unwrap();
     let config = dir.join("gateway.toml");
-    let urls = support::shipped::Urls::of_bed(&bed);
-    let shipped = support::shipped::shipped_gateway(&bed.keys.data_dir, &urls, &ports);
+    let urls = Urls::of_bed(&bed);
+    let shipped = shipped_gateway(&bed.keys.data_dir, &urls, &ports);
     std::fs::write(&config, shipped).unwrap();
     let gateway = ready_gateway("client-guide", &config, ports.admin).await;
     // Only the addresses change: the testbed's and the gateway's.
@@ -687,12 +714,7 @@ async fn the_client_and_conformance_guides_run_against_the_testbed_and_the_shipp
         each_command_said(client_blocks[0]),
         each_command_said(client_blocks[2])
     ));
-    let out = bash_without_stopping(&dir, &script);
-    let text = printed(&out);
-    let ended: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("<<exit ")?.strip_suffix(">>"))
-        .collect();
+    let (ended, text) = run_each_command(&dir, &script);
     let failed: Vec<usize> = (0..ended.len()).filter(|i| ended[*i] != "0").collect();
     assert_eq!(ended.len(), 16, "{script}\n{text}");
     // The one the guide says is refused: a PUT with evidence that grants READ.
@@ -702,15 +724,83 @@ async fn the_client_and_conformance_guides_run_against_the_testbed_and_the_shipp
     assert!(text.contains("\"delegation_token\""), "{text}");
 
     // The conformance checker against the testbed's registry, as the guide runs it.
-    let conformance = std::fs::read_to_string(book_src().join("guides/conformance.md")).unwrap();
-    let registry = blocks(&conformance, "sh")
-        .into_iter()
-        .find(|b| b.contains("--testbed data/testbed --role authorisation-registry"))
-        .expect("the registry's example");
-    let out = bash_without_stopping(&dir, &ours(registry));
+    let registry = conformance_example("--testbed data/testbed --role authorisation-registry");
+    let out = bash(&dir, &ours(&registry));
     assert!(out.status.success(), "{registry}\n{}", printed(&out));
 
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authzen_example_is_answered_as_the_guide_shows() {
+    let guide = std::fs::read_to_string(book_src().join("guides/decision-service.md")).unwrap();
+    let service = page_block(
+        &guide,
+        "[decision_api] address` turns it on",
+        "```toml\n",
+        "```",
+    );
+    let evaluation = page_block(&guide, "## AuthZEN 1.0", "```sh\n", "\n```");
+    let (command, shown) = evaluation.rsplit_once('\n').unwrap();
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let (http, grpc) = (free_port(), free_port());
+    let dir = beside_the_testbed(&bed);
+    std::fs::write(
+        dir.join("pep.secret"),
+        "a-secret-of-the-book-test-0123456789abcdefghijkl",
+    )
+    .unwrap();
+    let urls = Urls::of_bed(&bed);
+    let shipped = shipped_gateway(&bed.keys.data_dir, &urls, &ports);
+    let ours = |text: &str| {
+        text.replace("127.0.0.1:9902", &format!("127.0.0.1:{http}"))
+            .replace("127.0.0.1:9903", &format!("127.0.0.1:{grpc}"))
+    };
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, format!("{shipped}\n{}", ours(service))).unwrap();
+    let gateway = ready_gateway("authzen-guide", &config, ports.admin).await;
+
+    let out = bash(&dir, &ours(command));
+    assert!(out.status.success(), "{command}\n{}", printed(&out));
+    let answered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&shown.replace("…", "")).unwrap();
+    assert_eq!(answered["decision"], shown["decision"], "{answered}");
+    assert_eq!(
+        answered["context"]["reason"], shown["context"]["reason"],
+        "{answered}"
+    );
+
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_and_conformance_guides_run_against_the_testbed_of_3_0() {
+    let (registry_3, owner_3) = (
+        "did:ishare:EU.NL.NTRNL-10000000",
+        "did:ishare:EU.NL.NTRNL-10000004",
+    );
+    let bed = Bed::start_of(testbed_config_of("book-3.0", "conf/testbed-3.0.toml")).await;
+    let dir = scratch_dir(BIN);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::os::unix::fs::symlink(&bed.keys.data_dir, dir.join("data/testbed-3.0")).unwrap();
+    std::os::unix::fs::symlink(repo().join("conf"), dir.join("conf")).unwrap();
+    // Only the addresses change: the participant registry's and the authorisation registry's.
+    let ours = |text: &str| {
+        text.replace("https://127.0.0.1:9200", &bed.url(registry_3))
+            .replace("https://127.0.0.1:9204", &bed.url(owner_3))
+    };
+    let client = std::fs::read_to_string(book_src().join("guides/client.md")).unwrap();
+    let script = ours(&each_command_said(blocks(&client, "sh")[1]));
+    let (ended, text) = run_each_command(&dir, &script);
+    assert_eq!(ended, ["0"; 5], "{script}\n{text}");
+
+    let of_3_0 = conformance_example("--testbed data/testbed-3.0");
+    let out = bash(&dir, &ours(&of_3_0));
+    assert!(out.status.success(), "{of_3_0}\n{}", printed(&out));
     bed.stop().await;
 }
