@@ -6,7 +6,8 @@
 //! from the first command to the consumer served, `explain` with its output,
 //! `routes-from-openapi` with the `check` after it, the client's commands and curl's against the
 //! testbed and the shipped gateway, the conformance checker's against the testbeds of 1.9 and 3.0,
-//! and the AuthZEN evaluation against the decision service the guide configures.
+//! the AuthZEN evaluation against the decision service the guide configures, and the graceful
+//! upgrade of the operations guide from one daemon to the next.
 
 mod support;
 
@@ -485,7 +486,35 @@ fn bash_without_stopping(dir: &Path, script: &str) -> Output {
     bash_with(dir, &["-c", script])
 }
 
+/// Runs `script` with bash in `dir`, the binary on its PATH, stopping at the first command that
+/// fails, for commands that leave daemons behind: what they print goes to `commands.log` there,
+/// which no daemon keeps the test waiting on.
+fn bash_detached(dir: &Path, script: &str) -> (bool, String) {
+    let log = dir.join("commands.log");
+    let file = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap()
+    };
+    let status = bash_command(dir, &["-euo", "pipefail", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .stdout(file())
+        .stderr(file())
+        .status()
+        .unwrap();
+    (
+        status.success(),
+        std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+}
+
 fn bash_with(dir: &Path, args: &[&str]) -> Output {
+    bash_command(dir, args).output().unwrap()
+}
+
+fn bash_command(dir: &Path, args: &[&str]) -> Command {
     let bin = Path::new(env!("CARGO_BIN_EXE_ishare-gateway"))
         .parent()
         .unwrap();
@@ -494,12 +523,9 @@ fn bash_with(dir: &Path, args: &[&str]) -> Output {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    Command::new("bash")
-        .args(args)
-        .current_dir(dir)
-        .env("PATH", path)
-        .output()
-        .unwrap()
+    let mut command = Command::new("bash");
+    command.args(args).current_dir(dir).env("PATH", path);
+    command
 }
 
 #[test]
@@ -802,5 +828,100 @@ async fn the_client_and_conformance_guides_run_against_the_testbed_of_3_0() {
     let of_3_0 = conformance_example("--testbed data/testbed-3.0");
     let out = bash(&dir, &ours(&of_3_0));
     assert!(out.status.success(), "{of_3_0}\n{}", printed(&out));
+    bed.stop().await;
+}
+
+/// The gateways a test started as daemons, stopped when it ends however it ends: the process ids
+/// their pid file held.
+struct Daemons {
+    pid_file: PathBuf,
+    seen: Vec<i32>,
+}
+
+impl Daemons {
+    /// The process id the pid file holds now, remembered for the end.
+    fn current(&mut self) -> Option<i32> {
+        let pid = std::fs::read_to_string(&self.pid_file)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        if !self.seen.contains(&pid) {
+            self.seen.push(pid);
+        }
+        Some(pid)
+    }
+}
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for pid in &self.seen {
+            // SAFETY: a signal to a process id the test's own daemon wrote.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only asks whether the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_graceful_upgrade_hands_the_listeners_over_as_the_operations_guide_says() {
+    let guide = std::fs::read_to_string(book_src().join("guides/operations.md")).unwrap();
+    let commands = blocks(&guide, "sh");
+    let (start, upgrade) = (commands[0], commands[1]);
+    let bed = Bed::start(BIN).await;
+    let ports = Ports::free();
+    let dir = beside_the_testbed(&bed);
+    let pid_file = dir.join("gateway.pid");
+    let mut config: toml::Table = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
+        .parse()
+        .unwrap();
+    let server = config["server"].as_table_mut().unwrap();
+    server.insert("pid_file".into(), pid_file.display().to_string().into());
+    let socket = dir.join("upgrade.sock").display().to_string();
+    server.insert("upgrade_sock".into(), socket.into());
+    std::fs::write(dir.join("gateway.toml"), toml::to_string(&config).unwrap()).unwrap();
+    let mut daemons = Daemons {
+        pid_file: pid_file.clone(),
+        seen: Vec::new(),
+    };
+    let admin = format!("http://127.0.0.1:{}", ports.admin);
+    let live = || async {
+        reqwest::get(format!("{admin}/live"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    };
+
+    let (ok, said) = bash_detached(&dir, start);
+    assert!(ok, "{start}\n{said}");
+    let started = process::eventually(Duration::from_secs(30), || async {
+        std::fs::read_to_string(&pid_file).is_ok() && live().await
+    })
+    .await;
+    assert!(started, "the daemon did not start");
+    let old = daemons.current().unwrap();
+
+    let upgrade = upgrade.replace(
+        "/run/ishare-gateway/gateway.pid",
+        pid_file.to_str().unwrap(),
+    );
+    let (ok, said) = bash_detached(&dir, &upgrade);
+    assert!(ok, "{upgrade}\n{said}");
+    let handed_over = process::eventually(Duration::from_secs(30), || async {
+        !alive(old) && std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() != old.to_string())
+    })
+    .await;
+    assert!(handed_over, "the old gateway {old} did not hand over");
+    let new = daemons.current().unwrap();
+    assert!(
+        alive(new) && live().await,
+        "the new gateway {new} does not serve"
+    );
+    let plain = format!("http://127.0.0.1:{}/capabilities", ports.plain);
+    let status = reqwest::get(&plain).await.unwrap().status();
+    assert_eq!(status, 200, "{plain}");
     bed.stop().await;
 }
