@@ -65,3 +65,59 @@ backend ready
 {servers}"#
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line with its addresses, ports and certificate paths made alike, as the guide writes
+    /// them for a deployment and the cluster for this machine.
+    fn alike(line: &str) -> String {
+        let token = |t: &str| {
+            if t.ends_with(".pem") {
+                "PEM".to_string()
+            } else if t.chars().any(|c| c.is_ascii_digit())
+                && t.chars()
+                    .all(|c| c.is_ascii_digit() || c == '.' || c == ':')
+            {
+                "ADDRESS".to_string()
+            } else {
+                t.to_string()
+            }
+        };
+        line.split_whitespace()
+            .map(token)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_guides_excerpt_is_what_the_cluster_writes() {
+        let guide = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/src/guides/instances.md"
+        ))
+        .expect("the guide");
+        let excerpt = guide
+            .split("does all of this:")
+            .nth(1)
+            .and_then(|rest| rest.split("```").nth(1))
+            .expect("the guide's HAProxy excerpt");
+        let backends = ["a", "b"].map(|name| Backend {
+            name: name.into(),
+            address: "127.0.0.1:8080".into(),
+            admin_port: 9901,
+        });
+        let written = haproxy_config(8443, Some(Path::new("/tmp/gateway.pem")), &backends);
+        let written: Vec<String> = written.lines().map(alike).collect();
+        let missing: Vec<&str> = excerpt
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter(|l| !written.contains(&alike(l)))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in the cluster's configuration: {missing:#?}"
+        );
+    }
+}
