@@ -11,13 +11,14 @@ pub struct Backend {
     pub admin_port: u16,
 }
 
-/// HAProxy in front of gateway instances, as the book's "Several instances" guide describes: TLS at the
-/// front (with `certificate`, the chain and key in one file) or plain HTTP, round robin over the
-/// instances that are ready (over the live ones when none is: a Redis outage makes every instance
-/// unready, and what needs no store should still pass), retries of idempotent requests on another
-/// instance, and each answer naming the instance that gave it (`X-Instance`). It tells the instances
-/// the client's address (`option forwardfor`, the client's own `X-Forwarded-For` removed first) and
-/// scheme (`X-Forwarded-Proto`, its own value): they list it in `trusted_proxies`.
+/// HAProxy in front of gateway instances, as the book's "Several instances" guide describes: TLS
+/// at the front (with `certificate`, the chain and key in one file) or plain HTTP, round robin
+/// over the instances that are ready (over the live ones when none is: a Redis outage makes every
+/// instance unready, and what needs no store should still pass), retries of idempotent requests on
+/// another instance, and each answer naming the instance that gave it (`X-Instance`). It tells the
+/// instances the client's address (`option forwardfor`, the client's own `X-Forwarded-For`
+/// removed first) and scheme (`X-Forwarded-Proto`, its own value): they list it in
+/// `trusted_proxies`.
 pub fn haproxy_config(port: u16, certificate: Option<&Path>, backends: &[Backend]) -> String {
     let servers: String = backends
         .iter()
