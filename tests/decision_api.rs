@@ -384,11 +384,7 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         .await
         .unwrap();
     let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (400, Some("invalid_original_request")),
-        "{body}"
-    );
+    assert_refused(status, &body, (400, "invalid_original_request"));
     assert!(body["error_description"]
         .as_str()
         .unwrap()
@@ -581,11 +577,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     assert_eq!(logged(&s.log, &id).await["path"], "/api/containers/C1");
     let resp = envoy_http(&s, "/api/containers/SECRET-1").await;
     let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (403, Some("denied_by_rule")),
-        "{body}"
-    );
+    assert_refused(status, &body, (403, "denied_by_rule"));
     assert!(body["decision_id"].is_string(), "{body}");
     // The proxy's canonical-request rules hold: a path backends read differently is refused.
     let resp = envoy_http(&s, "/api/containers/C1%2F..").await;
@@ -641,11 +633,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     // A route for people is not decided here.
     let resp = envoy_http(&s, "/people/containers/C1").await;
     let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (403, Some("route_for_people")),
-        "{body}"
-    );
+    assert_refused(status, &body, (403, "route_for_people"));
 
     // Envoy's gRPC form, with a client of the same definitions.
     let mut grpc = AuthorizationClient::connect(format!("http://127.0.0.1:{}", s.grpc))
@@ -705,11 +693,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     }
     for secret in [None, Some("not-the-secret")] {
         let (status, body) = ask(&s, "/access/v1/evaluation", &evaluation("C1"), secret).await;
-        assert_eq!(
-            (status, body["reason"].as_str()),
-            (401, Some("pep_unauthenticated")),
-            "{body}"
-        );
+        assert_refused(status, &body, (401, "pep_unauthenticated"));
     }
     // A route named: its settings apply, but not its shadow mode (a PEP reads `decision`);
     // a route for people is not one to name.
@@ -727,11 +711,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     );
     shadowed["resource"]["properties"]["route"] = json!("people-containers");
     let (status, body) = ask(&s, "/access/v1/evaluation", &shadowed, Some(SECRET)).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (400, Some("invalid_evaluation")),
-        "{body}"
-    );
+    assert_refused(status, &body, (400, "invalid_evaluation"));
     let batch = json!({
         "subject": {"type": "party", "id": CONSUMER},
         "action": {"name": "iSHARE.READ"},
@@ -753,11 +733,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     let mut too_many = batch.clone();
     too_many["evaluations"] = Value::Array(vec![json!({}); 101]);
     let (status, body) = ask(&s, "/access/v1/evaluations", &too_many, Some(SECRET)).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (400, Some("invalid_evaluation")),
-        "{body}"
-    );
+    assert_refused(status, &body, (400, "invalid_evaluation"));
     let (status, body) = ask(
         &s,
         "/access/v1/evaluation",
@@ -772,11 +748,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
         .contains("resource is missing"));
     let big = json!({"padding": "x".repeat(70 * 1024)});
     let (status, body) = ask(&s, "/access/v1/evaluation", &big, Some(SECRET)).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (413, Some("body_too_large")),
-        "{body}"
-    );
+    assert_refused(status, &body, (413, "body_too_large"));
     assert_eq!(
         discovery(&s.http, &s.url).await.1["access_evaluation_endpoint"],
         format!("{PDP}/access/v1/evaluation")
@@ -790,11 +762,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     let generation = s.gateway.generation().await.unwrap();
     s.gateway.reload(generation).await;
     let (status, body) = status_json(envoy_http(&s, "/shadow/containers/SECRET-1").await).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (404, Some("no_route")),
-        "{body}"
-    );
+    assert_refused(status, &body, (404, "no_route"));
     let old = ask(&s, "/access/v1/evaluation", &evaluation("C1"), Some(SECRET)).await;
     assert_eq!(old.0, 401, "{}", old.1);
     let new = ask(
@@ -868,11 +836,7 @@ async fn with_client_certificates_required_every_caller_shows_one_and_authzen_ne
     // No policy_decision_point configured: no discovery document, rather than one naming
     // whatever host the caller asked for.
     let (status, body) = discovery(&pep, &base).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (404, Some("no_policy_decision_point")),
-        "{body}"
-    );
+    assert_refused(status, &body, (404, "no_policy_decision_point"));
 
     // gRPC over TLS, with the same client certificate.
     let tls = tonic::transport::ClientTlsConfig::new()
@@ -1145,11 +1109,7 @@ async fn the_discovery_document_names_the_configured_identifier_never_the_caller
     let generation = s.gateway.generation().await.unwrap();
     s.gateway.reload(generation).await;
     let (status, body) = discovery(&s.http, &s.url).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (404, Some("no_policy_decision_point")),
-        "{body}"
-    );
+    assert_refused(status, &body, (404, "no_policy_decision_point"));
     let (status, body) = ask(&s, EVALUATION, &container_read("C1"), Some(SECRET)).await;
     assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
     s.stop().await;

@@ -619,11 +619,7 @@ async fn the_binary_logs_explains_and_tests_which_condition_decided() {
         .await
         .unwrap();
     let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["reason"].as_str()),
-        (403, Some("condition_not_met")),
-        "{body}"
-    );
+    assert_refused(status, &body, (403, "condition_not_met"));
     let id = body["decision_id"].as_str().unwrap().to_string();
     let logged = eventually(std::time::Duration::from_secs(5), || async {
         std::fs::read_to_string(&log)

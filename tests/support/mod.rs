@@ -885,3 +885,13 @@ pub fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
         ..AccessRequest::default()
     }
 }
+
+/// Assert that an answer is the refusal `(status, reason)`, showing its body when it is not.
+#[track_caller]
+pub fn assert_refused(status: u16, body: &serde_json::Value, (expected, reason): (u16, &str)) {
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (expected, Some(reason)),
+        "{body}"
+    );
+}
