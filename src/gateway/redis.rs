@@ -272,15 +272,18 @@ impl RedisStore {
     }
 }
 
-/// Consumers' client assertions for registries' `previous_steps`, shared by the fleet: the latest
-/// of each consumer, until its `exp`.
-#[async_trait]
-impl SharedAssertions for RedisStore {
-    async fn put(&self, consumer: &str, assertion: &str, ttl: Duration) -> Result<(), String> {
+impl RedisStore {
+    /// `SET key value PX ttl`: kept for `ttl`.
+    pub(super) async fn set_for(
+        &self,
+        key: String,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<(), String> {
         let mut command = redis::cmd("SET");
         command
-            .arg(format!("{}:consumer-assertion:{consumer}", self.namespace))
-            .arg(assertion)
+            .arg(key)
+            .arg(value)
             .arg("PX")
             .arg(ttl.as_millis().max(1) as u64);
         match self.run(command).await? {
@@ -289,15 +292,34 @@ impl SharedAssertions for RedisStore {
         }
     }
 
-    async fn get(&self, consumer: &str) -> Result<Option<String>, String> {
-        let mut command = redis::cmd("GET");
-        command.arg(format!("{}:consumer-assertion:{consumer}", self.namespace));
+    /// The value of `key` by `GET`, or by `GETDEL` (`read` names which).
+    pub(super) async fn value(&self, read: &str, key: String) -> Result<Option<Vec<u8>>, String> {
+        let mut command = redis::cmd(read);
+        command.arg(key);
         match self.run(command).await? {
             redis::Value::Nil => Ok(None),
-            redis::Value::BulkString(bytes) => String::from_utf8(bytes)
+            redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+            other => Err(format!("unexpected answer {other:?}")),
+        }
+    }
+}
+
+/// Consumers' client assertions for registries' `previous_steps`, shared by the fleet: the latest
+/// of each consumer, until its `exp`.
+#[async_trait]
+impl SharedAssertions for RedisStore {
+    async fn put(&self, consumer: &str, assertion: &str, ttl: Duration) -> Result<(), String> {
+        let key = format!("{}:consumer-assertion:{consumer}", self.namespace);
+        self.set_for(key, assertion.as_bytes(), ttl).await
+    }
+
+    async fn get(&self, consumer: &str) -> Result<Option<String>, String> {
+        let key = format!("{}:consumer-assertion:{consumer}", self.namespace);
+        match self.value("GET", key).await? {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| "a kept assertion is not text".into()),
-            other => Err(format!("unexpected answer {other:?}")),
         }
     }
 }

@@ -120,20 +120,10 @@ impl SessionStore {
                 );
                 Ok(())
             }
-            SessionStore::Redis(r) => {
-                let mut command = redis::cmd("SET");
-                command
-                    .arg(Self::redis_key(r, kind, id))
-                    .arg(value)
-                    .arg("PX")
-                    .arg(ttl.as_millis().max(1) as u64);
-                match r.run(command).await.map_err(ReplayError::Unavailable)? {
-                    redis::Value::Okay => Ok(()),
-                    other => Err(ReplayError::Unavailable(format!(
-                        "unexpected answer {other:?}"
-                    ))),
-                }
-            }
+            SessionStore::Redis(r) => r
+                .set_for(Self::redis_key(r, kind, id), &value, ttl)
+                .await
+                .map_err(ReplayError::Unavailable),
         }
     }
 
@@ -143,11 +133,10 @@ impl SessionStore {
             SessionStore::Memory { states, sessions } => Ok(Self::cache(kind, states, sessions)
                 .remove(&Self::key(kind, id))
                 .and_then(Entry::live)),
-            SessionStore::Redis(r) => {
-                let mut command = redis::cmd("GETDEL");
-                command.arg(Self::redis_key(r, kind, id));
-                bytes_of(r.run(command).await.map_err(ReplayError::Unavailable)?)
-            }
+            SessionStore::Redis(r) => r
+                .value("GETDEL", Self::redis_key(r, kind, id))
+                .await
+                .map_err(ReplayError::Unavailable),
         }
     }
 
@@ -156,11 +145,10 @@ impl SessionStore {
             SessionStore::Memory { states, sessions } => Ok(Self::cache(kind, states, sessions)
                 .get(&Self::key(kind, id))
                 .and_then(Entry::live)),
-            SessionStore::Redis(r) => {
-                let mut command = redis::cmd("GET");
-                command.arg(Self::redis_key(r, kind, id));
-                bytes_of(r.run(command).await.map_err(ReplayError::Unavailable)?)
-            }
+            SessionStore::Redis(r) => r
+                .value("GET", Self::redis_key(r, kind, id))
+                .await
+                .map_err(ReplayError::Unavailable),
         }
     }
 
@@ -179,16 +167,6 @@ impl SessionStore {
                     .map(|_| ())
             }
         }
-    }
-}
-
-fn bytes_of(value: redis::Value) -> Result<Option<Vec<u8>>, ReplayError> {
-    match value {
-        redis::Value::Nil => Ok(None),
-        redis::Value::BulkString(bytes) => Ok(Some(bytes)),
-        other => Err(ReplayError::Unavailable(format!(
-            "unexpected answer {other:?}"
-        ))),
     }
 }
 
