@@ -561,29 +561,12 @@ async fn credentials_in_any_spelling_and_forged_licences_stay_away_from_the_back
 async fn a_request_needs_one_valid_host_and_trace_a_route_that_lists_it() {
     let env = env().await;
     let addr = env.plain.trim_start_matches("http://").to_string();
-    for (request, why) in [
-        (
-            "GET /files/a HTTP/1.1\r\nHost: evil.example/../x\r\nConnection: close\r\n\r\n"
-                .to_string(),
-            "a path in Host",
-        ),
-        (
-            "GET /files/a HTTP/1.1\r\nHost: ..\r\nConnection: close\r\n\r\n".to_string(),
-            "dots for a Host",
-        ),
-        (
-            "GET /files/a HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
-            "no Host",
-        ),
-    ] {
-        let answer = raw_request(&env.plain, request.as_bytes()).await;
-        assert!(answer.starts_with("HTTP/1.1 400"), "{why}: {answer}");
-        assert_eq!(
-            raw_body(&answer)["reason"],
-            "invalid_host",
-            "{why}: {answer}"
-        );
-    }
+    // Which Hosts are refused, and that nothing is read before them, is the decision's own
+    // order (the harness's unit tests); here, that the proxy answers it.
+    let request = b"GET /files/a HTTP/1.1\r\nHost: evil.example/../x\r\nConnection: close\r\n\r\n";
+    let answer = raw_request(&env.plain, request).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(raw_body(&answer)["reason"], "invalid_host", "{answer}");
     // Two Hosts: refused by the HTTP parser itself, before the gateway reads the request.
     let two =
         format!("GET /files/a HTTP/1.1\r\nHost: {addr}\r\nHost: evil\r\nConnection: close\r\n\r\n");

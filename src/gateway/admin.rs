@@ -4,7 +4,7 @@
 
 use super::decision_cache::PurgeScope;
 use super::purge::MAX_BODY_BYTES;
-use super::reject::{Answer, Reject};
+use super::reject::{Answer, Reject, ServiceRefusal};
 use super::snapshot::GatewayState;
 use async_trait::async_trait;
 use http::Response;
@@ -49,25 +49,6 @@ fn refusal(reject: Reject) -> Response<Vec<u8>> {
     Answer::from(&reject).into_response()
 }
 
-/// A purge refused: its status, reason and what to do.
-fn purge_refused(status: u16, reason: &str, description: &str) -> Response<Vec<u8>> {
-    let error = match status {
-        401 => "invalid_client",
-        _ => "invalid_request",
-    };
-    let mut response = json(
-        status,
-        json!({"error": error, "error_description": description, "reason": reason}),
-    );
-    if status == 401 {
-        response.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer"),
-        );
-    }
-    response
-}
-
 /// The request's body, at most `MAX_BODY_BYTES`, within `BODY_TIMEOUT`; None: larger, or late.
 async fn bounded_body(session: &mut ServerSession) -> Option<Vec<u8>> {
     let read = async {
@@ -92,11 +73,7 @@ impl Admin {
     /// `"fleet": false`, as the other instances still hold what they cached.
     async fn purge(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let Some(secret) = self.state.current.load().config.purge_secret.clone() else {
-            return purge_refused(
-                404,
-                "purge_not_configured",
-                "purging is off: set [admin] purge_secret_file",
-            );
+            return refusal(ServiceRefusal::PurgeNotConfigured.into());
         };
         if session.req_header().method != http::Method::POST {
             return refusal(Reject::MethodNotAllowed(vec![http::Method::POST]));
@@ -104,34 +81,35 @@ impl Admin {
         if !secret.admits(&session.req_header().headers) {
             tracing::warn!("a purge was refused: no or a wrong secret");
             self.count_refused();
-            return purge_refused(
-                401,
-                "unauthenticated",
-                "send Authorization: Bearer with the secret of [admin] purge_secret_file",
-            );
+            return refusal(ServiceRefusal::PurgeUnauthenticated.into());
         }
         let Some(body) = bounded_body(session).await else {
             self.count_refused();
-            return purge_refused(
-                413,
-                "body_too_large",
-                &format!("a purge request is JSON of at most {MAX_BODY_BYTES} bytes, sent within {BODY_TIMEOUT:?}"),
+            return refusal(
+                ServiceRefusal::PurgeTooLarge {
+                    bytes: MAX_BODY_BYTES,
+                    within: BODY_TIMEOUT,
+                }
+                .into(),
             );
         };
         let scope = match PurgeScope::from_request(&body) {
             Ok(scope) => scope,
             Err(e) => {
                 self.count_refused();
-                return purge_refused(400, "invalid_purge", &e);
+                return refusal(ServiceRefusal::InvalidPurge(e).into());
             }
         };
         let purged = super::purge::purge(&self.state, &scope).await;
         let scope_json = serde_json::to_value(&scope).unwrap_or_default();
         match purged.fleet {
-            Some(Err(e)) => json(
-                503,
-                json!({"purged": purged.dropped, "scope": scope_json, "fleet": false, "error_description": format!("purged here; the fleet's Redis could not be reached, other instances keep what they cached: {e}"), "reason": "fleet_not_told"}),
-            ),
+            Some(Err(e)) => {
+                let row = Reject::from(ServiceRefusal::FleetNotTold(e.to_string())).row();
+                json(
+                    row.status,
+                    json!({"purged": purged.dropped, "scope": scope_json, "fleet": false, "error": row.error, "error_description": row.description, "reason": row.reason}),
+                )
+            }
             fleet => json(
                 200,
                 json!({"purged": purged.dropped, "scope": scope_json, "fleet": fleet.is_some()}),

@@ -3,7 +3,6 @@
 //! for the backend, licence headers on the response, error answers, and the access log and metrics.
 
 pub mod admin;
-pub mod authn;
 pub mod authz;
 pub mod background;
 pub mod body;
@@ -33,22 +32,21 @@ pub mod upstream;
 use crate::config::model::own_route;
 use crate::config::model::Route;
 use crate::request::form::MethodFieldScan;
-use crate::request::path::canonical_path;
-use crate::scheme::vocabulary::BROKER_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use crate::telemetry::trace;
 use async_trait::async_trait;
 use body::BodyClock;
 use connections::{Connections, Guarded, StreamLimit};
-use decision::{logged, stages, Decision, Stage};
+use decision::authenticate::Live;
+use decision::{decide, logged, Asked, Decision, Next, Own, Stage};
 use http::Method;
-use login::Login;
+use login::{Context as LoginContext, Login};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
-use reject::{respond, Answer, HeaderRefusal, Reject};
+use reject::{respond, Answer, Reject};
 use snapshot::{GatewayState, Snapshot};
 use spans::RequestTrace;
 use std::sync::Arc;
@@ -145,201 +143,142 @@ fn client_addr(session: &Session) -> Option<std::net::IpAddr> {
         .map(|a| a.ip().to_canonical())
 }
 
-/// One valid `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with two, or with one that is
-/// not a host and port is refused before anything else reads it. HTTP/2 names its authority in the
-/// request line, which must be valid too.
-fn check_host(req: &RequestHeader) -> Result<(), Reject> {
-    let refuse = |why| Err(Reject::BadHeader(HeaderRefusal::Host(why)));
-    let mut hosts = req.headers.get_all(http::header::HOST).iter();
-    let host = match (hosts.next(), hosts.next()) {
-        (Some(_), Some(_)) => return refuse("is given more than once"),
-        (Some(value), None) => value.to_str().ok(),
-        (None, _) if req.version == http::Version::HTTP_11 => return refuse("is missing"),
-        (None, _) => None,
-    };
-    let authority = req.uri.authority().map(http::uri::Authority::as_str);
-    if host
-        .or(authority)
-        .is_some_and(|h| !crate::request::valid_host(h))
-        || (host.is_none() && req.headers.contains_key(http::header::HOST))
-    {
-        return refuse("is not a host name or address with an optional port");
-    }
-    Ok(())
-}
-
 fn is_tls(session: &Session) -> bool {
     session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }
 
-/// The gateway's own paths of people's sign-in: the return from the identity provider, and logout
-/// (a page on GET, the sign-out on POST). None for any other path.
-async fn login_path(
+/// People's sign-in at the gateway's own paths: the return from the identity provider, and
+/// logout (a page on GET, the sign-out on POST).
+async fn sign_in_path(
     session: &Session,
-    ctx: &mut Ctx,
-    snap: &Snapshot,
+    d: &mut Decision,
     login: &Login,
-    path: &str,
-) -> Result<Option<Answer>, Reject> {
+    cx: &LoginContext<'_>,
+    own: Own,
+) -> Result<Answer, Reject> {
     let req = session.req_header();
-    if path == login.settings.return_path {
-        ctx.decision.route = own_route::LOGIN_RETURN.into();
+    if own == Own::SignInReturn {
         if req.method != Method::GET {
             return Err(Reject::MethodNotAllowed(vec![Method::GET]));
         }
-        let cx = snap.login_context();
         let (answer, person) = login
-            .finish(req.uri.query(), &req.headers, &cx, Timestamp::now())
+            .finish(req.uri.query(), &req.headers, cx, Timestamp::now())
             .await?;
-        ctx.decision.called_by_person(person.sub);
-        ctx.decision.outcome = Outcome::SignedIn;
-        return Ok(Some(answer));
+        d.called_by_person(person.sub);
+        d.outcome = Outcome::SignedIn;
+        return Ok(answer);
     }
-    if path != login.settings.logout_path {
-        return Ok(None);
-    }
-    ctx.decision.route = own_route::LOGOUT.into();
-    let answer = match req.method {
+    match req.method {
         Method::GET | Method::HEAD => {
-            ctx.decision.outcome = Outcome::Local;
-            login.logout_page()
+            d.outcome = Outcome::Local;
+            Ok(login.logout_page())
         }
         Method::POST => {
-            let answer = login.logout(&req.headers, &snap.stores.sessions).await?;
-            ctx.decision.outcome = Outcome::SignedOut;
-            answer
+            let answer = login.logout(&req.headers, cx.store).await?;
+            d.outcome = Outcome::SignedOut;
+            Ok(answer)
         }
         _ => {
             let allowed = vec![Method::GET, Method::HEAD, Method::POST];
-            return Err(Reject::MethodNotAllowed(allowed));
-        }
-    };
-    Ok(Some(answer))
-}
-
-/// The person a route for people acts for: their `sub`, or (without a session) the answer that
-/// sends the browser to sign in.
-async fn person_of(
-    session: &Session,
-    ctx: &mut Ctx,
-    snap: &Snapshot,
-    login: &Login,
-    path: &str,
-) -> Result<Result<String, Answer>, Reject> {
-    let req = session.req_header();
-    if BROKER_HEADERS.iter().any(|h| req.headers.contains_key(*h)) {
-        return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
-    }
-    let now = Timestamp::now();
-    match login
-        .person(&req.headers, &snap.stores.sessions, now)
-        .await?
-    {
-        Some(person) => {
-            login.check_same_origin(&req.method, &req.headers)?;
-            ctx.person_headers = login.headers_for(&person);
-            Ok(Ok(person.sub))
-        }
-        None => {
-            let return_to = match req.uri.query() {
-                Some(q) => format!("{path}?{q}"),
-                None => path.to_string(),
-            };
-            let cx = snap.login_context();
-            let trusted = &snap.config.trusted_proxies;
-            let client = forward::client_address(client_addr(session), &req.headers, trusted);
-            let answer = login
-                .start(&req.method, &return_to, client, &cx, now)
-                .await?;
-            ctx.decision.outcome = Outcome::LoginStarted;
-            Ok(Err(answer))
+            Err(Reject::MethodNotAllowed(allowed))
         }
     }
 }
 
 impl Gateway {
-    /// Decide what to do with a request: an answer of our own, or None to forward it.
-    async fn decide(
+    /// Decide the request (`decision::decide`), then turn the decision into what the proxy does:
+    /// None to forward it, or the answer of the gateway itself.
+    async fn act(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
         snap: &Snapshot,
     ) -> Result<Option<Answer>, Reject> {
-        check_host(session.req_header())?;
-        let uri = &session.req_header().uri;
-        let canonical = canonical_path(uri.path()).map_err(Reject::BadPath)?;
-        let path = canonical.path.clone();
-        ctx.decision.path = logged(&path);
-        ctx.decision.stage = Stage::Answer;
-        let shared = &self.state.shared;
-        if snap.config.tokens.paths.contains(&path) {
-            ctx.decision.route = own_route::TOKEN.into();
-            let clock = ctx
-                .body
-                .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
-            let (answer, client) = token_endpoint::answer(session, snap, clock).await?;
-            shared.metrics.tokens.with_label_values(&["issued"]).inc();
-            ctx.decision.called_by_party(client);
-            ctx.decision.outcome = Outcome::TokenIssued;
-            return Ok(Some(answer));
-        }
-        if path == crate::scheme::vocabulary::CAPABILITIES_PATH {
-            ctx.decision.route = own_route::CAPABILITIES.into();
-            let (answer, caller) = capabilities::answer(
-                session.req_header(),
-                &snap.capabilities,
-                &snap.tokens,
-                &shared.metrics,
-            )?;
-            if let Some(caller) = caller {
-                ctx.decision.called_by_party(caller);
-            }
-            ctx.decision.outcome = Outcome::Local;
-            return Ok(Some(answer));
-        }
-        if let Some(login) = &snap.login {
-            if let Some(answer) = login_path(session, ctx, snap, login, &path).await? {
-                return Ok(Some(answer));
-            }
-        }
-        let routed = stages::route(
-            &snap.routes,
-            session.req_header(),
-            canonical,
-            &mut ctx.decision,
-        )?;
-        ctx.route = Some(routed.route.clone());
-        ctx.upstream_uri = Some(routed.upstream_uri.clone());
         let has_body = !session.is_body_empty();
-        ctx.method_field = body::method_field_scan(&routed.route, session.req_header(), has_body)?;
-        let route = routed.route.clone();
-        if route.login {
-            let Some(login) = &snap.login else {
-                return Err(Reject::Internal);
-            };
-            ctx.decision.stage = Stage::Authentication;
-            match person_of(session, ctx, snap, login, &routed.path).await? {
-                Ok(sub) => ctx.decision.called_by_person(sub),
-                Err(sign_in) => return Ok(Some(sign_in)),
+        let asked = Asked {
+            header: session.req_header(),
+            has_body,
+            described: false,
+        };
+        let callers = Live {
+            tokens: &snap.tokens,
+            login: snap.login.as_deref(),
+            sessions: &snap.stores.sessions,
+        };
+        let evidence = snap.authz.with(&snap.trust);
+        let decided = decide(snap, &asked, &callers, &evidence, Timestamp::now()).await;
+        ctx.decision = decided.decision;
+        match (decided.next, decided.routed) {
+            (Next::Forward(forward), Some(routed)) => {
+                ctx.method_field = forward.method_field;
+                if let (Some(person), Some(login)) = (&forward.person, &snap.login) {
+                    ctx.person_headers = login.headers_for(person);
+                }
+                if let Some(grant) = &ctx.decision.grant {
+                    ctx.licence_headers = forward::licence_headers(&routed.route, grant);
+                }
+                ctx.upstream_uri = Some(routed.upstream_uri);
+                ctx.route = Some(routed.route);
+                Ok(None)
+            }
+            (Next::Refuse(reject), _) => Err(reject),
+            (Next::Own(own), _) => self.own_endpoint(session, ctx, snap, own).await.map(Some),
+            (Next::SignIn, Some(routed)) => {
+                let login = snap.login.as_deref().ok_or(Reject::Internal)?;
+                let req = session.req_header();
+                let return_to = match req.uri.query() {
+                    Some(q) => format!("{}?{q}", routed.path),
+                    None => routed.path,
+                };
+                let trusted = &snap.config.trusted_proxies;
+                let client = forward::client_address(client_addr(session), &req.headers, trusted);
+                let cx = snap.login_context();
+                let answer = login
+                    .start(&req.method, &return_to, client, &cx, Timestamp::now())
+                    .await?;
+                ctx.decision.outcome = Outcome::LoginStarted;
+                Ok(Some(answer))
+            }
+            (Next::Forward(_) | Next::SignIn | Next::Granted, _) => Err(Reject::Internal),
+        }
+    }
+
+    /// The answer of one of the gateway's own endpoints.
+    async fn own_endpoint(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        snap: &Snapshot,
+        own: Own,
+    ) -> Result<Answer, Reject> {
+        let metrics = &self.state.shared.metrics;
+        match own {
+            Own::Token => {
+                let clock = ctx
+                    .body
+                    .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
+                let (answer, client) = token_endpoint::answer(session, snap, clock).await?;
+                metrics.tokens.with_label_values(&["issued"]).inc();
+                ctx.decision.called_by_party(client);
+                ctx.decision.outcome = Outcome::TokenIssued;
+                Ok(answer)
+            }
+            Own::Capabilities => {
+                let req = session.req_header();
+                let (answer, caller) =
+                    capabilities::answer(req, &snap.capabilities, &snap.tokens, metrics)?;
+                if let Some(caller) = caller {
+                    ctx.decision.called_by_party(caller);
+                }
+                ctx.decision.outcome = Outcome::Local;
+                Ok(answer)
+            }
+            Own::SignInReturn | Own::Logout => {
+                let login = snap.login.as_deref().ok_or(Reject::Internal)?;
+                let cx = snap.login_context();
+                sign_in_path(session, &mut ctx.decision, login, &cx, own).await
             }
         }
-        let req = session.req_header();
-        let evidence = snap.authz.with(&snap.trust);
-        let authorised = stages::authorise(
-            &snap.config,
-            &snap.tokens,
-            &routed,
-            req,
-            &evidence,
-            &mut ctx.decision,
-            Timestamp::now(),
-        )
-        .await;
-        stages::enforce(&route, authorised, &mut ctx.decision)?;
-        if let Some(grant) = &ctx.decision.grant {
-            ctx.licence_headers = forward::licence_headers(&route, grant);
-        }
-        Ok(None)
     }
 }
 
@@ -396,10 +335,12 @@ impl ProxyHttp for Gateway {
             true => self.admit_stream(session, ctx),
             false => Ok(()),
         };
-        ctx.decision.method = logged(session.req_header().method.as_str());
         let decided = match admitted {
-            Ok(()) => trace::within(ctx.trace.context(), self.decide(session, ctx, &snap)).await,
-            Err(reject) => Err(reject),
+            Ok(()) => trace::within(ctx.trace.context(), self.act(session, ctx, &snap)).await,
+            Err(reject) => {
+                ctx.decision.method = logged(session.req_header().method.as_str());
+                Err(reject)
+            }
         };
         let answer = match decided {
             Ok(None) => {

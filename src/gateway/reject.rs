@@ -92,6 +92,9 @@ pub enum Reject {
     BackendTimeout,
     /// A person could not be signed in (or must sign in first).
     Login(LoginFailure),
+    /// A refusal of the decision service or the admin listener: what they are asked cannot be
+    /// decided or done.
+    Service(ServiceRefusal),
     /// A fault of the gateway itself.
     Internal,
 }
@@ -294,6 +297,104 @@ impl From<IdentityProviderError> for Reject {
     }
 }
 
+/// What the decision service (nginx, Envoy, AuthZEN) and the admin listener refuse before or
+/// beside a decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceRefusal {
+    #[error("{0} is the gateway's own endpoint: clients call the gateway for it, it is not decided for another proxy")]
+    OwnEndpoint(String),
+    #[error("the route is for people signed in at the gateway (login = true): the decision service decides for parties with an access token only")]
+    RouteForPeople,
+    #[error("{0}")]
+    InvalidOriginalRequest(String),
+    #[error("the request is decided on as {0}, and the proxy in front passes it to the backend as written: send the path and query in that form (routes with upstream_path or identifier_case cannot be served through another proxy)")]
+    NotAsDecided(String),
+    #[error("the request's body, of a form or JSON type, may hold a _method field, which some frameworks run as the method, and the decision service does not see the body: send such requests through the gateway itself, or let the route accept method_override if its backend reads no _method")]
+    BodyUnseen,
+    #[error("the request carries {0}, which the gateway never passes to a backend, and the proxy in front would")]
+    HeaderNotPassable(String),
+    #[error("{0}")]
+    NotServed(&'static str),
+    #[error("[decision_api] policy_decision_point is not configured: no discovery document is published; the evaluation endpoints are at their default paths")]
+    NoDiscovery,
+    #[error("{0}")]
+    PepUnauthenticated(&'static str),
+    #[error("the body is sent as Content-Type: application/json")]
+    NotJson,
+    #[error("{0}")]
+    InvalidEvaluation(String),
+    #[error("{0}")]
+    RepeatedMember(String),
+    #[error("no decision within {0:?}; try again later")]
+    DecisionTimeout(Duration),
+    #[error("purging is off: set [admin] purge_secret_file")]
+    PurgeNotConfigured,
+    #[error("send Authorization: Bearer with the secret of [admin] purge_secret_file")]
+    PurgeUnauthenticated,
+    #[error("a purge request is JSON of at most {bytes} bytes, sent within {within:?}")]
+    PurgeTooLarge { bytes: usize, within: Duration },
+    #[error("{0}")]
+    InvalidPurge(String),
+    #[error("purged here; the fleet's Redis could not be reached, other instances keep what they cached: {0}")]
+    FleetNotTold(String),
+}
+
+reason_codes! {
+    ServiceRefusal {
+        ServiceRefusal::OwnEndpoint(_) => "own_endpoint",
+        ServiceRefusal::RouteForPeople => "route_for_people",
+        ServiceRefusal::InvalidOriginalRequest(_) => "invalid_original_request",
+        ServiceRefusal::NotAsDecided(_) => "not_as_decided",
+        ServiceRefusal::BodyUnseen => "ambiguous_request",
+        ServiceRefusal::HeaderNotPassable(_) => "header_not_passable",
+        ServiceRefusal::NotServed(_) => "no_route",
+        ServiceRefusal::NoDiscovery => "no_policy_decision_point",
+        ServiceRefusal::PepUnauthenticated(_) => "pep_unauthenticated",
+        ServiceRefusal::NotJson => "unsupported_content_type",
+        ServiceRefusal::InvalidEvaluation(_) => "invalid_evaluation",
+        ServiceRefusal::RepeatedMember(_) => "duplicate_member",
+        ServiceRefusal::DecisionTimeout(_) => "decision_timeout",
+        ServiceRefusal::PurgeNotConfigured => "purge_not_configured",
+        ServiceRefusal::PurgeUnauthenticated => "unauthenticated",
+        ServiceRefusal::PurgeTooLarge { .. } => "body_too_large",
+        ServiceRefusal::InvalidPurge(_) => "invalid_purge",
+        ServiceRefusal::FleetNotTold(_) => "fleet_not_told",
+    }
+}
+
+impl ServiceRefusal {
+    /// Its status, `error` code and outcome.
+    fn answered(&self) -> (u16, &'static str, Outcome) {
+        use ServiceRefusal as S;
+        match self {
+            S::OwnEndpoint(_) | S::NotServed(_) | S::NoDiscovery | S::PurgeNotConfigured => {
+                (404, "not_found", Outcome::NotFound)
+            }
+            S::RouteForPeople => (403, "access_denied", Outcome::Denied),
+            S::InvalidOriginalRequest(_)
+            | S::NotAsDecided(_)
+            | S::BodyUnseen
+            | S::HeaderNotPassable(_)
+            | S::NotJson
+            | S::InvalidEvaluation(_)
+            | S::RepeatedMember(_)
+            | S::InvalidPurge(_) => (400, "invalid_request", Outcome::BadRequest),
+            S::PepUnauthenticated(_) => (401, "invalid_token", Outcome::Unauthenticated),
+            S::PurgeUnauthenticated => (401, "invalid_client", Outcome::Unauthenticated),
+            S::PurgeTooLarge { .. } => (413, "request_too_large", Outcome::BadRequest),
+            S::DecisionTimeout(_) | S::FleetNotTold(_) => {
+                (503, "temporarily_unavailable", Outcome::Unavailable)
+            }
+        }
+    }
+}
+
+impl From<ServiceRefusal> for Reject {
+    fn from(e: ServiceRefusal) -> Self {
+        Reject::Service(e)
+    }
+}
+
 /// A value of a rule, named for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleValue {
@@ -473,6 +574,28 @@ pub struct Row {
     /// The outcome label of metrics and the access log.
     pub outcome: Outcome,
     pub description: String,
+    /// The gRPC status of the refusal, as Envoy's `ext_authz` over gRPC is answered.
+    pub grpc: GrpcCode,
+}
+
+/// A gRPC status code (google.rpc.Code) of a refusal, chosen by its HTTP status as the gRPC
+/// HTTP mapping has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrpcCode(pub i32, pub &'static str);
+
+impl GrpcCode {
+    pub fn for_status(status: u16) -> GrpcCode {
+        match status {
+            401 => GrpcCode(16, "UNAUTHENTICATED"),
+            403 => GrpcCode(7, "PERMISSION_DENIED"),
+            404 => GrpcCode(5, "NOT_FOUND"),
+            413 | 429 => GrpcCode(8, "RESOURCE_EXHAUSTED"),
+            400..=499 => GrpcCode(3, "INVALID_ARGUMENT"),
+            502 | 503 => GrpcCode(14, "UNAVAILABLE"),
+            504 => GrpcCode(4, "DEADLINE_EXCEEDED"),
+            _ => GrpcCode(13, "INTERNAL"),
+        }
+    }
 }
 
 impl Reject {
@@ -485,6 +608,7 @@ impl Reject {
             reason,
             outcome,
             description,
+            grpc: GrpcCode::for_status(status),
         };
         match self {
             Reject::BadPath(e) => row(400, "invalid_request", "invalid_path", Outcome::BadRequest, e.to_string()),
@@ -515,6 +639,7 @@ impl Reject {
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", Outcome::UpstreamError, "the backend could not be reached".into()),
             Reject::BackendTimeout => row(504, "gateway_timeout", "backend_timeout", Outcome::UpstreamError, "the backend did not answer in time".into()),
             Reject::Login(e) => row(e.status(), "login_failed", e.code(), Outcome::LoginRefused, e.description()),
+            Reject::Service(e) => { let (status, error, outcome) = e.answered(); row(status, error, e.code(), outcome, e.to_string()) }
             Reject::Internal => row(500, "server_error", "internal_error", Outcome::InternalError, "the gateway failed to handle the request".into()),
         }
     }
@@ -541,6 +666,12 @@ impl Reject {
         match self {
             Reject::Unauthenticated(_) | Reject::PreviousStepsUnavailable { .. } => {
                 vec![("www-authenticate", "Bearer error=\"invalid_token\"".into())]
+            }
+            Reject::Service(ServiceRefusal::PepUnauthenticated(_)) => {
+                vec![("www-authenticate", "Bearer realm=\"authzen\"".into())]
+            }
+            Reject::Service(ServiceRefusal::PurgeUnauthenticated) => {
+                vec![("www-authenticate", "Bearer".into())]
             }
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
             Reject::Unavailable(Unavailable::ListenerFull) => vec![("retry-after", "1".into())],

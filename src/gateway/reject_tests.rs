@@ -79,6 +79,10 @@ fn one_of_each() -> Vec<Reject> {
         Reject::Login(LoginFailure::CrossSite("https://elsewhere.example".into())),
         Reject::Internal,
     ];
+    let all = all
+        .into_iter()
+        .chain(every_service_refusal().map(Reject::Service));
+    let all: Vec<Reject> = all.collect();
     for r in &all {
         match r {
             Reject::BadPath(_)
@@ -105,10 +109,61 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::BackendUnreachable
             | Reject::BackendTimeout
             | Reject::Login(_)
+            | Reject::Service(_)
             | Reject::Internal => {}
         }
     }
     all
+}
+
+/// Every refusal of the decision service and the admin listener; the match names every variant.
+fn every_service_refusal() -> impl Iterator<Item = ServiceRefusal> {
+    let all = [
+        ServiceRefusal::OwnEndpoint("/connect/token".into()),
+        ServiceRefusal::RouteForPeople,
+        ServiceRefusal::InvalidOriginalRequest("X-Original-URI is missing".into()),
+        ServiceRefusal::NotAsDecided("/api/a".into()),
+        ServiceRefusal::BodyUnseen,
+        ServiceRefusal::HeaderNotPassable("x-http-method-override".into()),
+        ServiceRefusal::NotServed("no [decision_api]"),
+        ServiceRefusal::NoDiscovery,
+        ServiceRefusal::PepUnauthenticated("no secret"),
+        ServiceRefusal::NotJson,
+        ServiceRefusal::InvalidEvaluation("subject is missing".into()),
+        ServiceRefusal::RepeatedMember("subject".into()),
+        ServiceRefusal::DecisionTimeout(Duration::from_secs(2)),
+        ServiceRefusal::PurgeNotConfigured,
+        ServiceRefusal::PurgeUnauthenticated,
+        ServiceRefusal::PurgeTooLarge {
+            bytes: 4096,
+            within: Duration::from_secs(5),
+        },
+        ServiceRefusal::InvalidPurge("not JSON".into()),
+        ServiceRefusal::FleetNotTold("connection refused".into()),
+    ];
+    for r in &all {
+        match r {
+            ServiceRefusal::OwnEndpoint(_)
+            | ServiceRefusal::RouteForPeople
+            | ServiceRefusal::InvalidOriginalRequest(_)
+            | ServiceRefusal::NotAsDecided(_)
+            | ServiceRefusal::BodyUnseen
+            | ServiceRefusal::HeaderNotPassable(_)
+            | ServiceRefusal::NotServed(_)
+            | ServiceRefusal::NoDiscovery
+            | ServiceRefusal::PepUnauthenticated(_)
+            | ServiceRefusal::NotJson
+            | ServiceRefusal::InvalidEvaluation(_)
+            | ServiceRefusal::RepeatedMember(_)
+            | ServiceRefusal::DecisionTimeout(_)
+            | ServiceRefusal::PurgeNotConfigured
+            | ServiceRefusal::PurgeUnauthenticated
+            | ServiceRefusal::PurgeTooLarge { .. }
+            | ServiceRefusal::InvalidPurge(_)
+            | ServiceRefusal::FleetNotTold(_) => {}
+        }
+    }
+    all.into_iter()
 }
 
 /// The status table's page in the book.
@@ -117,8 +172,16 @@ const STATUS_PAGE: &str = concat!(
     "/docs/src/reference/status-codes.md"
 );
 
-/// The rows of the book's status table: status, `error` codes, reason codes.
-fn status_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
+/// A row of the book's status table.
+struct TableRow {
+    status: u16,
+    grpc: String,
+    errors: BTreeSet<String>,
+    reasons: BTreeSet<String>,
+}
+
+/// The rows of the book's status table: status, gRPC code, `error` codes, reason codes.
+fn status_table() -> Vec<TableRow> {
     let section = std::fs::read_to_string(STATUS_PAGE).expect("the status codes page");
     let codes = |cell: &str| -> BTreeSet<String> {
         cell.split('`')
@@ -134,11 +197,12 @@ fn status_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
         .take_while(|l| l.starts_with('|'))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
-            (
-                cells[1].parse().expect("a status"),
-                codes(cells[2]),
-                codes(cells[3]),
-            )
+            TableRow {
+                status: cells[1].parse().expect("a status"),
+                grpc: cells[2].trim_matches('`').to_string(),
+                errors: codes(cells[3]),
+                reasons: codes(cells[4]),
+            }
         })
         .collect()
 }
@@ -147,8 +211,11 @@ fn status_table() -> Vec<(u16, BTreeSet<String>, BTreeSet<String>)> {
 fn every_reason_is_in_the_status_table_with_its_status() {
     let table = status_table();
     let listed = |status: u16, error: Option<&str>, reason: &str| {
-        table.iter().any(|(s, errors, reasons)| {
-            *s == status && reasons.contains(reason) && error.is_none_or(|e| errors.contains(e))
+        table.iter().any(|row| {
+            row.status == status
+                && row.grpc == GrpcCode::for_status(status).1
+                && row.reasons.contains(reason)
+                && error.is_none_or(|e| row.errors.contains(e))
         })
     };
     let mut documented = BTreeSet::new();
@@ -156,7 +223,10 @@ fn every_reason_is_in_the_status_table_with_its_status() {
     for reject in one_of_each() {
         let row = reject.row();
         if !listed(row.status, Some(row.error), row.reason) {
-            missing.push(format!("{} {} {}", row.status, row.error, row.reason));
+            missing.push(format!(
+                "{} {} {} {}",
+                row.status, row.grpc.1, row.error, row.reason
+            ));
         }
         documented.insert(row.reason.to_string());
     }
@@ -180,7 +250,7 @@ fn every_reason_is_in_the_status_table_with_its_status() {
         missing.is_empty(),
         "not in the status table of {STATUS_PAGE}: {missing:?}"
     );
-    let in_table: BTreeSet<String> = table.into_iter().flat_map(|(_, _, r)| r).collect();
+    let in_table: BTreeSet<String> = table.into_iter().flat_map(|row| row.reasons).collect();
     let stale: Vec<_> = in_table.difference(&documented).collect();
     assert!(
         stale.is_empty(),

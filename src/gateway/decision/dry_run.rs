@@ -1,15 +1,13 @@
 //! Decisions without a client, for `explain` and rule tests: a request built from its parts, a
 //! caller named (or a token), and evidence from a file or a fixture (or, asked for, the live
-//! registry), decided by the same stages as the proxy's (`stages::route`, `stages::authorise`,
-//! `stages::enforce`) under a snapshot of the configuration.
+//! registry), decided as the proxy decides (`decision::decide`) under a snapshot of the
+//! configuration.
 
-use super::stages::{
-    self, evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed,
-};
-use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
-use crate::gateway::reject::{EvidenceRefusal, Reject};
+use super::authenticate::Named;
+use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed};
+use super::{logged, Asked, Decided, Decision, Evaluated, EvidenceSource, Next, Stage};
+use crate::gateway::reject::{EvidenceRefusal, LoginFailure, Reject};
 use crate::gateway::snapshot::Snapshot;
-use crate::request::path::canonical_path;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{read_evidence, read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
@@ -152,7 +150,7 @@ pub enum DryRunError {
 const MAX_METHOD_LEN: usize = 32;
 
 /// The request as the proxy reads it.
-fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
+pub fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
     if req.method.len() > MAX_METHOD_LEN {
         return Err(DryRunError::Method(logged(&req.method)));
     }
@@ -182,8 +180,8 @@ fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
     Ok(header)
 }
 
-/// Decide `req` under `snap` with `source`'s evidence: the decision (a refusal is recorded in it),
-/// and the route when one took the request.
+/// Decide `req` under `snap` with `source`'s evidence, as the proxy decides (`decision::decide`):
+/// the decision (a refusal is recorded in it), and the route when one took the request.
 pub async fn decide(
     snap: &Snapshot,
     req: &DryRequest,
@@ -191,56 +189,32 @@ pub async fn decide(
     now: Timestamp,
 ) -> Result<(Decision, Option<Routed>), DryRunError> {
     let header = request_header(req)?;
-    let started = std::time::Instant::now();
-    let mut d = Decision::new();
-    d.method = logged(header.method.as_str());
-    let canonical = match canonical_path(header.uri.path()) {
-        Ok(c) => c,
-        Err(e) => {
-            d.refused(&Reject::BadPath(e));
-            return Ok((d, None));
-        }
+    let asked = Asked {
+        header: &header,
+        has_body: false,
+        described: true,
     };
-    d.path = logged(&canonical.path);
-    let own = snap.config.tokens.paths.contains(&canonical.path)
-        || canonical.path == crate::scheme::vocabulary::CAPABILITIES_PATH
-        || snap.login.as_ref().is_some_and(|l| {
-            canonical.path == l.settings.logout_path || canonical.path == l.settings.return_path
-        });
-    if own {
-        return Err(DryRunError::OwnEndpoint(canonical.path));
-    }
-    let routed = match stages::route(&snap.routes, &header, canonical, &mut d) {
-        Ok(routed) => routed,
-        Err(reject) => {
-            d.refused(&reject);
-            return Ok((d, None));
-        }
+    let callers = Named {
+        caller: req.caller.as_ref(),
+        tokens: &snap.tokens,
     };
-    if let Some(CallerArg::As(id)) = &req.caller {
-        match routed.route.login {
-            true => d.called_by_person(id.clone()),
-            false => d.called_by_party(id.clone()),
+    let decided = super::decide(snap, &asked, &callers, source, now).await;
+    let Decided {
+        mut decision,
+        routed,
+        next,
+    } = decided;
+    match next {
+        Next::Own(_) => Err(DryRunError::OwnEndpoint(decision.path)),
+        Next::Refuse(Reject::Internal) if decision.stage == Stage::Evidence => {
+            Err(DryRunError::RegistryNotGiven)
         }
+        Next::SignIn => {
+            decision.refused(&LoginFailure::Required.into());
+            Ok((decision, routed))
+        }
+        Next::Refuse(_) | Next::Granted | Next::Forward(_) => Ok((decision, routed)),
     }
-    let authorised = stages::authorise(
-        &snap.config,
-        &snap.tokens,
-        &routed,
-        &header,
-        source,
-        &mut d,
-        now,
-    )
-    .await;
-    if matches!(authorised, Err(Reject::Internal)) && d.stage == Stage::Evidence {
-        return Err(DryRunError::RegistryNotGiven);
-    }
-    if let Err(reject) = stages::enforce(&routed.route, authorised, &mut d) {
-        d.refused(&reject);
-    }
-    d.decided_in = Some(started.elapsed());
-    Ok((d, Some(routed)))
 }
 
 /// Evidence from a file: a `delegationEvidence` (bare, or in `{"delegationEvidence": …}`), a

@@ -1,13 +1,19 @@
-//! The stages driven without sockets: a configuration from text, a fake trust store (the header
-//! tokens it knows and what they verify to) and a fake registry (its policies, and how often it is
-//! asked) behind the `Evidence` trait, and the stages the proxy runs (`dry_run::decide`).
+//! Decisions without sockets: a configuration from text; fake callers (the bearer tokens and the
+//! session cookies they know, and how often a session is read) behind the `Callers` trait; a fake
+//! trust store (the header tokens it knows and what they verify to) and a fake registry (its
+//! policies, and how often it is asked) behind the `Evidence` trait; and the one sequence every
+//! caller runs (`decision::decide`, and `decision::decide_evaluation` for AuthZEN).
 
-use super::dry_run::{self, CallerArg, DryRequest};
+use super::authenticate::{Callers, Named};
+use super::dry_run::CallerArg;
 use super::log::{line, to_json};
 use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
+use super::{decide, decide_evaluation, Asked, Decided, Evaluation, Next, Own};
 use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
-use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
+use crate::access_token::AccessTokenError;
+use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};
 use crate::config::tests::{write, BASE};
+use crate::gateway::login::Person;
 use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::peers::registry::RegistryFailure;
@@ -16,6 +22,7 @@ use crate::scheme::trust::{ChainError, SignerError};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
 use async_trait::async_trait;
+use pingora::http::RequestHeader;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,7 +62,62 @@ name = "mine"
 path = "/api/mine"
 upstream = "legacy"
 auth = "token"
+
+[[route]]
+name = "people"
+methods = ["GET", "POST"]
+path = "/people/containers/{id}"
+upstream = "legacy"
+login = true
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
 "#;
+
+/// Sign-in at an identity provider, for the route for people.
+const LOGIN: &str = r#"
+[login]
+identity_provider = "EU.EORI.NL000000009"
+url = "https://127.0.0.1:9109"
+"#;
+
+/// The fake callers: the parties bearer tokens name, the people session cookies name.
+#[derive(Default)]
+struct People {
+    bearers: BTreeMap<String, String>,
+    sessions: BTreeMap<String, String>,
+    sessions_read: AtomicUsize,
+}
+
+#[async_trait]
+impl Callers for People {
+    fn party(&self, req: &RequestHeader, _now: Timestamp) -> Result<String, Reject> {
+        let token = req
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(Reject::Unauthenticated(AccessTokenError::Missing))?;
+        let party = self.bearers.get(token);
+        party
+            .cloned()
+            .ok_or(Reject::Unauthenticated(AccessTokenError::Invalid))
+    }
+
+    async fn person(&self, req: &RequestHeader, _now: Timestamp) -> Result<Option<Person>, Reject> {
+        self.sessions_read.fetch_add(1, Ordering::Relaxed);
+        let cookie = req.headers.get(http::header::COOKIE);
+        let sub = cookie
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("session="))
+            .and_then(|v| self.sessions.get(v));
+        Ok(sub.map(|sub| Person {
+            sub: sub.clone(),
+            attributes: BTreeMap::new(),
+        }))
+    }
+}
 
 /// The fake trust store and registry.
 #[derive(Default)]
@@ -154,7 +216,7 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let dir = write(BASE, RULES);
+        let dir = write(&format!("{BASE}{LOGIN}"), RULES);
         let config = crate::config::load(&dir.join("gateway.toml")).expect("the config loads");
         let _ = std::fs::remove_dir_all(&dir);
         let snap = Snapshot::build(config, None, &Shared::new(Default::default())).unwrap();
@@ -165,26 +227,45 @@ impl Harness {
         Harness { snap, fakes }
     }
 
+    /// Decide a request as the proxy reads it off the wire (`described` false: an HTTP/1.1
+    /// request names its Host), with `callers`.
+    async fn ask(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        callers: &dyn Callers,
+        described: bool,
+    ) -> Decided {
+        let mut header = RequestHeader::build(method, path.as_bytes(), None).expect("a request");
+        for (name, value) in headers {
+            header
+                .append_header(name.to_string(), *value)
+                .expect("a header");
+        }
+        let asked = Asked {
+            header: &header,
+            has_body: false,
+            described,
+        };
+        let now = Timestamp::from_secs(NOW);
+        decide(&self.snap, &asked, callers, &self.fakes, now).await
+    }
+
+    /// A GET, described (as `explain` and rule tests describe it), by `caller`.
     async fn decide(
         &self,
         path: &str,
         caller: Option<CallerArg>,
         headers: &[(&str, &str)],
     ) -> Decision {
-        let req = DryRequest {
-            method: "GET".into(),
-            target: path.into(),
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
-            caller,
+        let callers = Named {
+            caller: caller.as_ref(),
+            tokens: &self.snap.tokens,
         };
-        let now = Timestamp::from_secs(NOW);
-        dry_run::decide(&self.snap, &req, &self.fakes, now)
+        self.ask("GET", path, headers, &callers, true)
             .await
-            .expect("a decision")
-            .0
+            .decision
     }
 }
 
@@ -377,6 +458,224 @@ async fn shadow_mode_records_the_refusal_and_lets_the_request_through() {
     );
     let d = h.decide("/shadow/containers/C1", consumer(), &[]).await;
     assert_eq!((d.outcome, d.reason), (Outcome::Forwarded, "granted"));
+}
+
+/// Callers who know a consumer's bearer token and a person's session.
+fn people() -> People {
+    People {
+        bearers: BTreeMap::from([("t-consumer".into(), CONSUMER.into())]),
+        sessions: BTreeMap::from([("s-alice".into(), "alice".into())]),
+        ..People::default()
+    }
+}
+
+const HOST: (&str, &str) = ("host", "gateway.example");
+
+#[tokio::test]
+async fn the_host_is_read_before_anything_else_and_then_the_gateways_own_endpoints() {
+    let h = Harness::new();
+    let callers = people();
+    for (headers, why) in [
+        (&[][..], "no Host"),
+        (&[("host", "evil.example/../x")][..], "a path in Host"),
+        (&[("host", "..")][..], "dots for a Host"),
+        (&[HOST, ("host", "evil.example")][..], "two Hosts"),
+    ] {
+        for path in ["/connect/token", "/api/containers/C1", "/nowhere"] {
+            let decided = h.ask("POST", path, headers, &callers, false).await;
+            let d = &decided.decision;
+            assert_eq!(
+                (d.status(), d.reason),
+                (400, "invalid_host"),
+                "{why} {path}"
+            );
+            assert!(matches!(decided.next, Next::Refuse(_)), "{why} {path}");
+        }
+    }
+    // A request another proxy or a command describes may leave its Host out.
+    let decided = h.ask("POST", "/connect/token", &[], &callers, true).await;
+    assert!(matches!(decided.next, Next::Own(Own::Token)));
+    // The gateway's own endpoints come back typed, before any route, caller or evidence is read.
+    let own = [
+        ("/connect/token", Own::Token, "token"),
+        ("/capabilities", Own::Capabilities, "capabilities"),
+        (
+            "/openid_connect1.0/return",
+            Own::SignInReturn,
+            "login_return",
+        ),
+        ("/logout", Own::Logout, "logout"),
+    ];
+    for (path, endpoint, route) in own {
+        let decided = h.ask("GET", path, &[HOST], &callers, false).await;
+        assert!(
+            matches!(decided.next, Next::Own(e) if e == endpoint),
+            "{path}"
+        );
+        assert_eq!(decided.decision.route, route, "{path}");
+        assert!(decided.routed.is_none() && decided.decision.caller.is_none());
+    }
+    assert_eq!(callers.sessions_read.load(Ordering::Relaxed), 0);
+    assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test]
+async fn on_a_route_for_people_the_session_is_read_and_a_bearer_token_is_not_a_person() {
+    let mut h = Harness::new();
+    h.fakes.policies.push(evidence("alice", &["C1"]));
+    let callers = people();
+    let bearer = ("authorization", "Bearer t-consumer");
+    let cookie = ("cookie", "session=s-alice");
+    // A session and a bearer token: the person calls.
+    let decided = h
+        .ask(
+            "GET",
+            "/people/containers/C1",
+            &[HOST, cookie, bearer],
+            &callers,
+            false,
+        )
+        .await;
+    let caller = decided.decision.caller.as_ref().expect("a caller");
+    assert_eq!(
+        (caller.kind, caller.id.as_str()),
+        (CallerKind::Person, "alice")
+    );
+    let mask = decided.decision.mask.as_ref().expect("a mask");
+    assert_eq!(mask.access_subject, "alice");
+    let Next::Forward(forward) = &decided.next else {
+        panic!("not forwarded: {:?}", decided.decision.reason);
+    };
+    assert_eq!(
+        forward.person.as_ref().map(|p| p.sub.as_str()),
+        Some("alice")
+    );
+    // A bearer token without a session: the person is sent to sign in, nobody is the caller.
+    let decided = h
+        .ask(
+            "GET",
+            "/people/containers/C1",
+            &[HOST, bearer],
+            &callers,
+            false,
+        )
+        .await;
+    assert!(matches!(decided.next, Next::SignIn));
+    assert!(decided.decision.caller.is_none() && decided.decision.mask.is_none());
+    // A broker's assertion with a person is refused before the session is read.
+    let read = callers.sessions_read.load(Ordering::Relaxed);
+    let assertion = ("service_consumer_assertion", "assertion-of-x");
+    let decided = h
+        .ask(
+            "GET",
+            "/people/containers/C1",
+            &[HOST, cookie, assertion],
+            &callers,
+            false,
+        )
+        .await;
+    let d = &decided.decision;
+    assert_eq!(
+        (d.status(), d.reason, d.stage),
+        (400, "broker_with_person", Stage::Authentication)
+    );
+    assert_eq!(callers.sessions_read.load(Ordering::Relaxed), read);
+    // On a route for parties the session is never read, only the bearer token.
+    let decided = h
+        .ask(
+            "GET",
+            "/api/containers/C1",
+            &[HOST, cookie],
+            &callers,
+            false,
+        )
+        .await;
+    assert_eq!(
+        (decided.decision.status(), decided.decision.reason),
+        (401, "missing_token")
+    );
+    assert_eq!(callers.sessions_read.load(Ordering::Relaxed), read);
+}
+
+#[tokio::test]
+async fn the_registry_is_asked_only_for_a_known_caller_on_a_request_of_a_valid_form() {
+    let h = Harness::new();
+    let callers = people();
+    for (path, headers, status, reason) in [
+        ("/api/containers/C1", &[HOST][..], 401, "missing_token"),
+        (
+            "/api/containers/C1",
+            &[HOST, ("authorization", "Bearer forged")][..],
+            401,
+            "invalid_token",
+        ),
+        (
+            "/api/containers/C%2e1;x",
+            &[HOST, ("authorization", "Bearer t-consumer")][..],
+            400,
+            "ambiguous_request",
+        ),
+    ] {
+        let d = h.ask("GET", path, headers, &callers, false).await.decision;
+        assert_eq!(
+            (d.status(), d.reason),
+            (status, reason),
+            "{path} {headers:?}"
+        );
+    }
+    // No registry call was spent (nor any of the caller's registry budget, which the live
+    // registry takes per call).
+    assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 0);
+    let d = h
+        .ask(
+            "GET",
+            "/api/containers/C1",
+            &[HOST, ("authorization", "Bearer t-consumer")],
+            &callers,
+            false,
+        )
+        .await
+        .decision;
+    assert_eq!((d.status(), d.reason), (200, "granted"));
+    assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
+async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced() {
+    let h = Harness::new();
+    let route = h
+        .snap
+        .routes
+        .routes()
+        .iter()
+        .find(|r| r.name == "read-shadow")
+        .cloned()
+        .expect("the shadow route");
+    let Auth::Delegation(rule) = &route.auth else {
+        panic!("a delegation route");
+    };
+    let asked = |id: &str| Evaluation {
+        rule,
+        route: Some(&route),
+        captures: BTreeMap::from([("id".to_string(), id.to_string())]),
+        headers: http::HeaderMap::new(),
+        subject: (CallerKind::Party, CONSUMER),
+    };
+    let now = Timestamp::from_secs(NOW);
+    let granted = decide_evaluation(&h.snap, &asked("C1"), &h.fakes, now).await;
+    assert!(matches!(granted.next, Next::Granted));
+    assert_eq!(
+        (granted.decision.reason, granted.decision.route.as_str()),
+        ("granted", "read-shadow")
+    );
+    // The route is in shadow mode; an evaluation is refused all the same.
+    let denied = decide_evaluation(&h.snap, &asked("C2"), &h.fakes, now).await;
+    assert!(matches!(denied.next, Next::Refuse(_)));
+    assert_eq!(
+        (denied.decision.status(), denied.decision.reason),
+        (403, "identifier_not_granted")
+    );
+    assert_eq!(denied.decision.outcome, Outcome::Denied);
 }
 
 #[tokio::test]

@@ -4,9 +4,13 @@
 //! policy and rule that decided, and the outcome with its reason. The proxy enforces it; the
 //! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
 
+pub mod authenticate;
+mod decide;
 pub mod dry_run;
 pub mod log;
 pub mod stages;
+
+pub use decide::{decide, decide_evaluation, Asked, Decided, Evaluation, Forward, Next, Own};
 
 #[cfg(test)]
 mod harness;

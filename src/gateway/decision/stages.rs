@@ -6,9 +6,7 @@
 //! cache), or a file or fixture for `explain` and rule tests.
 
 use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
-use crate::access_token::AccessTokens;
-use crate::config::model::{Auth, Config, DelegationRule, Mode, Route};
-use crate::gateway::authn;
+use crate::config::model::{Config, DelegationRule, Mode, Route};
 use crate::gateway::forward;
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
 use crate::gateway::route::{Lookup, RouteTable};
@@ -115,44 +113,9 @@ fn in_one_case(
     }
 }
 
-/// The authentication stage and, on a delegation route, the delegation stages: what was granted
-/// (None on a route that needs only a caller). A caller already known (a signed-in person, or the
-/// party `explain` is asked about) is kept; otherwise the bearer token names it.
-pub async fn authorise(
-    config: &Config,
-    tokens: &AccessTokens,
-    routed: &Routed,
-    req: &RequestHeader,
-    source: &dyn Evidence,
-    d: &mut Decision,
-    now: Timestamp,
-) -> Result<Option<Grant>, Reject> {
-    let route = &routed.route;
-    if route.auth == Auth::Public {
-        return Ok(None);
-    }
-    d.stage = Stage::Authentication;
-    if d.caller.is_none() {
-        let caller = authn::authenticate(req, tokens)?.sub;
-        d.called_by_party(caller);
-    }
-    let Auth::Delegation(rule) = &route.auth else {
-        return Ok(None);
-    };
-    let caller = d.caller_id().unwrap_or_default().to_string();
-    let facts = RequestFacts {
-        method: &req.method,
-        values: routed.values(&req.headers),
-        accepted: route.accept,
-        caller: &caller,
-    };
-    let deciding = delegation(config, rule, &facts, source, d, now);
-    traced(&route.name, deciding).await.map(Some)
-}
-
 /// The delegation stages as a span of a traced request (`authorize`): `ishare.decision` permit,
 /// deny (a refusal) or error (the gateway could not decide), `ishare.outcome` the reason.
-async fn traced<F>(route: &str, work: F) -> Result<Grant, Reject>
+pub(super) async fn traced<F>(route: &str, work: F) -> Result<Grant, Reject>
 where
     F: std::future::Future<Output = Result<Grant, Reject>>,
 {
@@ -177,26 +140,37 @@ where
     result
 }
 
-/// What the route does with the decision: a grant lets the request through; a refusal is the
-/// answer, except on a route in shadow mode, where it is recorded and counted and the request
-/// goes on without a grant (no licence headers), its caller named only if it authenticated.
-/// The route stage's refusals (the request's form) hold in either mode.
+/// What a request was let through on.
+pub enum Permitted {
+    /// A public route.
+    Public,
+    /// A route that needs only a caller.
+    Authenticated,
+    /// A delegation route whose evidence grants the request.
+    Granted(Grant),
+}
+
+/// What the route's mode does with the decision: a permit lets the request through; a refusal is
+/// the answer, except on a route in shadow mode, where it is recorded and counted and the request
+/// goes on without a grant (no licence headers), its caller named only if it authenticated. The
+/// route stage's refusals (the request's form) hold in either mode.
 pub fn enforce(
-    route: &Route,
-    authorised: Result<Option<Grant>, Reject>,
+    mode: Mode,
+    authorised: Result<Permitted, Reject>,
     d: &mut Decision,
 ) -> Result<(), Reject> {
     match authorised {
-        Ok(grant) => {
-            d.reason = match route.auth {
-                Auth::Public => "public",
-                Auth::Token => "authenticated",
-                Auth::Delegation(_) => "granted",
+        Ok(permitted) => {
+            let (reason, grant) = match permitted {
+                Permitted::Public => ("public", None),
+                Permitted::Authenticated => ("authenticated", None),
+                Permitted::Granted(grant) => ("granted", Some(grant)),
             };
+            d.reason = reason;
             d.grant = grant;
             Ok(())
         }
-        Err(reject) if route.mode == Mode::Shadow => {
+        Err(reject) if mode == Mode::Shadow => {
             d.shadow_denied(&reject);
             Ok(())
         }

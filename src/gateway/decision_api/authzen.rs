@@ -4,7 +4,7 @@
 //! subject it names is its claim, not a proof. An evaluation is the mask of a rule whose values
 //! are the request's (`subject.id` the access subject, `resource.type` and `id`,
 //! `properties.attributes`, `properties.policy_issuer`, `action.name`), decided by the proxy's
-//! delegation stages (`stages::delegation`: the mask, the evidence of the `delegation_evidence`
+//! delegation stages (`decision::decide_evaluation`: the mask, the evidence of the `delegation_evidence`
 //! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
 //!
 //! Read as the specification's HTTPS binding has it: a body of `Content-Type: application/json`,
@@ -14,15 +14,12 @@
 
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
-use crate::config::model::own_route;
 use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
-use crate::gateway::decision::stages::{self, RequestFacts};
-use crate::gateway::decision::Decision;
-use crate::gateway::reject::{Answer, Body};
+use crate::gateway::decision::{self, CallerKind};
+use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
 use crate::request::json::{read_unique, JsonProblem};
-use crate::request::query::Query;
-use crate::request::template::{RequestValues, Template};
+use crate::request::template::Template;
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
 use serde::Deserialize;
@@ -102,32 +99,13 @@ struct BatchOptions {
     evaluations_semantic: Option<String>,
 }
 
-/// An error of the caller's request: 4xx with a JSON reason.
-fn problem(status: u16, error: &str, reason: &str, description: String) -> http::Response<Vec<u8>> {
-    let mut answer = Answer {
-        status,
-        body: Body::Json(json!({
-            "error": error,
-            "error_description": description,
-            "reason": reason,
-        })),
-        headers: Vec::new(),
-    };
-    if status == 401 {
-        answer
-            .headers
-            .push(("www-authenticate", "Bearer realm=\"authzen\"".into()));
-    }
-    answer.into_response()
+/// A refusal of the caller's request, as the table answers it.
+fn refused(reject: impl Into<Reject>) -> http::Response<Vec<u8>> {
+    Answer::from(&reject.into()).into_response()
 }
 
 fn invalid(description: impl Into<String>) -> http::Response<Vec<u8>> {
-    problem(
-        400,
-        "invalid_request",
-        "invalid_evaluation",
-        description.into(),
-    )
+    refused(ServiceRefusal::InvalidEvaluation(description.into()))
 }
 
 /// The AuthZEN paths; any other is not found.
@@ -139,16 +117,13 @@ pub async fn route(
     let path = req.uri().path().to_string();
     let known = [EVALUATION_PATH, EVALUATIONS_PATH, CONFIGURATION_PATH];
     if !known.contains(&path.as_str()) {
-        return problem(
-            404,
-            "not_found",
-            "no_route",
-            "the decision service answers /nginx, /ext_authz/…, /access/v1/evaluation(s) and /.well-known/authzen-configuration".into(),
-        );
+        return refused(ServiceRefusal::NotServed(
+            "the decision service answers /nginx, /ext_authz/…, /access/v1/evaluation(s) and /.well-known/authzen-configuration",
+        ));
     }
     let snap = state.current.load_full();
     let Some(settings) = snap.config.decision_api.clone() else {
-        return problem(404, "not_found", "no_route", "no [decision_api]".into());
+        return refused(ServiceRefusal::NotServed("no [decision_api]"));
     };
     let method = if path == CONFIGURATION_PATH {
         http::Method::GET
@@ -156,49 +131,26 @@ pub async fn route(
         http::Method::POST
     };
     if req.method() != method {
-        let mut r = problem(
-            405,
-            "method_not_allowed",
-            "method_not_allowed",
-            format!("this path answers {method}"),
-        );
-        if let Ok(v) = http::HeaderValue::from_str(method.as_str()) {
-            r.headers_mut().insert(http::header::ALLOW, v);
-        }
-        return r;
+        return refused(Reject::MethodNotAllowed(vec![method]));
     }
     if path == CONFIGURATION_PATH {
         return configuration(&settings);
     }
     if let Err(why) = authenticate(&settings, conn, req.headers()) {
-        return problem(401, "invalid_token", "pep_unauthenticated", why.into());
+        return refused(ServiceRefusal::PepUnauthenticated(why));
     }
     if !json_content_type(req.headers()) {
-        return problem(
-            400,
-            "invalid_request",
-            "unsupported_content_type",
-            "the body is sent as Content-Type: application/json".into(),
-        );
+        return refused(ServiceRefusal::NotJson);
     }
     let limit = settings.max_body_bytes;
     let body = match axum::body::to_bytes(req.into_body(), limit).await {
         Ok(b) => b,
-        Err(_) => {
-            return problem(
-                413,
-                "request_too_large",
-                "body_too_large",
-                format!("the body is larger than {limit} bytes, or could not be read"),
-            )
-        }
+        Err(_) => return refused(Reject::BodyTooLarge),
     };
     let value = match read_unique(&body) {
         Ok(v) => v,
         Err(JsonProblem::NotJson(e)) => return invalid(format!("the body is not JSON: {e}")),
-        Err(JsonProblem::RepeatedMember(e)) => {
-            return problem(400, "invalid_request", "duplicate_member", e)
-        }
+        Err(JsonProblem::RepeatedMember(e)) => return refused(ServiceRefusal::RepeatedMember(e)),
     };
     let answer = match path.as_str() {
         EVALUATION_PATH => match evaluation_of(&value) {
@@ -259,12 +211,7 @@ fn authenticate(
 /// would have the service name whatever PDP a request (or a cache in between) says it is.
 fn configuration(settings: &DecisionApiSettings) -> http::Response<Vec<u8>> {
     let Some(base) = &settings.policy_decision_point else {
-        return problem(
-            404,
-            "not_found",
-            "no_policy_decision_point",
-            "[decision_api] policy_decision_point is not configured: no discovery document is published; the evaluation endpoints are at their default paths".into(),
-        );
+        return refused(ServiceRefusal::NoDiscovery);
     };
     json_answer(json!({
         "policy_decision_point": base,
@@ -315,11 +262,12 @@ fn merged(defaults: &Map<String, Value>, item: &Value) -> Result<Value, String> 
 /// A batch item that cannot be evaluated: denied, with its error in its own `context` (the
 /// specification's shape), while the others are answered.
 fn unevaluated(description: String) -> Value {
+    let row = Reject::from(ServiceRefusal::InvalidEvaluation(description)).row();
     json!({
         "decision": false,
         "context": {
-            "reason": "invalid_evaluation",
-            "error": {"status": 400, "message": description},
+            "reason": row.reason,
+            "error": {"status": row.status, "message": row.description},
         },
     })
 }
@@ -527,50 +475,24 @@ async fn evaluate(
             .map_err(|_| "context.delegation_evidence is not a header value")?;
         headers.insert(EVIDENCE_HEADER_3, value);
     }
-    let query = Query::default();
-    let mut d = Decision::new();
-    d.method = "AUTHZEN".into();
-    d.route = route
-        .as_ref()
-        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone());
-    match asked.subject.kind.as_str() {
-        "person" => d.called_by_person(asked.subject.id.clone()),
-        _ => d.called_by_party(asked.subject.id.clone()),
-    }
-    let facts = RequestFacts {
-        method: &http::Method::GET,
-        values: RequestValues {
-            captures: &captures,
-            query: &query,
-            headers: &headers,
-        },
-        accepted: route.as_ref().map_or(Default::default(), |r| r.accept),
-        caller: &asked.subject.id,
+    let kind = match asked.subject.kind.as_str() {
+        "person" => CallerKind::Person,
+        _ => CallerKind::Party,
+    };
+    let evaluation = decision::Evaluation {
+        rule: &rule,
+        route: route.as_ref(),
+        captures,
+        headers,
+        subject: (kind, &asked.subject.id),
     };
     let evidence = snap.authz.with(&snap.trust);
-    let granted = stages::delegation(
-        &snap.config,
-        &rule,
-        &facts,
-        &evidence,
-        &mut d,
-        Timestamp::now(),
-    )
-    .await;
-    // Always enforced: a PEP reads `decision`, and a route's shadow mode is the gateway's own
-    // roll-out, not a permit for whatever an evaluation names.
-    let refusal = match granted {
-        Ok(grant) => {
-            d.reason = "granted";
-            d.grant = Some(grant);
-            None
-        }
-        Err(reject) => Some(reject),
+    let decided = decision::decide_evaluation(snap, &evaluation, &evidence, Timestamp::now()).await;
+    let mut d = decided.decision;
+    let refusal = match decided.next {
+        decision::Next::Refuse(reject) => Some(Answer::from(&reject).for_decision(d.id.as_str())),
+        _ => None,
     };
-    let refusal = refusal.map(|reject| {
-        let row = d.refused(&reject);
-        Answer::refusal(&reject, row).for_decision(d.id.as_str())
-    });
     d.decided_in = Some(started.elapsed());
     let verdict = Verdict {
         decision: d,

@@ -4,7 +4,7 @@
 //! request's headers come along; the answer is 200 with the headers the backend receives, or the
 //! proxy's refusal with its reason.
 
-use super::{decide, Interface, Refusal, Verdict, REASON_HEADER};
+use super::{decide, invalid_original, Interface, Verdict, REASON_HEADER};
 use crate::gateway::decision::dry_run::DryRequest;
 use crate::gateway::reject::{Answer, Reject};
 use crate::gateway::snapshot::GatewayState;
@@ -38,26 +38,23 @@ pub fn is_of_the_hop(name: &str) -> bool {
 
 /// The original request's headers: all the proxy passed on but those of the hop and `skip`.
 /// A value that is not text is refused: the stages read headers as text.
-fn original_headers(headers: &HeaderMap, skip: &[&str]) -> Result<Vec<(String, String)>, Refusal> {
+fn original_headers(headers: &HeaderMap, skip: &[&str]) -> Result<Vec<(String, String)>, Reject> {
     let mut out = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let name = name.as_str();
         if is_of_the_hop(name) || skip.contains(&name) {
             continue;
         }
-        let value = value.to_str().map_err(|_| {
-            Refusal::bad_request(
-                "invalid_original_request",
-                format!("the header {name:?} is not text"),
-            )
-        })?;
+        let value = value
+            .to_str()
+            .map_err(|_| invalid_original(format!("the header {name:?} is not text")))?;
         out.push((name.to_string(), value.to_string()));
     }
     Ok(out)
 }
 
 /// The one value of a header nginx must set.
-fn required<'a>(headers: &'a HeaderMap, key: &str) -> Result<&'a str, Refusal> {
+fn required<'a>(headers: &'a HeaderMap, key: &str) -> Result<&'a str, Reject> {
     let name = match key {
         ORIGINAL_METHOD => "X-Original-Method",
         _ => "X-Original-URI",
@@ -65,15 +62,11 @@ fn required<'a>(headers: &'a HeaderMap, key: &str) -> Result<&'a str, Refusal> {
     let mut values = headers.get_all(key).iter();
     match (values.next(), values.next()) {
         (Some(v), None) => v.to_str().map(str::trim).map_err(|_| {
-            Refusal::bad_request("invalid_original_request", format!("{name} is not text"))
+            invalid_original(format!("{name} is not text"))
         }),
-        (Some(_), Some(_)) => Err(Refusal::bad_request(
-            "invalid_original_request",
-            format!("{name} is given more than once"),
+        (Some(_), Some(_)) => Err(invalid_original(format!("{name} is given more than once"),
         )),
-        (None, _) => Err(Refusal::bad_request(
-            "invalid_original_request",
-            format!("{name} is missing: nginx sets it with proxy_set_header {name} (see the nginx recipe of the decision service's guide)"),
+        (None, _) => Err(invalid_original(format!("{name} is missing: nginx sets it with proxy_set_header {name} (see the nginx recipe of the decision service's guide)"),
         )),
     }
 }
@@ -115,7 +108,7 @@ pub async fn ext_authz(
 async fn answer(
     state: &GatewayState,
     interface: Interface,
-    asked: Result<DryRequest, Refusal>,
+    asked: Result<DryRequest, Reject>,
 ) -> Response<Vec<u8>> {
     let verdict = match asked {
         Ok(req) => decide(state, interface, req).await,

@@ -18,10 +18,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// gRPC status codes of the answer (google.rpc.Code).
+/// gRPC status codes of the answer (google.rpc.Code): OK allows; a refusal's row names its own.
 const OK: i32 = 0;
 const PERMISSION_DENIED: i32 = 7;
-const UNAUTHENTICATED: i32 = 16;
 
 /// The Authorization service on the decision service's state.
 pub struct Checks {
@@ -68,6 +67,12 @@ fn header(name: &str, value: &str) -> HeaderValueOption {
 pub fn check_response(verdict: Verdict) -> CheckResponse {
     let reason = verdict.reason();
     let status = verdict.status();
+    // The refusal's row names its gRPC status; any but OK denies.
+    let grpc_code = verdict
+        .decision
+        .refusal
+        .as_ref()
+        .map_or(PERMISSION_DENIED, |r| r.row().grpc.0);
     let (code, http_response) = match verdict.refusal {
         None => {
             let mut headers: Vec<HeaderValueOption> = verdict
@@ -99,11 +104,7 @@ pub fn check_response(verdict: Verdict) -> CheckResponse {
                 headers,
                 body: String::from_utf8_lossy(response.body()).into_owned(),
             };
-            let code = match status {
-                401 => UNAUTHENTICATED,
-                _ => PERMISSION_DENIED,
-            };
-            (code, HttpResponse::DeniedResponse(denied))
+            (grpc_code, HttpResponse::DeniedResponse(denied))
         }
     };
     CheckResponse {
@@ -129,10 +130,7 @@ impl Authorization for Checks {
             None => super::refused_unread(
                 &self.state,
                 interface,
-                super::Refusal::bad_request(
-                    "invalid_original_request",
-                    "the CheckRequest has no attributes.request.http",
-                ),
+                super::invalid_original("the CheckRequest has no attributes.request.http"),
             ),
         };
         Ok(tonic::Response::new(check_response(verdict)))

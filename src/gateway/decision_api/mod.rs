@@ -1,7 +1,7 @@
 //! The decision service: the proxy's decisions answered to other proxies and to AuthZEN clients.
 //! nginx (`auth_request`) and Envoy (`ext_authz`, HTTP and gRPC) describe the request they hold;
-//! it is decided by the proxy's own stages (`decision::dry_run::decide` with the live evidence,
-//! under the current snapshot), logged in the decision log and counted, and answered with what the
+//! it is decided as the proxy decides (`decision::decide` with the live evidence, under the
+//! current snapshot), logged in the decision log and counted, and answered with what the
 //! backend receives (allowed) or the refusal with its reason and decision id.
 
 pub mod authzen;
@@ -10,19 +10,16 @@ pub mod forwarded;
 pub mod grpc;
 pub mod server;
 
-use super::decision::dry_run::{self, DryRequest, DryRunError};
+use super::decision::authenticate::Bearer;
+use super::decision::dry_run::{request_header, DryRequest, DryRunError};
 use super::decision::stages::Routed;
-use super::decision::Decision;
+use super::decision::{self, Asked, Decided, Decision, Next};
 use super::forward;
-use super::reject::{Answer, Body, Reject, DECISION_ID_HEADER};
+use super::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
 use super::snapshot::{GatewayState, Snapshot};
-use crate::config::model::Route;
-use crate::request::form::MethodFieldScan;
-use crate::request::Ambiguity;
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// The header an answer names its reason code in, for a proxy that passes on only headers.
@@ -80,74 +77,20 @@ impl Verdict {
     }
 }
 
-/// A refusal the decision service makes itself, before or beside the stages: the request cannot
-/// be described to them. It is logged and counted like any other.
-pub struct Refusal {
-    pub status: u16,
-    pub error: &'static str,
-    pub reason: &'static str,
-    pub outcome: Outcome,
-    pub description: String,
+/// The original request cannot be read off what the proxy in front sent.
+pub fn invalid_original(why: impl Into<String>) -> Reject {
+    ServiceRefusal::InvalidOriginalRequest(why.into()).into()
 }
 
-impl Refusal {
-    pub fn bad_request(reason: &'static str, description: impl Into<String>) -> Refusal {
-        Refusal {
-            status: 400,
-            error: "invalid_request",
-            reason,
-            outcome: Outcome::BadRequest,
-            description: description.into(),
-        }
-    }
-
-    /// Record it in `d` (in place of what the stages found); the answer, naming the decision.
-    fn record(self, d: &mut Decision) -> Answer {
-        d.refusal = None;
-        d.outcome = self.outcome;
-        d.reason = self.reason;
-        d.description = Some(self.description.clone());
-        d.grant = None;
-        Answer {
-            status: self.status,
-            body: Body::Json(json!({
-                "error": self.error,
-                "error_description": self.description,
-                "reason": self.reason,
-            })),
-            headers: Vec::new(),
-        }
-        .for_decision(d.id.as_str())
-    }
-}
-
-/// Why a request the stages could not take is refused.
-fn undecidable(e: DryRunError) -> Result<Refusal, Reject> {
+/// Why a request the decision service was given cannot be decided.
+fn undecidable(e: DryRunError) -> Reject {
     match e {
-        DryRunError::Method(_) | DryRunError::Target(_) | DryRunError::Header(_) => Ok(
-            Refusal::bad_request("invalid_original_request", e.to_string()),
-        ),
-        DryRunError::OwnEndpoint(path) => Ok(Refusal {
-            status: 404,
-            error: "not_found",
-            reason: "own_endpoint",
-            outcome: Outcome::NotFound,
-            description: format!("{path} is the gateway's own endpoint: clients call the gateway for it, it is not decided for another proxy"),
-        }),
+        DryRunError::Method(_) | DryRunError::Target(_) | DryRunError::Header(_) => {
+            invalid_original(e.to_string())
+        }
+        DryRunError::OwnEndpoint(path) => ServiceRefusal::OwnEndpoint(path).into(),
         // The live registry failed in a way the stages call internal.
-        DryRunError::RegistryNotGiven => Err(Reject::Internal),
-    }
-}
-
-/// A route for people: they sign in with a session cookie at the gateway itself, which no
-/// other proxy holds.
-fn route_for_people() -> Refusal {
-    Refusal {
-        status: 403,
-        error: "access_denied",
-        reason: "route_for_people",
-        outcome: Outcome::Denied,
-        description: "the route is for people signed in at the gateway (login = true): the decision service decides for parties with an access token only".into(),
+        DryRunError::RegistryNotGiven => Reject::Internal,
     }
 }
 
@@ -162,54 +105,63 @@ pub fn deadline(state: &GatewayState) -> Duration {
         .map_or(crate::config::defaults::DECISION_API_TIMEOUT, |s| s.timeout)
 }
 
-/// Decide a request another proxy holds: by the proxy's stages, under the current snapshot, with
-/// the live evidence (the token in Authorization names the caller). Logged and counted.
+/// Decide a request another proxy holds, as the proxy decides (`decision::decide`), under the
+/// current snapshot, with the live evidence; the token in Authorization names the caller. Logged
+/// and counted.
 pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest) -> Verdict {
     let started = Instant::now();
     let snap = state.current.load_full();
+    let header = match request_header(&req) {
+        Ok(header) => header,
+        Err(e) => return refused_unread(state, interface, undecidable(e)),
+    };
+    let asked = Asked {
+        header: &header,
+        // The body is not sent: one is taken to follow a request that names its type.
+        has_body: header.headers.contains_key(http::header::CONTENT_TYPE),
+        described: true,
+    };
     let evidence = snap.authz.with(&snap.trust);
-    let decided = dry_run::decide(&snap, &req, &evidence, Timestamp::now()).await;
+    let decided = decision::decide(
+        &snap,
+        &asked,
+        &Bearer(&snap.tokens),
+        &evidence,
+        Timestamp::now(),
+    )
+    .await;
+    let Decided {
+        decision: mut d,
+        routed,
+        next,
+    } = decided;
     let mut upstream_headers = Vec::new();
     let mut remove_upstream = Vec::new();
-    let (mut decision, refusal) = match decided {
-        Ok((mut d, Some(routed))) if routed.route.login => {
-            let answer = route_for_people().record(&mut d);
-            (d, Some(answer))
-        }
-        Ok((mut d, routed)) => match (&d.refusal, routed) {
-            (Some(reject), _) if d.outcome != Outcome::ShadowDenied => {
-                let answer = Answer::from(reject).for_decision(d.id.as_str());
-                (d, Some(answer))
-            }
-            (_, Some(routed)) => match as_decided(&snap, interface, &req, &routed) {
-                Err(refusal) => {
-                    let answer = refusal.record(&mut d);
-                    (d, Some(answer))
-                }
+    let refusal = match (next, routed) {
+        (Next::Forward(forward), Some(routed)) => {
+            match as_decided(&snap, &req, &routed, forward.method_field.is_some()) {
+                Err(refusal) => Some(refusal),
                 Ok(()) => {
                     upstream_headers = backend_headers(&snap, &routed.route, &d);
                     remove_upstream = to_remove(&snap, &routed.route, &upstream_headers);
-                    (d, None)
+                    None
                 }
-            },
-            (_, None) => (d, None),
-        },
-        Err(e) => {
-            let mut d = Decision::new();
-            d.method = crate::gateway::decision::logged(&req.method);
-            let answer = match undecidable(e) {
-                Ok(refusal) => refusal.record(&mut d),
-                Err(reject) => {
-                    let row = d.refused(&reject);
-                    Answer::refusal(&reject, row).for_decision(d.id.as_str())
-                }
-            };
-            (d, Some(answer))
+            }
         }
+        (Next::Own(_), _) => Some(ServiceRefusal::OwnEndpoint(d.path.clone()).into()),
+        (Next::Refuse(reject), _) => Some(reject),
+        (Next::SignIn | Next::Granted | Next::Forward(_), _) => Some(Reject::Internal),
     };
-    decision.decided_in.get_or_insert(started.elapsed());
+    let refusal = refusal.map(|reject| {
+        if d.refusal.is_none() || d.outcome == Outcome::ShadowDenied {
+            d.grant = None;
+            d.refused(&reject);
+        }
+        Answer::from(&reject).for_decision(d.id.as_str())
+    });
+    d.decided_in.get_or_insert(started.elapsed());
     let verdict = Verdict {
-        decision,
+        decision: d,
         refusal,
         upstream_headers,
         remove_upstream,
@@ -226,13 +178,10 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
 /// recipes). AuthZEN describes no request a proxy forwards.
 fn as_decided(
     snap: &Snapshot,
-    interface: Interface,
     req: &DryRequest,
     routed: &Routed,
-) -> Result<(), Refusal> {
-    if interface == Interface::AuthZen {
-        return Ok(());
-    }
+    body_unseen: bool,
+) -> Result<(), Reject> {
     let decided = &routed.upstream_uri;
     let (path, query) = match req.target.split_once('?') {
         Some((path, query)) => (path, Some(query)),
@@ -245,50 +194,21 @@ fn as_decided(
         _ => false,
     };
     if path != decided.path() || !same_query {
-        return Err(Refusal::bad_request(
-            "not_as_decided",
-            format!("the request is decided on as {decided}, and the proxy in front passes it to the backend as written: send the path and query in that form (routes with upstream_path or identifier_case cannot be served through another proxy)"),
-        ));
+        return Err(ServiceRefusal::NotAsDecided(decided.to_string()).into());
+    }
+    if body_unseen {
+        return Err(ServiceRefusal::BodyUnseen.into());
     }
     let route = &routed.route;
-    if body_may_override(req, route) {
-        return Err(Refusal::bad_request(
-            "ambiguous_request",
-            "the request's body, of a form or JSON type, may hold a _method field, which some frameworks run as the method, and the decision service does not see the body: send such requests through the gateway itself, or let the route accept method_override if its backend reads no _method",
-        ));
-    }
     let exempt = exempt_headers(snap);
     let refused = req.headers.iter().map(|(name, _)| name).find(|name| {
         !exempt.iter().any(|e| e.eq_ignore_ascii_case(name))
             && forward::is_removed(&name.to_ascii_lowercase(), route, &snap.config)
     });
     match refused {
-        Some(name) => Err(Refusal::bad_request(
-            "header_not_passable",
-            format!("the request carries {name}, which the gateway never passes to a backend, and the proxy in front would"),
-        )),
+        Some(name) => Err(ServiceRefusal::HeaderNotPassable(name.clone()).into()),
         None => Ok(()),
     }
-}
-
-/// Whether the request names a body type frameworks read a `_method` field from (or one that
-/// cannot be read one way), on a route that does not accept `method_override`: the decision
-/// service sees no body, so it cannot tell.
-fn body_may_override(req: &DryRequest, route: &Route) -> bool {
-    if route.accept.contains(Ambiguity::MethodOverride) {
-        return false;
-    }
-    let named = |header: &'static str| {
-        req.headers
-            .iter()
-            .filter(move |(name, _)| name.eq_ignore_ascii_case(header))
-            .map(|(_, value)| value.as_bytes())
-    };
-    named("content-type").next().is_some()
-        && !matches!(
-            MethodFieldScan::for_body(named("content-type"), named("content-encoding")),
-            Ok(None)
-        )
 }
 
 /// The headers the proxy in front removes or overwrites itself: the scheme's credentials, the
@@ -393,11 +313,12 @@ pub fn record(
 }
 
 /// A request refused before the stages could read it: logged and counted as a decision.
-pub fn refused_unread(state: &GatewayState, interface: Interface, refusal: Refusal) -> Verdict {
+pub fn refused_unread(state: &GatewayState, interface: Interface, refusal: Reject) -> Verdict {
     let started = Instant::now();
     let snap = state.current.load_full();
     let mut decision = Decision::new();
-    let answer = refusal.record(&mut decision);
+    decision.refused(&refusal);
+    let answer = Answer::from(&refusal).for_decision(decision.id.as_str());
     decision.decided_in = Some(started.elapsed());
     let verdict = Verdict {
         decision,

@@ -7,7 +7,7 @@ use super::connection::{next_connection, Connection};
 use super::{authzen, forwarded, grpc, REQUEST_ID_HEADER};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::listener::{server_config, CertResolver};
-use crate::gateway::reject::{Answer, Body};
+use crate::gateway::reject::{Answer, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use async_trait::async_trait;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -194,17 +194,9 @@ async fn within_deadline(
     let timeout = super::deadline(state);
     match tokio::time::timeout(timeout, route(state, conn, req)).await {
         Ok(response) => response.map(axum::body::Body::from),
-        Err(_) => Answer {
-            status: 503,
-            body: Body::Json(serde_json::json!({
-                "error": "temporarily_unavailable",
-                "error_description": format!("no decision within {timeout:?}; try again later"),
-                "reason": "decision_timeout",
-            })),
-            headers: Vec::new(),
-        }
-        .into_response()
-        .map(axum::body::Body::from),
+        Err(_) => Answer::from(&ServiceRefusal::DecisionTimeout(timeout).into())
+            .into_response()
+            .map(axum::body::Body::from),
     }
 }
 

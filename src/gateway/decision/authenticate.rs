@@ -1,0 +1,140 @@
+//! Who calls: the one place a request is authenticated. Two sources of a caller sit behind the
+//! `Callers` seam, as evidence sits behind `Evidence`: a party with one of this gateway's access
+//! tokens (the bearer), and a person signed in at the gateway (the session cookie). The proxy
+//! reads both (`Live`); the decision service reads bearer tokens only (`Bearer`: another proxy
+//! holds no session of ours); `explain` and rule tests name the caller (`Named`).
+
+use super::dry_run::CallerArg;
+use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
+use crate::gateway::login::{Login, Person};
+use crate::gateway::reject::{Reject, ServiceRefusal};
+use crate::gateway::sessions::SessionStore;
+use crate::request::{single_header, HeaderProblem};
+use crate::scheme::Timestamp;
+use crate::telemetry::trace::Step;
+use async_trait::async_trait;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
+use pingora::http::RequestHeader;
+use std::collections::BTreeMap;
+
+/// Where the caller of a request comes from.
+#[async_trait]
+pub trait Callers: Send + Sync {
+    /// The party a route that needs one is called by: 401 without a valid access token.
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject>;
+
+    /// The person a route for people acts for; None: no one is signed in.
+    async fn person(&self, req: &RequestHeader, now: Timestamp) -> Result<Option<Person>, Reject>;
+}
+
+/// The party an access token of this gateway names: 401 when the token is missing, malformed,
+/// forged or expired. A span of its own in a traced request. No I/O, no RSA.
+pub fn bearer(
+    req: &RequestHeader,
+    tokens: &AccessTokens,
+    now: Timestamp,
+) -> Result<AccessClaims, Reject> {
+    let mut step = Step::start(SpanKind::Internal, || "authenticate", Vec::new);
+    let result = validate(req, tokens, now);
+    match &result {
+        Ok(claims) => {
+            step.record(|| vec![KeyValue::new("ishare.client.party_id", claims.sub.clone())]);
+            step.end(|| ("authenticated", false));
+        }
+        Err(reject) => step.end(|| (reject.row().reason, false)),
+    }
+    result
+}
+
+fn validate(
+    req: &RequestHeader,
+    tokens: &AccessTokens,
+    now: Timestamp,
+) -> Result<AccessClaims, Reject> {
+    let value = single_header(&req.headers, http::header::AUTHORIZATION).map_err(|problem| {
+        Reject::Unauthenticated(match problem {
+            HeaderProblem::Repeated => AccessTokenError::Invalid,
+            HeaderProblem::NotText | HeaderProblem::Empty => AccessTokenError::NotBearer,
+        })
+    })?;
+    tokens
+        .validate_header(value, now)
+        .map_err(Reject::Unauthenticated)
+}
+
+/// The proxy's callers: bearer tokens, and people's sessions where sign-in is configured.
+pub struct Live<'a> {
+    pub tokens: &'a AccessTokens,
+    pub login: Option<&'a Login>,
+    pub sessions: &'a SessionStore,
+}
+
+#[async_trait]
+impl Callers for Live<'_> {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+        bearer(req, self.tokens, now).map(|claims| claims.sub)
+    }
+
+    /// A session's person, whose requests that change something come from the gateway's own
+    /// pages (a request from another site carries the cookie too).
+    async fn person(&self, req: &RequestHeader, now: Timestamp) -> Result<Option<Person>, Reject> {
+        // A route for people without sign-in configured is refused when the config is checked.
+        let login = self.login.ok_or(Reject::Internal)?;
+        let Some(person) = login.person(&req.headers, self.sessions, now).await? else {
+            return Ok(None);
+        };
+        login.check_same_origin(&req.method, &req.headers)?;
+        Ok(Some(person))
+    }
+}
+
+/// The decision service's callers: the bearer token of the request another proxy holds. People
+/// sign in with a session cookie at the gateway itself, which no other proxy holds.
+pub struct Bearer<'a>(pub &'a AccessTokens);
+
+#[async_trait]
+impl Callers for Bearer<'_> {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+        bearer(req, self.0, now).map(|claims| claims.sub)
+    }
+
+    async fn person(
+        &self,
+        _req: &RequestHeader,
+        _now: Timestamp,
+    ) -> Result<Option<Person>, Reject> {
+        Err(ServiceRefusal::RouteForPeople.into())
+    }
+}
+
+/// The caller `explain` and rule tests name: a party or a person's identifier taken as
+/// authenticated, or an access token validated as the proxy would.
+pub struct Named<'a> {
+    pub caller: Option<&'a CallerArg>,
+    pub tokens: &'a AccessTokens,
+}
+
+#[async_trait]
+impl Callers for Named<'_> {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+        match self.caller {
+            Some(CallerArg::As(id)) => Ok(id.clone()),
+            _ => bearer(req, self.tokens, now).map(|claims| claims.sub),
+        }
+    }
+
+    async fn person(
+        &self,
+        _req: &RequestHeader,
+        _now: Timestamp,
+    ) -> Result<Option<Person>, Reject> {
+        Ok(match self.caller {
+            Some(CallerArg::As(sub)) => Some(Person {
+                sub: sub.clone(),
+                attributes: BTreeMap::new(),
+            }),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! The one sequence that decides a request, for every caller: the proxy, `explain` and rule
+//! tests, nginx and Envoy (HTTP and gRPC) through the decision service, and AuthZEN. Where the
+//! caller comes from (`Callers`) and where the evidence comes from (`Evidence`) are the seams;
+//! the order is this file's: the request's form and the gateway's own endpoints, the route,
+//! who calls (a signed-in person on a route for people, else a bearer token), and on a
+//! delegation route the delegation stages, then what the route's mode makes of the outcome.
+
+use super::authenticate::Callers;
+use super::stages::{self, Evidence, Permitted, RequestFacts, Routed};
+use super::{logged, CallerKind, Decision, Stage};
+use crate::config::model::{own_route, Auth, DelegationRule, Mode, Route};
+use crate::gateway::body;
+use crate::gateway::login::Person;
+use crate::gateway::reject::{HeaderRefusal, Reject};
+use crate::gateway::snapshot::Snapshot;
+use crate::request::form::MethodFieldScan;
+use crate::request::path::canonical_path;
+use crate::request::template::RequestValues;
+use crate::request::Ambiguities;
+use crate::scheme::vocabulary::{BROKER_HEADERS, CAPABILITIES_PATH};
+use crate::scheme::Timestamp;
+use pingora::http::RequestHeader;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A request to decide.
+pub struct Asked<'a> {
+    pub header: &'a RequestHeader,
+    /// Whether a body follows (a form or JSON one may hold a `_method` field).
+    pub has_body: bool,
+    /// Read off the wire (an HTTP/1.1 request names its `Host`), or described by another proxy
+    /// or a command, which may leave the `Host` out.
+    pub described: bool,
+}
+
+/// The gateway's own endpoints, answered by the gateway itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Own {
+    /// The token endpoint (`[tokens] paths`).
+    Token,
+    /// `/capabilities`.
+    Capabilities,
+    /// The return from the identity provider.
+    SignInReturn,
+    /// A person's logout: its page, or the sign-out.
+    Logout,
+}
+
+impl Own {
+    /// The route label the decision names it by.
+    pub fn route(self) -> &'static str {
+        match self {
+            Own::Token => own_route::TOKEN,
+            Own::Capabilities => own_route::CAPABILITIES,
+            Own::SignInReturn => own_route::LOGIN_RETURN,
+            Own::Logout => own_route::LOGOUT,
+        }
+    }
+}
+
+/// What is done with a decided request.
+pub enum Next {
+    /// It goes to the route's backend (permitted, or denied on a route in shadow mode).
+    Forward(Box<Forward>),
+    /// The refusal recorded in the decision is the answer.
+    Refuse(Reject),
+    /// One of the gateway's own endpoints answers it.
+    Own(Own),
+    /// A route for people and nobody signed in: the person is sent to sign in first.
+    SignIn,
+    /// An evaluation without a route (AuthZEN) is granted.
+    Granted,
+}
+
+/// A request on its way to the backend (the decision's `routed`).
+pub struct Forward {
+    /// The person the backend is told about, on a route for people.
+    pub person: Option<Person>,
+    /// The scan its body needs for a `_method` field, on a route that does not accept one.
+    pub method_field: Option<MethodFieldScan>,
+}
+
+/// A decision and what follows from it.
+pub struct Decided {
+    pub decision: Decision,
+    /// The request matched to its route, once the route stage took it.
+    pub routed: Option<Routed>,
+    pub next: Next,
+}
+
+/// Decide `asked` under `snap`: its caller from `callers`, its evidence from `evidence`, at `now`.
+/// A refusal is recorded in the decision and is its `Next`; `decided_in` is the time it took.
+pub async fn decide(
+    snap: &Snapshot,
+    asked: &Asked<'_>,
+    callers: &dyn Callers,
+    evidence: &dyn Evidence,
+    now: Timestamp,
+) -> Decided {
+    let started = Instant::now();
+    let mut d = Decision::new();
+    d.method = logged(asked.header.method.as_str());
+    let mut routed = None;
+    let next = sequence(snap, asked, callers, evidence, &mut d, &mut routed, now).await;
+    concluded(d, started, routed, next)
+}
+
+/// The decision and what follows from it: a refusal recorded in it, and the time it took.
+fn concluded(
+    mut d: Decision,
+    started: Instant,
+    routed: Option<Routed>,
+    next: Result<Next, Reject>,
+) -> Decided {
+    let next = next.unwrap_or_else(|reject| {
+        d.refused(&reject);
+        Next::Refuse(reject)
+    });
+    d.decided_in = Some(started.elapsed());
+    Decided {
+        decision: d,
+        routed,
+        next,
+    }
+}
+
+async fn sequence(
+    snap: &Snapshot,
+    asked: &Asked<'_>,
+    callers: &dyn Callers,
+    evidence: &dyn Evidence,
+    d: &mut Decision,
+    routed: &mut Option<Routed>,
+    now: Timestamp,
+) -> Result<Next, Reject> {
+    let req = asked.header;
+    d.stage = Stage::Answer;
+    check_host(req, asked.described)?;
+    let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
+    d.path = logged(&canonical.path);
+    if let Some(own) = own_endpoint(snap, &canonical.path) {
+        d.route = own.route().into();
+        return Ok(Next::Own(own));
+    }
+    let routed = routed.insert(stages::route(&snap.routes, req, canonical, d)?);
+    let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
+    let route = routed.route.clone();
+    let mut person = None;
+    if route.login {
+        d.stage = Stage::Authentication;
+        if BROKER_HEADERS.iter().any(|h| req.headers.contains_key(*h)) {
+            return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
+        }
+        let Some(signed_in) = callers.person(req, now).await? else {
+            return Ok(Next::SignIn);
+        };
+        d.called_by_person(signed_in.sub.clone());
+        person = Some(signed_in);
+    }
+    let authorised = authorise(snap, routed, req, callers, evidence, d, now).await;
+    stages::enforce(route.mode, authorised, d)?;
+    Ok(Next::Forward(Box::new(Forward {
+        person,
+        method_field,
+    })))
+}
+
+/// The caller of a route that needs one (a person already found counts), and on a delegation
+/// route the delegation stages: what was granted.
+async fn authorise(
+    snap: &Snapshot,
+    routed: &Routed,
+    req: &RequestHeader,
+    callers: &dyn Callers,
+    evidence: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Permitted, Reject> {
+    let route = &routed.route;
+    if route.auth == Auth::Public {
+        return Ok(Permitted::Public);
+    }
+    d.stage = Stage::Authentication;
+    if d.caller.is_none() {
+        d.called_by_party(callers.party(req, now)?);
+    }
+    let Auth::Delegation(rule) = &route.auth else {
+        return Ok(Permitted::Authenticated);
+    };
+    let caller = d.caller_id().unwrap_or_default().to_string();
+    let facts = RequestFacts {
+        method: &req.method,
+        values: routed.values(&req.headers),
+        accepted: route.accept,
+        caller: &caller,
+    };
+    let deciding = stages::delegation(&snap.config, rule, &facts, evidence, d, now);
+    stages::traced(&route.name, deciding)
+        .await
+        .map(Permitted::Granted)
+}
+
+/// The gateway's own endpoint at `path`, if it is one.
+fn own_endpoint(snap: &Snapshot, path: &str) -> Option<Own> {
+    if snap.config.tokens.paths.iter().any(|p| p == path) {
+        return Some(Own::Token);
+    }
+    if path == CAPABILITIES_PATH {
+        return Some(Own::Capabilities);
+    }
+    let login = snap.login.as_ref()?;
+    match path {
+        p if p == login.settings.return_path => Some(Own::SignInReturn),
+        p if p == login.settings.logout_path => Some(Own::Logout),
+        _ => None,
+    }
+}
+
+/// One valid `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, with two, or with one that is
+/// not a host and port is refused before anything else reads it. HTTP/2 names its authority in the
+/// request line, which must be valid too. A described request may leave its `Host` out.
+fn check_host(req: &RequestHeader, described: bool) -> Result<(), Reject> {
+    let refuse = |why| Err(Reject::BadHeader(HeaderRefusal::Host(why)));
+    let mut hosts = req.headers.get_all(http::header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => return refuse("is given more than once"),
+        (Some(value), None) => value.to_str().ok(),
+        (None, _) if req.version == http::Version::HTTP_11 && !described => {
+            return refuse("is missing")
+        }
+        (None, _) => None,
+    };
+    let authority = req.uri.authority().map(http::uri::Authority::as_str);
+    if host
+        .or(authority)
+        .is_some_and(|h| !crate::request::valid_host(h))
+        || (host.is_none() && req.headers.contains_key(http::header::HOST))
+    {
+        return refuse("is not a host name or address with an optional port");
+    }
+    Ok(())
+}
+
+/// An evaluation without a request: AuthZEN's, a mask named by its parts. Its values are the
+/// captures `rule` reads; its caller the subject the PEP names.
+pub struct Evaluation<'a> {
+    pub rule: &'a DelegationRule,
+    /// The route whose settings apply, if the evaluation names one.
+    pub route: Option<&'a Arc<Route>>,
+    pub captures: BTreeMap<String, String>,
+    /// Evidence given with it, as the header would carry it.
+    pub headers: http::HeaderMap,
+    /// The subject: a party or a person.
+    pub subject: (CallerKind, &'a str),
+}
+
+/// Decide an evaluation: the delegation stages on its mask, always enforced (a PEP reads the
+/// answer; a route's shadow mode is the gateway's own roll-out, not a permit for whatever an
+/// evaluation names).
+pub async fn decide_evaluation(
+    snap: &Snapshot,
+    asked: &Evaluation<'_>,
+    evidence: &dyn Evidence,
+    now: Timestamp,
+) -> Decided {
+    let started = Instant::now();
+    let mut d = Decision::new();
+    d.method = "AUTHZEN".into();
+    d.route = asked
+        .route
+        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone());
+    let (kind, id) = asked.subject;
+    match kind {
+        CallerKind::Person => d.called_by_person(id.to_string()),
+        CallerKind::Party => d.called_by_party(id.to_string()),
+    }
+    let query = Default::default();
+    let facts = RequestFacts {
+        method: &http::Method::GET,
+        values: RequestValues {
+            captures: &asked.captures,
+            query: &query,
+            headers: &asked.headers,
+        },
+        accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
+        caller: id,
+    };
+    let granted = stages::delegation(&snap.config, asked.rule, &facts, evidence, &mut d, now).await;
+    let next = stages::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
+    concluded(d, started, None, next.map(|()| Next::Granted))
+}
