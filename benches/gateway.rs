@@ -5,12 +5,12 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config};
+use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::stages::{self, RequestFacts};
 use ishare_gateway::gateway::decision::{logged, Decision};
-use ishare_gateway::gateway::replay::ReplayStore;
-use ishare_gateway::gateway::route::Lookup;
+use ishare_gateway::gateway::fleet::replay::ReplayStore;
+use ishare_gateway::gateway::proxy::token_endpoint;
 use ishare_gateway::gateway::snapshot::{Shared, Snapshot};
-use ishare_gateway::gateway::token_endpoint;
 use ishare_gateway::peers::PeerClient;
 use ishare_gateway::request::query::Query;
 use ishare_gateway::request::template::RequestValues;

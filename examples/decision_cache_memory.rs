@@ -5,7 +5,7 @@
 
 use ishare_gateway::config::model::DelegationSettings;
 use ishare_gateway::gateway::decision::{Evaluated, EvidenceSource, EvidenceUsed};
-use ishare_gateway::gateway::decision_cache::{DecisionCache, DecisionKey};
+use ishare_gateway::gateway::evidence::cache::{DecisionCache, DecisionKey};
 use ishare_gateway::gateway::reject::Reject;
 use ishare_gateway::scheme::evaluation::{DecidedBy, Decision, Evaluation, Permit};
 use ishare_gateway::scheme::evidence::AccessRequest;

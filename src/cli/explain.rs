@@ -5,11 +5,12 @@
 //! would.
 
 use crate::config;
-use crate::gateway::authz::evidence_readers;
-use crate::gateway::decision::dry_run::{self, CallerArg, DryRequest, Given, RegistryAnswer};
+use crate::gateway::decision::authenticate::CallerArg;
+use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
 use crate::gateway::decision::log::to_json;
 use crate::gateway::decision::stages::Routed;
 use crate::gateway::decision::{Decision, EvidenceSource};
+use crate::gateway::evidence::live::evidence_readers;
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::Timestamp;
@@ -99,7 +100,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
     let now = Timestamp::now();
     let (d, routed) = if args.registry {
         let live = snap.authz.with(&snap.trust);
-        dry_run::decide(&snap, &req, &live, now).await
+        dry_run::decide(&snap.policy(), &snap.tokens, &req, &live, now).await
     } else {
         let given = match &args.evidence {
             Some(path) => {
@@ -121,7 +122,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
             readers: evidence_readers(&snap.config),
             now,
         };
-        dry_run::decide(&snap, &req, &source, now).await
+        dry_run::decide(&snap.policy(), &snap.tokens, &req, &source, now).await
     }
     .map_err(|e| e.to_string())?;
     if args.json {

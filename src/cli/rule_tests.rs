@@ -5,9 +5,10 @@
 //! evidence evaluated without its signatures verified. A table, and JUnit XML for CI.
 
 use super::explain::snapshot;
-use crate::gateway::authz::evidence_readers;
-use crate::gateway::decision::dry_run::{self, CallerArg, DryRequest, Given, RegistryAnswer};
+use crate::gateway::decision::authenticate::CallerArg;
+use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
 use crate::gateway::decision::Decision;
+use crate::gateway::evidence::live::evidence_readers;
 use crate::gateway::snapshot::Snapshot;
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::vocabulary::{EVIDENCE_HEADER, EVIDENCE_HEADERS};
@@ -187,7 +188,7 @@ async fn decide(
         headers,
         caller: case.caller.clone().map(CallerArg::As),
     };
-    dry_run::decide(snap, &req, &source, now)
+    dry_run::decide(&snap.policy(), &snap.tokens, &req, &source, now)
         .await
         .map(|(d, _)| d)
         .map_err(|e| e.to_string())

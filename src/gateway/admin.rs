@@ -2,10 +2,10 @@
 //! scheme owner answers, and the replay store can be reached), and POST /purge of cached
 //! decisions for callers with `[admin] purge_secret_file`'s secret.
 
-use super::decision_cache::PurgeScope;
-use super::purge::MAX_BODY_BYTES;
-use super::reject::{Answer, Reject, ServiceRefusal};
-use super::snapshot::GatewayState;
+use crate::gateway::evidence::cache::PurgeScope;
+use crate::gateway::purge::MAX_BODY_BYTES;
+use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
+use crate::gateway::snapshot::GatewayState;
 use async_trait::async_trait;
 use http::Response;
 use pingora::apps::http_app::ServeHttp;
@@ -100,7 +100,7 @@ impl Admin {
                 return refusal(ServiceRefusal::InvalidPurge(e).into());
             }
         };
-        let purged = super::purge::purge(&self.state, &scope).await;
+        let purged = crate::gateway::purge::purge(&self.state, &scope).await;
         let scope_json = serde_json::to_value(&scope).unwrap_or_default();
         match purged.fleet {
             Some(Err(e)) => {

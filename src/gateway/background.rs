@@ -1,8 +1,8 @@
 //! Work beside the requests: reloading on SIGHUP, health checks of the upstreams, keeping the
 //! trusted list fresh, and starting the span exporter.
 
-use super::snapshot::{GatewayState, Snapshot};
 use crate::config::{self, ConfigErrors};
+use crate::gateway::snapshot::{GatewayState, Snapshot};
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;

@@ -2,10 +2,10 @@
 //! token) to everyone and the advertised routes to token holders. Signed tokens are cached per
 //! audience, so answering costs no RSA operation per request.
 
-use super::reject::{Answer, Reject, Unavailable};
-use super::route::RouteTable;
 use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config};
+use crate::gateway::decision::route::RouteTable;
+use crate::gateway::reject::{Answer, Reject, Unavailable};
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
 use crate::scheme::jwt::SigningIdentity;
 use crate::scheme::version::SchemeVersion;

@@ -2,8 +2,8 @@
 //! subject or all, here and (on the fleet's Redis) at every instance through a pub/sub channel of
 //! the party; a purge heard on the channel applies here and is not published again.
 
-use super::decision_cache::PurgeScope;
-use super::snapshot::GatewayState;
+use crate::gateway::evidence::cache::PurgeScope;
+use crate::gateway::snapshot::GatewayState;
 use async_trait::async_trait;
 use futures::StreamExt;
 use pingora::server::ShutdownWatch;

@@ -2,8 +2,8 @@
 //! `Reject::row` is the table that maps each to its status, `error` code, reason code, metrics
 //! outcome and description; every answer the gateway writes itself goes through it.
 
-use super::replay::ReplayError;
 use crate::access_token::AccessTokenError;
+use crate::gateway::fleet::replay::ReplayError;
 use crate::peers::identity_provider::{
     CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
 };

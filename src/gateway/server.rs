@@ -3,14 +3,14 @@
 //! with a shutdown handle (tests, the demo), and writing out the decision log's lines and the spans
 //! still queued when it ends.
 
-use super::admin::Admin;
-use super::background::Maintenance;
-use super::connections::{Connections, Deadlines, Entry, Guard};
-use super::decision_api::server::DecisionService;
-use super::listener::{tls_acceptor, CertResolver};
-use super::snapshot::{GatewayState, Shared, Snapshot};
-use super::Gateway;
 use crate::config::model::Config;
+use crate::gateway::admin::Admin;
+use crate::gateway::background::Maintenance;
+use crate::gateway::connections::listener::{tls_acceptor, CertResolver};
+use crate::gateway::connections::{Connections, Deadlines, Entry, Guard};
+use crate::gateway::decision_api::server::DecisionService;
+use crate::gateway::proxy::Gateway;
+use crate::gateway::snapshot::{GatewayState, Shared, Snapshot};
 use crate::telemetry::otlp;
 use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
@@ -112,7 +112,7 @@ pub fn build(
     }
     server.add_service(background_service(
         "fleet purges",
-        super::purge::FleetPurges::new(state.clone()),
+        crate::gateway::purge::FleetPurges::new(state.clone()),
     ));
     server.add_service(background_service(
         "maintenance",

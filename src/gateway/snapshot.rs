@@ -4,19 +4,20 @@
 //! sessions) are kept across reloads that leave `[replay]` as it was, and made anew when it changes
 //! (new Redis credentials, another server).
 
-use super::authz::Authorizer;
-use super::capabilities::Capabilities;
-use super::decision::log::DecisionLog;
-use super::listener::CertResolver;
-use super::login::{Context as LoginContext, Login};
-use super::redis::RedisStore;
-use super::replay::ReplayStore;
-use super::route::RouteTable;
-use super::sessions::SessionStore;
-use super::upstream::UpstreamPool;
 use crate::access_token::AccessTokens;
 use crate::config::model::PreviousSteps;
 use crate::config::model::{Config, SessionSecret};
+use crate::gateway::backend::upstream::UpstreamPool;
+use crate::gateway::capabilities::Capabilities;
+use crate::gateway::connections::listener::CertResolver;
+use crate::gateway::decision::decide::Policy;
+use crate::gateway::decision::log::DecisionLog;
+use crate::gateway::decision::route::RouteTable;
+use crate::gateway::evidence::live::Authorizer;
+use crate::gateway::fleet::redis::RedisStore;
+use crate::gateway::fleet::replay::ReplayStore;
+use crate::gateway::people::login::{Context as LoginContext, Login};
+use crate::gateway::people::sessions::SessionStore;
 use crate::peers::forwarded::{ForwardedAssertions, SharedAssertions};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
@@ -139,6 +140,15 @@ impl Snapshot {
         match problems.is_empty() {
             true => Ok(()),
             false => Err(problems),
+        }
+    }
+
+    /// What decisions are made under.
+    pub fn policy(&self) -> Policy<'_> {
+        Policy {
+            config: &self.config,
+            routes: &self.routes,
+            sign_in: self.login.as_ref().map(|l| &l.settings),
         }
     }
 

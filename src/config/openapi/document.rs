@@ -1,7 +1,7 @@
 //! An OpenAPI 3.x or Swagger 2.0 document as far as routes need it: its title and version, where
 //! its paths are served, and its operations in document order with what they say about security.
 
-use super::OpenApiError;
+use super::error::{OpenApiError, MAX_BYTES, MAX_DEPTH};
 use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -11,14 +11,6 @@ use std::fmt;
 const METHODS: [&str; 9] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace", "query",
 ];
-
-/// The largest document read, in bytes: API descriptions are far smaller.
-pub const MAX_BYTES: usize = 8 << 20;
-
-/// The most brackets (`[`, `{`) open at once. YAML's scanner walks every open flow collection at
-/// each token, so its time grows with the square of the nesting; JSON documents are flow
-/// collections throughout, and real ones nest a few dozen levels at most.
-pub const MAX_DEPTH: usize = 64;
 
 /// The document, read.
 #[derive(Debug)]

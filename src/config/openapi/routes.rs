@@ -2,7 +2,7 @@
 //! out. The rules are deterministic, so that a document gives the same file every time.
 
 use super::document::Operation;
-use super::OpenApiError;
+use super::error::OpenApiError;
 use crate::config::defaults::TOKEN_PATHS;
 use crate::config::model::own_route;
 use crate::request::pattern::PathPattern;

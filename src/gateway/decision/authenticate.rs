@@ -4,11 +4,10 @@
 //! reads both (`Live`); the decision service reads bearer tokens only (`Bearer`: another proxy
 //! holds no session of ours); `explain` and rule tests name the caller (`Named`).
 
-use super::dry_run::CallerArg;
 use crate::access_token::{AccessClaims, AccessTokenError, AccessTokens};
-use crate::gateway::login::{Login, Person};
+use crate::gateway::people::login::{Login, Person};
+use crate::gateway::people::sessions::SessionStore;
 use crate::gateway::reject::{Reject, ServiceRefusal};
-use crate::gateway::sessions::SessionStore;
 use crate::request::{single_header, HeaderProblem};
 use crate::scheme::Timestamp;
 use crate::telemetry::trace::Step;
@@ -108,7 +107,16 @@ impl Callers for Bearer<'_> {
     }
 }
 
-/// The caller `explain` and rule tests name: a party or a person's identifier taken as
+/// The caller `explain` and rule tests name.
+#[derive(Clone, Debug)]
+pub enum CallerArg {
+    /// A party (or, on a route for people, a person's identifier), taken as authenticated.
+    As(String),
+    /// An access token of this gateway, validated as the proxy would.
+    Token(String),
+}
+
+/// The callers of `explain` and rule tests: a party or a person's identifier taken as
 /// authenticated, or an access token validated as the proxy would.
 pub struct Named<'a> {
     pub caller: Option<&'a CallerArg>,

@@ -8,11 +8,11 @@
 use super::authenticate::Callers;
 use super::stages::{self, Evidence, Permitted, RequestFacts, Routed};
 use super::{logged, CallerKind, Decision, Stage};
-use crate::config::model::{own_route, Auth, DelegationRule, Mode, Route};
-use crate::gateway::body;
-use crate::gateway::login::Person;
+use crate::config::model::{own_route, Auth, Config, DelegationRule, LoginSettings, Mode, Route};
+use crate::gateway::connections::body;
+use crate::gateway::decision::route::RouteTable;
+use crate::gateway::people::login::Person;
 use crate::gateway::reject::{HeaderRefusal, Reject};
-use crate::gateway::snapshot::Snapshot;
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::request::template::RequestValues;
@@ -23,6 +23,14 @@ use pingora::http::RequestHeader;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// What a decision is made under: one configuration's settings and routes, and people's
+/// sign-in where it is configured.
+pub struct Policy<'a> {
+    pub config: &'a Config,
+    pub routes: &'a RouteTable,
+    pub sign_in: Option<&'a LoginSettings>,
+}
 
 /// A request to decide.
 pub struct Asked<'a> {
@@ -89,10 +97,10 @@ pub struct Decided {
     pub next: Next,
 }
 
-/// Decide `asked` under `snap`: its caller from `callers`, its evidence from `evidence`, at `now`.
+/// Decide `asked` under `policy`: its caller from `callers`, its evidence from `evidence`, at `now`.
 /// A refusal is recorded in the decision and is its `Next`; `decided_in` is the time it took.
 pub async fn decide(
-    snap: &Snapshot,
+    policy: &Policy<'_>,
     asked: &Asked<'_>,
     callers: &dyn Callers,
     evidence: &dyn Evidence,
@@ -102,7 +110,7 @@ pub async fn decide(
     let mut d = Decision::new();
     d.method = logged(asked.header.method.as_str());
     let mut routed = None;
-    let next = sequence(snap, asked, callers, evidence, &mut d, &mut routed, now).await;
+    let next = sequence(policy, asked, callers, evidence, &mut d, &mut routed, now).await;
     concluded(d, started, routed, next)
 }
 
@@ -126,7 +134,7 @@ fn concluded(
 }
 
 async fn sequence(
-    snap: &Snapshot,
+    policy: &Policy<'_>,
     asked: &Asked<'_>,
     callers: &dyn Callers,
     evidence: &dyn Evidence,
@@ -139,11 +147,11 @@ async fn sequence(
     check_host(req, asked.described)?;
     let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
     d.path = logged(&canonical.path);
-    if let Some(own) = own_endpoint(snap, &canonical.path) {
+    if let Some(own) = own_endpoint(policy, &canonical.path) {
         d.route = own.route().into();
         return Ok(Next::Own(own));
     }
-    let routed = routed.insert(stages::route(&snap.routes, req, canonical, d)?);
+    let routed = routed.insert(stages::route(policy.routes, req, canonical, d)?);
     let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
     let route = routed.route.clone();
     let mut person = None;
@@ -158,7 +166,7 @@ async fn sequence(
         d.called_by_person(signed_in.sub.clone());
         person = Some(signed_in);
     }
-    let authorised = authorise(snap, routed, req, callers, evidence, d, now).await;
+    let authorised = authorise(policy, routed, req, callers, evidence, d, now).await;
     stages::enforce(route.mode, authorised, d)?;
     Ok(Next::Forward(Box::new(Forward {
         person,
@@ -169,7 +177,7 @@ async fn sequence(
 /// The caller of a route that needs one (a person already found counts), and on a delegation
 /// route the delegation stages: what was granted.
 async fn authorise(
-    snap: &Snapshot,
+    policy: &Policy<'_>,
     routed: &Routed,
     req: &RequestHeader,
     callers: &dyn Callers,
@@ -195,24 +203,24 @@ async fn authorise(
         accepted: route.accept,
         caller: &caller,
     };
-    let deciding = stages::delegation(&snap.config, rule, &facts, evidence, d, now);
+    let deciding = stages::delegation(policy.config, rule, &facts, evidence, d, now);
     stages::traced(&route.name, deciding)
         .await
         .map(Permitted::Granted)
 }
 
 /// The gateway's own endpoint at `path`, if it is one.
-fn own_endpoint(snap: &Snapshot, path: &str) -> Option<Own> {
-    if snap.config.tokens.paths.iter().any(|p| p == path) {
+fn own_endpoint(policy: &Policy<'_>, path: &str) -> Option<Own> {
+    if policy.config.tokens.paths.iter().any(|p| p == path) {
         return Some(Own::Token);
     }
     if path == CAPABILITIES_PATH {
         return Some(Own::Capabilities);
     }
-    let login = snap.login.as_ref()?;
+    let sign_in = policy.sign_in?;
     match path {
-        p if p == login.settings.return_path => Some(Own::SignInReturn),
-        p if p == login.settings.logout_path => Some(Own::Logout),
+        p if p == sign_in.return_path => Some(Own::SignInReturn),
+        p if p == sign_in.logout_path => Some(Own::Logout),
         _ => None,
     }
 }
@@ -259,7 +267,7 @@ pub struct Evaluation<'a> {
 /// answer; a route's shadow mode is the gateway's own roll-out, not a permit for whatever an
 /// evaluation names).
 pub async fn decide_evaluation(
-    snap: &Snapshot,
+    policy: &Policy<'_>,
     asked: &Evaluation<'_>,
     evidence: &dyn Evidence,
     now: Timestamp,
@@ -286,7 +294,8 @@ pub async fn decide_evaluation(
         accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
         caller: id,
     };
-    let granted = stages::delegation(&snap.config, asked.rule, &facts, evidence, &mut d, now).await;
+    let granted =
+        stages::delegation(policy.config, asked.rule, &facts, evidence, &mut d, now).await;
     let next = stages::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
     concluded(d, started, None, next.map(|()| Next::Granted))
 }

@@ -3,26 +3,18 @@
 //! registry), decided as the proxy decides (`decision::decide`) under a snapshot of the
 //! configuration.
 
-use super::authenticate::Named;
+use super::authenticate::{CallerArg, Named};
+use super::decide::{Asked, Decided, Next, Policy};
 use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed};
-use super::{logged, Asked, Decided, Decision, Evaluated, EvidenceSource, Next, Stage};
+use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
+use crate::access_token::AccessTokens;
 use crate::gateway::reject::{EvidenceRefusal, LoginFailure, Reject};
-use crate::gateway::snapshot::Snapshot;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{read_evidence, read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use pingora::http::RequestHeader;
-
-/// Who calls.
-#[derive(Clone, Debug)]
-pub enum CallerArg {
-    /// A party (or, on a route for people, a person's identifier), taken as authenticated.
-    As(String),
-    /// An access token of this gateway, validated as the proxy would.
-    Token(String),
-}
 
 /// A request as `explain` and rule tests describe it.
 #[derive(Clone, Debug)]
@@ -180,10 +172,12 @@ pub fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
     Ok(header)
 }
 
-/// Decide `req` under `snap` with `source`'s evidence, as the proxy decides (`decision::decide`):
-/// the decision (a refusal is recorded in it), and the route when one took the request.
+/// Decide `req` under `policy` with `source`'s evidence, as the proxy decides
+/// (`decision::decide`), a token validated with `tokens`: the decision (a refusal is recorded in
+/// it), and the route when one took the request.
 pub async fn decide(
-    snap: &Snapshot,
+    policy: &Policy<'_>,
+    tokens: &AccessTokens,
     req: &DryRequest,
     source: &dyn Evidence,
     now: Timestamp,
@@ -196,9 +190,9 @@ pub async fn decide(
     };
     let callers = Named {
         caller: req.caller.as_ref(),
-        tokens: &snap.tokens,
+        tokens,
     };
-    let decided = super::decide(snap, &asked, &callers, source, now).await;
+    let decided = super::decide::decide(policy, &asked, &callers, source, now).await;
     let Decided {
         mut decision,
         routed,

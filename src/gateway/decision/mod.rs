@@ -5,18 +5,18 @@
 //! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
 
 pub mod authenticate;
-mod decide;
+pub mod decide;
 pub mod dry_run;
+mod grant;
 pub mod log;
+pub mod route;
 pub mod stages;
 
-pub use decide::{decide, decide_evaluation, Asked, Decided, Evaluation, Forward, Next, Own};
-
 #[cfg(test)]
-mod harness;
+mod harness_tests;
 
-use super::reject::{Reject, Row};
 pub use crate::config::model::Mode;
+use crate::gateway::reject::{Reject, Row};
 use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
 use crate::scheme::licence::Licence;

@@ -7,9 +7,9 @@
 
 use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::config::model::{Config, DelegationRule, Mode, Route};
-use crate::gateway::forward;
+use crate::gateway::backend::forward;
+use crate::gateway::decision::route::{Lookup, RouteTable};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
-use crate::gateway::route::{Lookup, RouteTable};
 use crate::request::path::NormalPath;
 use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};

@@ -15,7 +15,8 @@
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
 use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
-use crate::gateway::decision::{self, CallerKind};
+use crate::gateway::decision::decide;
+use crate::gateway::decision::CallerKind;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
 use crate::request::json::{read_unique, JsonProblem};
@@ -479,7 +480,7 @@ async fn evaluate(
         "person" => CallerKind::Person,
         _ => CallerKind::Party,
     };
-    let evaluation = decision::Evaluation {
+    let evaluation = decide::Evaluation {
         rule: &rule,
         route: route.as_ref(),
         captures,
@@ -487,10 +488,11 @@ async fn evaluate(
         subject: (kind, &asked.subject.id),
     };
     let evidence = snap.authz.with(&snap.trust);
-    let decided = decision::decide_evaluation(snap, &evaluation, &evidence, Timestamp::now()).await;
+    let decided =
+        decide::decide_evaluation(&snap.policy(), &evaluation, &evidence, Timestamp::now()).await;
     let mut d = decided.decision;
     let refusal = match decided.next {
-        decision::Next::Refuse(reject) => Some(Answer::from(&reject).for_decision(d.id.as_str())),
+        decide::Next::Refuse(reject) => Some(Answer::from(&reject).for_decision(d.id.as_str())),
         _ => None,
     };
     d.decided_in = Some(started.elapsed());

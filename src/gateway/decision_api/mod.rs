@@ -10,13 +10,14 @@ pub mod forwarded;
 pub mod grpc;
 pub mod server;
 
-use super::decision::authenticate::Bearer;
-use super::decision::dry_run::{request_header, DryRequest, DryRunError};
-use super::decision::stages::Routed;
-use super::decision::{self, Asked, Decided, Decision, Next};
-use super::forward;
-use super::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
-use super::snapshot::{GatewayState, Snapshot};
+use crate::gateway::backend::forward;
+use crate::gateway::decision::authenticate::Bearer;
+use crate::gateway::decision::decide::{self, Asked, Decided, Next};
+use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
+use crate::gateway::decision::stages::Routed;
+use crate::gateway::decision::Decision;
+use crate::gateway::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
+use crate::gateway::snapshot::{GatewayState, Snapshot};
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -122,8 +123,8 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
         described: true,
     };
     let evidence = snap.authz.with(&snap.trust);
-    let decided = decision::decide(
-        &snap,
+    let decided = decide::decide(
+        &snap.policy(),
         &asked,
         &Bearer(&snap.tokens),
         &evidence,
@@ -267,7 +268,7 @@ fn backend_headers(
                 original.clone(),
             ));
         }
-        headers.extend(forward::licence_headers(route, grant));
+        headers.extend(grant.licence_headers(route));
     }
     headers.push((DECISION_ID_HEADER.to_string(), d.id.to_string()));
     headers

@@ -6,7 +6,7 @@
 use super::connection::{next_connection, Connection};
 use super::{authzen, forwarded, grpc, REQUEST_ID_HEADER};
 use crate::config::model::DecisionApiSettings;
-use crate::gateway::listener::{server_config, CertResolver};
+use crate::gateway::connections::listener::{server_config, CertResolver};
 use crate::gateway::reject::{Answer, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use async_trait::async_trait;

@@ -10,7 +10,7 @@
 //! issued before the epoch may have been accepted by the store that was lost, and is refused; 30
 //! seconds later every such assertion has expired anyway.
 
-use super::redis::RedisStore;
+use crate::gateway::fleet::redis::RedisStore;
 use crate::scheme::assertion::AssertionError;
 use crate::scheme::Timestamp;
 use std::collections::HashMap;

@@ -7,10 +7,10 @@
 //! The person is then the caller of the route: its delegation rule is decided with them as the
 //! access subject, and the backend receives their attributes in the configured headers.
 
-use super::reject::{Answer, LoginFailure, Reject};
-use super::sessions::{Kind, SessionStore};
-use super::start_budget::StartBudget;
 use crate::config::model::{Config, LoginSettings, SessionSecret};
+use crate::gateway::people::sessions::{Kind, SessionStore};
+use crate::gateway::people::start_budget::StartBudget;
+use crate::gateway::reject::{Answer, LoginFailure, Reject};
 use crate::html::{escape, page};
 use crate::peers::identity_provider::IdentityProviderClient;
 use crate::peers::scheme_owner::TrustStore;

@@ -11,8 +11,8 @@
 //! depends on the request or on the signer's standing now (its party record, its role, the subjects,
 //! the token's age) is checked on every request.
 
-use super::decision::stages::Expected;
-use super::reject::{EvidenceRefusal, HeaderProblem, Reject};
+use crate::gateway::decision::stages::Expected;
+use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};

@@ -3,8 +3,8 @@
 //! every instance behind a balancer. Each entry expires with its own lifetime; a state is taken
 //! once. When Redis does not answer, nobody is signed in: never a session on a guess.
 
-use super::redis::RedisStore;
-use super::replay::ReplayError;
+use crate::gateway::fleet::redis::RedisStore;
+use crate::gateway::fleet::replay::ReplayError;
 use moka::sync::Cache;
 use moka::Expiry;
 use std::sync::Arc;

@@ -63,14 +63,14 @@ impl Drop for Call {
 /// A handle on the shared Redis, with the key prefix of this gateway's party.
 pub struct RedisStore {
     inner: Arc<Inner>,
-    pub(super) namespace: String,
+    pub(in crate::gateway) namespace: String,
     /// The replay store's epoch this instance last saw (0: none yet).
-    pub(super) epoch_seen: std::sync::atomic::AtomicI64,
+    pub(in crate::gateway) epoch_seen: std::sync::atomic::AtomicI64,
     /// The epoch of the last reset this instance saw (the epoch changed under it; -1: none).
-    pub(super) reset_seen: std::sync::atomic::AtomicI64,
+    pub(in crate::gateway) reset_seen: std::sync::atomic::AtomicI64,
     /// The latest acceptance (second) this instance wrote to the store: a store that holds an
     /// older one lost writes.
-    pub(super) written: std::sync::atomic::AtomicI64,
+    pub(in crate::gateway) written: std::sync::atomic::AtomicI64,
     metrics: Metrics,
 }
 
@@ -166,7 +166,10 @@ impl RedisStore {
 
     /// One command, run on the Redis runtime and bounded in time (twice the configured timeout:
     /// finding the master, then the command); counted and timed by command.
-    pub(super) async fn run(&self, command: redis::Cmd) -> Result<redis::Value, String> {
+    pub(in crate::gateway) async fn run(
+        &self,
+        command: redis::Cmd,
+    ) -> Result<redis::Value, String> {
         let name = command_name(&command);
         let started = std::time::Instant::now();
         let runtime = redis_runtime()?;
@@ -252,13 +255,16 @@ impl Inner {
 impl RedisStore {
     /// How long a call may take: twice the configured timeout (finding the master, then the
     /// command).
-    pub(super) fn within(&self) -> Duration {
+    pub(in crate::gateway) fn within(&self) -> Duration {
         self.inner.timeout * 2
     }
 
     /// A connection of its own subscribed to `channel` (pub/sub needs one: a subscribed connection
     /// runs no other command), made within the timeout.
-    pub(super) async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, String> {
+    pub(in crate::gateway) async fn subscribe(
+        &self,
+        channel: &str,
+    ) -> Result<redis::aio::PubSub, String> {
         let within = self.within();
         let subscribe = async {
             let client = self.inner.client().await?;
@@ -274,7 +280,7 @@ impl RedisStore {
 
 impl RedisStore {
     /// `SET key value PX ttl`: kept for `ttl`.
-    pub(super) async fn set_for(
+    pub(in crate::gateway) async fn set_for(
         &self,
         key: String,
         value: &[u8],
@@ -293,7 +299,11 @@ impl RedisStore {
     }
 
     /// The value of `key` by `GET`, or by `GETDEL` (`read` names which).
-    pub(super) async fn value(&self, read: &str, key: String) -> Result<Option<Vec<u8>>, String> {
+    pub(in crate::gateway) async fn value(
+        &self,
+        read: &str,
+        key: String,
+    ) -> Result<Option<Vec<u8>>, String> {
         let mut command = redis::cmd(read);
         command.arg(key);
         match self.run(command).await? {

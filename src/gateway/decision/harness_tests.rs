@@ -4,16 +4,15 @@
 //! policies, and how often it is asked) behind the `Evidence` trait; and the one sequence every
 //! caller runs (`decision::decide`, and `decision::decide_evaluation` for AuthZEN).
 
-use super::authenticate::{Callers, Named};
-use super::dry_run::CallerArg;
+use super::authenticate::{CallerArg, Callers, Named};
+use super::decide::{decide, decide_evaluation, Asked, Decided, Evaluation, Next, Own};
 use super::log::{line, to_json};
 use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
-use super::{decide, decide_evaluation, Asked, Decided, Evaluation, Next, Own};
 use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
 use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};
 use crate::config::tests::{write, BASE};
-use crate::gateway::login::Person;
+use crate::gateway::people::login::Person;
 use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::peers::registry::RegistryFailure;
@@ -249,7 +248,7 @@ impl Harness {
             described,
         };
         let now = Timestamp::from_secs(NOW);
-        decide(&self.snap, &asked, callers, &self.fakes, now).await
+        decide(&self.snap.policy(), &asked, callers, &self.fakes, now).await
     }
 
     /// A GET, described (as `explain` and rule tests describe it), by `caller`.
@@ -662,14 +661,14 @@ async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced
         subject: (CallerKind::Party, CONSUMER),
     };
     let now = Timestamp::from_secs(NOW);
-    let granted = decide_evaluation(&h.snap, &asked("C1"), &h.fakes, now).await;
+    let granted = decide_evaluation(&h.snap.policy(), &asked("C1"), &h.fakes, now).await;
     assert!(matches!(granted.next, Next::Granted));
     assert_eq!(
         (granted.decision.reason, granted.decision.route.as_str()),
         ("granted", "read-shadow")
     );
     // The route is in shadow mode; an evaluation is refused all the same.
-    let denied = decide_evaluation(&h.snap, &asked("C2"), &h.fakes, now).await;
+    let denied = decide_evaluation(&h.snap.policy(), &asked("C2"), &h.fakes, now).await;
     assert!(matches!(denied.next, Next::Refuse(_)));
     assert_eq!(
         (denied.decision.status(), denied.decision.reason),

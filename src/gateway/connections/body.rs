@@ -4,8 +4,8 @@
 //! discarded within bounds (a lingering close), so that a client still sending reads the answer
 //! instead of a reset.
 
-use super::reject::{BodyError, Reject};
 use crate::config::model::{Route, Server};
+use crate::gateway::reject::{BodyError, Reject};
 use crate::request::form::{Finding, MethodFieldScan};
 use crate::request::Ambiguity;
 use bytes::Bytes;

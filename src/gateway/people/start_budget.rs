@@ -1,7 +1,7 @@
 //! Sign-ins started, bounded per client address and in all: each start signs a request object,
 //! and one client starting as fast as it can must not use up everyone's starts.
 
-use super::reject::LoginFailure;
+use crate::gateway::reject::LoginFailure;
 use crate::rate::{whole_seconds, BucketsPerClient, TokenBucket};
 use std::net::IpAddr;
 use std::time::Instant;

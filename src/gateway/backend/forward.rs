@@ -1,18 +1,13 @@
 //! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
 //! the licence headers on the response.
 
-use super::decision::{DecisionId, Grant};
-use super::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
-use super::upstream::UpstreamPool;
-use crate::config::model::{Auth, Config, ForwardedFor, HeaderSource, Route};
+use crate::config::model::{Auth, Config, ForwardedFor, Route};
+use crate::gateway::backend::upstream::UpstreamPool;
+use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
-use crate::scheme::licence::guaranteed_by;
-use crate::scheme::models::SchemeTime;
 use crate::scheme::same_letters;
-use crate::scheme::vocabulary::{
-    CREDENTIAL_HEADERS, LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
-};
+use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
 
@@ -88,7 +83,7 @@ pub struct Forwarding<'a> {
     /// The gateway's own cookies, which the backend never receives.
     pub own_cookies: &'a [String],
     /// The decision the request is forwarded on, which the backend can log.
-    pub decision_id: &'a DecisionId,
+    pub decision_id: &'a str,
 }
 
 /// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
@@ -138,7 +133,7 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
         req.insert_header(X_FORWARDED_FOR, value)?;
     }
     req.insert_header(X_FORWARDED_PROTO, proto)?;
-    req.insert_header(DECISION_ID_HEADER, f.decision_id.as_str())?;
+    req.insert_header(DECISION_ID_HEADER, f.decision_id)?;
     Ok(())
 }
 
@@ -271,61 +266,16 @@ fn licence_header_names(route: &Route) -> impl Iterator<Item = &str> {
     configured.chain(default).filter(move |_| delegated)
 }
 
-/// The licence headers of a delegated route: as the rule says, or all three from the evidence.
-pub fn licence_headers(route: &Route, grant: &Grant) -> Vec<(String, String)> {
-    if !matches!(route.auth, Auth::Delegation(_)) {
-        return Vec::new();
-    }
-    let configured: Vec<(String, HeaderSource)> = if route.response_headers.is_empty() {
-        LICENCE_HEADERS
-            .into_iter()
-            .map(|h| (h.to_string(), HeaderSource::Evidence))
-            .collect()
-    } else {
-        route.response_headers.clone()
-    };
-    configured
-        .into_iter()
-        .filter_map(|(name, source)| {
-            let value = match source {
-                HeaderSource::Literal(v) => Some(v),
-                HeaderSource::Evidence => evidence_header_value(&name, grant),
-            };
-            value.map(|v| (name, v))
-        })
-        .collect()
-}
-
-/// The value of a licence header from a grant: the licences granted (the identifiers the
-/// evidence's expressions guarantee, however they are satisfied: not the branches of an
-/// `anyOf`), the allowed further delegation steps, and the end of the evidence's validity.
-fn evidence_header_value(name: &str, grant: &Grant) -> Option<String> {
-    if name.eq_ignore_ascii_case(LICENSE_PURPOSE) {
-        let ids: Vec<&str> = guaranteed_by(&grant.licences).into_iter().collect();
-        (!ids.is_empty()).then(|| ids.join(", "))
-    } else if name.eq_ignore_ascii_case(LICENSE_SUB_LICENSE) {
-        Some(grant.max_delegation_depth.unwrap_or(0).to_string())
-    } else if name.eq_ignore_ascii_case(LICENSE_END_DATE) {
-        Some(
-            SchemeTime::from_unix(grant.not_on_or_after)
-                .as_str()
-                .to_string(),
-        )
-    } else {
-        None
-    }
-}
-
 /// Set the licence headers on the response, replacing any the backend set.
 pub fn set_response_headers(
     resp: &mut ResponseHeader,
     headers: &[(String, String)],
-    decision_id: &DecisionId,
+    decision_id: &str,
 ) -> pingora::Result<()> {
     for (name, value) in headers {
         resp.insert_header(name.clone(), value.as_str())?;
     }
-    resp.insert_header(DECISION_ID_HEADER, decision_id.as_str())
+    resp.insert_header(DECISION_ID_HEADER, decision_id)
 }
 
 /// A backend never sets the gateway's own cookies (a session of its choosing, or none).

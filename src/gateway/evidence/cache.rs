@@ -2,9 +2,9 @@
 //! evidence's `notOnOrAfter` (at most the configured time), a Deny briefly, an error never.
 //! Concurrent misses of one key make one registry call.
 
-use super::decision::Evaluated;
-use super::reject::Reject;
 use crate::config::model::DelegationSettings;
+use crate::gateway::decision::Evaluated;
+use crate::gateway::reject::Reject;
 use crate::scheme::evaluation::Decision;
 use crate::scheme::evidence::AccessRequest;
 use crate::scheme::Timestamp;

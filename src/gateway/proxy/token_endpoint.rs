@@ -2,10 +2,10 @@
 //! token out. Every check of the scheme in its order, trust from the scheme owner's trusted list,
 //! the party checked at the scheme owner, and jti replays refused.
 
-use super::body::{check_declared_length, read_chunk, BodyClock};
-use super::reject::{Answer, Body, Reject};
-use super::replay::ReplayStore;
-use super::snapshot::Snapshot;
+use crate::gateway::connections::body::{check_declared_length, read_chunk, BodyClock};
+use crate::gateway::fleet::replay::ReplayStore;
+use crate::gateway::reject::{Answer, Body, Reject};
+use crate::gateway::snapshot::Snapshot;
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, jti_retention, AssertionRules, TokenRequest};
 use crate::scheme::models::TokenResponse;
@@ -98,7 +98,7 @@ pub async fn issue(
         .map_err(|e| Reject::Unavailable(e.into()))?
         .accepted()
         .map_err(Reject::TokenRequest)?;
-    if super::snapshot::forwards(&snap.config) {
+    if crate::gateway::snapshot::forwards(&snap.config) {
         let kept =
             snap.stores
                 .forwarded

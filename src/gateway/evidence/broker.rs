@@ -5,8 +5,8 @@
 //! the consumer, `aud` = the caller, `exp` = `iat` + 30 and unexpired, a `jti` used once only (the
 //! replay store remembers it), and no claims beyond `iss`, `sub`, `aud`, `jti`, `iat`, `exp`, `nbf`.
 
-use super::reject::{EvidenceRefusal, Reject};
-use super::replay::ReplayStore;
+use crate::gateway::fleet::replay::ReplayStore;
+use crate::gateway::reject::{EvidenceRefusal, Reject};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::{check_assertion, jti_retention, AssertionRules};

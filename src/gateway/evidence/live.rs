@@ -4,14 +4,16 @@
 //! of data owners not looked up yet. The rules of evidence tokens live in `scheme`; registries are
 //! asked through `peers`.
 
-use super::broker;
-use super::decision::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
-use super::decision::{Evaluated, EvidenceSource};
-use super::decision_cache::{DecisionCache, DecisionKey};
-use super::header_evidence::HeaderEvidence;
-use super::reject::{Reject, Unavailable};
-use super::replay::ReplayStore;
 use crate::config::model::Config;
+use crate::gateway::decision::stages::{
+    evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk,
+};
+use crate::gateway::decision::{Evaluated, EvidenceSource};
+use crate::gateway::evidence::broker;
+use crate::gateway::evidence::cache::{DecisionCache, DecisionKey};
+use crate::gateway::evidence::header::HeaderEvidence;
+use crate::gateway::fleet::replay::ReplayStore;
+use crate::gateway::reject::{Reject, Unavailable};
 use crate::peers::forwarded::ForwardedAssertions;
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
@@ -105,7 +107,7 @@ impl Authorizer {
     }
 
     /// Drop the cached decisions `scope` covers; how many were dropped.
-    pub async fn purge(&self, scope: &super::decision_cache::PurgeScope) -> u64 {
+    pub async fn purge(&self, scope: &crate::gateway::evidence::cache::PurgeScope) -> u64 {
         self.0.decisions.purge(scope).await
     }
 

@@ -4,6 +4,9 @@
 //! keep-alive connections nor drip-fed headers hold the gateway's sockets. Bodies are read with a
 //! per-read timeout set on each request.
 
+pub mod body;
+pub mod listener;
+
 use crate::config::model::{Listener, Server};
 use crate::telemetry::Metrics;
 use async_trait::async_trait;
@@ -549,4 +552,17 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Guard<A> {
     async fn cleanup(&self) {
         ServerApp::cleanup(self.app.as_ref()).await
     }
+}
+
+/// The client's address of a request's connection (an IPv4 address mapped into IPv6 as IPv4).
+pub fn client_ip(session: &pingora::proxy::Session) -> Option<std::net::IpAddr> {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip().to_canonical())
+}
+
+/// Whether a request came over TLS.
+pub fn is_tls(session: &pingora::proxy::Session) -> bool {
+    session.digest().is_some_and(|d| d.ssl_digest.is_some())
 }

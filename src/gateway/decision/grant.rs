@@ -1,0 +1,56 @@
+//! What a grant tells the consumer: the licence headers of a delegated route's answer.
+
+use super::Grant;
+use crate::config::model::{Auth, HeaderSource, Route};
+use crate::scheme::licence::guaranteed_by;
+use crate::scheme::models::SchemeTime;
+use crate::scheme::vocabulary::{
+    LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
+};
+
+impl Grant {
+    /// The licence headers of a delegated route: as the rule says, or all three from the evidence.
+    pub fn licence_headers(&self, route: &Route) -> Vec<(String, String)> {
+        if !matches!(route.auth, Auth::Delegation(_)) {
+            return Vec::new();
+        }
+        let configured: Vec<(String, HeaderSource)> = if route.response_headers.is_empty() {
+            LICENCE_HEADERS
+                .into_iter()
+                .map(|h| (h.to_string(), HeaderSource::Evidence))
+                .collect()
+        } else {
+            route.response_headers.clone()
+        };
+        configured
+            .into_iter()
+            .filter_map(|(name, source)| {
+                let value = match source {
+                    HeaderSource::Literal(v) => Some(v),
+                    HeaderSource::Evidence => self.evidence_header_value(&name),
+                };
+                value.map(|v| (name, v))
+            })
+            .collect()
+    }
+
+    /// The value of a licence header from a grant: the licences granted (the identifiers the
+    /// evidence's expressions guarantee, however they are satisfied: not the branches of an
+    /// `anyOf`), the allowed further delegation steps, and the end of the evidence's validity.
+    fn evidence_header_value(&self, name: &str) -> Option<String> {
+        if name.eq_ignore_ascii_case(LICENSE_PURPOSE) {
+            let ids: Vec<&str> = guaranteed_by(&self.licences).into_iter().collect();
+            (!ids.is_empty()).then(|| ids.join(", "))
+        } else if name.eq_ignore_ascii_case(LICENSE_SUB_LICENSE) {
+            Some(self.max_delegation_depth.unwrap_or(0).to_string())
+        } else if name.eq_ignore_ascii_case(LICENSE_END_DATE) {
+            Some(
+                SchemeTime::from_unix(self.not_on_or_after)
+                    .as_str()
+                    .to_string(),
+            )
+        } else {
+            None
+        }
+    }
+}
