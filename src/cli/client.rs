@@ -102,51 +102,59 @@ enum ClientCommand {
         url: String,
     },
     /// Ask an authorisation registry or entitled party for delegation evidence.
-    Evidence {
-        /// The registry's base URL.
-        #[arg(long)]
-        registry: String,
-        /// A whole mask as JSON (either body shape); the options below build one otherwise.
-        #[arg(long, value_name = "FILE")]
-        mask: Option<PathBuf>,
-        /// The policy issuer (data owner).
-        #[arg(long)]
-        issuer: Option<String>,
-        /// The access subject (default: the party we act as).
-        #[arg(long)]
-        subject: Option<String>,
-        #[arg(long = "type")]
-        resource_type: Option<String>,
-        #[arg(long = "id")]
-        identifiers: Vec<String>,
-        #[arg(long = "attribute")]
-        attributes: Vec<String>,
-        /// e.g. iSHARE.READ; repeat for several.
-        #[arg(long = "action")]
-        actions: Vec<String>,
-        /// A service provider named in the mask (not in 3.0, whose masks name none).
-        #[arg(long = "service-provider")]
-        service_providers: Vec<String>,
-        #[arg(long = "licence")]
-        licences: Vec<String>,
-    },
+    Evidence(EvidenceArgs),
     /// Call a service with a bearer token (fetched from the service itself unless given).
-    Call {
-        url: String,
-        #[arg(short = 'X', long, default_value = "GET")]
-        method: String,
-        #[arg(short = 'd', long)]
-        data: Option<String>,
-        #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
-        headers: Vec<String>,
-        #[arg(long)]
-        token: Option<String>,
-        /// A delegation token to send as the delegation_evidence header (3.0: delegationEvidence).
-        #[arg(long)]
-        evidence: Option<String>,
-    },
+    Call(CallArgs),
     /// Show any scheme JWT readably.
     Decode { token: String },
+}
+
+/// What `client evidence` asks for.
+#[derive(Args, Debug)]
+struct EvidenceArgs {
+    /// The registry's base URL.
+    #[arg(long)]
+    registry: String,
+    /// A whole mask as JSON (either body shape); the options below build one otherwise.
+    #[arg(long, value_name = "FILE")]
+    mask: Option<PathBuf>,
+    /// The policy issuer (data owner).
+    #[arg(long)]
+    issuer: Option<String>,
+    /// The access subject (default: the party we act as).
+    #[arg(long)]
+    subject: Option<String>,
+    #[arg(long = "type")]
+    resource_type: Option<String>,
+    #[arg(long = "id")]
+    identifiers: Vec<String>,
+    #[arg(long = "attribute")]
+    attributes: Vec<String>,
+    /// e.g. iSHARE.READ; repeat for several.
+    #[arg(long = "action")]
+    actions: Vec<String>,
+    /// A service provider named in the mask (not in 3.0, whose masks name none).
+    #[arg(long = "service-provider")]
+    service_providers: Vec<String>,
+    #[arg(long = "licence")]
+    licences: Vec<String>,
+}
+
+/// What `client call` sends.
+#[derive(Args, Debug)]
+struct CallArgs {
+    url: String,
+    #[arg(short = 'X', long, default_value = "GET")]
+    method: String,
+    #[arg(short = 'd', long)]
+    data: Option<String>,
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    #[arg(long)]
+    token: Option<String>,
+    /// A delegation token to send as the delegation_evidence header (3.0: delegationEvidence).
+    #[arg(long)]
+    evidence: Option<String>,
 }
 
 type CliResult = Result<(), String>;
@@ -471,139 +479,145 @@ pub async fn run(args: ClientArgs) -> CliResult {
                 .map_err(peer_err)?;
             ctx.show(named, &answer);
         }
-        ClientCommand::Evidence {
-            registry,
-            mask,
-            issuer,
-            subject,
-            resource_type,
-            identifiers,
-            attributes,
-            actions,
-            service_providers,
-            licences,
-        } => {
-            let peer = ctx.peer()?;
-            let version = ctx.version;
-            if version.camel_case() && !service_providers.is_empty() {
-                return Err(
-                    "a 3.0 mask names no service provider: the registry binds evidence to one by the data owner's designation".into(),
-                );
-            }
-            let body = match mask {
-                Some(path) => serde_json::from_str::<DelegationBody>(&read(&path)?)
-                    .map_err(|e| format!("{}: {e}", path.display()))?,
-                None => {
-                    let issuer = issuer.ok_or("give --issuer (the data owner) or --mask")?;
-                    let resource_type = resource_type.ok_or("give --type or --mask")?;
-                    if actions.is_empty() {
-                        return Err(
-                            "give at least one --action (e.g. iSHARE.READ) or --mask".into()
-                        );
-                    }
-                    let request = AccessRequest {
-                        policy_issuer: issuer,
-                        access_subject: subject
-                            .unwrap_or_else(|| peer.identity().party_id().to_string()),
-                        service_providers,
-                        resource_type,
-                        identifiers: if identifiers.is_empty() {
-                            vec!["*".into()]
-                        } else {
-                            identifiers
-                        },
-                        attributes: if attributes.is_empty() {
-                            vec!["*".into()]
-                        } else {
-                            attributes
-                        },
-                        actions,
-                        required_licences: licences,
-                        ..AccessRequest::default()
-                    };
-                    DelegationBody::new(request.to_mask(version), version)
-                }
-            };
-            // A mask file in either shape is sent in the registry's.
-            let body = DelegationBody {
-                shape: BodyShape::of(version),
-                ..body
-            };
-            let token = ctx.access_token(&registry).await?;
-            match peer
-                .delegation(&join(&registry, DELEGATION_PATH), &token, &body)
-                .await
-                .map_err(peer_err)?
-            {
-                Some(evidence) => ctx.show(
-                    ctx.named(member::DELEGATION, member::DELEGATION_3),
-                    &evidence,
-                ),
-                None => {
-                    return Err(
-                        "the registry holds no policy for this issuer and subject (404)".into(),
-                    )
-                }
-            }
-        }
-        ClientCommand::Call {
-            url,
-            method,
-            data,
-            headers,
-            token,
-            evidence,
-        } => {
-            let token = match token {
-                Some(t) => t,
-                None => ctx.access_token(&origin_of(&url)?).await?,
-            };
-            let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
-                .map_err(|_| format!("{method} is not an HTTP method"))?;
-            let mut req = ctx.http.request(method.clone(), &url).bearer_auth(&token);
-            if let Some(ev) = &evidence {
-                req = req.header(ctx.named(EVIDENCE_HEADER, EVIDENCE_HEADER_3), ev);
-            }
-            for h in &headers {
-                let (name, value) = h
-                    .split_once(':')
-                    .ok_or_else(|| format!("header {h:?} is not NAME: VALUE"))?;
-                req = req.header(name.trim(), value.trim());
-            }
-            if let Some(d) = data {
-                req = req.body(d);
-            }
-            let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
-            let status = resp.status();
-            let shown: Vec<String> = resp
-                .headers()
-                .iter()
-                .filter(|(n, _)| {
-                    n.as_str().starts_with("license")
-                        || n.as_str() == "content-type"
-                        || n.as_str() == "www-authenticate"
-                })
-                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
-                .collect();
-            let body = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
-            if ctx.raw {
-                println!("{body}");
-            } else {
-                println!("{method} {url} -> {status}");
-                for h in shown {
-                    println!("  {h}");
-                }
-                let pretty = serde_json::from_str::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| serde_json::to_string_pretty(&v).ok())
-                    .unwrap_or(body);
-                println!("{pretty}");
-            }
-            if !status.is_success() {
-                return Err(format!("the service answered {status}"));
-            }
-        }
+        ClientCommand::Evidence(asked) => evidence(&ctx, asked).await?,
+        ClientCommand::Call(call) => call_service(&ctx, call).await?,
         ClientCommand::Decode { token } => ctx.show("token", &token),
+    }
+    Ok(())
+}
+
+/// Delegation evidence from a registry or an entitled party, for a mask from a file or the
+/// options.
+async fn evidence(ctx: &Context, asked: EvidenceArgs) -> CliResult {
+    let EvidenceArgs {
+        registry,
+        mask,
+        issuer,
+        subject,
+        resource_type,
+        identifiers,
+        attributes,
+        actions,
+        service_providers,
+        licences,
+    } = asked;
+    let peer = ctx.peer()?;
+    let version = ctx.version;
+    if version.camel_case() && !service_providers.is_empty() {
+        return Err(
+            "a 3.0 mask names no service provider: the registry binds evidence to one by the data owner's designation".into(),
+        );
+    }
+    let body = match mask {
+        Some(path) => serde_json::from_str::<DelegationBody>(&read(&path)?)
+            .map_err(|e| format!("{}: {e}", path.display()))?,
+        None => {
+            let issuer = issuer.ok_or("give --issuer (the data owner) or --mask")?;
+            let resource_type = resource_type.ok_or("give --type or --mask")?;
+            if actions.is_empty() {
+                return Err("give at least one --action (e.g. iSHARE.READ) or --mask".into());
+            }
+            let request = AccessRequest {
+                policy_issuer: issuer,
+                access_subject: subject.unwrap_or_else(|| peer.identity().party_id().to_string()),
+                service_providers,
+                resource_type,
+                identifiers: if identifiers.is_empty() {
+                    vec!["*".into()]
+                } else {
+                    identifiers
+                },
+                attributes: if attributes.is_empty() {
+                    vec!["*".into()]
+                } else {
+                    attributes
+                },
+                actions,
+                required_licences: licences,
+                ..AccessRequest::default()
+            };
+            DelegationBody::new(request.to_mask(version), version)
+        }
+    };
+    // A mask file in either shape is sent in the registry's.
+    let body = DelegationBody {
+        shape: BodyShape::of(version),
+        ..body
+    };
+    let token = ctx.access_token(&registry).await?;
+    match peer
+        .delegation(&join(&registry, DELEGATION_PATH), &token, &body)
+        .await
+        .map_err(peer_err)?
+    {
+        Some(evidence) => ctx.show(
+            ctx.named(member::DELEGATION, member::DELEGATION_3),
+            &evidence,
+        ),
+        None => {
+            return Err("the registry holds no policy for this issuer and subject (404)".into())
+        }
+    }
+    Ok(())
+}
+
+/// A call of a service with a bearer token, its answer shown.
+async fn call_service(ctx: &Context, call: CallArgs) -> CliResult {
+    let CallArgs {
+        url,
+        method,
+        data,
+        headers,
+        token,
+        evidence,
+    } = call;
+    let token = match token {
+        Some(t) => t,
+        None => ctx.access_token(&origin_of(&url)?).await?,
+    };
+    let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| format!("{method} is not an HTTP method"))?;
+    let mut req = ctx.http.request(method.clone(), &url).bearer_auth(&token);
+    if let Some(ev) = &evidence {
+        req = req.header(ctx.named(EVIDENCE_HEADER, EVIDENCE_HEADER_3), ev);
+    }
+    for h in &headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| format!("header {h:?} is not NAME: VALUE"))?;
+        req = req.header(name.trim(), value.trim());
+    }
+    if let Some(d) = data {
+        req = req.body(d);
+    }
+    let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let shown: Vec<String> = resp
+        .headers()
+        .iter()
+        .filter(|(n, _)| {
+            n.as_str().starts_with("license")
+                || n.as_str() == "content-type"
+                || n.as_str() == "www-authenticate"
+        })
+        .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+        .collect();
+    let body = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
+    if ctx.raw {
+        println!("{body}");
+    } else {
+        println!("{method} {url} -> {status}");
+        for h in shown {
+            println!("  {h}");
+        }
+        let pretty = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or(body);
+        println!("{pretty}");
+    }
+    if !status.is_success() {
+        return Err(format!("the service answered {status}"));
     }
     Ok(())
 }

@@ -441,6 +441,24 @@ pub async fn delegation(
     now: Timestamp,
 ) -> Result<Grant, Reject> {
     d.stage = Stage::Authentication;
+    let original_consumer = consumer_of_broker(facts, source, d, now).await?;
+    let subject = original_consumer.as_deref().unwrap_or(facts.caller);
+    let mut resolved = resolved_mask(config, rule, facts, subject, source, d).await?;
+    let path = delegation_path(rule, facts, &mut resolved, source, d).await?;
+    d.stage = Stage::Evidence;
+    let evaluated = evidence(rule, facts, &resolved, &path, source, d, now).await?;
+    d.stage = Stage::Evaluation;
+    verdict(evaluated, original_consumer, d)
+}
+
+/// The consumer a broker acts for, when its assertion comes with the request (recorded on the
+/// caller).
+async fn consumer_of_broker(
+    facts: &RequestFacts<'_>,
+    source: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Option<String>, Reject> {
     let original_consumer = match header(facts.values.headers, BROKER_HEADERS)? {
         Some((_, assertion)) => Some(
             source
@@ -452,7 +470,27 @@ pub async fn delegation(
     if let Some(caller) = d.caller.as_mut() {
         caller.acting_for = original_consumer.clone();
     }
-    let subject = original_consumer.as_deref().unwrap_or(facts.caller);
+    Ok(original_consumer)
+}
+
+/// The mask with its parties by the ids their own names' records give (3.0), whatever alias
+/// names them, and its data owner.
+struct Resolved {
+    request: AccessRequest,
+    owner: PartyId,
+    aliases: Aliases,
+}
+
+/// The mask stage, its parties resolved; a data owner the caller names is neither the subject
+/// nor the caller, by name or by id.
+async fn resolved_mask(
+    config: &Config,
+    rule: &DelegationRule,
+    facts: &RequestFacts<'_>,
+    subject: &str,
+    source: &dyn Evidence,
+    d: &mut Decision,
+) -> Result<Resolved, Reject> {
     let (mut request, owner) = mask(config, rule, facts, subject, d)?;
     if rule.caller_names_owner {
         if [subject, facts.caller]
@@ -463,7 +501,6 @@ pub async fn delegation(
         }
         source.admit_owner(facts.caller, &request.policy_issuer)?;
     }
-    // The parties by the ids their own names' records give (3.0), whatever alias names them.
     let us = config.identity.party_id.as_str();
     let mut aliases = Aliases::default();
     source
@@ -484,61 +521,103 @@ pub async fn delegation(
     if let Some(mask) = d.mask.as_mut() {
         mask.resolve(&aliases)?;
     }
-    // The parties between, by their ids where a record found lists their names (never looked up
-    // otherwise: a caller could spend the scheme owner's lookups on names it makes up).
+    Ok(Resolved {
+        request,
+        owner,
+        aliases,
+    })
+}
+
+/// The parties between the data owner and the consumer, by their ids where a record found lists
+/// their names (never looked up otherwise: a caller could spend the scheme owner's lookups on
+/// names it makes up).
+async fn delegation_path(
+    rule: &DelegationRule,
+    facts: &RequestFacts<'_>,
+    resolved: &mut Resolved,
+    source: &dyn Evidence,
+    d: &mut Decision,
+) -> Result<Vec<String>, Reject> {
     let mut path: Vec<String> = rule
         .delegation_path
         .iter()
         .map(|t| rule_value(t, RuleValue::DelegationPathParty, facts, d))
         .collect::<Result<_, _>>()?;
-    if !path.is_empty() {
-        let named: Vec<&str> = path.iter().map(String::as_str).collect();
-        let caller = aliases.id_of(facts.caller)?.to_string();
-        let parties = [&request.policy_issuer, &request.access_subject, &caller]
-            .into_iter()
-            .chain(&request.service_providers)
-            .map(String::as_str)
-            .collect::<Vec<_>>();
-        source.confirm(&named, &parties, &mut aliases).await?;
-        drop(named);
-        path.iter_mut().try_for_each(|p| aliases.resolve(p))?;
+    if path.is_empty() {
+        return Ok(path);
     }
-    d.stage = Stage::Evidence;
+    let request = &resolved.request;
+    let named: Vec<&str> = path.iter().map(String::as_str).collect();
+    let caller = resolved.aliases.id_of(facts.caller)?.to_string();
+    let parties = [&request.policy_issuer, &request.access_subject, &caller]
+        .into_iter()
+        .chain(&request.service_providers)
+        .map(String::as_str)
+        .collect::<Vec<_>>();
+    source
+        .confirm(&named, &parties, &mut resolved.aliases)
+        .await?;
+    drop(named);
+    path.iter_mut()
+        .try_for_each(|p| resolved.aliases.resolve(p))?;
+    Ok(path)
+}
+
+/// The evidence stage: the header's chain (where the route reads it and the request has one),
+/// else the data owner's registry's, evaluated against the mask.
+async fn evidence(
+    rule: &DelegationRule,
+    facts: &RequestFacts<'_>,
+    resolved: &Resolved,
+    path: &[String],
+    source: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Evaluated, Reject> {
+    let request = &resolved.request;
     let presented = match rule.evidence.header {
         true => header(facts.values.headers, EVIDENCE_HEADERS)?,
         false => None,
     };
-    let evaluated = match presented {
+    match presented {
         Some((name, tokens)) => {
             let expected = Expected {
-                request: &request,
+                request,
                 caller: facts.caller,
                 registry: rule.registry.as_deref(),
                 header: name,
-                aliases: &aliases,
+                aliases: &resolved.aliases,
             };
             let p = source.header(tokens, &expected, now).await?;
-            evaluate(&p.chain, &request, p.source, p.cached, now)
+            Ok(evaluate(&p.chain, request, p.source, p.cached, now))
         }
         None if rule.evidence.registry => {
             let ask = RegistryAsk {
                 route: &d.route,
                 caller: facts.caller,
                 registry: rule.registry.as_deref(),
-                owner: &owner,
-                path: &path,
-                request: &request,
-                aliases: &aliases,
+                owner: &resolved.owner,
+                path,
+                request,
+                aliases: &resolved.aliases,
                 max_age: rule.max_decision_age,
             };
-            source.registry(&ask).await?
+            source.registry(&ask).await
         }
         None => {
             d.stage = Stage::Evaluation;
-            return Err(Reject::Denied(DenyReason::EmptyChain));
+            Err(Reject::Denied(DenyReason::EmptyChain))
         }
-    };
-    d.stage = Stage::Evaluation;
+    }
+}
+
+/// The evaluation stage's outcome, recorded: a Permit is the grant; a Deny the refusal (the
+/// registry's own answer, no policy or its Deny, is said to be the registry's).
+fn verdict(
+    evaluated: Evaluated,
+    original_consumer: Option<String>,
+    d: &mut Decision,
+) -> Result<Grant, Reject> {
     let registry = match &evaluated.evidence.source {
         EvidenceSource::Registry { registry } => Some(registry.clone()),
         _ => None,
@@ -552,7 +631,6 @@ pub async fn delegation(
             not_on_or_after: p.not_on_or_after,
             max_delegation_depth: p.max_delegation_depth,
         }),
-        // The registry's own answer (no policy, or its Deny) is said to be the registry's.
         Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)) => match registry
         {
             Some(registry) => Err(Reject::RegistryDenied { registry, reason }),

@@ -22,6 +22,7 @@ use crate::scheme::evidence_token::{
     HeaderEvidenceRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
+use crate::scheme::party::PartyId;
 use crate::scheme::party_record::{Aliases, AmbiguousName, Party};
 use crate::scheme::trust::{check_party, PartyError, SignerError};
 use crate::scheme::vocabulary::Role;
@@ -233,68 +234,15 @@ impl HeaderEvidence {
         let of = [signer_id.as_str(), &expected.request.policy_issuer];
         trust.confirm(&[written_owner], &of, aliases).await?;
         let owner = aliases.id_of(written_owner)?.to_string();
-        let mut designated_for_us = false;
-        if signer_id != owner {
-            if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
-                return Err(EvidenceRefusal::IssuerNotARegistry(read.issuer.clone()).into());
+        let designated_for_us = match signer_id == owner {
+            true => false,
+            false => {
+                let signer = (signer, record.as_ref());
+                holds_for(signer, &owner, expected, aliases, (registries, trust), now).await?
             }
-            // In a chain, a later step may be registered with the route's data owner's registry;
-            // it is bound to us by that owner's choice only where its own owner chose none.
-            let configured = expected.registry;
-            let mut holds = None;
-            for of in [owner.as_str(), &expected.request.policy_issuer] {
-                holds = registries
-                    .holds_delegations_of(
-                        configured,
-                        of,
-                        (signer.as_str(), &record),
-                        aliases,
-                        trust,
-                    )
-                    .await?;
-                if let Some(holding) = &mut holds {
-                    if of != owner && registries.designates_any(&owner, trust).await? {
-                        holding.for_us = false;
-                    }
-                    break;
-                }
-            }
-            let Some(holding) = holds else {
-                return Err(EvidenceRefusal::IssuerNotTheOwnersRegistry {
-                    issuer: read.issuer.clone(),
-                    owner: owner.clone(),
-                }
-                .into());
-            };
-            designated_for_us = holding.for_us;
-        }
-        // Addressed to the consumer or the caller, by any name their records list that stands
-        // for them.
-        let audiences: Vec<&str> = decoded.audiences().collect();
-        let addressed = [
-            aliases.id_of(&expected.request.access_subject)?.to_string(),
-            aliases.id_of(expected.caller)?.to_string(),
-        ];
-        let of: Vec<&str> = addressed.iter().map(String::as_str).collect();
-        trust.confirm(&audiences, &of, aliases).await?;
-        let mut addressees: Vec<&str> = Vec::new();
-        for audience in &audiences {
-            if of.contains(&aliases.id_of(audience)?) {
-                addressees.push(audience);
-            }
-        }
-        if audiences.is_empty() {
-            addressees = vec![expected.request.access_subject.as_str(), expected.caller];
-        }
-        if addressees.is_empty() {
-            let mut expected = of.clone();
-            expected.dedup();
-            return Err(EvidenceRefusal::Token(EvidenceTokenError::NotForCaller {
-                expected: expected.join(" or "),
-                found: decoded.audience(),
-            })
-            .into());
-        }
+        };
+        let addressees = addressees(decoded, expected, aliases, trust).await?;
+        let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
         check_header_evidence(decoded, &read.evidence, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
         let mut evidence = read.evidence.clone();
@@ -362,4 +310,80 @@ fn cache_key(token: &str) -> [u8; 32] {
     let mut key = [0u8; 32];
     key.copy_from_slice(digest.as_ref());
     key
+}
+
+/// Evidence signed by a registry, not by its data owner: the signer is a registry, and one the
+/// owner designated (or, for a later step of a chain, the route's data owner did, where the step's
+/// own owner designated none). Whether that designation names us.
+async fn holds_for(
+    (signer, record): (&PartyId, &Party),
+    owner: &str,
+    expected: &Expected<'_>,
+    aliases: &mut Aliases,
+    (registries, trust): (&RegistryClient, &TrustStore),
+    now: Timestamp,
+) -> Result<bool, Reject> {
+    if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
+        return Err(EvidenceRefusal::IssuerNotARegistry(signer.clone()).into());
+    }
+    for of in [owner, &expected.request.policy_issuer] {
+        let holds = registries
+            .holds_delegations_of(
+                expected.registry,
+                of,
+                (signer.as_str(), record),
+                aliases,
+                trust,
+            )
+            .await?;
+        if let Some(holding) = holds {
+            let bound_by_route_owner =
+                of != owner && registries.designates_any(owner, trust).await?;
+            return Ok(holding.for_us && !bound_by_route_owner);
+        }
+    }
+    Err(EvidenceRefusal::IssuerNotTheOwnersRegistry {
+        issuer: signer.clone(),
+        owner: owner.to_string(),
+    }
+    .into())
+}
+
+/// The audiences of the token that stand for the consumer or the caller, by any name their
+/// records list; with no audience, both. None of them: refused.
+async fn addressees(
+    token: &DecodedJwt,
+    expected: &Expected<'_>,
+    aliases: &mut Aliases,
+    trust: &TrustStore,
+) -> Result<Vec<String>, Reject> {
+    let addressed = [
+        aliases.id_of(&expected.request.access_subject)?.to_string(),
+        aliases.id_of(expected.caller)?.to_string(),
+    ];
+    let of: Vec<&str> = addressed.iter().map(String::as_str).collect();
+    let audiences: Vec<&str> = token.audiences().collect();
+    trust.confirm(&audiences, &of, aliases).await?;
+    if audiences.is_empty() {
+        return Ok(vec![
+            expected.request.access_subject.clone(),
+            expected.caller.to_string(),
+        ]);
+    }
+    let mut addressees = Vec::new();
+    for audience in &audiences {
+        if of.contains(&aliases.id_of(audience)?) {
+            addressees.push(audience.to_string());
+        }
+    }
+    if addressees.is_empty() {
+        let mut expected = of.clone();
+        expected.dedup();
+        return Err(EvidenceRefusal::Token(EvidenceTokenError::NotForCaller {
+            expected: expected.join(" or "),
+            found: token.audience(),
+        })
+        .into());
+    }
+    Ok(addressees)
 }

@@ -233,7 +233,9 @@ impl Gateway {
                     .body
                     .get_or_insert_with(|| BodyClock::new(&snap.config.server, Instant::now()));
                 let answered = token_endpoint::answer(session, snap, clock).await;
-                let label = answered.as_ref().map_or_else(|r| r.row().reason, |_| "issued");
+                let label = answered
+                    .as_ref()
+                    .map_or_else(|r| r.row().reason, |_| "issued");
                 metrics.tokens.with_label_values(&[label]).inc();
                 let (answer, client) = answered?;
                 ctx.decision.called_by_party(client);
