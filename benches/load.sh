@@ -13,6 +13,11 @@
 # down), beside the backend called directly at the same rate: the p99 the route adds. Compare the
 # ratios, not the absolute figures: they depend on the machine.
 #
+# BASELINE=PATH runs an earlier build of the gateway (its release binary) beside this one, on the
+# same configuration and cores: each of the four gateway route rows is followed by the same row
+# of the baseline, and the ratios of this build to the baseline close the table — a change's cost
+# on the request path, measured in one run.
+#
 # Needs wrk, nginx, haproxy, curl, openssl and python3 (`make load-bench` installs the missing
 # ones); this script installs nothing itself.
 set -euo pipefail
@@ -45,6 +50,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install them with: apt-get install -y wrk nginx-light haproxy redis-server curl openssl python3 util-linux" >&2
   echo "(or run: make load-bench)" >&2
   exit 1
+fi
+
+BASELINE=${BASELINE:-}
+if [ -n "$BASELINE" ] && [ ! -x "$BASELINE" ]; then
+  echo "BASELINE=$BASELINE is not an executable gateway binary" >&2
+  exit 2
 fi
 
 MACHINE_CORES=$(nproc)
@@ -102,7 +113,8 @@ wait_for http://127.0.0.1:9180/
 # gateway with the decision log and a route in shadow mode 9231 (TLS 9241, admin 9251);
 # the cluster: Redis 9230, two gateways on it 9207 and 9208 (TLS 9217, 9218; admin 9227, 9228),
 # HAProxy in front of both 9209, and of the first alone 9210; gateway with the ECDSA certificate
-# 9238 (TLS 9239, admin 9240); gateway tracing one request in ten 9242 (TLS 9243, admin 9244).
+# 9238 (TLS 9239, admin 9240); gateway tracing one request in ten 9242 (TLS 9243, admin 9244);
+# the baseline gateway (BASELINE) 9246 (TLS 9247, admin 9248).
 TLS_CERT=$PWD/data/testbed/tls/server.chain.pem
 TLS_KEY=$PWD/data/testbed/tls/server.key.pem
 ECDSA_CERT=$PWD/data/testbed/tls/server-ecdsa.chain.pem
@@ -322,6 +334,7 @@ http {
   }
 }
 EOF
+  gateway_cfg 9246 9247 9248 warn >"$D/gateway-baseline.toml"
   gateway_cfg 9206 9216 9226 info >"$D/gateway-log.toml"
   # The decision log on, and a route in shadow mode beside the shipped ones.
   mkdir -p "$D/policies"
@@ -382,6 +395,10 @@ EOF
   start "$SERVER_CPUS" "$D/bare-system.log" env BARE_ALLOCATOR=system "$BARE" 127.0.0.1:9214 127.0.0.1:9200 "$N"
   start "$SERVER_CPUS" "$D/gateway.out" "$BIN" run --config "$D/gateway.toml"
   GATEWAY_PID=${PIDS[-1]}
+  if [ -n "$BASELINE" ]; then
+    start "$SERVER_CPUS" "$D/gateway-baseline.out" "$BASELINE" run --config "$D/gateway-baseline.toml"
+    wait_for http://127.0.0.1:9248/ready
+  fi
   start "$SERVER_CPUS" "$D/gateway-log.out" "$BIN" run --config "$D/gateway-log.toml"
   start "$SERVER_CPUS" "$D/gateway-decisions.out" "$BIN" run --config "$D/gateway-decisions.toml"
   start "$SERVER_CPUS" "$D/gateway-traced.out" "$BIN" run --config "$D/gateway-traced.toml"
@@ -417,6 +434,14 @@ EOF
       --id C7 --attribute DOCUMENTS --action iSHARE.READ --service-provider EU.EORI.NL000000003
   }
 
+  # gateway_row ROW PATH [header...]: the row at this build's gateway, then at the baseline's.
+  gateway_row() {
+    local row=$1 path=$2
+    shift 2
+    run "gateway: $row" "http://127.0.0.1:9205$path" "$@"
+    [ -z "$BASELINE" ] || run "baseline: $row" "http://127.0.0.1:9246$path" "$@"
+  }
+
   for round in $(seq 1 "$ROUNDS"); do
     echo "   round $round of $ROUNDS"
     run "backend called directly" http://127.0.0.1:9200/status
@@ -425,14 +450,19 @@ EOF
     run "HAProxy RS256 jwt_verify" http://127.0.0.1:9203/status "Authorization: Bearer $JWT"
     run "bare pingora, system allocator" http://127.0.0.1:9214/status
     run "bare pingora (no checks)" http://127.0.0.1:9204/status
-    run "gateway: public route" http://127.0.0.1:9205/status
-    run "gateway: bearer token" http://127.0.0.1:9205/api/my/shipments/x "$BEARER"
+    gateway_row "public route" /status
+    gateway_row "bearer token" /api/my/shipments/x "$BEARER"
     warm 9205
-    run "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
+    [ -z "$BASELINE" ] || warm 9246
+    gateway_row "delegated, cached decision" /api/containers/C1 "$BEARER"
     warm 9212
     run "nginx auth_request + decision service" http://127.0.0.1:9212/api/containers/C1 "$BEARER"
     EVIDENCE=$(fresh_evidence)
     run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+    if [ -n "$BASELINE" ]; then
+      EVIDENCE=$(fresh_evidence)
+      run "baseline: evidence in header" http://127.0.0.1:9246/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+    fi
     warm 9206
     run "gateway: delegated, access log on" http://127.0.0.1:9206/api/containers/C1 "$BEARER"
     warm 9231
@@ -511,6 +541,12 @@ for n, us in cpu.items():
     print(f"  {n:38} {us:7.1f}")
 for cert in ("", " ECDSA"):
     print(f"  nginx / gateway, TLS{cert}: {cpu[f'nginx TLS{cert}, new connections'] / cpu[f'gateway TLS{cert}, new connections']:.2f}")
+baseline = [n for n in ("public route", "bearer token", "delegated, cached decision", "evidence in header")
+            if f"baseline: {n}" in med]
+if baseline:
+    print("\nthis build / the baseline (req/s, rows interleaved):")
+    for n in baseline:
+        print(f"  {n:36} {rps('gateway: ' + n) / rps('baseline: ' + n):.2f}")
 bad = [n for n in order if med[n][3]]
 if bad:
     print("\n" + "!" * 78)
