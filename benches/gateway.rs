@@ -5,8 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config};
+use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
 use ishare_gateway::gateway::decision::route::Lookup;
-use ishare_gateway::gateway::decision::stages::{self, RequestFacts};
 use ishare_gateway::gateway::decision::{logged, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;
 use ishare_gateway::gateway::proxy::token_endpoint;
@@ -204,7 +204,7 @@ impl Bench {
         decision.route = route.name.clone();
         let config = &self.snap.config;
         self.rt
-            .block_on(stages::delegation(
+            .block_on(authorise::delegation(
                 config,
                 rule,
                 &facts,

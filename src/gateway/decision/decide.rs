@@ -6,9 +6,10 @@
 //! delegation route the delegation stages, then what the route's mode makes of the outcome.
 
 use super::authenticate::Callers;
-use super::stages::{self, Evidence, Permitted, RequestFacts, Routed};
+use super::authorise::{self, authorise, Evidence, Permitted, RequestFacts};
+use super::route::{self, Routed};
 use super::{logged, CallerKind, Decision, Stage};
-use crate::config::model::{own_route, Auth, Config, DelegationRule, LoginSettings, Mode, Route};
+use crate::config::model::{own_route, Config, DelegationRule, LoginSettings, Mode, Route};
 use crate::gateway::connections::body;
 use crate::gateway::decision::route::RouteTable;
 use crate::gateway::people::login::Person;
@@ -70,7 +71,7 @@ impl Own {
 /// What is done with a decided request.
 pub enum Next {
     /// It goes to the route's backend (permitted, or denied on a route in shadow mode).
-    Forward(Box<Forward>),
+    Forward(Forward),
     /// The refusal recorded in the decision is the answer.
     Refuse(Reject),
     /// One of the gateway's own endpoints answers it.
@@ -151,7 +152,7 @@ async fn sequence(
         d.route = own.route().into();
         return Ok(Next::Own(own));
     }
-    let routed = routed.insert(stages::route(policy.routes, req, canonical, d)?);
+    let routed = routed.insert(route::route(policy.routes, req, canonical, d)?);
     let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
     let route = routed.route.clone();
     let mut person = None;
@@ -166,47 +167,12 @@ async fn sequence(
         d.called_by_person(signed_in.sub.clone());
         person = Some(signed_in);
     }
-    let authorised = authorise(policy, routed, req, callers, evidence, d, now).await;
-    stages::enforce(route.mode, authorised, d)?;
-    Ok(Next::Forward(Box::new(Forward {
+    let authorised = authorise(policy.config, routed, req, callers, evidence, d, now).await;
+    authorise::enforce(route.mode, authorised, d)?;
+    Ok(Next::Forward(Forward {
         person,
         method_field,
-    })))
-}
-
-/// The caller of a route that needs one (a person already found counts), and on a delegation
-/// route the delegation stages: what was granted.
-async fn authorise(
-    policy: &Policy<'_>,
-    routed: &Routed,
-    req: &RequestHeader,
-    callers: &dyn Callers,
-    evidence: &dyn Evidence,
-    d: &mut Decision,
-    now: Timestamp,
-) -> Result<Permitted, Reject> {
-    let route = &routed.route;
-    if route.auth == Auth::Public {
-        return Ok(Permitted::Public);
-    }
-    d.stage = Stage::Authentication;
-    if d.caller.is_none() {
-        d.called_by_party(callers.party(req, now)?);
-    }
-    let Auth::Delegation(rule) = &route.auth else {
-        return Ok(Permitted::Authenticated);
-    };
-    let caller = d.caller_id().unwrap_or_default().to_string();
-    let facts = RequestFacts {
-        method: &req.method,
-        values: routed.values(&req.headers),
-        accepted: route.accept,
-        caller: &caller,
-    };
-    let deciding = stages::delegation(policy.config, rule, &facts, evidence, d, now);
-    stages::traced(&route.name, deciding)
-        .await
-        .map(Permitted::Granted)
+    }))
 }
 
 /// The gateway's own endpoint at `path`, if it is one.
@@ -295,7 +261,7 @@ pub async fn decide_evaluation(
         caller: id,
     };
     let granted =
-        stages::delegation(policy.config, asked.rule, &facts, evidence, &mut d, now).await;
-    let next = stages::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
+        authorise::delegation(policy.config, asked.rule, &facts, evidence, &mut d, now).await;
+    let next = authorise::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
     concluded(d, started, None, next.map(|()| Next::Granted))
 }

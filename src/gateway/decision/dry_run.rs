@@ -4,8 +4,9 @@
 //! configuration.
 
 use super::authenticate::{CallerArg, Named};
+use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::decide::{Asked, Decided, Next, Policy};
-use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk, Routed};
+use super::route::Routed;
 use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;
 use crate::gateway::reject::{EvidenceRefusal, LoginFailure, Reject};

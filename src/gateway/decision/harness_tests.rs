@@ -5,9 +5,9 @@
 //! caller runs (`decision::decide`, and `decision::decide_evaluation` for AuthZEN).
 
 use super::authenticate::{CallerArg, Callers, Named};
+use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::decide::{decide, decide_evaluation, Asked, Decided, Evaluation, Next, Own};
 use super::log::{line, to_json};
-use super::stages::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
 use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};

@@ -5,12 +5,12 @@
 //! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
 
 pub mod authenticate;
+pub mod authorise;
 pub mod decide;
 pub mod dry_run;
 mod grant;
 pub mod log;
 pub mod route;
-pub mod stages;
 
 #[cfg(test)]
 mod harness_tests;

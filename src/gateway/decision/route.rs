@@ -1,8 +1,16 @@
-//! The route table: choosing the rule for a method and a normalised path, most specific first.
+//! The route table (choosing the rule for a method and a normalised path, most specific first),
+//! and the route stage: the request matched to its route, in the form the backend receives.
 
+use super::{Decision, Stage};
 use crate::config::model::Route;
+use crate::gateway::backend::forward;
+use crate::gateway::reject::Reject;
+use crate::request::path::NormalPath;
 use crate::request::pattern::SplitPath;
+use crate::request::query::Query;
+use crate::request::template::RequestValues;
 use http::Method;
+use pingora::http::RequestHeader;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -82,6 +90,86 @@ impl RouteTable {
             allowed.dedup();
             Lookup::MethodNotAllowed(allowed)
         }
+    }
+}
+
+/// The request matched to a route: the path, its captures and the query in the form decided on,
+/// and the path and query the backend receives.
+pub struct Routed {
+    pub route: Arc<Route>,
+    pub path: String,
+    pub captures: BTreeMap<String, String>,
+    pub query: Query,
+    pub upstream_uri: http::Uri,
+}
+
+impl Routed {
+    /// The values a rule reads: captures, query and headers.
+    pub fn values<'a>(&'a self, headers: &'a http::HeaderMap) -> RequestValues<'a> {
+        RequestValues {
+            captures: &self.captures,
+            query: &self.query,
+            headers,
+        }
+    }
+}
+
+/// The route stage: the route that takes the request, with its identifiers in the route's case,
+/// in no form the route does not accept, and the URI the backend receives.
+pub fn route(
+    routes: &RouteTable,
+    req: &RequestHeader,
+    canonical: NormalPath,
+    d: &mut Decision,
+) -> Result<Routed, Reject> {
+    d.stage = Stage::Route;
+    let query = Query::parse(req.uri.query()).map_err(Reject::BadQuery)?;
+    let (route, captures) = match routes.lookup(&req.method, &canonical.path) {
+        Lookup::Found(route, captures) => (route, captures),
+        Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
+        Lookup::NotFound => return Err(Reject::NotFound),
+    };
+    d.route = route.name.clone();
+    d.mode = route.mode;
+    let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
+    let ambiguities = canonical.ambiguities.union(query.ambiguities);
+    if let Some(a) = ambiguities.first_not_in(route.accept) {
+        return Err(Reject::Ambiguous(a));
+    }
+    forward::check_hop_by_hop(req, &route)?;
+    let values = RequestValues {
+        captures: &captures,
+        query: &query,
+        headers: &req.headers,
+    };
+    let upstream_uri = forward::upstream_uri(&route, &path, &query, &values)?;
+    Ok(Routed {
+        route,
+        path,
+        captures,
+        query,
+        upstream_uri,
+    })
+}
+
+/// The path, its captures and the query, with the identifiers in the route's case: a backend that
+/// compares identifiers without case gets them in one case, the one decided on.
+fn in_one_case(
+    route: &Route,
+    path: String,
+    captures: BTreeMap<String, String>,
+    query: Query,
+) -> (String, BTreeMap<String, String>, Query) {
+    match route.identifier_case {
+        Some(case) => (
+            route.pattern.recase_captures(&path, case),
+            captures
+                .into_iter()
+                .map(|(name, value)| (name, case.apply(&value)))
+                .collect(),
+            query.recased(route.query_names(), case),
+        ),
+        None => (path, captures, query),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::gateway::backend::forward;
 use crate::gateway::decision::authenticate::Bearer;
 use crate::gateway::decision::decide::{self, Asked, Decided, Next};
 use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
-use crate::gateway::decision::stages::Routed;
+use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::Decision;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
 use crate::gateway::snapshot::{GatewayState, Snapshot};

@@ -290,7 +290,7 @@ impl DecisionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::decision::stages::no_policy;
+    use crate::gateway::decision::authorise::no_policy;
     use crate::gateway::decision::EvidenceSource;
 
     fn denied() -> Evaluated {

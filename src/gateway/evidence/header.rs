@@ -11,7 +11,7 @@
 //! depends on the request or on the signer's standing now (its party record, its role, the subjects,
 //! the token's age) is checked on every request.
 
-use crate::gateway::decision::stages::Expected;
+use crate::gateway::decision::authorise::Expected;
 use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;

@@ -1,11 +1,11 @@
-//! The live gateway's evidence for the delegation stages (`decision::stages`): the consumer a
+//! The live gateway's evidence for the delegation stages (`decision::authorise`): the consumer a
 //! broker acts for, the `delegation_evidence` header verified through the trust store, and the data
 //! owner's registry through the decision cache, within each caller's budget of registry calls and
 //! of data owners not looked up yet. The rules of evidence tokens live in `scheme`; registries are
 //! asked through `peers`.
 
 use crate::config::model::Config;
-use crate::gateway::decision::stages::{
+use crate::gateway::decision::authorise::{
     evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk,
 };
 use crate::gateway::decision::{Evaluated, EvidenceSource};

@@ -1,17 +1,16 @@
-//! The stages of a decision, in order: `route` (the request matched to a route, in the form the
-//! backend receives it), then for a delegation route `delegation`: the broker's consumer
-//! (authentication), the mask (`Stage::Mask`), the evidence and its evaluation. Each records what it
-//! found in the `Decision`; where the evidence comes from is an `Evidence` source: the live
-//! gateway's (the header verified through the trust store, the registry through the decision
-//! cache), or a file or fixture for `explain` and rule tests.
+//! What the caller may do: the one place a request is authorised. On a route that needs a caller
+//! it must have one (`authorise`); on a delegation route the delegation stages follow, in order:
+//! the broker's consumer, the mask (`Stage::Mask`), the evidence and its evaluation. Each records
+//! what it found in the `Decision`; where the evidence comes from is an `Evidence` source: the
+//! live gateway's (the header verified through the trust store, the registry through the
+//! decision cache), or a file or fixture for `explain` and rule tests. `enforce` is what the
+//! route's mode makes of the outcome.
 
+use super::authenticate::Callers;
+use super::route::Routed;
 use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
-use crate::config::model::{Config, DelegationRule, Mode, Route};
-use crate::gateway::backend::forward;
-use crate::gateway::decision::route::{Lookup, RouteTable};
+use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
-use crate::request::path::NormalPath;
-use crate::request::query::Query;
 use crate::request::template::{RequestValues, Template};
 use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::evaluation::{evaluate_chain_at, Decision as Verdict, DenyReason, Evaluation};
@@ -26,96 +25,47 @@ use http::Method;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use pingora::http::RequestHeader;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The longest value a rule takes from a request (an identifier, the data owner …): decisions are
 /// cached by these values, so their size is bounded.
 const MAX_VALUE_LEN: usize = 256;
 
-/// The request matched to a route: the path, its captures and the query in the form decided on,
-/// and the path and query the backend receives.
-pub struct Routed {
-    pub route: Arc<Route>,
-    pub path: String,
-    pub captures: BTreeMap<String, String>,
-    pub query: Query,
-    pub upstream_uri: http::Uri,
-}
-
-impl Routed {
-    /// The values a rule reads: captures, query and headers.
-    pub fn values<'a>(&'a self, headers: &'a http::HeaderMap) -> RequestValues<'a> {
-        RequestValues {
-            captures: &self.captures,
-            query: &self.query,
-            headers,
-        }
-    }
-}
-
-/// The route stage: the route that takes the request, with its identifiers in the route's case,
-/// in no form the route does not accept, and the URI the backend receives.
-pub fn route(
-    routes: &RouteTable,
+/// The caller of a route that needs one (a person already found counts), and on a delegation
+/// route the delegation stages: what was granted.
+pub async fn authorise(
+    config: &Config,
+    routed: &Routed,
     req: &RequestHeader,
-    canonical: NormalPath,
+    callers: &dyn Callers,
+    evidence: &dyn Evidence,
     d: &mut Decision,
-) -> Result<Routed, Reject> {
-    d.stage = Stage::Route;
-    let query = Query::parse(req.uri.query()).map_err(Reject::BadQuery)?;
-    let (route, captures) = match routes.lookup(&req.method, &canonical.path) {
-        Lookup::Found(route, captures) => (route, captures),
-        Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
-        Lookup::NotFound => return Err(Reject::NotFound),
-    };
-    d.route = route.name.clone();
-    d.mode = route.mode;
-    let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
-    let ambiguities = canonical.ambiguities.union(query.ambiguities);
-    if let Some(a) = ambiguities.first_not_in(route.accept) {
-        return Err(Reject::Ambiguous(a));
+    now: Timestamp,
+) -> Result<Permitted, Reject> {
+    let route = &routed.route;
+    if route.auth == Auth::Public {
+        return Ok(Permitted::Public);
     }
-    forward::check_hop_by_hop(req, &route)?;
-    let values = RequestValues {
-        captures: &captures,
-        query: &query,
-        headers: &req.headers,
-    };
-    let upstream_uri = forward::upstream_uri(&route, &path, &query, &values)?;
-    Ok(Routed {
-        route,
-        path,
-        captures,
-        query,
-        upstream_uri,
-    })
-}
-
-/// The path, its captures and the query, with the identifiers in the route's case: a backend that
-/// compares identifiers without case gets them in one case, the one decided on.
-fn in_one_case(
-    route: &Route,
-    path: String,
-    captures: BTreeMap<String, String>,
-    query: Query,
-) -> (String, BTreeMap<String, String>, Query) {
-    match route.identifier_case {
-        Some(case) => (
-            route.pattern.recase_captures(&path, case),
-            captures
-                .into_iter()
-                .map(|(name, value)| (name, case.apply(&value)))
-                .collect(),
-            query.recased(route.query_names(), case),
-        ),
-        None => (path, captures, query),
+    d.stage = Stage::Authentication;
+    if d.caller.is_none() {
+        d.called_by_party(callers.party(req, now)?);
     }
+    let Auth::Delegation(rule) = &route.auth else {
+        return Ok(Permitted::Authenticated);
+    };
+    let caller = d.caller_id().unwrap_or_default().to_string();
+    let facts = RequestFacts {
+        method: &req.method,
+        values: routed.values(&req.headers),
+        accepted: route.accept,
+        caller: &caller,
+    };
+    let deciding = delegation(config, rule, &facts, evidence, d, now);
+    traced(&route.name, deciding).await.map(Permitted::Granted)
 }
 
 /// The delegation stages as a span of a traced request (`authorize`): `ishare.decision` permit,
 /// deny (a refusal) or error (the gateway could not decide), `ishare.outcome` the reason.
-pub(super) async fn traced<F>(route: &str, work: F) -> Result<Grant, Reject>
+async fn traced<F>(route: &str, work: F) -> Result<Grant, Reject>
 where
     F: std::future::Future<Output = Result<Grant, Reject>>,
 {
