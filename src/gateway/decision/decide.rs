@@ -7,11 +7,10 @@
 
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence, Permitted, RequestFacts};
-use super::route::{self, Routed};
+use super::route::{self, RouteTable, Routed};
 use super::{logged, CallerKind, Decision, Stage};
 use crate::config::model::{own_route, Config, DelegationRule, LoginSettings, Mode, Route};
 use crate::gateway::connections::body;
-use crate::gateway::decision::route::RouteTable;
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{HeaderRefusal, Reject};
 use crate::request::form::MethodFieldScan;
