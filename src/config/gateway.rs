@@ -30,27 +30,9 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let issues = &mut issues;
     let participants = participant_urls(&file);
     let scheme = scheme(file.scheme, issues);
-    let identity = match file.identity {
-        Some(id) => identity(&base, id, issues),
-        None => {
-            issues.add(
-                "identity",
-                "missing: the gateway's party_id, key and certificate_chain",
-            );
-            None
-        }
-    };
+    let identity = required_identity(&base, file.identity, issues);
     let listeners = listeners(&base, file.listeners, issues);
-    let scheme_owner = match file.scheme_owner {
-        Some(so) => scheme_owner(&base, so, issues),
-        None => {
-            issues.add(
-                "scheme_owner",
-                "missing: url, party_id and root_fingerprint (or trusted_list_file)",
-            );
-            None
-        }
-    };
+    let scheme_owner = required_scheme_owner(&base, file.scheme_owner, issues);
     if let (Some(id), Some(so)) = (&identity, &scheme_owner) {
         check_root(&id.signing, so, issues);
     }
@@ -70,29 +52,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let registries = registries(file.registries, peers_version, issues);
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
-    let purge_secret = file
-        .admin
-        .as_ref()
-        .and_then(|a| a.purge_secret_file.as_ref())
-        .and_then(|p| {
-            super::decision_api::bearer_secret(
-                &resolve(&base, p),
-                "admin.purge_secret_file",
-                issues,
-            )
-        });
-    let admin = file
-        .admin
-        .and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
-    let decision_api = file
-        .decision_api
-        .and_then(|f| super::decision_api::build(&base, f, issues));
-    let service_addresses: Vec<(String, SocketAddr)> = admin
-        .map(|a| ("admin.address".to_string(), a))
-        .into_iter()
-        .chain(decision_api.iter().flat_map(super::decision_api::addresses))
-        .collect();
-    distinct_addresses(&listeners, &service_addresses, issues);
+    let services = services(&base, file.admin, file.decision_api, &listeners, issues);
     let forwarding = super::forwarding::build(file.forwarding, issues);
     let mut strip_headers = forwarding.strip_headers;
     let party_headers = forwarding.party_headers;
@@ -108,13 +68,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let decision_log = file
         .decision_log
         .and_then(|f| super::decision_log::build(&base, f, issues));
-    let rules_dir = resolve(
-        &base,
-        &file
-            .rules
-            .directory
-            .unwrap_or_else(|| PathBuf::from(default::RULES_DIRECTORY)),
-    );
+    let rules_dir = rules_directory(&base, file.rules);
     let reserved = reserved_paths(&tokens, login.as_ref());
     let known = Known {
         upstreams: &upstreams,
@@ -137,8 +91,8 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         registries,
         delegation,
         replay,
-        admin,
-        purge_secret,
+        admin: services.admin,
+        purge_secret: services.purge_secret,
         rules_dir,
         routes,
         party_header: party_headers.clone()?.0,
@@ -152,8 +106,93 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         login,
         decision_log,
         tracing,
-        decision_api,
+        decision_api: services.decision_api,
     })
+}
+
+/// The gateway's own identity, which the configuration must give.
+fn required_identity(
+    base: &Path,
+    file: Option<IdentityFile>,
+    issues: &mut Issues,
+) -> Option<Identity> {
+    match file {
+        Some(id) => identity(base, id, issues),
+        None => {
+            issues.add(
+                "identity",
+                "missing: the gateway's party_id, key and certificate_chain",
+            );
+            None
+        }
+    }
+}
+
+/// The scheme owner the gateway trusts, which the configuration must give.
+fn required_scheme_owner(
+    base: &Path,
+    file: Option<SchemeOwnerFile>,
+    issues: &mut Issues,
+) -> Option<SchemeOwner> {
+    match file {
+        Some(so) => scheme_owner(base, so, issues),
+        None => {
+            issues.add(
+                "scheme_owner",
+                "missing: url, party_id and root_fingerprint (or trusted_list_file)",
+            );
+            None
+        }
+    }
+}
+
+/// The listeners beside the proxy's: the admin listener, the secret `POST /purge` callers on it
+/// authenticate with, and the decision service.
+struct Services {
+    admin: Option<SocketAddr>,
+    purge_secret: Option<BearerSecret>,
+    decision_api: Option<DecisionApiSettings>,
+}
+
+/// The admin listener and the decision service, each checked to listen on an address no
+/// listener of the proxy's takes.
+fn services(
+    base: &Path,
+    admin: Option<AdminFile>,
+    decision_api: Option<DecisionApiFile>,
+    listeners: &[Listener],
+    issues: &mut Issues,
+) -> Services {
+    let purge_secret = admin
+        .as_ref()
+        .and_then(|a| a.purge_secret_file.as_ref())
+        .and_then(|p| {
+            super::decision_api::bearer_secret(&resolve(base, p), "admin.purge_secret_file", issues)
+        });
+    let admin = admin.and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
+    let decision_api = decision_api.and_then(|f| super::decision_api::build(base, f, issues));
+    let service_addresses: Vec<(String, SocketAddr)> = admin
+        .map(|a| ("admin.address".to_string(), a))
+        .into_iter()
+        .chain(decision_api.iter().flat_map(super::decision_api::addresses))
+        .collect();
+    distinct_addresses(listeners, &service_addresses, issues);
+    Services {
+        admin,
+        purge_secret,
+        decision_api,
+    }
+}
+
+/// The rules directory, as configured or by default, resolved against the configuration file's
+/// directory.
+fn rules_directory(base: &Path, rules: RulesFile) -> PathBuf {
+    resolve(
+        base,
+        &rules
+            .directory
+            .unwrap_or_else(|| PathBuf::from(default::RULES_DIRECTORY)),
+    )
 }
 
 /// The configured addresses of the participants the gateway calls, with their keys: the scheme
