@@ -326,6 +326,9 @@ fn identifier_case(
     identifier_case
 }
 
+/// The `[route.delegation]` rule: where its evidence comes from, which registry it asks, and the
+/// templates that take the policy issuer, the resource, its identifiers and attributes and the
+/// conditions from the request.
 fn delegation_rule(
     key: &str,
     d: DelegationRuleFile,
@@ -335,51 +338,9 @@ fn delegation_rule(
     issues: &mut Issues,
 ) -> Option<DelegationRule> {
     let key = format!("{key}.delegation");
-    let evidence = match d.evidence {
-        None => EvidenceSources {
-            header: true,
-            registry: true,
-        },
-        Some(list) => {
-            let mut e = EvidenceSources {
-                header: false,
-                registry: false,
-            };
-            for source in list {
-                match issues.choice(&format!("{key}.evidence"), source) {
-                    Some(EvidenceSourceFile::Header) => e.header = true,
-                    Some(EvidenceSourceFile::Registry) => e.registry = true,
-                    None => {}
-                }
-            }
-            if !e.header && !e.registry {
-                issues.add(
-                    format!("{key}.evidence"),
-                    "name at least one source: header, registry",
-                );
-            }
-            e
-        }
-    };
-    // "owner": the registry the data owner designated for us, as when none is named.
-    let registry = d.registry.filter(|r| r != OWNERS_REGISTRY);
-    if let Some(reg) = &registry {
-        if !known.registries.contains_key(reg) {
-            issues.add(
-                format!("{key}.registry"),
-                format!("no [[registry]] named {reg:?}"),
-            );
-        }
-    }
-    if d.action.is_none() {
-        let unmapped = methods.is_none_or(|ms| ms.iter().any(|m| Action::for_method(m).is_none()));
-        if unmapped {
-            issues.add(
-                format!("{key}.action"),
-                "give an action, or list only methods that map to one (GET, HEAD, POST, PUT, PATCH, DELETE)",
-            );
-        }
-    }
+    let evidence = evidence_sources(&key, d.evidence, issues);
+    let registry = rule_registry(&key, d.registry, known, issues);
+    check_action(&key, d.action.as_deref(), methods, issues);
     // Absent identifiers or attributes ask for all of them, which only "*" in the evidence grants.
     let all = || vec!["*".to_string()];
     let identifiers = templates.parse_all(
@@ -406,26 +367,8 @@ fn delegation_rule(
         );
     }
     let resource_type = templates.parse(&format!("{key}.resource_type"), &d.resource_type, issues);
-    let conditions = d
-        .conditions
-        .iter()
-        .filter_map(|(operand, text)| {
-            let at = format!("{key}.conditions.{operand}");
-            if operand.is_empty() || operand == "conditions" {
-                issues.add(&at, "not a left operand a condition can name");
-                return None;
-            }
-            Some((operand.clone(), templates.parse(&at, text, issues)?))
-        })
-        .collect();
-    if d.max_decision_age
-        .is_some_and(|age| age < std::time::Duration::from_secs(1))
-    {
-        issues.add(
-            format!("{key}.max_decision_age"),
-            "at least 1s: each request of the route would ask the registry, which its budget of registry_calls_per_minute does not allow for",
-        );
-    }
+    let conditions = conditions(&key, &d.conditions, templates, issues);
+    check_max_decision_age(&key, d.max_decision_age, issues);
     Some(DelegationRule {
         policy_issuer: policy_issuer?,
         resource_type: resource_type?,
@@ -441,6 +384,110 @@ fn delegation_rule(
         accept_unnamed_service_provider: d.accept_unnamed_service_provider,
         max_decision_age: d.max_decision_age,
     })
+}
+
+/// Where the rule's evidence may come from: the sources listed, at least one, or both when none
+/// are.
+fn evidence_sources(
+    key: &str,
+    listed: Option<Vec<Choice<EvidenceSourceFile>>>,
+    issues: &mut Issues,
+) -> EvidenceSources {
+    let Some(list) = listed else {
+        return EvidenceSources {
+            header: true,
+            registry: true,
+        };
+    };
+    let mut e = EvidenceSources {
+        header: false,
+        registry: false,
+    };
+    for source in list {
+        match issues.choice(&format!("{key}.evidence"), source) {
+            Some(EvidenceSourceFile::Header) => e.header = true,
+            Some(EvidenceSourceFile::Registry) => e.registry = true,
+            None => {}
+        }
+    }
+    if !e.header && !e.registry {
+        issues.add(
+            format!("{key}.evidence"),
+            "name at least one source: header, registry",
+        );
+    }
+    e
+}
+
+/// The registry the rule asks, which must be a configured one; None: the one the data owner
+/// designated.
+fn rule_registry(
+    key: &str,
+    registry: Option<String>,
+    known: &Known,
+    issues: &mut Issues,
+) -> Option<String> {
+    // "owner": the registry the data owner designated for us, as when none is named.
+    let registry = registry.filter(|r| r != OWNERS_REGISTRY);
+    if let Some(reg) = &registry {
+        if !known.registries.contains_key(reg) {
+            issues.add(
+                format!("{key}.registry"),
+                format!("no [[registry]] named {reg:?}"),
+            );
+        }
+    }
+    registry
+}
+
+/// Whether the rule's action is known for every request: given, or taken from a method the route
+/// is limited to.
+fn check_action(
+    key: &str,
+    action: Option<&str>,
+    methods: Option<&[http::Method]>,
+    issues: &mut Issues,
+) {
+    if action.is_none() {
+        let unmapped = methods.is_none_or(|ms| ms.iter().any(|m| Action::for_method(m).is_none()));
+        if unmapped {
+            issues.add(
+                format!("{key}.action"),
+                "give an action, or list only methods that map to one (GET, HEAD, POST, PUT, PATCH, DELETE)",
+            );
+        }
+    }
+}
+
+/// The rule's conditions, each a left operand and the template of the value it is compared with.
+fn conditions(
+    key: &str,
+    written: &BTreeMap<String, String>,
+    templates: &Templates,
+    issues: &mut Issues,
+) -> BTreeMap<String, Template> {
+    written
+        .iter()
+        .filter_map(|(operand, text)| {
+            let at = format!("{key}.conditions.{operand}");
+            if operand.is_empty() || operand == "conditions" {
+                issues.add(&at, "not a left operand a condition can name");
+                return None;
+            }
+            Some((operand.clone(), templates.parse(&at, text, issues)?))
+        })
+        .collect()
+}
+
+/// A decision is kept for a second at the least: for less, each request of the route would ask the
+/// registry.
+fn check_max_decision_age(key: &str, age: Option<std::time::Duration>, issues: &mut Issues) {
+    if age.is_some_and(|age| age < std::time::Duration::from_secs(1)) {
+        issues.add(
+            format!("{key}.max_decision_age"),
+            "at least 1s: each request of the route would ask the registry, which its budget of registry_calls_per_minute does not allow for",
+        );
+    }
 }
 
 fn response_headers(
