@@ -294,32 +294,15 @@ pub const MAX_ALIASES: usize = 64;
 /// (no dates where the scheme requires them, dates that are no dates) makes the record unreadable:
 /// it is not read as absent.
 pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
-    let bad = |what: String| RecordError(what);
     let o = info
         .as_object()
-        .ok_or_else(|| bad("is not an object".into()))?;
-    let text = |o: &Map<String, Value>, k: &str| -> Option<String> {
-        o.get(k).and_then(Value::as_str).map(str::to_string)
-    };
-    let id = text(o, "id").ok_or_else(|| bad("has no id".into()))?;
-    let also_known_as = match o.get("alsoKnownAs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|_| {
-            bad(format!(
-                "of {id} has an alsoKnownAs that is not a list of ids"
-            ))
-        })?,
-    };
-    if also_known_as.len() > MAX_ALIASES {
-        return Err(bad(format!(
-            "of {id} lists {} aliases, more than the {MAX_ALIASES} a record may",
-            also_known_as.len()
-        )));
-    }
+        .ok_or_else(|| RecordError("is not an object".into()))?;
+    let id = text(o, "id").ok_or_else(|| RecordError("has no id".into()))?;
+    let also_known_as = aliases(o, &id)?;
     let claims = o
         .get("claims")
         .and_then(Value::as_array)
-        .ok_or_else(|| bad(format!("of {id} has no claims")))?;
+        .ok_or_else(|| RecordError(format!("of {id} has no claims")))?;
     let mut party = Party {
         name: text(o, "name").unwrap_or_default(),
         id,
@@ -332,73 +315,119 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
         capability_url: None,
     };
     for (i, claim) in claims.iter().enumerate() {
-        let at = |what: &str| bad(format!("of {}: claims[{i}] {what}", party.id));
-        let c = claim.as_object().ok_or_else(|| at("is not an object"))?;
-        let kind = text(c, "type").ok_or_else(|| at("has no type"))?;
-        if !matches!(
-            kind.as_str(),
-            "frameworkCompliance" | "frameworkRole" | "x509Certificate" | "authRegistry"
-        ) {
-            continue;
-        }
-        let date = |k: &str| -> Result<Option<i64>, RecordError> {
-            match c.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => SchemeTime::parse(s)
-                    .map(|t| Some(t.unix()))
-                    .ok_or_else(|| at(&format!("has a {k} that is no date: {s:?}"))),
-                Some(_) => Err(at(&format!("has a {k} that is no date"))),
-            }
-        };
-        let valid = Span {
-            from: date("startDate")?,
-            until: date("endDate")?,
-        };
-        if text(c, "status").as_deref() != Some("active") {
-            continue;
-        }
-        let of_framework = || text(c, "frameworkId").as_deref() == Some(framework);
-        match kind.as_str() {
-            "frameworkCompliance" if of_framework() => {
-                if valid.from.is_none() || valid.until.is_none() {
-                    return Err(at("(frameworkCompliance) has no startDate and endDate"));
-                }
-                party.adherence.push(valid);
-                if party.capability_url.is_none() {
-                    party.capability_url = text(c, "capabilityUrl");
-                }
-            }
-            "frameworkRole" if of_framework() => {
-                let role = text(c, "roleId").ok_or_else(|| at("(frameworkRole) has no roleId"))?;
-                party.roles.push((role, valid));
-            }
-            "x509Certificate" => {
-                let thumbprint = text(c, "x5t#s256")
-                    .or_else(|| text(c, "x5t#S256"))
-                    .ok_or_else(|| at("(x509Certificate) has no x5t#s256"))?;
-                party.certificates.push(RegisteredCertificate {
-                    x5t_s256: Some(thumbprint),
-                    x5c: text(c, "x5c"),
-                    valid,
-                });
-            }
-            "authRegistry" => {
-                let registry = text(c, "authRegistryId")
-                    .ok_or_else(|| at("(authRegistry) has no authRegistryId"))?;
-                party.registries.push(Designation {
-                    id: registry,
-                    name: text(c, "name").unwrap_or_default(),
-                    url: text(c, "authUrl").ok_or_else(|| at("(authRegistry) has no authUrl"))?,
-                    service_provider: text(c, "serviceProviderPartyId"),
-                    dataspace: text(c, "dataspaceId"),
-                    framework: text(c, "frameworkId"),
-                    valid,
-                });
-            }
-            _ => {}
-        }
+        read_claim(&mut party, i, claim, framework)?;
     }
     Ok(party)
+}
+
+/// The string member `k` of a 3.0 object, if it has one.
+fn text(o: &Map<String, Value>, k: &str) -> Option<String> {
+    o.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The record's `alsoKnownAs`: a list of ids, absent or null when it has none, and no longer than
+/// `MAX_ALIASES`.
+fn aliases(o: &Map<String, Value>, id: &str) -> Result<Vec<String>, RecordError> {
+    let also_known_as = match o.get("alsoKnownAs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => serde_json::from_value::<Vec<String>>(v.clone()).map_err(|_| {
+            RecordError(format!(
+                "of {id} has an alsoKnownAs that is not a list of ids"
+            ))
+        })?,
+    };
+    if also_known_as.len() > MAX_ALIASES {
+        return Err(RecordError(format!(
+            "of {id} lists {} aliases, more than the {MAX_ALIASES} a record may",
+            also_known_as.len()
+        )));
+    }
+    Ok(also_known_as)
+}
+
+/// The `i`th claim of the record, added to `party` when it is of a type the gateway decides on,
+/// active, and (for the framework's own types) of `framework`.
+fn read_claim(
+    party: &mut Party,
+    i: usize,
+    claim: &Value,
+    framework: &str,
+) -> Result<(), RecordError> {
+    let at = |what: &str| RecordError(format!("of {}: claims[{i}] {what}", party.id));
+    let c = claim.as_object().ok_or_else(|| at("is not an object"))?;
+    let kind = text(c, "type").ok_or_else(|| at("has no type"))?;
+    if !matches!(
+        kind.as_str(),
+        "frameworkCompliance" | "frameworkRole" | "x509Certificate" | "authRegistry"
+    ) {
+        return Ok(());
+    }
+    let valid = validity(c, &at)?;
+    if text(c, "status").as_deref() != Some("active") {
+        return Ok(());
+    }
+    let of_framework = || text(c, "frameworkId").as_deref() == Some(framework);
+    match kind.as_str() {
+        "frameworkCompliance" if of_framework() => {
+            if valid.from.is_none() || valid.until.is_none() {
+                return Err(at("(frameworkCompliance) has no startDate and endDate"));
+            }
+            party.adherence.push(valid);
+            if party.capability_url.is_none() {
+                party.capability_url = text(c, "capabilityUrl");
+            }
+        }
+        "frameworkRole" if of_framework() => {
+            let role = text(c, "roleId").ok_or_else(|| at("(frameworkRole) has no roleId"))?;
+            party.roles.push((role, valid));
+        }
+        "x509Certificate" => {
+            let thumbprint = text(c, "x5t#s256")
+                .or_else(|| text(c, "x5t#S256"))
+                .ok_or_else(|| at("(x509Certificate) has no x5t#s256"))?;
+            party.certificates.push(RegisteredCertificate {
+                x5t_s256: Some(thumbprint),
+                x5c: text(c, "x5c"),
+                valid,
+            });
+        }
+        "authRegistry" => {
+            let registry = text(c, "authRegistryId")
+                .ok_or_else(|| at("(authRegistry) has no authRegistryId"))?;
+            party.registries.push(Designation {
+                id: registry,
+                name: text(c, "name").unwrap_or_default(),
+                url: text(c, "authUrl").ok_or_else(|| at("(authRegistry) has no authUrl"))?,
+                service_provider: text(c, "serviceProviderPartyId"),
+                dataspace: text(c, "dataspaceId"),
+                framework: text(c, "frameworkId"),
+                valid,
+            });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// When a claim holds: from its `startDate` until its `endDate`, each absent, null or a date;
+/// `at` makes the error of a date that is no date.
+fn validity(
+    c: &Map<String, Value>,
+    at: &impl Fn(&str) -> RecordError,
+) -> Result<Span, RecordError> {
+    let date = |k: &str| -> Result<Option<i64>, RecordError> {
+        match c.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => SchemeTime::parse(s)
+                .map(|t| Some(t.unix()))
+                .ok_or_else(|| at(&format!("has a {k} that is no date: {s:?}"))),
+            Some(_) => Err(at(&format!("has a {k} that is no date"))),
+        }
+    };
+    Ok(Span {
+        from: date("startDate")?,
+        until: date("endDate")?,
+    })
 }
 
 /// What the names of the parties a decision meets stand for (3.0). A name stands for the id of
