@@ -9,9 +9,10 @@ use crate::gateway::decision::authenticate::CallerArg;
 use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
 use crate::gateway::decision::log::to_json;
 use crate::gateway::decision::route::Routed;
-use crate::gateway::decision::{Decision, EvidenceSource};
+use crate::gateway::decision::{Caller, Decision, EvidenceSource, EvidenceUsed};
 use crate::gateway::evidence::live::evidence_readers;
 use crate::gateway::snapshot::{Shared, Snapshot};
+use crate::scheme::evidence::AccessRequest;
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::Timestamp;
 use clap::ArgGroup;
@@ -140,27 +141,9 @@ pub fn report(d: &Decision, routed: Option<&Routed>) -> String {
         let _ = writeln!(out, "{label:<12}{text}");
     };
     line("request", format!("{} {}", d.method, d.path));
-    if let Some(r) = routed {
-        let source = r.route.source.display();
-        let mode = match d.mode {
-            crate::config::model::Mode::Enforce => "enforced",
-            crate::config::model::Mode::Shadow => "SHADOW: decided and logged, not enforced",
-        };
-        line("route", format!("{} ({source}), {mode}", r.route.name));
-    } else {
-        line("route", "none".into());
-    }
+    line("route", route_text(d, routed));
     if let Some(c) = &d.caller {
-        let kind = match c.kind {
-            crate::gateway::decision::CallerKind::Party => "party",
-            crate::gateway::decision::CallerKind::Person => "person",
-        };
-        let acting = c
-            .acting_for
-            .as_ref()
-            .map(|a| format!(", acting for {a}"))
-            .unwrap_or_default();
-        line("caller", format!("{kind} {}{acting}", c.id));
+        line("caller", caller_text(c));
     }
     for (i, v) in d.values.iter().enumerate() {
         let label = if i == 0 { "values" } else { "" };
@@ -171,42 +154,83 @@ pub fn report(d: &Decision, routed: Option<&Routed>) -> String {
         line(label, format!("{:<16}{}{from}", v.name, v.value));
     }
     if let Some(m) = &d.mask {
-        line(
-            "mask",
-            format!(
-                "{} may {} {} [{}] attributes [{}] of {} at {}{}",
-                m.access_subject,
-                m.actions.join(", "),
-                m.resource_type,
-                m.identifiers.join(", "),
-                m.attributes.join(", "),
-                m.policy_issuer,
-                m.service_providers.join(", "),
-                match m.required_licences.is_empty() {
-                    true => String::new(),
-                    false => format!(", licences {}", m.required_licences.join(", ")),
-                }
-            ),
-        );
+        line("mask", mask_text(m));
     }
     if let Some(e) = &d.evidence {
-        let source = match &e.source {
-            EvidenceSource::Header => "the delegation_evidence header, verified".to_string(),
-            EvidenceSource::Registry { registry } => format!("the registry {registry}"),
-            EvidenceSource::Given { from } => from.clone(),
-        };
-        let cached = if e.cache_hit { ", from the cache" } else { "" };
-        let issuers = match e.issuers.is_empty() {
-            true => "no policy".to_string(),
-            false => format!("issued by {}", e.issuers.join(" → ")),
-        };
-        line("evidence", format!("{source}: {issuers}{cached}"));
+        line("evidence", evidence_text(e));
     }
     if !d.decided_by.is_empty() {
         let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
         line("decided by", places.join(", "));
     }
-    let outcome = match (&d.refusal, d.outcome) {
+    line("outcome", outcome_text(d, routed));
+    out
+}
+
+/// The route that took the request, its file and whether its decisions are enforced; or none.
+fn route_text(d: &Decision, routed: Option<&Routed>) -> String {
+    let Some(r) = routed else {
+        return "none".into();
+    };
+    let source = r.route.source.display();
+    let mode = match d.mode {
+        crate::config::model::Mode::Enforce => "enforced",
+        crate::config::model::Mode::Shadow => "SHADOW: decided and logged, not enforced",
+    };
+    format!("{} ({source}), {mode}", r.route.name)
+}
+
+/// Who called: a party or a person, and whom it acts for.
+fn caller_text(c: &Caller) -> String {
+    let kind = match c.kind {
+        crate::gateway::decision::CallerKind::Party => "party",
+        crate::gateway::decision::CallerKind::Person => "person",
+    };
+    let acting = c
+        .acting_for
+        .as_ref()
+        .map(|a| format!(", acting for {a}"))
+        .unwrap_or_default();
+    format!("{kind} {}{acting}", c.id)
+}
+
+/// The mask asked: who may do what to which resources of whose, at which service providers,
+/// under which licences.
+fn mask_text(m: &AccessRequest) -> String {
+    format!(
+        "{} may {} {} [{}] attributes [{}] of {} at {}{}",
+        m.access_subject,
+        m.actions.join(", "),
+        m.resource_type,
+        m.identifiers.join(", "),
+        m.attributes.join(", "),
+        m.policy_issuer,
+        m.service_providers.join(", "),
+        match m.required_licences.is_empty() {
+            true => String::new(),
+            false => format!(", licences {}", m.required_licences.join(", ")),
+        }
+    )
+}
+
+/// Where the evidence came from, who issued its policies and whether it came from the cache.
+fn evidence_text(e: &EvidenceUsed) -> String {
+    let source = match &e.source {
+        EvidenceSource::Header => "the delegation_evidence header, verified".to_string(),
+        EvidenceSource::Registry { registry } => format!("the registry {registry}"),
+        EvidenceSource::Given { from } => from.clone(),
+    };
+    let cached = if e.cache_hit { ", from the cache" } else { "" };
+    let issuers = match e.issuers.is_empty() {
+        true => "no policy".to_string(),
+        false => format!("issued by {}", e.issuers.join(" → ")),
+    };
+    format!("{source}: {issuers}{cached}")
+}
+
+/// What came of the request: refused, with the refusal's row and stage, or forwarded, and where.
+fn outcome_text(d: &Decision, routed: Option<&Routed>) -> String {
+    match (&d.refusal, d.outcome) {
         (Some(reject), o) => {
             let row = reject.row();
             let shadow = match o {
@@ -234,7 +258,5 @@ pub fn report(d: &Decision, routed: Option<&Routed>) -> String {
             ),
             (_, None) => "no route".into(),
         },
-    };
-    line("outcome", outcome);
-    out
+    }
 }
