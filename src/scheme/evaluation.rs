@@ -513,20 +513,40 @@ fn evaluate_policy(
 ) -> Result<Vec<DecidedBy>, (DenyReason, DecidedBy)> {
     let here = DecidedBy::policy(s, p);
     covers(policy, request, read_as).map_err(|reason| (reason, here.clone()))?;
-    let not_understood = |place: DecidedBy, member: String| {
-        let reason = DenyReason::NotUnderstood {
-            member: place.member(&member),
-        };
-        (reason, place.with_part(member))
+    check_set(set, s)?;
+    if let Some(member) = policy.not_understood() {
+        return Err(not_understood_at(here, member));
+    }
+    let mut decided = vec![DecidedBy::rule(s, p, 0)];
+    if let Some(context) = &policy.target.context {
+        let held = context.check(&here.member("target.context"), &request.operands);
+        held.map_err(|e| condition_denial(&here, e))?;
+        decided.push(here.with_part("target.context"));
+    }
+    check_rules(policy, (s, p), request, &mut decided)?;
+    check_licences(set, s, request, &mut decided)?;
+    Ok(decided)
+}
+
+/// A member not understood as a Deny, at the place that holds it.
+fn not_understood_at(place: DecidedBy, member: String) -> (DenyReason, DecidedBy) {
+    let reason = DenyReason::NotUnderstood {
+        member: place.member(&member),
     };
+    (reason, place.with_part(member))
+}
+
+/// Whether the policy set (the `s`th) is understood: it has no member no version defines, and each
+/// of its licence expressions can be used.
+fn check_set(set: &PolicySet, s: usize) -> Result<(), (DenyReason, DecidedBy)> {
     if let Some(member) = set.not_understood() {
-        return Err(not_understood(DecidedBy::set(s), member));
+        return Err(not_understood_at(DecidedBy::set(s), member));
     }
     for (i, l) in set.licences().iter().enumerate() {
         if let Some((part, problem)) = l.unusable(format!("target.environment.licenses[{i}]")) {
             let place = DecidedBy::set(s);
             if let LicenceProblem::UnknownMember(member) = problem {
-                return Err(not_understood(place, format!("{part}.{member}")));
+                return Err(not_understood_at(place, format!("{part}.{member}")));
             }
             let reason = DenyReason::LicenceUnusable {
                 at: place.member(&part),
@@ -535,22 +555,25 @@ fn evaluate_policy(
             return Err((reason, place.with_part(part)));
         }
     }
-    if let Some(member) = policy.not_understood() {
-        return Err(not_understood(here, member));
-    }
-    let mut decided = vec![DecidedBy::rule(s, p, 0)];
-    if let Some(context) = &policy.target.context {
-        let held = context.check(&here.member("target.context"), &request.operands);
-        held.map_err(|e| condition_denial(&here, e))?;
-        decided.push(here.clone().with_part("target.context"));
-    }
+    Ok(())
+}
+
+/// Whether the rules of the policy (the `p`th of the `s`th set) let the request through: the first
+/// is a Permit, every Permit rule holds and no Deny rule applies. The first rule's conditions, when
+/// it has some, join the places that decided.
+fn check_rules(
+    policy: &Policy,
+    (s, p): (usize, usize),
+    request: &AccessRequest,
+    decided: &mut Vec<DecidedBy>,
+) -> Result<(), (DenyReason, DecidedBy)> {
     if policy
         .rules
         .first()
         .is_none_or(|r| r.effect != Effect::Permit)
     {
         let place = match policy.rules.is_empty() {
-            true => here,
+            true => DecidedBy::policy(s, p),
             false => DecidedBy::rule(s, p, 0),
         };
         return Err((DenyReason::DeniedByRule, place));
@@ -558,7 +581,7 @@ fn evaluate_policy(
     for (r, rule) in policy.rules.iter().enumerate() {
         let place = DecidedBy::rule(s, p, r);
         if let Some(member) = rule.not_understood() {
-            return Err(not_understood(place, member));
+            return Err(not_understood_at(place, member));
         }
         let conditions = rule
             .conditions
@@ -588,6 +611,17 @@ fn evaluate_policy(
             Effect::Deny => {}
         }
     }
+    Ok(())
+}
+
+/// Whether the licences of the policy set (the `s`th) grant every licence the request requires;
+/// the licence expressions that grant them join the places that decided.
+fn check_licences(
+    set: &PolicySet,
+    s: usize,
+    request: &AccessRequest,
+    decided: &mut Vec<DecidedBy>,
+) -> Result<(), (DenyReason, DecidedBy)> {
     if let Some(missing) = licence::first_missing(set.licences(), &request.required_licences) {
         let reason = DenyReason::LicenceMissing {
             licence: missing.to_string(),
@@ -603,7 +637,7 @@ fn evaluate_policy(
             .into_iter()
             .map(|i| DecidedBy::set(s).with_part(format!("target.environment.licenses[{i}]"))),
     );
-    Ok(decided)
+    Ok(())
 }
 
 /// A condition's failure as a Deny, at the part of the policy that decided.
