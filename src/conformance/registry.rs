@@ -11,12 +11,18 @@ use crate::scheme::evidence::{DelegationBody, DelegationEvidence, Effect, Policy
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PATH};
 use crate::scheme::Timestamp;
 
+/// The group of the delegation endpoint's cases.
+const G: &str = "delegation";
+/// The case of the service provider asking with the access subject's assertion.
+const AS_SERVICE_PROVIDER: &str = "AS SERVICE PROVIDER WITH PREVIOUS STEPS";
+/// What that case expects.
+const PERMITTED: &str = "200, Permit";
+
 impl Run<'_> {
     /// POST /delegation with the Permit and Deny masks (in the body of the version checked), as the
     /// access subject and as a service provider with the subject's assertion in previous_steps;
     /// the endpoint's refusals.
     pub async fn delegation(&mut self) {
-        const G: &str = "delegation";
         let Some(masks) = self.o.masks.clone() else {
             self.skip(G, "DELEGATION", "200", "give --permit-mask and --deny-mask");
             return;
@@ -32,13 +38,11 @@ impl Run<'_> {
                 return;
             }
         };
-        let post =
-            |token: &str, body: &DelegationBody| http.post(&url).bearer_auth(token).json(body);
         self.case(
             G,
             "PERMIT MASK",
             "200, Permit",
-            post(&token, &masks.permit),
+            self.delegation_post(&token, &masks.permit),
             |a| check_evidence(o, a, &masks.permit, &client, Effect::Permit),
         )
         .await;
@@ -46,7 +50,7 @@ impl Run<'_> {
             G,
             "DENY MASK",
             "200 Deny or 404",
-            post(&token, &masks.deny),
+            self.delegation_post(&token, &masks.deny),
             |a| check_evidence(o, a, &masks.deny, &client, Effect::Deny),
         )
         .await;
@@ -68,14 +72,24 @@ impl Run<'_> {
             .await;
         let mut stranger_issuer = masks.permit.clone();
         stranger_issuer.request.policy_issuer = self.o.stranger().into();
-        self.status_case(G, "UNKNOWN MASK ID", 400, post(&token, &stranger_issuer))
-            .await;
+        self.status_case(
+            G,
+            "UNKNOWN MASK ID",
+            400,
+            self.delegation_post(&token, &stranger_issuer),
+        )
+        .await;
         match &self.o.inactive {
             Some(inactive) => {
                 let mut body = masks.permit.clone();
                 body.request.policy_issuer = inactive.party_id().to_string();
-                self.status_case(G, "MASK ID NOT ACTIVE", 400, post(&token, &body))
-                    .await;
+                self.status_case(
+                    G,
+                    "MASK ID NOT ACTIVE",
+                    400,
+                    self.delegation_post(&token, &body),
+                )
+                .await;
             }
             None => self.skip(
                 G,
@@ -91,75 +105,86 @@ impl Run<'_> {
     /// assertion in previous_steps: a Permit, and refusals of every defect of that step and of a
     /// caller the mask does not name (`token` is the client's).
     async fn delegation_as_service_provider(&mut self, masks: &Masks, token: &str) {
-        const G: &str = "delegation";
-        let url = self.url(DELEGATION_PATH);
-        let http = self.o.http.clone();
-        let o = self.o;
-        let post =
-            |token: &str, body: &DelegationBody| http.post(&url).bearer_auth(token).json(body);
+        let Some(sp) = self.service_provider_token().await else {
+            return;
+        };
+        self.permit_with_previous_step(&masks.permit, &sp).await;
+        let missing = with_previous_step(&masks.permit, String::new());
+        let request = self.delegation_post(&sp.token, &missing);
+        self.status_case(G, "MISSING CLIENT ASSERTION", 400, request)
+            .await;
+        self.caller_not_named(&masks.permit, token, &sp).await;
+        self.defective_previous_steps(&masks.permit, &sp).await;
+    }
+
+    /// A POST /delegation of `body` with `token`.
+    fn delegation_post(&self, token: &str, body: &DelegationBody) -> reqwest::RequestBuilder {
+        self.o
+            .http
+            .post(self.url(DELEGATION_PATH))
+            .bearer_auth(token)
+            .json(body)
+    }
+
+    /// The service provider of the masks, with an access token; None where none is given (the
+    /// case is skipped) or it gets no token (the case fails).
+    async fn service_provider_token(&mut self) -> Option<ServiceProvider> {
         let Some(sp) = &self.o.service_provider else {
             self.skip(
                 G,
-                "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
-                "200, Permit",
+                AS_SERVICE_PROVIDER,
+                PERMITTED,
                 "give the service provider of the masks (--sp-as), or --testbed",
             );
-            return;
+            return None;
         };
-        let sp_id = sp.party_id().to_string();
-        let sp_token = match self.access_token(sp).await {
-            Ok(t) => t,
+        let id = sp.party_id().to_string();
+        match self.access_token(sp).await {
+            Ok(token) => Some(ServiceProvider { id, token }),
             Err(e) => {
-                self.record(
-                    G,
-                    "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
-                    "200, Permit",
-                    "-".into(),
-                    Err(e),
-                );
-                return;
+                self.record(G, AS_SERVICE_PROVIDER, PERMITTED, "-".into(), Err(e));
+                None
             }
-        };
-        let with_step = |step: String| {
-            let mut body = masks.permit.clone();
-            body.previous_steps = vec![step];
-            body
-        };
-        match self.o.client.client_assertion(&sp_id, Timestamp::now()) {
+        }
+    }
+
+    /// The Permit mask from the service provider, with the access subject's assertion for it in
+    /// previous_steps: a Permit for the service provider.
+    async fn permit_with_previous_step(&mut self, permit: &DelegationBody, sp: &ServiceProvider) {
+        let o = self.o;
+        match self.o.client.client_assertion(&sp.id, Timestamp::now()) {
             Ok(step) => {
-                let body = with_step(step);
-                self.case(
-                    G,
-                    "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
-                    "200, Permit",
-                    post(&sp_token, &body),
-                    |a| check_evidence(o, a, &body, &sp_id, Effect::Permit),
-                )
+                let body = with_previous_step(permit, step);
+                let request = self.delegation_post(&sp.token, &body);
+                self.case(G, AS_SERVICE_PROVIDER, PERMITTED, request, |a| {
+                    check_evidence(o, a, &body, &sp.id, Effect::Permit)
+                })
                 .await;
             }
             Err(e) => self.record(
                 G,
-                "AS SERVICE PROVIDER WITH PREVIOUS STEPS",
-                "200, Permit",
+                AS_SERVICE_PROVIDER,
+                PERMITTED,
                 "-".into(),
                 Err(e.to_string()),
             ),
         }
-        self.status_case(
-            G,
-            "MISSING CLIENT ASSERTION",
-            400,
-            post(&sp_token, &with_step(String::new())),
-        )
-        .await;
-        // A caller the mask does not name, without a previous step. Before 3.0 the service
-        // provider, with a mask that names another; 3.0 masks name no service provider (and a
-        // registry may serve one the policy issuer designated it for): the client, about the
-        // service provider's delegation.
-        let mut not_named = masks.permit.clone();
+    }
+
+    /// A caller the mask does not name, without a previous step, is refused. Before 3.0 the
+    /// service provider, with a mask that names another; 3.0 masks name no service provider (and a
+    /// registry may serve one the policy issuer designated it for): the client (`token`), about the
+    /// service provider's delegation.
+    async fn caller_not_named(
+        &mut self,
+        permit: &DelegationBody,
+        token: &str,
+        sp: &ServiceProvider,
+    ) {
+        let mut not_named = permit.clone();
         let caller = match self.o.version.camel_case() {
             true => {
-                not_named.request.target.access_subject = sp_id.clone();
+                not_named.request.target.access_subject = sp.id.clone();
                 token
             }
             false => {
@@ -170,28 +195,49 @@ impl Run<'_> {
                         ..PolicyEnvironment::default()
                     });
                 }
-                &sp_token
+                &sp.token
             }
         };
-        self.status_case(G, "CLIENT ID NOT ALLOWED", 400, post(caller, &not_named))
+        let request = self.delegation_post(caller, &not_named);
+        self.status_case(G, "CLIENT ID NOT ALLOWED", 400, request)
             .await;
+    }
+
+    /// The Permit mask from the service provider with each defective assertion in previous_steps:
+    /// each refused.
+    async fn defective_previous_steps(&mut self, permit: &DelegationBody, sp: &ServiceProvider) {
         match defective_assertions(
             &self.o.client,
             &self.o.foreign,
-            &sp_id,
+            &sp.id,
             self.o.stranger(),
             Timestamp::now(),
         ) {
             Ok(defects) => {
                 for (name, step) in defects {
                     let name = format!("PREVIOUS STEPS: {name}");
-                    self.status_case(G, &name, 400, post(&sp_token, &with_step(step)))
-                        .await;
+                    let request =
+                        self.delegation_post(&sp.token, &with_previous_step(permit, step));
+                    self.status_case(G, &name, 400, request).await;
                 }
             }
             Err(e) => self.record(G, "PREVIOUS STEPS", "400", "-".into(), Err(e.to_string())),
         }
     }
+}
+
+/// The service provider of the masks as a caller of the delegation endpoint.
+struct ServiceProvider {
+    id: String,
+    /// Its access token at the target.
+    token: String,
+}
+
+/// The Permit mask with `step` as its only previous step.
+fn with_previous_step(permit: &DelegationBody, step: String) -> DelegationBody {
+    let mut body = permit.clone();
+    body.previous_steps = vec![step];
+    body
 }
 
 fn check_evidence(
