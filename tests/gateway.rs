@@ -859,6 +859,15 @@ async fn admin_listener_serves_metrics_liveness_and_readiness() {
             &[("route", "mine")]
         ) >= 2.0
     );
+    // Both were decided: the forward and the refusal.
+    assert_eq!(
+        metric(
+            &m,
+            "ishare_gateway_decision_duration_seconds_count",
+            &[("route", "mine")]
+        ),
+        2.0
+    );
     assert!(
         metric(
             &m,

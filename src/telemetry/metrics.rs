@@ -86,6 +86,9 @@ pub struct Metrics {
     pub requests: IntCounterVec,
     /// Request latency by route name.
     pub latency: HistogramVec,
+    /// Time from a request's arrival to the gateway's decision on it, by route name: what the
+    /// gateway adds before the backend is called.
+    pub decision_latency: HistogramVec,
     /// Token requests by outcome (`issued` or the refusal reason).
     pub tokens: IntCounterVec,
     /// Calls to the scheme owner by endpoint and outcome.
@@ -170,6 +173,7 @@ struct Traffic {
     connections_closed: IntCounterVec,
     requests: IntCounterVec,
     latency: HistogramVec,
+    decision_latency: HistogramVec,
 }
 
 impl Traffic {
@@ -197,6 +201,12 @@ impl Traffic {
                 registry,
                 "request_duration_seconds",
                 "Request latency by route",
+                &["route"],
+            ),
+            decision_latency: histogram(
+                registry,
+                "decision_duration_seconds",
+                "Time from a request's arrival to its decision, by route",
                 &["route"],
             ),
         }
@@ -377,6 +387,7 @@ impl Metrics {
             connections_closed,
             requests,
             latency,
+            decision_latency,
         } = Traffic::register(&registry);
         let Trust {
             tokens,
@@ -407,6 +418,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            decision_latency,
             tokens,
             scheme_owner_calls,
             cache,

@@ -576,6 +576,12 @@ impl ProxyHttp for Gateway {
             .latency
             .with_label_values(&[&d.route])
             .observe(elapsed.as_secs_f64());
+        if let Some(decided_in) = d.decided_in {
+            metrics
+                .decision_latency
+                .with_label_values(&[&d.route])
+                .observe(decided_in.as_secs_f64());
+        }
         if d.stage == Stage::Evaluation {
             let verdict = match d.grant {
                 Some(_) => "permit",
