@@ -2,13 +2,14 @@
 # machine lacks: cmake (pingora's zlib-ng build needs it) and OpenSSL's headers (the JOSE crate's
 # encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
 # of the decision service), curl and jq (the client guide's examples), headless Chromium with its
-# WebDriver (Debian's chromium and chromium-driver), and python-ishare and an OpenAPI schema
-# validator (from PyPI, in a virtual environment). `make docs` builds the manual (mdBook, installed into target/tools/ when missing);
-# `make install` installs the binary.
+# WebDriver (Debian's chromium and chromium-driver), podman, runc and mmdebstrap (the container
+# image), and python-ishare and an OpenAPI schema validator (from PyPI, in a virtual environment).
+# `make docs` builds the manual (mdBook, installed into target/tools/ when missing); `make image`
+# builds the container image; `make install` installs the binary.
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup demo cluster test check conformance bench load-bench docs install
+.PHONY: setup test-setup container-setup image demo cluster test check conformance bench load-bench docs install
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -31,7 +32,7 @@ setup:
 # scheme's OpenAPI schemas.
 INTEROP_VENV := target/interop-venv
 
-test-setup: setup $(INTEROP_VENV)/installed
+test-setup: setup container-setup $(INTEROP_VENV)/installed
 	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl jq jq chromium chromium chromedriver chromium-driver)
 
 $(INTEROP_VENV)/installed: tests/interop/requirements.txt
@@ -42,6 +43,21 @@ $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 	@[ -x $(INTEROP_VENV)/bin/python ] || python3 -m venv $(INTEROP_VENV)
 	$(INTEROP_VENV)/bin/python -m pip install -q --disable-pip-version-check -r tests/interop/requirements.txt
 	@touch $@
+
+# The container image (Containerfile): podman builds and runs it, with runc and cgroupfs, and limits
+# of its own, which also work where crun or raising limits is refused (containers inside
+# containers); mmdebstrap builds its base images where no image registry answers; strip (binutils)
+# strips a binary built outside (`deploy/container/image --binary`).
+PODMAN ?= podman --runtime runc --cgroup-manager=cgroupfs
+CONTAINER_LIMITS ?= --ulimit nofile=1024:1024 --ulimit nproc=1024:1024
+IMAGE ?= ishare-gateway:latest
+
+container-setup:
+	$(call need,podman podman runc runc mmdebstrap mmdebstrap strip binutils)
+
+# The multi-stage build: a release build inside the image, then the slim runtime.
+image: container-setup
+	PODMAN="$(PODMAN)" CONTAINER_LIMITS="$(CONTAINER_LIMITS)" deploy/container/image $(IMAGE)
 
 demo: setup
 	cargo run --release -- demo

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod checker;
+pub mod container;
 pub mod fleet;
 pub mod people;
 pub mod process;
