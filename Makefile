@@ -3,13 +3,14 @@
 # encryption), and for the tests the real parts they start: redis-server, HAProxy, nginx (in front
 # of the decision service), curl and jq (the client guide's examples), headless Chromium with its
 # WebDriver (Debian's chromium and chromium-driver), podman, runc and mmdebstrap (the container
-# image), and python-ishare and an OpenAPI schema validator (from PyPI, in a virtual environment).
-# `make docs` builds the manual (mdBook, installed into target/tools/ when missing); `make image`
-# builds the container image; `make install` installs the binary.
+# image), Prometheus and promtool (the alert rules and the dashboard), and python-ishare and an
+# OpenAPI schema validator (from PyPI, in a virtual environment). `make docs` builds the manual
+# (mdBook, installed into target/tools/ when missing); `make image` builds the container image;
+# `make install` installs the binary.
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup container-setup image demo cluster test check conformance bench load-bench docs install
+.PHONY: setup test-setup container-setup image monitoring-check demo cluster test check conformance bench load-bench docs install
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -33,7 +34,7 @@ setup:
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup container-setup $(INTEROP_VENV)/installed
-	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl jq jq chromium chromium chromedriver chromium-driver)
+	$(call need,redis-server redis-server haproxy haproxy nginx nginx-light curl curl jq jq chromium chromium chromedriver chromium-driver prometheus prometheus promtool prometheus)
 
 $(INTEROP_VENV)/installed: tests/interop/requirements.txt
 	$(call need,python3 python3)
@@ -58,6 +59,12 @@ container-setup:
 # The multi-stage build: a release build inside the image, then the slim runtime.
 image: container-setup
 	PODMAN="$(PODMAN)" CONTAINER_LIMITS="$(CONTAINER_LIMITS)" deploy/container/image $(IMAGE)
+
+# The alert rules: their syntax, and their unit tests (deploy/prometheus/alerts.test.yml).
+monitoring-check:
+	$(call need,promtool prometheus)
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts.test.yml
 
 demo: setup
 	cargo run --release -- demo
