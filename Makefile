@@ -10,7 +10,7 @@
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup test-setup container-setup image monitoring-check demo cluster test check conformance bench load-bench docs install
+.PHONY: setup test-setup container-setup image monitoring-check kubernetes-check demo cluster test check conformance bench load-bench docs install
 
 # Debian packages: the command that must exist, then the package that brings it.
 define need
@@ -29,8 +29,8 @@ setup:
 		echo "installing libssl-dev"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev; }
 
-# python-ishare, a client library of the scheme, for tests/interop.rs, and the validator of the
-# scheme's OpenAPI schemas.
+# python-ishare, a client library of the scheme, for tests/interop.rs, the validator of the
+# scheme's OpenAPI schemas, and the validators of the Kubernetes manifests.
 INTEROP_VENV := target/interop-venv
 
 test-setup: setup container-setup $(INTEROP_VENV)/installed
@@ -65,6 +65,11 @@ monitoring-check:
 	$(call need,promtool prometheus)
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts.test.yml
+
+# The Kubernetes manifests: each kustomization rendered by kubectl and validated offline.
+kubernetes-check: $(INTEROP_VENV)/installed
+	$(call need,kubectl kubernetes-client)
+	$(INTEROP_VENV)/bin/python deploy/kubernetes/validate
 
 demo: setup
 	cargo run --release -- demo

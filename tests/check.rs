@@ -1,7 +1,8 @@
 //! `ishare-gateway check` as operators run it, on a small configuration like the README's first
 //! one (in ten lines): every problem of a run listed together, a misspelled key named at its line with the key it
 //! resembles, route names the gateway counts its own answers under refused, and participants whose
-//! certificates only the platform's roots can verify warned of.
+//! certificates only the platform's roots can verify warned of; and the configuration of the
+//! Kubernetes manifests accepted.
 
 use ishare_gateway::testbed::pki::TestPki;
 use std::path::Path;
@@ -160,6 +161,41 @@ fn participants_on_https_verified_only_against_the_platform_roots_are_warned_of(
     assert!(ok, "{lines:#?}");
     assert!(
         !lines.iter().any(|l| l.contains("platform's root")),
+        "{lines:#?}"
+    );
+}
+
+/// The Kubernetes base's configuration and rules (deploy/kubernetes/base) pass `check` as the
+/// Deployment mounts them, with keys of the test PKI where the Secret puts them.
+#[test]
+fn the_kubernetes_configuration_and_rules_pass_check() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/base");
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    let party = TestPki::shared().party("EU.EORI.NL000000003");
+    for (name, text) in [
+        ("key.pem", &party.key_pem),
+        ("chain.pem", &party.chain_pem),
+        ("tls.crt", &party.chain_pem),
+        ("tls.key", &party.key_pem),
+    ] {
+        std::fs::write(keys.join(name), text).unwrap();
+    }
+    let gateway = std::fs::read_to_string(base.join("gateway.toml"))
+        .unwrap()
+        .replace("/etc/ishare-gateway/keys", keys.to_str().unwrap())
+        .replace(
+            "/etc/ishare-gateway/policies",
+            base.join("policies").to_str().unwrap(),
+        );
+    std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(": ok (1 listeners, 1 upstreams, 1 routes")),
         "{lines:#?}"
     );
 }
