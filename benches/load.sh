@@ -435,10 +435,11 @@ EOF
   }
 
   # gateway_row ROW PATH [header...]: the row at this build's gateway, then at the baseline's.
+  # The gateway's own CPU a request is kept too: what a container's CPU request rests on.
   gateway_row() {
     local row=$1 path=$2
     shift 2
-    run "gateway: $row" "http://127.0.0.1:9205$path" "$@"
+    run_cpu "$GATEWAY_PID" "gateway: $row" "http://127.0.0.1:9205$path" "$@"
     [ -z "$BASELINE" ] || run "baseline: $row" "http://127.0.0.1:9246$path" "$@"
   }
 
@@ -458,7 +459,7 @@ EOF
     warm 9212
     run "nginx auth_request + decision service" http://127.0.0.1:9212/api/containers/C1 "$BEARER"
     EVIDENCE=$(fresh_evidence)
-    run "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+    run_cpu "$GATEWAY_PID" "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
     if [ -n "$BASELINE" ]; then
       EVIDENCE=$(fresh_evidence)
       run "baseline: evidence in header" http://127.0.0.1:9246/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
@@ -536,7 +537,7 @@ for line in open(sys.argv[3]):
     name, us = line.rstrip("\n").split("\t")
     cpu.setdefault(name, []).append(float(us))
 cpu = {n: statistics.median(v) for n, v in cpu.items()}
-print("\nserver CPU per new TLS connection (µs, median of the rounds):")
+print("\nserver CPU per request (µs, median of the rounds; TLS rows: new connections):")
 for n, us in cpu.items():
     print(f"  {n:38} {us:7.1f}")
 for cert in ("", " ECDSA"):
@@ -554,6 +555,7 @@ if bad:
         print(f"!!! {n}: {med[n][3]} non-2xx answers or socket errors: its figures do not count")
     print("!" * 78)
 PY
+  echo "gateway resident memory at its peak (VmHWM): $(awk '/VmHWM/ { printf "%.0f MiB", $2 / 1024 }' "/proc/$GATEWAY_PID/status")"
   echo "session resumption: nginx $(resumes 9211), nginx TLS 1.2 only $(resumes 9245), gateway $(resumes 9215)"
 
   # Latency at a constant rate: half the saturating rate wrk found for the row, the backend called
