@@ -6,7 +6,8 @@
 
 use crate::access_token::AccessTokens;
 use crate::config::model::PreviousSteps;
-use crate::config::model::{Config, SessionSecret};
+use crate::config::model::{Config, Route, SessionSecret};
+use crate::gateway::backend::forward::Withheld;
 use crate::gateway::backend::upstream::UpstreamPool;
 use crate::gateway::capabilities::Capabilities;
 use crate::gateway::connections::listener::CertResolver;
@@ -26,7 +27,8 @@ use crate::telemetry::throttle::Throttle;
 use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -110,11 +112,18 @@ impl Stores {
     }
 }
 
+/// A route's key among the snapshot's routes: its address, stable while the snapshot holds it.
+fn route_key(route: &Arc<Route>) -> usize {
+    Arc::as_ptr(route) as usize
+}
+
 /// One configuration, ready to serve.
 pub struct Snapshot {
     pub config: Arc<Config>,
     pub generation: u64,
     pub routes: RouteTable,
+    /// What each route's backend never receives, by the address of the route this snapshot holds.
+    withheld: HashMap<usize, Withheld>,
     pub upstreams: BTreeMap<String, Arc<UpstreamPool>>,
     pub tokens: AccessTokens,
     pub algorithms: AlgorithmPolicy,
@@ -149,6 +158,15 @@ impl Snapshot {
             config: &self.config,
             routes: &self.routes,
             sign_in: self.login.as_ref().map(|l| &l.settings),
+        }
+    }
+
+    /// What a route's backend never receives: worked out when the snapshot was built for its own
+    /// routes, otherwise now.
+    pub fn withheld<'a>(&'a self, route: &Arc<Route>) -> Cow<'a, Withheld> {
+        match self.withheld.get(&route_key(route)) {
+            Some(w) => Cow::Borrowed(w),
+            None => Cow::Owned(Withheld::new(route, &self.config)),
         }
     }
 
@@ -190,6 +208,11 @@ impl Snapshot {
         );
         let login = Self::login(&config, same_peers, &peer, algorithms, shared)?;
         let routes = RouteTable::new(config.routes.clone());
+        let withheld = routes
+            .routes()
+            .iter()
+            .map(|r| (route_key(r), Withheld::new(r, &config)))
+            .collect();
         let capabilities = Capabilities::new(&config, &routes);
         // Opened anew at every reload: a log moved away (rotated) is written to again.
         let decision_log = match &config.decision_log {
@@ -202,6 +225,7 @@ impl Snapshot {
         Ok(Snapshot {
             generation: shared.generation.fetch_add(1, Ordering::Relaxed) + 1,
             routes,
+            withheld,
             upstreams,
             tokens,
             algorithms,

@@ -45,12 +45,14 @@ pub fn pieces(haystack: &[u8], separator: u8) -> impl Iterator<Item = Range<usiz
 /// Rack read `X_Forwarded_For` as `X-Forwarded-For`; a framework mapping headers to names reads
 /// `delegationEvidence` as `delegation_evidence`), and as a careless producer may spell a member.
 pub fn same_letters(a: &str, b: &str) -> bool {
-    fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
-        s.bytes()
-            .filter(u8::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-    }
     letters(a).eq(letters(b))
+}
+
+/// What [`same_letters`] compares of a name: its letters and digits, in lower case.
+pub fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
+    s.bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
 }
 
 pub mod assertion;

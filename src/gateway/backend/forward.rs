@@ -6,7 +6,7 @@ use crate::gateway::backend::upstream::UpstreamPool;
 use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
-use crate::scheme::same_letters;
+use crate::scheme::letters;
 use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
@@ -70,6 +70,8 @@ pub struct Forwarding<'a> {
     pub pool: &'a UpstreamPool,
     /// The path and query decided on.
     pub uri: &'a http::Uri,
+    /// What the route's backend never receives.
+    pub withheld: &'a Withheld,
     /// The authenticated caller.
     pub consumer: Option<&'a str>,
     /// The consumer a broker acts for.
@@ -104,7 +106,7 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     let removed: Vec<http::HeaderName> = req
         .headers
         .keys()
-        .filter(|name| is_removed(name.as_str(), f.route, config))
+        .filter(|name| f.withheld.removes(name.as_str()))
         .cloned()
         .collect();
     for name in removed {
@@ -229,31 +231,60 @@ fn other_cookies(headers: &http::HeaderMap, own: &[String]) -> String {
         .join("; ")
 }
 
-/// Whether a request header (lower case, as HTTP gives it) stays away from the backend: any
+/// The request headers a route's backend never receives, worked out once per configuration: any
 /// spelling of a header the gateway sets or vouches for, of the scheme's credentials and of the
 /// stripped headers, the client's copies of the route's licence headers, and look-alikes of the
-/// headers the route's rule reads (which themselves pass, as decided on).
-pub(crate) fn is_removed(name: &str, route: &Route, config: &Config) -> bool {
-    let authorization = http::header::AUTHORIZATION.as_str();
-    let always = [
-        config.party_header.as_str(),
-        config.original_consumer_header.as_str(),
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        DECISION_ID_HEADER,
-    ]
-    .into_iter()
-    .chain(CREDENTIAL_HEADERS)
-    .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
-    .chain(licence_header_names(route))
-    .chain((!route.forward_authorization).then_some(authorization));
-    let look_alikes_only = route
-        .header_names()
-        .chain(route.forward_authorization.then_some(authorization));
-    always.into_iter().any(|h| same_letters(name, h))
-        || look_alikes_only
-            .into_iter()
-            .any(|h| same_letters(name, h) && !name.eq_ignore_ascii_case(h))
+/// headers the route's rule reads (which themselves pass, as decided on). Names are kept as the
+/// letters and digits they are compared by, in lower case.
+#[derive(Clone)]
+pub struct Withheld {
+    /// Sorted: removed in any spelling.
+    always: Vec<Vec<u8>>,
+    /// Removed unless spelt as named: (letters, name).
+    look_alikes: Vec<(Vec<u8>, String)>,
+}
+
+impl Withheld {
+    pub fn new(route: &Route, config: &Config) -> Self {
+        let authorization = http::header::AUTHORIZATION.as_str();
+        let mut always: Vec<Vec<u8>> = [
+            config.party_header.as_str(),
+            config.original_consumer_header.as_str(),
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            DECISION_ID_HEADER,
+        ]
+        .into_iter()
+        .chain(CREDENTIAL_HEADERS)
+        .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
+        .chain(licence_header_names(route))
+        .chain((!route.forward_authorization).then_some(authorization))
+        .map(|h| letters(h).collect())
+        .collect();
+        always.sort();
+        always.dedup();
+        let look_alikes = route
+            .header_names()
+            .chain(route.forward_authorization.then_some(authorization))
+            .map(|h| (letters(h).collect(), h.to_string()))
+            .collect();
+        Withheld {
+            always,
+            look_alikes,
+        }
+    }
+
+    /// Whether a request header (lower case, as HTTP gives it) stays away from the backend.
+    pub fn removes(&self, name: &str) -> bool {
+        let always = self
+            .always
+            .binary_search_by(|h| h.iter().copied().cmp(letters(name)))
+            .is_ok();
+        always
+            || self.look_alikes.iter().any(|(h, exact)| {
+                h.iter().copied().eq(letters(name)) && !name.eq_ignore_ascii_case(exact)
+            })
+    }
 }
 
 /// The licence headers a delegated route answers with.
@@ -343,6 +374,51 @@ mod tests {
             "10.0.0.5"
         );
         assert_eq!(client("10.0.0.5", &[]), "10.0.0.5");
+    }
+
+    #[test]
+    fn what_a_backend_never_receives_is_worked_out_once_and_matched_in_any_spelling() {
+        let rules = r#"
+[[route]]
+name = "read"
+methods = ["GET"]
+path = "/api/containers/{id}"
+upstream = "legacy"
+upstream_path = "/tenants/{header.x-tenant}/containers/{path.id}"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+"#;
+        let dir = crate::config::tests::write(crate::config::tests::BASE, rules);
+        let config = crate::config::load(&dir.join("gateway.toml")).expect("the config loads");
+        let _ = std::fs::remove_dir_all(&dir);
+        let withheld = Withheld::new(&config.routes[0], &config);
+        let removed = [
+            "authorization",
+            "x_forwarded_for",
+            "x.forwarded.proto",
+            "delegation-evidence",
+            "delegationevidence",
+            "service_consumer_assertion",
+            "x-decision-id",
+            "licensepurpose",
+            "license-end-date",
+            "x_tenant",
+        ];
+        for name in removed {
+            assert!(withheld.removes(name), "{name} reaches the backend");
+        }
+        for name in [
+            "accept",
+            "content-type",
+            "host",
+            "x-tenant",
+            "x-tenants",
+            "tenant",
+        ] {
+            assert!(!withheld.removes(name), "{name} is withheld");
+        }
     }
 
     #[test]

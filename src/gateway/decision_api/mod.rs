@@ -10,7 +10,6 @@ pub mod forwarded;
 pub mod grpc;
 pub mod server;
 
-use crate::gateway::backend::forward;
 use crate::gateway::decision::authenticate::Bearer;
 use crate::gateway::decision::decide::{self, Asked, Decided, Next};
 use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
@@ -202,9 +201,10 @@ fn as_decided(
     }
     let route = &routed.route;
     let exempt = exempt_headers(snap);
+    let withheld = snap.withheld(route);
     let refused = req.headers.iter().map(|(name, _)| name).find(|name| {
         !exempt.iter().any(|e| e.eq_ignore_ascii_case(name))
-            && forward::is_removed(&name.to_ascii_lowercase(), route, &snap.config)
+            && withheld.removes(&name.to_ascii_lowercase())
     });
     match refused {
         Some(name) => Err(ServiceRefusal::HeaderNotPassable(name.clone()).into()),

@@ -432,10 +432,12 @@ impl ProxyHttp for Gateway {
         let Some(uri) = &ctx.upstream_uri else {
             return Ok(());
         };
+        let withheld = snap.withheld(route);
         let forwarding = forward::Forwarding {
             route,
             pool,
             uri,
+            withheld: &withheld,
             consumer: ctx.decision.caller_id().filter(|_| !route.login),
             original_consumer: ctx
                 .decision
