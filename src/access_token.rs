@@ -2,7 +2,8 @@
 //! issuer's private key, so that every replica holding the same key material can verify them without
 //! shared state and without an RSA operation per request. Validation is on every request's path: it
 //! accepts only the exact header we write, checks the MAC before reading anything else, and reads
-//! the claims once.
+//! the claims once; a token presented again is compared whole with the one verified, and its times
+//! are judged again.
 
 use crate::scheme::party::PartyId;
 use crate::scheme::reason_codes;
@@ -10,6 +11,7 @@ use crate::scheme::Timestamp;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The claims inside an access token.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +56,10 @@ pub struct AccessTokens {
     key: ring::hmac::Key,
     lifetime_secs: u64,
     leeway_secs: u64,
+    /// Tokens whose MAC, issuer and audience were checked, with their claims: a token presented
+    /// again is found by a keyed hash and compared whole instead of verified again (its times are
+    /// judged at every use). Only tokens we issued enter, each at most as long as it can be valid.
+    verified: moka::sync::Cache<Box<str>, AccessClaims>,
 }
 
 impl std::fmt::Debug for AccessTokens {
@@ -73,6 +79,9 @@ const HEADER: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9";
 /// The longest token read: ours are a few hundred bytes.
 const MAX_TOKEN_LEN: usize = 4096;
 
+/// How many verified tokens are kept (at most about 5 KiB each).
+const VERIFIED_TOKENS: u64 = 10_000;
+
 impl AccessTokens {
     /// Derive the token key from the issuer's private key (any bytes of it: PEM or DER) with
     /// HKDF-SHA256, so the key material to share between replicas is the identity they share anyway.
@@ -83,11 +92,16 @@ impl AccessTokens {
             .expand(&[KEY_INFO], ring::hkdf::HKDF_SHA256)
             .and_then(|okm| okm.fill(&mut key))
             .expect("HKDF-SHA256 can fill 32 bytes");
+        let valid_for = Duration::from_secs(lifetime_secs.saturating_add(leeway_secs));
         AccessTokens {
             issuer: issuer.to_string(),
             key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key),
             lifetime_secs,
             leeway_secs,
+            verified: moka::sync::Cache::builder()
+                .max_capacity(VERIFIED_TOKENS)
+                .time_to_live(valid_for)
+                .build(),
         }
     }
 
@@ -120,6 +134,25 @@ impl AccessTokens {
         if token.len() > MAX_TOKEN_LEN {
             return Err(AccessTokenError::Invalid);
         }
+        let claims = match self.verified.get(token) {
+            Some(claims) => claims,
+            None => {
+                let claims = self.verify(token)?;
+                self.verified.insert(token.into(), claims.clone());
+                claims
+            }
+        };
+        if now.as_f64() > (claims.exp + self.leeway_secs as i64) as f64 {
+            return Err(AccessTokenError::Expired);
+        }
+        if claims.iat as f64 > now.as_f64() + self.leeway_secs as f64 {
+            return Err(AccessTokenError::Invalid);
+        }
+        Ok(claims)
+    }
+
+    /// The claims of a token we issued: its MAC first, then its issuer, audience and subject.
+    fn verify(&self, token: &str) -> Result<AccessClaims, AccessTokenError> {
         let (signed, signature) = token.rsplit_once('.').ok_or(AccessTokenError::Invalid)?;
         let payload = signed
             .strip_prefix(HEADER)
@@ -136,12 +169,6 @@ impl AccessTokens {
             .and_then(|json| serde_json::from_slice(&json).ok())
             .ok_or(AccessTokenError::Invalid)?;
         if claims.iss != self.issuer || claims.aud != self.issuer || claims.sub.is_empty() {
-            return Err(AccessTokenError::Invalid);
-        }
-        if now.as_f64() > (claims.exp + self.leeway_secs as i64) as f64 {
-            return Err(AccessTokenError::Expired);
-        }
-        if claims.iat as f64 > now.as_f64() + self.leeway_secs as f64 {
             return Err(AccessTokenError::Invalid);
         }
         Ok(claims)
@@ -197,6 +224,37 @@ mod tests {
             t.validate(&token, Timestamp::from_secs(4606)),
             Err(AccessTokenError::Expired)
         );
+    }
+
+    #[test]
+    fn a_token_seen_again_is_not_verified_again_but_still_expires() {
+        let t = tokens(b"key material");
+        let client = PartyId::parse("EU.EORI.NL000000001").unwrap();
+        let token = t.issue(&client, &[], Timestamp::from_secs(1000));
+        let first = t.validate(&token, Timestamp::from_secs(1001)).unwrap();
+        t.verified.run_pending_tasks();
+        assert_eq!(t.verified.entry_count(), 1);
+        assert_eq!(t.validate(&token, Timestamp::from_secs(1002)), Ok(first));
+        assert_eq!(
+            t.validate(&token, Timestamp::from_secs(4606)),
+            Err(AccessTokenError::Expired)
+        );
+        assert_eq!(
+            t.validate(&token, Timestamp::from_secs(900)),
+            Err(AccessTokenError::Invalid),
+            "issued in the future"
+        );
+        // The same claims under another MAC, or the token with a byte more, are verified anew.
+        let (signed, _) = token.rsplit_once('.').unwrap();
+        let forged = format!("{signed}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]));
+        for other in [forged, format!("{token}A")] {
+            assert_eq!(
+                t.validate(&other, Timestamp::from_secs(1002)),
+                Err(AccessTokenError::Invalid)
+            );
+        }
+        t.verified.run_pending_tasks();
+        assert_eq!(t.verified.entry_count(), 1, "refused tokens are not kept");
     }
 
     #[test]
