@@ -89,20 +89,20 @@ impl DecisionKey<'_> {
     /// What the cache holds instead of the key: the SHA-256 of an encoding of every field in
     /// which each string carries its length and each list its count, so that two different keys
     /// never encode alike. 32 bytes per entry, where the key's own strings and lists take 16
-    /// allocations.
+    /// allocations. The encoding is written out first and hashed in one call.
     fn digest(&self) -> [u8; 32] {
-        fn text(ctx: &mut ring::digest::Context, s: &str) {
-            ctx.update(&(s.len() as u64).to_le_bytes());
-            ctx.update(s.as_bytes());
+        fn text(buf: &mut Vec<u8>, s: &str) {
+            buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+            buf.extend_from_slice(s.as_bytes());
         }
-        fn list(ctx: &mut ring::digest::Context, v: &[String]) {
-            ctx.update(&(v.len() as u64).to_le_bytes());
+        fn list(buf: &mut Vec<u8>, v: &[String]) {
+            buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
             for s in v {
-                text(ctx, s);
+                text(buf, s);
             }
         }
         let r = self.request;
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut buf = Vec::with_capacity(512);
         for s in [
             self.route,
             self.registry,
@@ -110,7 +110,7 @@ impl DecisionKey<'_> {
             &r.access_subject,
             &r.resource_type,
         ] {
-            text(&mut ctx, s);
+            text(&mut buf, s);
         }
         for v in [
             self.path,
@@ -120,22 +120,22 @@ impl DecisionKey<'_> {
             &r.actions,
             &r.required_licences,
         ] {
-            list(&mut ctx, v);
+            list(&mut buf, v);
         }
-        ctx.update(&(r.operands.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&(r.operands.len() as u64).to_le_bytes());
         for (operand, value) in &r.operands {
-            text(&mut ctx, operand);
+            text(&mut buf, operand);
             match value {
                 Some(v) => {
-                    ctx.update(&[1]);
-                    text(&mut ctx, v);
+                    buf.push(1);
+                    text(&mut buf, v);
                 }
-                None => ctx.update(&[0]),
+                None => buf.push(0),
             }
         }
-        ctx.update(&[u8::from(r.unnamed_provider_accepted)]);
+        buf.push(u8::from(r.unnamed_provider_accepted));
         let mut out = [0u8; 32];
-        out.copy_from_slice(ctx.finish().as_ref());
+        out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &buf).as_ref());
         out
     }
 }
