@@ -1,11 +1,14 @@
 //! The gateway's own work per request, in this process, against the testbed (started here on
 //! loopback): route matching, access-token validation, a delegated request decided from the
-//! decision cache, one decided from header evidence already verified once, and token issuance.
+//! decision cache, one decided from header evidence already verified once, the whole decision of a
+//! request on the cached route (and the allocations it makes, counted), and token issuance.
 //! Network and HTTP are left out: the load benchmark (`benches/load.sh`) measures those.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config};
+use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
+use ishare_gateway::gateway::decision::decide::{decide, Asked, Next};
 use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::{logged, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;
@@ -25,7 +28,30 @@ use ishare_gateway::testbed::Testbed;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::runtime::Runtime;
+
+/// The gateway's allocator, counting the allocations made.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 const CONSUMER: &str = "EU.EORI.NL000000001";
 const SP: &str = "EU.EORI.NL000000003";
@@ -215,6 +241,31 @@ impl Bench {
             .is_ok()
     }
 
+    /// Decide `GET /api/containers/{id}` as the proxy does, with a bearer token: Host, route,
+    /// token, delegation. Whether it goes to the backend.
+    fn decide(&self, request: &pingora::http::RequestHeader) -> bool {
+        let asked = Asked {
+            header: request,
+            has_body: false,
+            described: false,
+        };
+        let callers = Live {
+            tokens: &self.snap.tokens,
+            login: None,
+            sessions: &self.snap.stores.sessions,
+        };
+        let evidence = self.snap.authz.with(&self.snap.trust);
+        let now = Timestamp::now();
+        let decided = self.rt.block_on(decide(
+            &self.snap.policy(),
+            &asked,
+            &callers,
+            &evidence,
+            now,
+        ));
+        matches!(decided.next, Next::Forward(_))
+    }
+
     fn stop(self) {
         self.rt.block_on(self.testbed.stop());
         drop(self.dir);
@@ -277,6 +328,25 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("delegated: header evidence verified before", |b| {
         b.iter(|| assert!(bench.authorize(black_box("C2"), &with_evidence)))
     });
+    let mut request = pingora::http::RequestHeader::build("GET", b"/api/containers/C1", None).unwrap();
+    request.insert_header("host", "localhost").unwrap();
+    request
+        .insert_header("authorization", format!("Bearer {token}"))
+        .unwrap();
+    assert!(bench.decide(&request), "the cached route permits C1");
+    group.bench_function("whole decision: bearer token, cached decision", |b| {
+        b.iter(|| assert!(bench.decide(black_box(&request))))
+    });
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let rounds = 1000;
+    for _ in 0..rounds {
+        assert!(bench.decide(&request));
+    }
+    let made = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    println!(
+        "per_request/whole decision: {:.1} allocations a request (of {rounds})",
+        made as f64 / rounds as f64
+    );
     // What every request pays before any check: its decision's id and clock, and the method
     // and path as logs name them.
     group.bench_function("a request's decision value and logged path", |b| {
