@@ -221,6 +221,7 @@ impl Bench {
                 captures: &captures,
                 query: &query,
                 headers,
+                body: None,
             },
             accepted: Ambiguities::default(),
             caller: CONSUMER,

@@ -40,6 +40,10 @@ pub struct ExplainArgs {
     /// A request header, `NAME:VALUE`; repeat for more.
     #[arg(long = "header", value_name = "NAME:VALUE")]
     pub headers: Vec<String>,
+    /// The request body (a route whose rule reads the body decides on it); `@FILE` reads it from a
+    /// file. Give its Content-Type with --header.
+    #[arg(long)]
+    pub body: Option<String>,
     /// The evidence: a delegationEvidence (JSON, or a list of them for a chain), a registry's
     /// answer, or a delegation token. It stands for the header's evidence, or for the registry's
     /// answer when the registry would be asked.
@@ -92,11 +96,19 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
         (None, Some(token)) => Some(CallerArg::Token(token)),
         (None, None) => None,
     };
+    let body = match args.body {
+        Some(text) => Some(match text.strip_prefix('@') {
+            Some(path) => std::fs::read(path).map_err(|e| format!("--body @{path}: {e}"))?,
+            None => text.into_bytes(),
+        }),
+        None => None,
+    };
     let req = DryRequest {
         method: args.method,
         target: args.path,
         headers,
         caller,
+        body,
     };
     let now = Timestamp::now();
     let (d, routed) = if args.registry {

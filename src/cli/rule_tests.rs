@@ -49,6 +49,8 @@ struct Case {
     caller: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The request body, as text (give its `content-type` in `headers`).
+    body: Option<String>,
     /// Evidence presented in the `delegation_evidence` header: a file next to the fixture.
     evidence: Option<PathBuf>,
     /// The registry's answer: a file next to the fixture, or "no_policy" (404).
@@ -187,6 +189,7 @@ async fn decide(
         target: case.path.clone(),
         headers,
         caller: case.caller.clone().map(CallerArg::As),
+        body: case.body.clone().map(String::into_bytes),
     };
     dry_run::decide(&snap.policy(), &snap.tokens, &req, &source, now)
         .await

@@ -98,6 +98,10 @@ pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LOG_LEVEL: &str = "info";
 pub const DECISION_LOG_MAX_LINE: usize = 16 * 1024;
 pub const DECISION_LOG_QUEUE: usize = 10_000;
+/// The largest JSON body a route's rule reads, by default and at most (what the proxy holds of
+/// a body to forward it as decided), and the most elements of its array decided on.
+pub const ROUTE_MAX_BODY: usize = 64 * 1024;
+pub const ROUTE_MAX_BODY_ELEMENTS: usize = 100;
 /// The decision service's largest request body, its largest AuthZEN batch, its deadline.
 pub const DECISION_API_MAX_BODY: usize = 64 * 1024;
 pub const DECISION_API_MAX_BATCH: usize = 100;

@@ -449,6 +449,10 @@ pub struct RouteFile {
     /// `enforce` (the default) or `shadow`: decide, log and count, and forward whatever the
     /// decision says.
     pub mode: Option<Choice<super::model::Mode>>,
+    /// The largest JSON body a rule that reads the body reads.
+    pub max_body_bytes: Option<ByteSize>,
+    /// The most elements of the body's array a `*` pointer decides on.
+    pub max_body_elements: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -506,6 +506,22 @@ pub struct Route {
     /// the route reads are decided on and forwarded in this case.
     pub identifier_case: Option<crate::request::Case>,
     pub mode: Mode,
+    /// What the route's rule reads of a JSON request body, when it reads one.
+    pub body: Option<BodyRule>,
+}
+
+/// A route whose rule takes values from the JSON request body: the body is read whole (within
+/// its bound), decided on and forwarded as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyRule {
+    /// The largest body read; a larger one is refused (413).
+    pub max_bytes: usize,
+    /// The most elements of the array `*` stands for; more are refused (413).
+    pub max_elements: usize,
+    /// Every pointer the rule reads.
+    pub pointers: Vec<crate::request::body::BodyPointer>,
+    /// A pointer with `*`, whose array's every element is decided on, if the rule has one.
+    pub each: Option<crate::request::body::BodyPointer>,
 }
 
 /// Whether a route's decisions are enforced, or only made, logged and counted (the request is
@@ -551,17 +567,19 @@ impl Route {
     fn templates(&self) -> Vec<&Template> {
         let mut templates: Vec<&Template> = self.upstream_path.iter().collect();
         if let Auth::Delegation(rule) = &self.auth {
-            templates.push(&rule.policy_issuer);
-            templates.push(&rule.resource_type);
-            templates.extend(
-                rule.identifiers
-                    .iter()
-                    .chain(&rule.attributes)
-                    .chain(&rule.delegation_path)
-                    .chain(rule.conditions.values()),
-            );
+            templates.extend(Route::rule_templates(rule));
         }
         templates
+    }
+
+    /// Every template of a delegation rule.
+    pub fn rule_templates(rule: &DelegationRule) -> impl Iterator<Item = &Template> {
+        [&rule.policy_issuer, &rule.resource_type]
+            .into_iter()
+            .chain(&rule.identifiers)
+            .chain(&rule.attributes)
+            .chain(&rule.delegation_path)
+            .chain(rule.conditions.values())
     }
 
     /// Every request header the route's rule or upstream path reads (lower case).

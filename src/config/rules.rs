@@ -140,6 +140,8 @@ fn route(
     let response_headers = response_headers(key, r.response_headers, &auth, issues);
     let identifier_case = identifier_case(key, r.identifier_case, &auth, issues);
     let mode = mode(key, r.mode, &auth, r.login, issues);
+    let limits = (r.max_body_bytes, r.max_body_elements);
+    let body = body_rule(key, limits, &auth, upstream_path.as_ref(), issues);
     let accept = r
         .accept
         .into_iter()
@@ -162,6 +164,91 @@ fn route(
         login: r.login,
         identifier_case,
         mode,
+        body,
+    })
+}
+
+/// What the route's rule reads of the JSON body, if it reads it: its pointers (every `*` over
+/// one array), within the route's bounds. The upstream path is made before the body is read, so
+/// it reads none.
+fn body_rule(
+    key: &str,
+    (max_body_bytes, max_body_elements): (Option<ByteSize>, Option<usize>),
+    auth: &Auth,
+    upstream_path: Option<&Template>,
+    issues: &mut Issues,
+) -> Option<BodyRule> {
+    use crate::config::defaults::{ROUTE_MAX_BODY, ROUTE_MAX_BODY_ELEMENTS};
+    if upstream_path.is_some_and(|t| t.body_pointers().next().is_some()) {
+        issues.add(
+            format!("{key}.upstream_path"),
+            "cannot take values from the body: the path is made before the body is read",
+        );
+    }
+    let pointers: Vec<_> = match auth {
+        Auth::Delegation(rule) => Route::rule_templates(rule)
+            .flat_map(Template::body_pointers)
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    if pointers.is_empty() {
+        for (set, name) in [
+            (max_body_bytes.is_some(), "max_body_bytes"),
+            (max_body_elements.is_some(), "max_body_elements"),
+        ] {
+            if set {
+                issues.add(
+                    format!("{key}.{name}"),
+                    "the route's rule reads no {body.json./POINTER} value",
+                );
+            }
+        }
+        return None;
+    }
+    let each = pointers.iter().find(|p| p.array().is_some()).cloned();
+    let arrays: BTreeSet<String> = pointers.iter().filter_map(|p| p.array()).collect();
+    if arrays.len() > 1 {
+        issues.add(
+            format!("{key}.delegation"),
+            format!(
+                "every * stands for the elements of one array; the rule names {}",
+                arrays.into_iter().collect::<Vec<_>>().join(" and ")
+            ),
+        );
+    }
+    let max_bytes = match max_body_bytes.map(|b| b.0) {
+        None => ROUTE_MAX_BODY,
+        Some(n) if (1..=ROUTE_MAX_BODY as u64).contains(&n) => n as usize,
+        Some(_) => {
+            issues.add(
+                format!("{key}.max_body_bytes"),
+                format!("1 to {ROUTE_MAX_BODY} bytes: a body decided on is held whole"),
+            );
+            ROUTE_MAX_BODY
+        }
+    };
+    let max_elements = max_body_elements.unwrap_or(ROUTE_MAX_BODY_ELEMENTS);
+    if max_elements == 0 || max_elements > 10 * ROUTE_MAX_BODY_ELEMENTS {
+        issues.add(
+            format!("{key}.max_body_elements"),
+            format!(
+                "1 to {}: each element is a decision",
+                10 * ROUTE_MAX_BODY_ELEMENTS
+            ),
+        );
+    }
+    if max_body_elements.is_some() && each.is_none() {
+        issues.add(
+            format!("{key}.max_body_elements"),
+            "the rule's pointers have no *: there are no elements to bound",
+        );
+    }
+    Some(BodyRule {
+        max_bytes,
+        max_elements,
+        pointers,
+        each,
     })
 }
 
@@ -315,11 +402,11 @@ fn identifier_case(
             .iter()
             .chain(&rule.attributes)
             .chain(std::iter::once(&rule.resource_type))
-            .any(|t| t.header_names().next().is_some());
+            .any(|t| t.header_names().next().is_some() || t.body_pointers().next().is_some());
         if from_headers {
             issues.add(
                 format!("{key}.identifier_case"),
-                "covers the path and the query: a rule that takes identifiers from headers (passed on as sent) cannot use it",
+                "covers the path and the query: a rule that takes identifiers from headers or the body (passed on as sent) cannot use it",
             );
         }
     }

@@ -11,6 +11,7 @@ use crate::peers::registry::{refuses_request, NoRegistry, RegistryError, Registr
 use crate::peers::trust::TrustError;
 use crate::peers::PeerError;
 use crate::rate::whole_seconds;
+use crate::request::body::BodyRefusal;
 use crate::request::path::PathError;
 use crate::request::query::QueryError;
 use crate::request::template::RenderError;
@@ -45,6 +46,13 @@ pub enum Reject {
     MethodNotAllowed(Vec<Method>),
     BodyTooLarge,
     UnreadableBody(BodyError),
+    /// A JSON body the route's rule reads cannot be read one way only, or lacks a value it takes.
+    Body(BodyRefusal),
+    /// One element of the body's array (a `*` of the rule) is refused: the whole request is.
+    BodyElement {
+        index: usize,
+        refusal: Box<Reject>,
+    },
     Unauthenticated(AccessTokenError),
     /// A token request that fails; 400 with an OAuth 2.0 error.
     TokenRequest(AssertionError),
@@ -619,6 +627,8 @@ impl Reject {
             Reject::MethodNotAllowed(m) => row(405, "method_not_allowed", "method_not_allowed", Outcome::MethodNotAllowed, format!("this path answers {}", methods(m))),
             Reject::BodyTooLarge => row(413, "request_too_large", "body_too_large", Outcome::BadRequest, "the request body is too large".into()),
             Reject::UnreadableBody(e) => row(400, "invalid_request", "unreadable_body", Outcome::BadRequest, e.to_string()),
+            Reject::Body(e) => row(e.status(), body_error(e.status()), e.code(), Outcome::BadRequest, e.to_string()),
+            Reject::BodyElement { index, refusal } => { let inner = refusal.row(); Row { description: format!("element {index} of the body's array: {}", inner.description), ..inner } }
             Reject::Unauthenticated(e) => row(401, "invalid_token", e.code(), Outcome::Unauthenticated, e.to_string()),
             Reject::TokenRequest(e) => row(400, e.oauth_error(), e.code(), Outcome::TokenRefused, e.to_string()),
             Reject::Denied(r) => row(403, "access_denied", r.code(), Outcome::Denied, r.to_string()),
@@ -682,12 +692,22 @@ impl Reject {
                 LoginFailure::TooManyStarts { retry_after }
                 | LoginFailure::TooManyStartsFromAddress { retry_after, .. },
             ) => vec![("retry-after", retry_after.to_string())],
+            Reject::BodyElement { refusal, .. } => refusal.headers(),
             Reject::TokenRequest(_) | Reject::UnreadableBody(_) => vec![
                 ("cache-control", "no-store".into()),
                 ("pragma", "no-cache".into()),
             ],
             _ => Vec::new(),
         }
+    }
+}
+
+/// The `error` code of a body's refusal, by its status.
+fn body_error(status: u16) -> &'static str {
+    match status {
+        413 => "request_too_large",
+        415 => "unsupported_media_type",
+        _ => "invalid_request",
     }
 }
 

@@ -1,5 +1,7 @@
 use super::*;
 use crate::peers::PeerError;
+use crate::request::body::{BodyValueError, JsonRefusal};
+use crate::request::json::JsonProblem;
 use crate::scheme::openid::IssuedTokenError;
 use std::collections::BTreeSet;
 
@@ -15,6 +17,35 @@ fn one_of_each() -> Vec<Reject> {
         Reject::MethodNotAllowed(vec![Method::GET]),
         Reject::BodyTooLarge,
         Reject::UnreadableBody(BodyError::Unreadable("read")),
+        Reject::Body(BodyRefusal::Missing),
+        Reject::Body(BodyRefusal::Unseen),
+        Reject::Body(BodyRefusal::Partial),
+        Reject::Body(BodyRefusal::NotJsonType("text/plain".into())),
+        Reject::Body(BodyRefusal::Encoded("gzip".into())),
+        Reject::Body(BodyRefusal::LengthMismatch {
+            declared: "4".into(),
+            received: 3,
+        }),
+        Reject::Body(BodyRefusal::NotUtf8),
+        Reject::Body(BodyRefusal::ByteOrderMark),
+        Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::NotJson(
+            "x".into(),
+        )))),
+        Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::RepeatedMember(
+            "id".into(),
+        )))),
+        Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::Trailing))),
+        Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::TooDeep(64)))),
+        Reject::Body(BodyRefusal::Value(BodyValueError::Unresolved("/id".into()))),
+        Reject::Body(BodyRefusal::NoElements("/entities".into())),
+        Reject::Body(BodyRefusal::TooManyElements {
+            array: "/entities".into(),
+            limit: 100,
+        }),
+        Reject::BodyElement {
+            index: 1,
+            refusal: Box::new(Reject::Denied(DenyReason::NoPolicy)),
+        },
         Reject::Unauthenticated(AccessTokenError::Missing),
         Reject::TokenRequest(AssertionError::MissingJti),
         Reject::Denied(DenyReason::NoPolicy),
@@ -93,6 +124,8 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::MethodNotAllowed(_)
             | Reject::BodyTooLarge
             | Reject::UnreadableBody(_)
+            | Reject::Body(_)
+            | Reject::BodyElement { .. }
             | Reject::Unauthenticated(_)
             | Reject::TokenRequest(_)
             | Reject::Denied(_)

@@ -13,17 +13,79 @@ pub enum JsonProblem {
     NotJson(String),
     /// An object names a member twice.
     RepeatedMember(String),
+    /// Something other than white space follows the value (a second value, garbage).
+    Trailing,
+    /// Arrays and objects nest deeper than the limit.
+    TooDeep(usize),
 }
 
-/// The value of `bytes`, refused if it is not JSON or an object in it names a member twice.
+impl std::fmt::Display for JsonProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonProblem::NotJson(e) => write!(f, "the body is not JSON: {e}"),
+            JsonProblem::RepeatedMember(e) => write!(f, "the body is JSON read two ways: {e}"),
+            JsonProblem::Trailing => f.write_str("the body holds more after its JSON value"),
+            JsonProblem::TooDeep(limit) => {
+                write!(
+                    f,
+                    "the body's arrays and objects nest deeper than {limit} levels"
+                )
+            }
+        }
+    }
+}
+
+/// The deepest nesting serde_json reads itself.
+const SERDE_DEPTH: usize = 128;
+
+/// The value of `bytes`, refused if it is not JSON, holds more after its value, or an object in it
+/// names a member twice.
 pub fn read_unique(bytes: &[u8]) -> Result<Value, JsonProblem> {
+    read_unique_within(bytes, SERDE_DEPTH)
+}
+
+/// `read_unique`, refused also when arrays and objects nest deeper than `max_depth` (checked
+/// before anything is built).
+pub fn read_unique_within(bytes: &[u8], max_depth: usize) -> Result<Value, JsonProblem> {
+    if nesting_exceeds(bytes, max_depth) {
+        return Err(JsonProblem::TooDeep(max_depth));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let read = Unique::deserialize(&mut de).and_then(|Unique(value)| de.end().map(|()| value));
-    read.map_err(|e| match e.classify() {
+    let Unique(value) = Unique::deserialize(&mut de).map_err(|e| match e.classify() {
         // The only data error reading into `Unique` is the visitor's own: a repeated member.
         serde_json::error::Category::Data => JsonProblem::RepeatedMember(e.to_string()),
         _ => JsonProblem::NotJson(e.to_string()),
-    })
+    })?;
+    de.end().map_err(|_| JsonProblem::Trailing)?;
+    Ok(value)
+}
+
+/// Whether `[` and `{` outside strings open more than `limit` levels at some point.
+fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A value whose objects each name a member once.
@@ -97,7 +159,7 @@ impl<'de> Visitor<'de> for UniqueVisitor {
 
 #[cfg(test)]
 mod tests {
-    use super::{read_unique, JsonProblem};
+    use super::{read_unique, read_unique_within, JsonProblem};
     use serde_json::json;
 
     #[test]
@@ -129,7 +191,7 @@ mod tests {
 
     #[test]
     fn what_is_not_json_is_refused_as_such() {
-        for text in ["", "{", "{\"a\": 1} x", "{\"a\": \"\\ud800\"}", "[1,]"] {
+        for text in ["", "{", "{\"a\": \"\\ud800\"}", "[1,]"] {
             let read = read_unique(text.as_bytes());
             assert!(
                 matches!(read, Err(JsonProblem::NotJson(_))),
@@ -140,5 +202,26 @@ mod tests {
             read_unique(b"\"\xff\""),
             Err(JsonProblem::NotJson(_))
         ));
+    }
+
+    #[test]
+    fn more_after_the_value_and_deep_nesting_are_refused() {
+        for text in ["{\"a\": 1} x", "{\"a\": 1}{\"a\": 2}", "[1] [2]", "1 2"] {
+            assert_eq!(
+                read_unique(text.as_bytes()),
+                Err(JsonProblem::Trailing),
+                "{text}"
+            );
+        }
+        assert!(read_unique(b"{\"a\": 1}\r\n\t ").is_ok());
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(read_unique_within(deep(64).as_bytes(), 64).is_ok());
+        assert_eq!(
+            read_unique_within(deep(65).as_bytes(), 64),
+            Err(JsonProblem::TooDeep(64))
+        );
+        // Brackets inside strings do not nest.
+        let quoted = format!("[\"{}\\\"\"]", "[{".repeat(100));
+        assert!(read_unique_within(quoted.as_bytes(), 2).is_ok());
     }
 }

@@ -1,8 +1,9 @@
 //! The parts of an HTTP request that rules decide on, as pure code: the canonical form of the path
 //! and the query (what a rule decides on is exactly what the backend receives), route path
-//! patterns, value templates, cookies, JSON bodies read one way only, and the `_method` fields of
-//! bodies. Config and gateway both build on these.
+//! patterns, value templates, cookies, JSON bodies read one way only (and the values rules take
+//! from them), and the `_method` fields of bodies. Config and gateway both build on these.
 
+pub mod body;
 pub mod form;
 pub mod json;
 pub mod path;

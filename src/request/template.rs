@@ -1,6 +1,7 @@
-//! Value templates of rules: literal text with `{path.NAME}`, `{query.NAME}` and `{header.NAME}`
-//! taken from the request.
+//! Value templates of rules: literal text with `{path.NAME}`, `{query.NAME}`, `{header.NAME}` and
+//! `{body.json./POINTER}` taken from the request.
 
+use super::body::BodyPointer;
 use super::path::normalize_path;
 use super::query::Query;
 use super::ENCODE_ALL_BUT_UNRESERVED;
@@ -23,10 +24,11 @@ enum Part {
     Path(String),
     Query(String),
     Header(String),
+    Body(BodyPointer),
 }
 
-/// A value written in a rule: literal text with `{path.NAME}` (or just `{NAME}`), `{query.NAME}` and
-/// `{header.NAME}` taken from the request.
+/// A value written in a rule: literal text with `{path.NAME}` (or just `{NAME}`), `{query.NAME}`,
+/// `{header.NAME}` and `{body.json./POINTER}` taken from the request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
     text: String,
@@ -38,6 +40,15 @@ pub struct RequestValues<'a> {
     pub captures: &'a BTreeMap<String, String>,
     pub query: &'a Query,
     pub headers: &'a http::HeaderMap,
+    /// The JSON body, on a route whose rule reads it.
+    pub body: Option<BodyValues<'a>>,
+}
+
+/// The JSON body a template reads, and the element of its array that `*` stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyValues<'a> {
+    pub json: &'a serde_json::Value,
+    pub element: Option<usize>,
 }
 
 impl Template {
@@ -57,9 +68,19 @@ impl Template {
                 Some(("path", n)) => Part::Path(n.to_string()),
                 Some(("query", n)) => Part::Query(n.to_string()),
                 Some(("header", n)) => Part::Header(n.to_ascii_lowercase()),
+                Some(("body", pointer)) => match pointer.strip_prefix("json.") {
+                    Some(pointer) => Part::Body(
+                        BodyPointer::parse(pointer).map_err(|e| format!("{text:?}: {e}"))?,
+                    ),
+                    None => {
+                        return Err(format!(
+                            "{text:?}: {{{inner}}}: the body is read as {{body.json./POINTER}}"
+                        ))
+                    }
+                },
                 None => Part::Path(inner.to_string()),
                 Some((kind, _)) => {
-                    return Err(format!("{text:?}: {{{inner}}} must be {{path.NAME}}, {{query.NAME}} or {{header.NAME}}, not {kind}"))
+                    return Err(format!("{text:?}: {{{inner}}} must be {{path.NAME}}, {{query.NAME}}, {{header.NAME}} or {{body.json./POINTER}}, not {kind}"))
                 }
             };
             if matches!(&part, Part::Path(n) | Part::Query(n) | Part::Header(n) if n.is_empty()) {
@@ -105,6 +126,14 @@ impl Template {
         })
     }
 
+    /// The pointers into the JSON body the template reads.
+    pub fn body_pointers(&self) -> impl Iterator<Item = &BodyPointer> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Body(pointer) => Some(pointer),
+            _ => None,
+        })
+    }
+
     /// The path captures the template uses, to check them against the route's pattern.
     pub fn path_names(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
@@ -132,6 +161,8 @@ impl Template {
                         .collect();
                     out.push_str(&segments.join("/"));
                 }
+                // Never in an upstream path: the path is made before the body is read.
+                Part::Body(_) => return Err(missing()),
                 Part::Query(_) | Part::Header(_) => {
                     let value = self.value_of(part, values).ok_or_else(missing)?;
                     if matches!(value, "" | "." | "..") || value.contains(['/', '\\']) {
@@ -156,7 +187,7 @@ impl Template {
                 let v = all.next()?.to_str().ok()?;
                 all.next().is_none().then(|| v.trim())
             }
-            Part::Literal(_) | Part::Path(_) => None,
+            Part::Literal(_) | Part::Path(_) | Part::Body(_) => None,
         }
     }
 
@@ -169,6 +200,10 @@ impl Template {
                 Part::Literal(l) => out.push_str(l),
                 Part::Path(n) => out.push_str(values.captures.get(n)?),
                 Part::Query(_) | Part::Header(_) => out.push_str(self.value_of(part, values)?),
+                Part::Body(pointer) => {
+                    let body = values.body?;
+                    out.push_str(&pointer.resolve(body.json, body.element).ok()?);
+                }
             }
         }
         Some(out)
@@ -182,6 +217,7 @@ impl std::fmt::Display for Part {
             Part::Path(n) => write!(f, "{{path.{n}}}"),
             Part::Query(n) => write!(f, "{{query.{n}}}"),
             Part::Header(n) => write!(f, "{{header.{n}}}"),
+            Part::Body(pointer) => write!(f, "{{body.json.{pointer}}}"),
         }
     }
 }
@@ -201,6 +237,7 @@ mod tests {
             captures: &captures,
             query: &query,
             headers: &headers,
+            body: None,
         };
         let r = |t: &str| Template::parse(t).unwrap().render(&values);
         assert_eq!(
@@ -217,6 +254,36 @@ mod tests {
         assert!(Template::parse("{cookie.x}").is_err());
         assert!(Template::parse("{path.id").is_err());
         assert!(Template::parse("a}b").is_err());
+        assert!(Template::parse("{body./id}").is_err());
+        assert!(Template::parse("{body.json.id}").is_err());
+    }
+
+    #[test]
+    fn body_values_render_from_the_element_decided_on() {
+        let captures = BTreeMap::new();
+        let headers = http::HeaderMap::new();
+        let query = Query::parse(None).unwrap();
+        let json = serde_json::json!({"type": "Container", "entities": [{"id": "A"}, {"id": "B"}]});
+        let values = |element| RequestValues {
+            captures: &captures,
+            query: &query,
+            headers: &headers,
+            body: Some(BodyValues {
+                json: &json,
+                element,
+            }),
+        };
+        let t = Template::parse("urn:{body.json./type}:{body.json./entities/*/id}").unwrap();
+        assert_eq!(
+            t.render(&values(Some(1))).as_deref(),
+            Some("urn:Container:B")
+        );
+        assert_eq!(t.render(&values(None)), None);
+        assert_eq!(t.body_pointers().count(), 2);
+        assert_eq!(
+            t.as_str(),
+            "urn:{body.json./type}:{body.json./entities/*/id}"
+        );
     }
 
     #[test]
@@ -232,6 +299,7 @@ mod tests {
             captures: &captures,
             query: &query,
             headers: &headers,
+            body: None,
         };
         let p = |t: &str| Template::parse(t).unwrap().render_path(&values);
         assert_eq!(p("/v2/{id}/{rest}").as_deref(), Ok("/v2/C%201/a/b%20c"));

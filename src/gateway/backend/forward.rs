@@ -97,6 +97,15 @@ pub struct Forwarding<'a> {
 /// delegated route answers with; no look-alike (`X_Forwarded_For`, `Delegation-Evidence`) of a
 /// header the gateway sets, vouches for or decided on; and X-Forwarded-For, X-Forwarded-Proto and
 /// X-Decision-Id.
+/// The framing of a body read whole to decide on: its length, sent as a `Content-Length` (a
+/// chunked body's chunks and trailers are not passed on), and no `Expect` (the body is here).
+pub fn frame_decided_body(req: &mut RequestHeader, length: usize) -> pingora::Result<()> {
+    req.remove_header(&http::header::TRANSFER_ENCODING);
+    req.remove_header(&http::header::EXPECT);
+    req.remove_header(&http::header::TRAILER);
+    req.insert_header(http::header::CONTENT_LENGTH, length.to_string())
+}
+
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
     let config = f.config;

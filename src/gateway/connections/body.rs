@@ -1,8 +1,8 @@
 //! Request bodies: a deadline for the whole body that moves on with what arrives (a minimum rate),
 //! so that a body dripped byte by byte holds no connection for long; declared lengths over a limit
-//! refused before a byte is read; and, after an answer of our own, the rest of the body read and
-//! discarded within bounds (a lingering close), so that a client still sending reads the answer
-//! instead of a reset.
+//! refused before a byte is read; bodies a rule decides on read whole before the decision; and,
+//! after an answer of our own, the rest of the body read and discarded within bounds (a lingering
+//! close), so that a client still sending reads the answer instead of a reset.
 
 use crate::config::model::{Route, Server};
 use crate::gateway::reject::{BodyError, Reject};
@@ -165,6 +165,57 @@ pub async fn read_chunk(
         clock.next_read(c.len(), Instant::now());
     }
     Ok(chunk)
+}
+
+/// Read a request body of at most `limit` bytes within the body's deadline (an HTTP/2 stream's
+/// `watchdog` counting it): a declared length over the limit is refused before anything is read.
+pub async fn read_whole(
+    session: &mut Session,
+    limit: usize,
+    clock: &mut BodyClock,
+    watchdog: Option<&Watchdog>,
+) -> Result<Vec<u8>, Reject> {
+    check_declared_length(session, limit)?;
+    let mut body = Vec::new();
+    while let Some(chunk) = read_chunk(session, clock).await? {
+        if body.len() + chunk.len() > limit {
+            return Err(Reject::BodyTooLarge);
+        }
+        if let Some(watchdog) = watchdog {
+            watchdog.received(chunk.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Read the body a route's rule decides on, whole, before the decision: at most `limit` bytes
+/// (never more than pingora keeps of a body to send it again, so that what is forwarded after
+/// the decision is this body), with a `100 Continue` first when the client waits for one.
+pub async fn read_to_decide(
+    session: &mut Session,
+    limit: usize,
+    clock: &mut BodyClock,
+    watchdog: Option<&Watchdog>,
+) -> Result<Bytes, Reject> {
+    let downstream = session.as_downstream_mut();
+    downstream.enable_retry_buffering();
+    let expects_continue = downstream
+        .req_header()
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue && downstream.req_header().version == http::Version::HTTP_11 {
+        check_declared_length(session, limit)?;
+        session
+            .as_downstream_mut()
+            .write_continue_response()
+            .await
+            .map_err(|e| Reject::UnreadableBody(BodyError::Unreadable(e.etype().as_str())))?;
+    }
+    read_whole(session, limit, clock, watchdog)
+        .await
+        .map(Bytes::from)
 }
 
 /// Refuse a body whose declared length is over `limit` before reading any of it.

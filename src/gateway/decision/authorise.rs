@@ -53,13 +53,39 @@ pub async fn authorise(
         return Ok(Permitted::Authenticated);
     };
     let caller = d.caller_id().unwrap_or_default().to_string();
-    let facts = RequestFacts {
-        method: &req.method,
-        values: routed.values(&req.headers),
-        accepted: route.accept,
-        caller: &caller,
+    let elements = routed.body.as_ref().and_then(|b| b.elements);
+    let deciding = async {
+        let Some(count) = elements else {
+            let facts = RequestFacts {
+                method: &req.method,
+                values: routed.values(&req.headers, None),
+                accepted: route.accept,
+                caller: &caller,
+            };
+            return delegation(config, rule, &facts, evidence, d, now).await;
+        };
+        // One decision per element of the body's array: all of them must grant.
+        let mut granted: Option<Grant> = None;
+        for index in 0..count {
+            let facts = RequestFacts {
+                method: &req.method,
+                values: routed.values(&req.headers, Some(index)),
+                accepted: route.accept,
+                caller: &caller,
+            };
+            let grant = delegation(config, rule, &facts, evidence, d, now)
+                .await
+                .map_err(|refusal| Reject::BodyElement {
+                    index,
+                    refusal: Box::new(refusal),
+                })?;
+            granted = Some(match granted {
+                None => grant,
+                Some(all) => all.and(grant),
+            });
+        }
+        granted.ok_or(Reject::Internal)
     };
-    let deciding = delegation(config, rule, &facts, evidence, d, now);
     traced(&route.name, deciding).await.map(Permitted::Granted)
 }
 

@@ -9,10 +9,13 @@ use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence, Permitted, RequestFacts};
 use super::route::{self, RouteTable, Routed};
 use super::{logged, CallerKind, Decision, Stage};
-use crate::config::model::{own_route, Config, DelegationRule, LoginSettings, Mode, Route};
+use crate::config::model::{
+    own_route, BodyRule, Config, DelegationRule, LoginSettings, Mode, Route,
+};
 use crate::gateway::connections::body;
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{HeaderRefusal, Reject};
+use crate::request::body::{read_for_rule, BodyRefusal, ReadBody, Reading};
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::request::template::RequestValues;
@@ -37,9 +40,21 @@ pub struct Asked<'a> {
     pub header: &'a RequestHeader,
     /// Whether a body follows (a form or JSON one may hold a `_method` field).
     pub has_body: bool,
+    /// The body, as far as the caller has it (read on a route whose rule reads it).
+    pub body: AskedBody<'a>,
     /// Read off the wire (an HTTP/1.1 request names its `Host`), or described by another proxy
     /// or a command, which may leave the `Host` out.
     pub described: bool,
+}
+
+/// The body of a request to decide, as far as the caller has it.
+pub enum AskedBody<'a> {
+    /// Not read, or not given.
+    Unread,
+    /// Read whole: the bytes decided on, which are the bytes forwarded.
+    Read(&'a [u8]),
+    /// Reading it failed.
+    Failed(Reject),
 }
 
 /// The gateway's own endpoints, answered by the gateway itself.
@@ -153,6 +168,9 @@ async fn sequence(
     }
     let routed = routed.insert(route::route(policy.routes, req, canonical, d)?);
     let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
+    if let Some(rule) = &routed.route.body {
+        routed.body = Some(read_body(rule, asked)?);
+    }
     let route = routed.route.clone();
     let mut person = None;
     if route.login {
@@ -172,6 +190,39 @@ async fn sequence(
         person,
         method_field,
     }))
+}
+
+/// The JSON body of a route whose rule reads it: given whole, within the route's bound, read one
+/// way only, with every value the rule takes.
+fn read_body(rule: &BodyRule, asked: &Asked<'_>) -> Result<ReadBody, Reject> {
+    let bytes = match &asked.body {
+        AskedBody::Read(bytes) => *bytes,
+        AskedBody::Failed(reject) => return Err(reject.clone()),
+        AskedBody::Unread if asked.has_body => return Err(Reject::Body(BodyRefusal::Unseen)),
+        AskedBody::Unread => return Err(Reject::Body(BodyRefusal::Missing)),
+    };
+    if bytes.len() > rule.max_bytes {
+        return Err(Reject::BodyTooLarge);
+    }
+    let reading = Reading {
+        pointers: &rule.pointers,
+        each: rule.each.as_ref(),
+        max_elements: rule.max_elements,
+    };
+    read_for_rule(&asked.header.headers, bytes, &reading).map_err(Reject::Body)
+}
+
+/// The largest body the route that takes `req` reads to decide on, if its rule reads the body;
+/// None for any other request (which the route stage will refuse or decide without its body).
+pub fn body_bound(policy: &Policy<'_>, req: &RequestHeader) -> Option<usize> {
+    let canonical = canonical_path(req.uri.path()).ok()?;
+    if own_endpoint(policy, &canonical.path).is_some() {
+        return None;
+    }
+    match policy.routes.lookup(&req.method, &canonical.path) {
+        route::Lookup::Found(route, _) => route.body.as_ref().map(|b| b.max_bytes),
+        _ => None,
+    }
 }
 
 /// The gateway's own endpoint at `path`, if it is one.
@@ -255,6 +306,7 @@ pub async fn decide_evaluation(
             captures: &asked.captures,
             query: &query,
             headers: &asked.headers,
+            body: None,
         },
         accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
         caller: id,

@@ -5,7 +5,7 @@
 
 use super::authenticate::{CallerArg, Named};
 use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
-use super::decide::{Asked, Decided, Next, Policy};
+use super::decide::{Asked, AskedBody, Decided, Next, Policy};
 use super::route::Routed;
 use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;
@@ -25,6 +25,17 @@ pub struct DryRequest {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub caller: Option<CallerArg>,
+    /// The body, as the request carries it (decided on by a route whose rule reads it).
+    pub body: Option<Vec<u8>>,
+}
+
+impl DryRequest {
+    /// The body as the stages are given it.
+    pub fn asked_body(&self) -> AskedBody<'_> {
+        self.body
+            .as_deref()
+            .map_or(AskedBody::Unread, AskedBody::Read)
+    }
 }
 
 /// What a registry answers, given instead of asked.
@@ -186,7 +197,8 @@ pub async fn decide(
     let header = request_header(req)?;
     let asked = Asked {
         header: &header,
-        has_body: false,
+        has_body: req.body.is_some(),
+        body: req.asked_body(),
         described: true,
     };
     let callers = Named {

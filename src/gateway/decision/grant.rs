@@ -1,4 +1,5 @@
-//! What a grant tells the consumer: the licence headers of a delegated route's answer.
+//! What a grant tells the consumer: the licence headers of a delegated route's answer, and what
+//! the grants of every element of a body's array come to together.
 
 use super::Grant;
 use crate::config::model::{Auth, HeaderSource, Route};
@@ -9,6 +10,18 @@ use crate::scheme::vocabulary::{
 };
 
 impl Grant {
+    /// What this grant and `other` (of another element of the body's array) both grant: the
+    /// licences of both, the earlier end and the fewer further delegation steps.
+    pub fn and(mut self, other: Grant) -> Grant {
+        self.licences.retain(|l| other.licences.contains(l));
+        self.not_on_or_after = self.not_on_or_after.min(other.not_on_or_after);
+        self.max_delegation_depth = match (self.max_delegation_depth, other.max_delegation_depth) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            _ => None,
+        };
+        self
+    }
+
     /// The licence headers of a delegated route: as the rule says, or all three from the evidence.
     pub fn licence_headers(&self, route: &Route) -> Vec<(String, String)> {
         if !matches!(route.auth, Auth::Delegation(_)) {

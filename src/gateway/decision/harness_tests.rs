@@ -6,7 +6,7 @@
 
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
-use super::decide::{decide, decide_evaluation, Asked, Decided, Evaluation, Next, Own};
+use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
 use super::log::{line, to_json};
 use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
@@ -245,6 +245,7 @@ impl Harness {
         let asked = Asked {
             header: &header,
             has_body: false,
+            body: AskedBody::Unread,
             described,
         };
         let now = Timestamp::from_secs(NOW);

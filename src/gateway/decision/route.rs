@@ -5,10 +5,11 @@ use super::{Decision, Stage};
 use crate::config::model::Route;
 use crate::gateway::backend::forward;
 use crate::gateway::reject::Reject;
+use crate::request::body::ReadBody;
 use crate::request::path::NormalPath;
 use crate::request::pattern::SplitPath;
 use crate::request::query::Query;
-use crate::request::template::RequestValues;
+use crate::request::template::{BodyValues, RequestValues};
 use http::Method;
 use pingora::http::RequestHeader;
 use std::collections::{BTreeMap, HashMap};
@@ -101,15 +102,25 @@ pub struct Routed {
     pub captures: BTreeMap<String, String>,
     pub query: Query,
     pub upstream_uri: http::Uri,
+    /// The JSON body, read on a route whose rule reads it.
+    pub body: Option<ReadBody>,
 }
 
 impl Routed {
-    /// The values a rule reads: captures, query and headers.
-    pub fn values<'a>(&'a self, headers: &'a http::HeaderMap) -> RequestValues<'a> {
+    /// The values a rule reads: captures, query, headers and the body (its array's `element`).
+    pub fn values<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+        element: Option<usize>,
+    ) -> RequestValues<'a> {
         RequestValues {
             captures: &self.captures,
             query: &self.query,
             headers,
+            body: self.body.as_ref().map(|b| BodyValues {
+                json: &b.json,
+                element,
+            }),
         }
     }
 }
@@ -141,6 +152,7 @@ pub fn route(
         captures: &captures,
         query: &query,
         headers: &req.headers,
+        body: None,
     };
     let upstream_uri = forward::upstream_uri(&route, &path, &query, &values)?;
     Ok(Routed {
@@ -149,6 +161,7 @@ pub fn route(
         captures,
         query,
         upstream_uri,
+        body: None,
     })
 }
 
@@ -198,6 +211,7 @@ mod tests {
             source: Default::default(),
             login: false,
             identifier_case: None,
+            body: None,
             mode: Default::default(),
         }
     }

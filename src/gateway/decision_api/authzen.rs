@@ -151,6 +151,9 @@ pub async fn route(
     let value = match read_unique(&body) {
         Ok(v) => v,
         Err(JsonProblem::NotJson(e)) => return invalid(format!("the body is not JSON: {e}")),
+        Err(e @ (JsonProblem::Trailing | JsonProblem::TooDeep(_))) => {
+            return invalid(e.to_string())
+        }
         Err(JsonProblem::RepeatedMember(e)) => return refused(ServiceRefusal::RepeatedMember(e)),
     };
     let answer = match path.as_str() {

@@ -81,6 +81,7 @@ pub async fn nginx(state: &GatewayState, headers: &HeaderMap) -> Response<Vec<u8
             target: target.to_string(),
             headers: original_headers(headers, &[ORIGINAL_METHOD, ORIGINAL_URI])?,
             caller: None,
+            body: None,
         })
     });
     answer(state, Interface::Nginx, asked).await
@@ -100,6 +101,7 @@ pub async fn ext_authz(
         target: original.to_string(),
         headers,
         caller: None,
+        body: None,
     });
     answer(state, Interface::ExtAuthzHttp, asked).await
 }

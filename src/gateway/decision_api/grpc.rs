@@ -48,6 +48,7 @@ fn asked(check: &CheckRequest) -> Option<DryRequest> {
         target: http.path.clone(),
         headers,
         caller: None,
+        body: None,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod forwarded;
 pub mod grpc;
 pub mod server;
 
+use crate::gateway::connections::body;
 use crate::gateway::decision::authenticate::Bearer;
 use crate::gateway::decision::decide::{self, Asked, Decided, Next};
 use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
@@ -117,8 +118,9 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
     };
     let asked = Asked {
         header: &header,
-        // The body is not sent: one is taken to follow a request that names its type.
-        has_body: header.headers.contains_key(http::header::CONTENT_TYPE),
+        // Without the body, one is taken to follow a request that names its type.
+        has_body: req.body.is_some() || header.headers.contains_key(http::header::CONTENT_TYPE),
+        body: req.asked_body(),
         described: true,
     };
     let evidence = snap.authz.with(&snap.trust);
@@ -139,7 +141,15 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
     let mut remove_upstream = Vec::new();
     let refusal = match (next, routed) {
         (Next::Forward(forward), Some(routed)) => {
-            match as_decided(&snap, &req, &routed, forward.method_field.is_some()) {
+            let body_unseen = match (forward.method_field, &req.body) {
+                (None, _) => Ok(false),
+                (Some(_), None) => Ok(true),
+                // The body was given: scanned here as the proxy scans it on its way.
+                (Some(mut scan), Some(body)) => {
+                    body::scan_chunk(&mut scan, Some(body), true).map(|()| false)
+                }
+            };
+            match body_unseen.and_then(|unseen| as_decided(&snap, &req, &routed, unseen)) {
                 Err(refusal) => Some(refusal),
                 Ok(()) => {
                     upstream_headers = backend_headers(&snap, &routed.route, &d);

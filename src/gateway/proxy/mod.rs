@@ -12,7 +12,7 @@ use crate::gateway::capabilities;
 use crate::gateway::connections::body::{self, BodyClock};
 use crate::gateway::connections::{client_ip, is_tls, Connections, Guarded, StreamLimit};
 use crate::gateway::decision::authenticate::Live;
-use crate::gateway::decision::decide::{decide, Asked, Next, Own};
+use crate::gateway::decision::decide::{self, decide, Asked, AskedBody, Next, Own};
 use crate::gateway::decision::{logged, Decision, Stage};
 use crate::gateway::people::login::{Context as LoginContext, Login};
 use crate::gateway::reject::{self, respond, Answer, Reject};
@@ -103,6 +103,8 @@ pub struct Ctx {
     watchdog: Option<body::Watchdog>,
     /// The scan of the body for a `_method` field, on a route that does not accept one.
     method_field: Option<MethodFieldScan>,
+    /// The body the decision was made on (a route whose rule reads it): what the backend gets.
+    decided_body: Option<bytes::Bytes>,
     /// The request's spans, when tracing is on.
     trace: RequestTrace,
 }
@@ -163,9 +165,29 @@ impl Gateway {
         snap: &Snapshot,
     ) -> Result<Option<Answer>, Reject> {
         let has_body = !session.is_body_empty();
+        let bound = has_body
+            .then(|| decide::body_bound(&snap.policy(), session.req_header()))
+            .flatten();
+        let read = match (bound, ctx.body.as_mut()) {
+            (Some(limit), Some(clock)) => {
+                let watchdog = ctx.watchdog.as_ref();
+                Some(body::read_to_decide(session, limit, clock, watchdog).await)
+            }
+            _ => None,
+        };
+        if read.is_some() {
+            // The body has arrived (or never will): its deadline no longer runs.
+            ctx.watchdog = None;
+        }
+        let asked_body = match read {
+            None => AskedBody::Unread,
+            Some(Ok(bytes)) => AskedBody::Read(ctx.decided_body.insert(bytes)),
+            Some(Err(reject)) => AskedBody::Failed(reject),
+        };
         let asked = Asked {
             header: session.req_header(),
             has_body,
+            body: asked_body,
             described: false,
         };
         let callers = Live {
@@ -186,6 +208,12 @@ impl Gateway {
         match (decided.next, decided.routed) {
             (Next::Forward(forward), Some(routed)) => {
                 ctx.method_field = forward.method_field;
+                // A body read to decide on is scanned whole now, before anything is forwarded.
+                if let (Some(scan), Some(decided)) = (ctx.method_field.as_mut(), &ctx.decided_body)
+                {
+                    body::scan_chunk(scan, Some(decided), true)?;
+                    ctx.method_field = None;
+                }
                 if let (Some(person), Some(login)) = (&forward.person, &snap.login) {
                     ctx.person_headers = login.headers_for(person);
                 }
@@ -280,6 +308,7 @@ impl ProxyHttp for Gateway {
             stream_permits: Vec::new(),
             watchdog: None,
             method_field: None,
+            decided_body: None,
             trace: RequestTrace::default(),
         }
     }
@@ -363,6 +392,12 @@ impl ProxyHttp for Gateway {
     ) -> pingora::Result<()> {
         // An upgraded connection (WebSocket) carries messages, not a request body.
         if session.was_upgraded() {
+            return Ok(());
+        }
+        // The body decided on, read before the decision, is what goes to the backend: whole, on
+        // each attempt to reach it, and nothing after it.
+        if let Some(decided) = &ctx.decided_body {
+            *body = Some(decided.clone());
             return Ok(());
         }
         if let Some(scan) = ctx.method_field.as_mut() {
@@ -452,6 +487,9 @@ impl ProxyHttp for Gateway {
             own_cookies: snap.login.as_ref().map_or(&[], |l| l.cookie_names()),
         };
         forward::rewrite_request(upstream, &forwarding)?;
+        if let Some(decided) = &ctx.decided_body {
+            forward::frame_decided_body(upstream, decided.len())?;
+        }
         let b3 = snap.config.tracing.as_ref().map_or(B3::None, |t| t.b3);
         ctx.trace.to_backend(upstream, b3)
     }

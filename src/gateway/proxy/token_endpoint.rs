@@ -2,7 +2,7 @@
 //! token out. Every check of the scheme in its order, trust from the scheme owner's trusted list,
 //! the party checked at the scheme owner, and jti replays refused.
 
-use crate::gateway::connections::body::{check_declared_length, read_chunk, BodyClock};
+use crate::gateway::connections::body::{read_whole, BodyClock};
 use crate::gateway::fleet::replay::ReplayStore;
 use crate::gateway::reject::{Answer, Body, Reject};
 use crate::gateway::snapshot::Snapshot;
@@ -16,24 +16,6 @@ use pingora::proxy::Session;
 
 /// The largest token request body read.
 pub const MAX_BODY: usize = 64 * 1024;
-
-/// Read a request body of at most `limit` bytes within the body's deadline: a declared length over
-/// the limit is refused before anything is read.
-async fn read_body(
-    session: &mut Session,
-    limit: usize,
-    clock: &mut BodyClock,
-) -> Result<Vec<u8>, Reject> {
-    check_declared_length(session, limit)?;
-    let mut body = Vec::new();
-    while let Some(chunk) = read_chunk(session, clock).await? {
-        if body.len() + chunk.len() > limit {
-            return Err(Reject::BodyTooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
 
 /// Handle a token request; the answer and the client it was issued to.
 pub async fn answer(
@@ -50,7 +32,7 @@ pub async fn answer(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = read_body(session, MAX_BODY, clock).await?;
+    let body = read_whole(session, MAX_BODY, clock, None).await?;
     issue(content_type.as_deref(), &body, snap, &snap.stores.replay).await
 }
 
