@@ -180,20 +180,6 @@ async fn start(table: Table) -> Service {
     }
 }
 
-/// The decision log's line of decision `id`.
-async fn logged(log: &Path, id: &str) -> Value {
-    let read = || -> Option<Value> {
-        std::fs::read_to_string(log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|l| l["decision_id"] == id)
-    };
-    let found = eventually(Duration::from_secs(5), || async { read().is_some() }).await;
-    assert!(found, "no line for {id} in {}", log.display());
-    read().unwrap()
-}
-
 /// The licence headers of an answer.
 fn licence_headers(resp: &reqwest::Response) -> Vec<(&'static str, String)> {
     ["licensepurpose", "licensesublicense", "licenseenddate"]
@@ -313,7 +299,7 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
     assert_eq!(direct.status(), 200);
     assert_eq!(licences, licence_headers(&direct));
     assert!(licences.iter().all(|(_, v)| !v.is_empty()), "{licences:?}");
-    let line = logged(&s.log, &id).await;
+    let line = decision_log_line(&s.log, &id).await;
     assert_eq!(
         (&line["route"], &line["reason"], &line["evidence"]["source"]),
         (
@@ -361,7 +347,7 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         !text.contains("\"headers\""),
         "the backend answered: {text}"
     );
-    assert_eq!(logged(&s.log, &id).await["outcome"], "denied");
+    assert_eq!(decision_log_line(&s.log, &id).await["outcome"], "denied");
 
     // No token: 401, with the challenge.
     let resp = http
@@ -574,7 +560,10 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     assert_eq!(header(&resp, "x-consumer-party-id"), CONSUMER);
     assert_eq!(header(&resp, "x-decision-reason"), "granted");
     let id = header(&resp, "x-decision-id").to_string();
-    assert_eq!(logged(&s.log, &id).await["path"], "/api/containers/C1");
+    assert_eq!(
+        decision_log_line(&s.log, &id).await["path"],
+        "/api/containers/C1"
+    );
     let resp = envoy_http(&s, "/api/containers/SECRET-1").await;
     let (status, body) = status_json(resp).await;
     assert_refused(status, &body, (403, "denied_by_rule"));
@@ -624,7 +613,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     assert_eq!(header(&resp, "x-decision-reason"), "denied_by_rule");
     assert!(resp.headers().get("licensepurpose").is_none());
     let id = header(&resp, "x-decision-id").to_string();
-    let line = logged(&s.log, &id).await;
+    let line = decision_log_line(&s.log, &id).await;
     assert_eq!(
         (&line["mode"], &line["outcome"], &line["status"]),
         (&json!("shadow"), &json!("shadow_denied"), &json!(200)),
@@ -671,7 +660,7 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
     assert_eq!((status, &body["decision"]), (200, &json!(true)), "{body}");
     assert_eq!(body["context"]["reason"], "granted", "{body}");
     let id = body["context"]["decision_id"].as_str().unwrap().to_string();
-    let line = logged(&s.log, &id).await;
+    let line = decision_log_line(&s.log, &id).await;
     assert_eq!(line["mask"]["identifiers"][0], "C1", "{line}");
     let (status, body) = ask(
         &s,

@@ -896,3 +896,17 @@ pub fn assert_refused(status: u16, body: &serde_json::Value, (expected, reason):
         "{body}"
     );
 }
+
+/// The line of the decision log at `log` of decision `id`, once it is written (bounded wait).
+pub async fn decision_log_line(log: &Path, id: &str) -> serde_json::Value {
+    let read = || -> Option<serde_json::Value> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["decision_id"] == id)
+    };
+    let found = process::eventually(Duration::from_secs(5), || async { read().is_some() }).await;
+    assert!(found, "no line for {id} in {}", log.display());
+    read().unwrap()
+}

@@ -167,10 +167,10 @@ async fn sequence(
         return Ok(Next::Own(own));
     }
     let routed = routed.insert(route::route(policy.routes, req, canonical, d)?);
-    let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
     if let Some(rule) = &routed.route.body {
         routed.body = Some(read_body(rule, asked)?);
     }
+    let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
     let route = routed.route.clone();
     let mut person = None;
     if route.login {

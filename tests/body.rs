@@ -1,0 +1,417 @@
+//! Rules that read the JSON body, through the binary: values taken by pointer, one decision per
+//! element of an array, the body read one way only (duplicate members, escapes, byte order marks,
+//! trailing values, other types and encodings, deep nesting, numbers beyond integers refused), and
+//! the backend given exactly the bytes decided on, over HTTP/1.1 (by length or chunked, with
+//! `Expect: 100-continue`) and HTTP/2, or nothing at all.
+
+mod support;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+use support::process::GatewayProcess;
+use support::*;
+
+const BIN: &str = "body";
+
+/// A POST route at `path` whose rule takes its identifiers from the body at `pointer` (`extra`:
+/// more keys of the route).
+fn body_route(name: &str, path: &str, pointer: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[route]]
+name = "{name}"
+methods = ["POST"]
+path = "{path}"
+upstream = "echo"
+{extra}
+[route.delegation]
+policy_issuer = "{OWNER}"
+resource_type = "CONTAINER"
+identifiers = ["{{body.json.{pointer}}}"]
+action = "iSHARE.READ"
+"#
+    )
+}
+
+/// Routes whose rules read the body. The registry lets the consumer read every container but
+/// SECRET-1 (conf/testbed-policies.json).
+fn rules() -> String {
+    [
+        body_route("create", "/entities", "/id", ""),
+        body_route("small", "/small", "/id", "max_body_bytes = 1024"),
+        body_route("batch", "/batch", "/*/id", "max_body_elements = 3"),
+        body_route("nested", "/nested", "/entities/*/id", ""),
+    ]
+    .concat()
+}
+
+struct Gateway {
+    bed: Bed,
+    gateway: GatewayProcess,
+    /// http://127.0.0.1:PORT
+    plain: String,
+    /// https://127.0.0.1:PORT
+    tls: String,
+    token: String,
+    log: PathBuf,
+    dir: PathBuf,
+}
+
+async fn start() -> Gateway {
+    let bed = Bed::start(BIN).await;
+    let dir = scratch_dir(BIN);
+    let ports = Ports::free();
+    let log = dir.join("decisions.log");
+    std::fs::write(dir.join("policies/rules.toml"), rules()).unwrap();
+    let extra = format!("\n[decision_log]\npath = \"{}\"\n", log.display());
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, gateway_toml(&bed, &ports, &extra)).unwrap();
+    let mut gateway = GatewayProcess::start(BIN, &config, ports.admin);
+    gateway.wait_ready().await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let token = access_token(&bed.http, &plain, &bed.identity(CONSUMER)).await;
+    Gateway {
+        bed,
+        gateway,
+        tls: format!("https://127.0.0.1:{}", ports.tls),
+        plain,
+        token,
+        log,
+        dir,
+    }
+}
+
+impl Gateway {
+    /// `POST path` as these bytes over plain TCP, with a bearer token, `headers` and `body`
+    /// (a Content-Length of its length unless `headers` frame it): the status and JSON answer.
+    async fn raw(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
+        let addr = self.plain.trim_start_matches("http://");
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n",
+            self.token
+        );
+        let framed = headers.iter().any(|(n, _)| {
+            n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding")
+        });
+        if !framed {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(body);
+        let answer = raw_request(&self.plain, &bytes).await;
+        let status = answer
+            .get(9..12)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default();
+        (status, raw_body(&answer))
+    }
+
+    /// `raw` with `Content-Type: application/json`.
+    async fn json(&self, path: &str, body: &[u8]) -> (u16, Value) {
+        self.raw(path, &[("Content-Type", "application/json")], body)
+            .await
+    }
+
+    async fn stop(self) {
+        self.gateway.terminate().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.bed.stop().await;
+    }
+}
+
+/// The echo backend's answer shows exactly `body` received, framed by its length, by POST.
+#[track_caller]
+fn forwarded_exactly((status, echo): &(u16, Value), body: &[u8]) {
+    let text = std::str::from_utf8(body).unwrap();
+    assert_eq!(
+        (
+            *status,
+            echo["method"].as_str(),
+            echo["body"].as_str(),
+            echo["headers"]["content-length"].as_str(),
+            echo["headers"].get("transfer-encoding"),
+        ),
+        (
+            200,
+            Some("POST"),
+            Some(text),
+            Some(body.len().to_string().as_str()),
+            None
+        ),
+        "{echo}"
+    );
+}
+
+/// A refusal of the gateway (status and reason), which names its decision: nothing was forwarded.
+#[track_caller]
+fn refused((status, body): &(u16, Value), expected: (u16, &str)) {
+    assert_refused(*status, body, expected);
+    assert!(body["decision_id"].is_string(), "{body}");
+    assert!(body.get("method").is_none(), "the backend answered: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_from_the_body_decides_and_the_backend_gets_the_bytes_decided_on() {
+    let g = start().await;
+    let body = br#"{"id": "C1", "type": "Container"}"#;
+    forwarded_exactly(&g.json("/entities", body).await, body);
+    // Any JSON type, with its charset.
+    for content_type in ["application/ld+json", "application/json; charset=utf-8"] {
+        let answer = g
+            .raw("/entities", &[("Content-Type", content_type)], body)
+            .await;
+        forwarded_exactly(&answer, body);
+    }
+    let denied = g.json("/entities", br#"{"id": "SECRET-1"}"#).await;
+    refused(&denied, (403, "denied_by_rule"));
+    let line = decision_log_line(&g.log, denied.1["decision_id"].as_str().unwrap()).await;
+    assert_eq!(
+        (line["reason"].as_str(), line["values"][2]["value"].as_str()),
+        (Some("denied_by_rule"), Some("SECRET-1")),
+        "{line}"
+    );
+    g.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_read_two_ways_is_refused_and_never_forwarded() {
+    let g = start().await;
+    let deep = format!(
+        r#"{{"id": "C1", "x": {}{}}}"#,
+        "[".repeat(70),
+        "]".repeat(70)
+    );
+    let cases: Vec<(&[u8], (u16, &str))> = vec![
+        (
+            br#"{"id":"C1","id":"SECRET-1"}"#,
+            (400, "body_duplicate_member"),
+        ),
+        (
+            br#"{"id":"C1","\u0069d":"SECRET-1"}"#,
+            (400, "body_duplicate_member"),
+        ),
+        (
+            br#"{"id":"C1","x":{"a":1,"a":2}}"#,
+            (400, "body_duplicate_member"),
+        ),
+        (b"\xEF\xBB\xBF{\"id\":\"C1\"}", (400, "body_not_utf8")),
+        (b"{\"id\":\"C1\",\"x\":\"\xff\"}", (400, "body_not_utf8")),
+        (
+            br#"{"id":"C1"}{"id":"SECRET-1"}"#,
+            (400, "body_trailing_data"),
+        ),
+        (br#"{"id":"C1"} garbage"#, (400, "body_trailing_data")),
+        (br#"{"id":"C1""#, (400, "body_not_json")),
+        (br#"{"id":"C1","n":1e400}"#, (400, "body_not_json")),
+        (deep.as_bytes(), (400, "body_too_deep")),
+        (
+            br#"{"id":123456789012345678901234567890}"#,
+            (400, "body_value_unresolved"),
+        ),
+        (br#"{"id":1.0}"#, (400, "body_value_unresolved")),
+        (br#"{"id":null}"#, (400, "body_value_unresolved")),
+        (br#"{"id":{"nested":"C1"}}"#, (400, "body_value_unresolved")),
+        (br#"{"name":"C1"}"#, (400, "body_value_unresolved")),
+        (b"", (400, "body_missing")),
+        // A _method member, which some frameworks run as the method.
+        (
+            br#"{"id":"C1","_method":"DELETE"}"#,
+            (400, "ambiguous_request"),
+        ),
+    ];
+    for (body, expected) in cases {
+        let answer = g.json("/entities", body).await;
+        refused(&answer, expected);
+    }
+    let ok = br#"{"id":"C1"}"#;
+    for (headers, expected) in [
+        (
+            vec![("Content-Type", "text/plain")],
+            (415, "body_not_json_type"),
+        ),
+        (vec![], (415, "body_not_json_type")),
+        (
+            vec![("Content-Type", "application/json; charset=utf-16")],
+            (415, "body_not_json_type"),
+        ),
+        (
+            vec![
+                ("Content-Type", "application/json"),
+                ("Content-Type", "application/json"),
+            ],
+            (415, "body_not_json_type"),
+        ),
+        (
+            vec![
+                ("Content-Type", "application/json"),
+                ("Content-Encoding", "gzip"),
+            ],
+            (415, "body_encoded"),
+        ),
+    ] {
+        let answer = g.raw("/entities", &headers, ok).await;
+        refused(&answer, expected);
+    }
+    let line = decision_log_line(
+        &g.log,
+        g.json("/entities", br#"{"id":"A","id":"B"}"#).await.1["decision_id"]
+            .as_str()
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(line["reason"], "body_duplicate_member", "{line}");
+    g.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_element_of_an_array_is_decided_and_all_must_be_granted() {
+    let g = start().await;
+    let two = br#"[{"id":"A","type":"Container"},{"id":"B"}]"#;
+    forwarded_exactly(&g.json("/batch", two).await, two);
+    let nested = br#"{"entities":[{"id":"A"},{"id":"B"}]}"#;
+    forwarded_exactly(&g.json("/nested", nested).await, nested);
+    let denied = g
+        .json("/batch", br#"[{"id":"A"},{"id":"SECRET-1"},{"id":"B"}]"#)
+        .await;
+    refused(&denied, (403, "denied_by_rule"));
+    assert!(
+        denied.1["error_description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
+        "{}",
+        denied.1
+    );
+    let line = decision_log_line(&g.log, denied.1["decision_id"].as_str().unwrap()).await;
+    assert_eq!(line["reason"], "denied_by_rule", "{line}");
+    for (path, body, expected) in [
+        ("/batch", &b"[]"[..], (400, "body_no_elements")),
+        ("/nested", br#"{"entities":[]}"#, (400, "body_no_elements")),
+        (
+            "/batch",
+            br#"[{"id":"A"},{"id":"B"},{"id":"C"},{"id":"D"}]"#,
+            (413, "body_too_many_elements"),
+        ),
+        ("/batch", br#"{"id":"A"}"#, (400, "body_value_unresolved")),
+        (
+            "/batch",
+            br#"[{"id":"A"},{"name":"B"}]"#,
+            (400, "body_value_unresolved"),
+        ),
+        (
+            "/nested",
+            br#"{"entities":{"id":"A"}}"#,
+            (400, "body_value_unresolved"),
+        ),
+    ] {
+        let answer = g.json(path, body).await;
+        refused(&answer, expected);
+    }
+    g.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_is_bounded_and_forwarded_as_read_whatever_its_framing() {
+    let g = start().await;
+    // Over the route's bound, declared or not.
+    let large = format!(r#"{{"id":"C1","pad":"{}"}}"#, "x".repeat(2000));
+    refused(
+        &g.json("/small", large.as_bytes()).await,
+        (413, "body_too_large"),
+    );
+    let chunked = |body: &[u8], trailer: &str| {
+        let mut out = Vec::new();
+        for chunk in body.chunks(7) {
+            out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+            out.extend_from_slice(chunk);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(format!("0\r\n{trailer}\r\n").as_bytes());
+        out
+    };
+    let te = [
+        ("Content-Type", "application/json"),
+        ("Transfer-Encoding", "chunked"),
+    ];
+    let answer = g.raw("/small", &te, &chunked(large.as_bytes(), "")).await;
+    refused(&answer, (413, "body_too_large"));
+    // Chunked, with a trailer: the backend gets the bytes decided on, by their length.
+    let body = br#"{"id":"C1","type":"Container"}"#;
+    let answer = g
+        .raw("/entities", &te, &chunked(body, "X-Id: SECRET-1\r\n"))
+        .await;
+    forwarded_exactly(&answer, body);
+    assert!(answer.1["headers"].get("x-id").is_none(), "{}", answer.1);
+    // A Content-Length beside Transfer-Encoding is dropped (RFC 9112 §6.1): the chunked body is
+    // the one decided on and the one forwarded, by its own length.
+    let both = [
+        ("Content-Type", "application/json"),
+        ("Transfer-Encoding", "chunked"),
+        ("Content-Length", "11"),
+    ];
+    let answer = g.raw("/entities", &both, &chunked(body, "")).await;
+    forwarded_exactly(&answer, body);
+    let smuggled = br#"{"id":"C1"}{"id":"SECRET-1"}"#;
+    let answer = g.raw("/entities", &both, &chunked(smuggled, "")).await;
+    refused(&answer, (400, "body_trailing_data"));
+    // Bytes after the declared length are another request, not part of the body.
+    let mut pipelined = body.to_vec();
+    pipelined.extend_from_slice(b"GET /entities HTTP/1.1\r\n\r\n");
+    let (status, echo) = g
+        .raw(
+            "/entities",
+            &[
+                ("Content-Type", "application/json"),
+                ("Content-Length", &body.len().to_string()),
+            ],
+            &pipelined,
+        )
+        .await;
+    forwarded_exactly(&(status, echo), body);
+    // Expect: 100-continue is answered before the body is read.
+    let addr = g.plain.trim_start_matches("http://").to_string();
+    let head = format!(
+        "POST /entities HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n",
+        g.token,
+        body.len()
+    );
+    let answer = expect_continue(&addr, head.as_bytes(), body).await;
+    let echo = raw_body(answer.rsplit_once("HTTP/1.1 200").map_or("", |(_, a)| a));
+    forwarded_exactly(&(200, echo), body);
+    // Over HTTP/2 the same.
+    let h2 = h2_client(&g.bed.keys.ca_file);
+    let send = |body: &'static [u8]| {
+        h2.post(format!("{}/entities", g.tls))
+            .bearer_auth(&g.token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let answer = status_json(send(body).await.unwrap()).await;
+    forwarded_exactly(&answer, body);
+    let answer = status_json(send(br#"{"id":"C1","id":"SECRET-1"}"#).await.unwrap()).await;
+    refused(&answer, (400, "body_duplicate_member"));
+    g.stop().await;
+}
+
+/// Send `head`, wait for `100 Continue`, then send `body`: everything answered.
+async fn expect_continue(addr: &str, head: &[u8], body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head).await.unwrap();
+    let mut interim = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut interim))
+        .await
+        .expect("a 100 Continue before the body is sent")
+        .unwrap();
+    let interim = String::from_utf8_lossy(&interim[..n]).to_string();
+    assert!(interim.starts_with("HTTP/1.1 100"), "{interim}");
+    stream.write_all(body).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    format!("{interim}{}", String::from_utf8_lossy(&answer))
+}
