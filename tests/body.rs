@@ -49,6 +49,9 @@ fn rules() -> String {
 struct Gateway {
     bed: Bed,
     gateway: GatewayProcess,
+    /// http://127.0.0.1:PORT of the decision service, and the port of its gRPC listener
+    decisions: String,
+    grpc: u16,
     /// http://127.0.0.1:PORT
     plain: String,
     /// https://127.0.0.1:PORT
@@ -63,8 +66,12 @@ async fn start() -> Gateway {
     let dir = scratch_dir(BIN);
     let ports = Ports::free();
     let log = dir.join("decisions.log");
+    let (decisions, grpc) = (free_port(), free_port());
     std::fs::write(dir.join("policies/rules.toml"), rules()).unwrap();
-    let extra = format!("\n[decision_log]\npath = \"{}\"\n", log.display());
+    let extra = format!(
+        "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\naddress = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\n",
+        log.display()
+    );
     let config = dir.join("gateway.toml");
     std::fs::write(&config, gateway_toml(&bed, &ports, &extra)).unwrap();
     let mut gateway = GatewayProcess::start(BIN, &config, ports.admin);
@@ -74,6 +81,8 @@ async fn start() -> Gateway {
     Gateway {
         bed,
         gateway,
+        decisions: format!("http://127.0.0.1:{decisions}"),
+        grpc,
         tls: format!("https://127.0.0.1:{}", ports.tls),
         plain,
         token,
@@ -414,4 +423,107 @@ async fn expect_continue(addr: &str, head: &[u8], body: &[u8]) -> String {
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
     format!("{interim}{}", String::from_utf8_lossy(&answer))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_sends_the_body_and_it_is_decided_as_the_proxy_decides_it() {
+    let g = start().await;
+    let bearer = format!("Bearer {}", g.token);
+    let http = reqwest::Client::new();
+    let check = |body: &'static [u8], extra: &[(&'static str, &'static str)]| {
+        let mut req = http
+            .post(format!("{}/ext_authz/entities", g.decisions))
+            .header("authorization", &bearer)
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in extra {
+            req = req.header(*name, *value);
+        }
+        req.send()
+    };
+    let (status, _) = status_json(check(br#"{"id":"C1"}"#, &[]).await.unwrap()).await;
+    assert_eq!(status, 200);
+    for (body, extra, expected) in [
+        (
+            &br#"{"id":"SECRET-1"}"#[..],
+            &[][..],
+            (403, "denied_by_rule"),
+        ),
+        (
+            br#"{"id":"C1","id":"SECRET-1"}"#,
+            &[],
+            (400, "body_duplicate_member"),
+        ),
+        (
+            br#"{"id":"C1"} {"id":"SECRET-1"}"#,
+            &[],
+            (400, "body_trailing_data"),
+        ),
+        (
+            br#"{"id":"C1"}"#,
+            &[("x-envoy-auth-partial-body", "true")],
+            (413, "body_partial"),
+        ),
+        (b"", &[], (400, "body_unseen")),
+        (
+            br#"{"id":"C1"}"#,
+            &[("content-encoding", "gzip")],
+            (415, "body_encoded"),
+        ),
+    ] {
+        let (status, answer) = status_json(check(body, extra).await.unwrap()).await;
+        assert_refused(status, &answer, expected);
+    }
+    // Over gRPC, the body as bytes or as text.
+    use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
+    use envoy_types::pb::envoy::service::auth::v3::{
+        attribute_context, check_response, AttributeContext, CheckRequest,
+    };
+    let mut client = AuthorizationClient::connect(format!("http://127.0.0.1:{}", g.grpc))
+        .await
+        .unwrap();
+    let request = |raw: &[u8], text: &str, partial: bool| {
+        let mut headers = std::collections::HashMap::from([
+            ("authorization".to_string(), bearer.clone()),
+            ("content-type".to_string(), "application/json".to_string()),
+        ]);
+        if partial {
+            headers.insert("x-envoy-auth-partial-body".into(), "true".into());
+        }
+        CheckRequest {
+            attributes: Some(AttributeContext {
+                request: Some(attribute_context::Request {
+                    http: Some(attribute_context::HttpRequest {
+                        method: "POST".into(),
+                        path: "/entities".into(),
+                        host: "api.example".into(),
+                        headers,
+                        body: text.into(),
+                        raw_body: raw.to_vec(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        }
+    };
+    for (req, code, status) in [
+        (request(br#"{"id":"C1"}"#, "", false), 0, 200),
+        (request(b"", r#"{"id":"C1"}"#, false), 0, 200),
+        (request(br#"{"id":"SECRET-1"}"#, "", false), 7, 403),
+        (request(br#"{"id":"C1"}"#, "", true), 8, 413),
+    ] {
+        let answer = client.check(req).await.unwrap().into_inner();
+        assert_eq!(answer.status.as_ref().unwrap().code, code, "{answer:?}");
+        let got = match &answer.http_response {
+            Some(check_response::HttpResponse::DeniedResponse(d)) => {
+                d.status.as_ref().unwrap().code
+            }
+            Some(check_response::HttpResponse::OkResponse(_)) => 200,
+            _ => 0,
+        };
+        assert_eq!(got, status, "{answer:?}");
+    }
+    g.stop().await;
 }

@@ -87,13 +87,14 @@ pub async fn nginx(state: &GatewayState, headers: &HeaderMap) -> Response<Vec<u8
     answer(state, Interface::Nginx, asked).await
 }
 
-/// Envoy's HTTP `ext_authz`: the original method, and the original path (with its query) after
-/// the prefix.
+/// Envoy's HTTP `ext_authz`: the original method, the original path (with its query) after the
+/// prefix, and the body when Envoy sends it (`with_request_body`).
 pub async fn ext_authz(
     state: &GatewayState,
     method: &Method,
     target: &str,
     headers: &HeaderMap,
+    body: Option<Vec<u8>>,
 ) -> Response<Vec<u8>> {
     let original = target.strip_prefix(EXT_AUTHZ_PREFIX).unwrap_or(target);
     let asked = original_headers(headers, &[]).map(|headers| DryRequest {
@@ -101,7 +102,7 @@ pub async fn ext_authz(
         target: original.to_string(),
         headers,
         caller: None,
-        body: None,
+        body,
     });
     answer(state, Interface::ExtAuthzHttp, asked).await
 }

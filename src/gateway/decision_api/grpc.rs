@@ -33,8 +33,8 @@ impl Checks {
     }
 }
 
-/// The request Envoy holds, as the stages read it; pseudo-headers (`:path`, …) and the headers of
-/// the hop are left out.
+/// The request Envoy holds, as the stages read it, with its body when Envoy sends it;
+/// pseudo-headers (`:path`, …) and the headers of the hop are left out.
 fn asked(check: &CheckRequest) -> Option<DryRequest> {
     let http = check.attributes.as_ref()?.request.as_ref()?.http.as_ref()?;
     let headers = http
@@ -43,12 +43,18 @@ fn asked(check: &CheckRequest) -> Option<DryRequest> {
         .filter(|(name, _)| !name.starts_with(':') && !forwarded::is_of_the_hop(name))
         .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
         .collect();
+    // `with_request_body`: the body as bytes (`pack_as_bytes`) or as text.
+    let body = match (&http.raw_body, &http.body) {
+        (raw, _) if !raw.is_empty() => Some(raw.clone()),
+        (_, text) if !text.is_empty() => Some(text.clone().into_bytes()),
+        _ => None,
+    };
     Some(DryRequest {
         method: http.method.clone(),
         target: http.path.clone(),
         headers,
         caller: None,
-        body: None,
+        body,
     })
 }
 

@@ -12,12 +12,13 @@ pub mod server;
 
 use crate::gateway::connections::body;
 use crate::gateway::decision::authenticate::Bearer;
-use crate::gateway::decision::decide::{self, Asked, Decided, Next};
+use crate::gateway::decision::decide::{self, Asked, AskedBody, Decided, Next};
 use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::Decision;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::request::body::BodyRefusal;
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -95,23 +96,53 @@ fn undecidable(e: DryRunError) -> Reject {
     }
 }
 
-/// How long a request to the decision service may take, as the current configuration says.
-pub fn deadline(state: &GatewayState) -> Duration {
+/// A setting of `[decision_api]` as the current configuration says, or its default.
+fn setting<T>(
+    state: &GatewayState,
+    pick: impl Fn(&crate::config::model::DecisionApiSettings) -> T,
+    default: T,
+) -> T {
     state
         .current
         .load()
         .config
         .decision_api
         .as_ref()
-        .map_or(crate::config::defaults::DECISION_API_TIMEOUT, |s| s.timeout)
+        .map_or(default, pick)
 }
 
+/// How long a request to the decision service may take, as the current configuration says.
+pub fn deadline(state: &GatewayState) -> Duration {
+    setting(
+        state,
+        |s| s.timeout,
+        crate::config::defaults::DECISION_API_TIMEOUT,
+    )
+}
+
+/// The largest body the decision service reads, as the current configuration says.
+pub fn max_body(state: &GatewayState) -> usize {
+    let default = crate::config::defaults::DECISION_API_MAX_BODY;
+    setting(state, |s| s.max_body_bytes, default)
+}
+
+/// Envoy's mark of a body it cut short at `max_request_bytes`.
+const PARTIAL_BODY: &str = "x-envoy-auth-partial-body";
+
 /// Decide a request another proxy holds, as the proxy decides (`decision::decide`), under the
-/// current snapshot, with the live evidence; the token in Authorization names the caller. Logged
-/// and counted.
-pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest) -> Verdict {
+/// current snapshot, with the live evidence; the token in Authorization names the caller. A body
+/// Envoy cut short is none to decide on. Logged and counted.
+pub async fn decide(state: &GatewayState, interface: Interface, mut req: DryRequest) -> Verdict {
     let started = Instant::now();
     let snap = state.current.load_full();
+    let partial = req.headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case(PARTIAL_BODY) && value.trim().eq_ignore_ascii_case("true")
+    });
+    req.headers
+        .retain(|(name, _)| !name.eq_ignore_ascii_case(PARTIAL_BODY));
+    if partial {
+        req.body = None;
+    }
     let header = match request_header(&req) {
         Ok(header) => header,
         Err(e) => return refused_unread(state, interface, undecidable(e)),
@@ -120,7 +151,10 @@ pub async fn decide(state: &GatewayState, interface: Interface, req: DryRequest)
         header: &header,
         // Without the body, one is taken to follow a request that names its type.
         has_body: req.body.is_some() || header.headers.contains_key(http::header::CONTENT_TYPE),
-        body: req.asked_body(),
+        body: match partial {
+            true => AskedBody::Failed(Reject::Body(BodyRefusal::Partial)),
+            false => req.asked_body(),
+        },
         described: true,
     };
     let evidence = snap.authz.with(&snap.trust);

@@ -4,10 +4,10 @@
 //! until shutdown; every request is read under the configured deadline and body bound.
 
 use super::connection::{next_connection, Connection};
-use super::{authzen, forwarded, grpc, REQUEST_ID_HEADER};
+use super::{authzen, forwarded, grpc, Interface, REQUEST_ID_HEADER};
 use crate::config::model::DecisionApiSettings;
 use crate::gateway::connections::listener::{server_config, CertResolver};
-use crate::gateway::reject::{Answer, ServiceRefusal};
+use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use async_trait::async_trait;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -218,7 +218,17 @@ async fn route(
             .path_and_query()
             .map_or(path, http::uri::PathAndQuery::as_str)
             .to_string();
-        return forwarded::ext_authz(state, req.method(), &target, req.headers()).await;
+        let (parts, body) = req.into_parts();
+        let limit = super::max_body(state);
+        let body = match axum::body::to_bytes(body, limit).await {
+            Ok(bytes) => (!bytes.is_empty()).then(|| bytes.to_vec()),
+            Err(_) => {
+                let refusal =
+                    super::refused_unread(state, Interface::ExtAuthzHttp, Reject::BodyTooLarge);
+                return forwarded::respond(refusal);
+            }
+        };
+        return forwarded::ext_authz(state, &parts.method, &target, &parts.headers, body).await;
     }
     authzen::route(state, conn, req).await
 }
