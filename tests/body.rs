@@ -527,3 +527,87 @@ async fn envoy_sends_the_body_and_it_is_decided_as_the_proxy_decides_it() {
     }
     g.stop().await;
 }
+
+#[test]
+fn explain_and_rule_tests_decide_on_a_described_body() {
+    let (text, _) = support::shipped::shipped_offline(BIN);
+    let dir = scratch_dir(BIN);
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let evidence = repo().join("policies/tests/evidence/consumer-manages-ngsi-ld-containers.json");
+    let explain = |path: &str, body: &str| {
+        let out = binary_output(&[
+            "explain",
+            "--config",
+            config.to_str().unwrap(),
+            "--method",
+            "POST",
+            "--path",
+            path,
+            "--as",
+            CONSUMER,
+            "--header",
+            "content-type:application/ld+json",
+            "--body",
+            body,
+            "--evidence",
+            evidence.to_str().unwrap(),
+            "--json",
+        ]);
+        let line: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", printed(&out)));
+        line
+    };
+    let created = explain(
+        "/ngsi-ld/v1/entities",
+        r#"{"id":"urn:ngsi-ld:Container:C1","type":"Container"}"#,
+    );
+    assert_eq!(created["reason"], "granted", "{created}");
+    assert_eq!(
+        created["mask"]["identifiers"][0], "urn:ngsi-ld:Container:C1",
+        "{created}"
+    );
+    let twice = explain(
+        "/ngsi-ld/v1/entities",
+        r#"{"id":"urn:ngsi-ld:Container:C1","type":"Container","id":"urn:ngsi-ld:Container:SECRET-1"}"#,
+    );
+    assert_eq!(
+        (twice["stage"].as_str(), twice["reason"].as_str()),
+        (Some("route"), Some("body_duplicate_member")),
+        "{twice}"
+    );
+    // A body from a file: every element of a batch decided on.
+    let batch = dir.join("batch.json");
+    std::fs::write(
+        &batch,
+        r#"[{"id":"urn:ngsi-ld:Container:C1","type":"Container"},{"id":"urn:ngsi-ld:Container:SECRET-1","type":"Container"}]"#,
+    )
+    .unwrap();
+    let denied = explain(
+        "/ngsi-ld/v1/entityOperations/upsert",
+        &format!("@{}", batch.display()),
+    );
+    assert_eq!(
+        (denied["outcome"].as_str(), denied["reason"].as_str()),
+        (Some("denied"), Some("denied_by_rule")),
+        "{denied}"
+    );
+    assert!(
+        denied["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
+        "{denied}"
+    );
+    // The shipped rule tests of ngsi-ld.toml, whose cases carry bodies.
+    let out = binary_output(&["test", "--config", config.to_str().unwrap()]);
+    let said = printed(&out);
+    assert!(out.status.success(), "{said}");
+    let ngsi_ld: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("ngsi-ld.toml"))
+        .collect();
+    assert!(
+        ngsi_ld.len() >= 10 && ngsi_ld.iter().all(|l| l.starts_with("ok ")),
+        "{said}"
+    );
+}

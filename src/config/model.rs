@@ -518,8 +518,10 @@ pub struct BodyRule {
     pub max_bytes: usize,
     /// The most elements of the array `*` stands for; more are refused (413).
     pub max_elements: usize,
-    /// Every pointer the rule reads.
+    /// Every pointer the rule reads a value at.
     pub pointers: Vec<crate::request::body::BodyPointer>,
+    /// Every pointer the rule reads member names at (`{body.keys./POINTER}`).
+    pub keys: Vec<crate::request::body::BodyPointer>,
     /// A pointer with `*`, whose array's every element is decided on, if the rule has one.
     pub each: Option<crate::request::body::BodyPointer>,
 }

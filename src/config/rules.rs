@@ -185,14 +185,23 @@ fn body_rule(
             "cannot take values from the body: the path is made before the body is read",
         );
     }
-    let pointers: Vec<_> = match auth {
-        Auth::Delegation(rule) => Route::rule_templates(rule)
-            .flat_map(Template::body_pointers)
-            .cloned()
-            .collect(),
-        _ => Vec::new(),
+    let (pointers, keys): (Vec<_>, Vec<_>) = match auth {
+        Auth::Delegation(rule) => (
+            Route::rule_templates(rule)
+                .flat_map(Template::body_pointers)
+                .cloned()
+                .collect(),
+            Route::rule_templates(rule)
+                .flat_map(Template::body_key_pointers)
+                .cloned()
+                .collect(),
+        ),
+        _ => (Vec::new(), Vec::new()),
     };
-    if pointers.is_empty() {
+    if let Auth::Delegation(rule) = auth {
+        check_body_keys(key, rule, issues);
+    }
+    if pointers.is_empty() && keys.is_empty() {
         for (set, name) in [
             (max_body_bytes.is_some(), "max_body_bytes"),
             (max_body_elements.is_some(), "max_body_elements"),
@@ -206,8 +215,16 @@ fn body_rule(
         }
         return None;
     }
-    let each = pointers.iter().find(|p| p.array().is_some()).cloned();
-    let arrays: BTreeSet<String> = pointers.iter().filter_map(|p| p.array()).collect();
+    let each = pointers
+        .iter()
+        .chain(&keys)
+        .find(|p| p.array().is_some())
+        .cloned();
+    let arrays: BTreeSet<String> = pointers
+        .iter()
+        .chain(&keys)
+        .filter_map(|p| p.array())
+        .collect();
     if arrays.len() > 1 {
         issues.add(
             format!("{key}.delegation"),
@@ -248,8 +265,25 @@ fn body_rule(
         max_bytes,
         max_elements,
         pointers,
+        keys,
         each,
     })
+}
+
+/// `{body.keys./POINTER}` stands for several values: it is a whole `attributes` entry, and in no
+/// other value of the rule.
+fn check_body_keys(key: &str, rule: &DelegationRule, issues: &mut Issues) {
+    let misplaced = Route::rule_templates(rule)
+        .filter(|t| t.body_key_pointers().next().is_some())
+        .any(|t| {
+            t.whole_body_keys().is_none() || !rule.attributes.iter().any(|a| std::ptr::eq(a, t))
+        });
+    if misplaced {
+        issues.add(
+            format!("{key}.delegation"),
+            "{body.keys./POINTER} names several attributes: it is a whole entry of attributes, and in no other value",
+        );
+    }
 }
 
 /// Whether the route's name can be a metrics label: letters, digits, '-', '_' and '.', and not a
@@ -402,7 +436,11 @@ fn identifier_case(
             .iter()
             .chain(&rule.attributes)
             .chain(std::iter::once(&rule.resource_type))
-            .any(|t| t.header_names().next().is_some() || t.body_pointers().next().is_some());
+            .any(|t| {
+                t.header_names().next().is_some()
+                    || t.body_pointers().next().is_some()
+                    || t.body_key_pointers().next().is_some()
+            });
         if from_headers {
             issues.add(
                 format!("{key}.identifier_case"),

@@ -1,5 +1,6 @@
 //! JSON request bodies that rules read: `{body.json./POINTER}` (RFC 6901, `~0` and `~1` escapes,
-//! `*` for every element of an array), and the body read one way only before anything is taken
+//! `*` for every element of an array), `{body.keys./POINTER}` (the member names of an object), and
+//! the body read one way only before anything is taken
 //! from it: JSON by its `Content-Type`, not encoded, as long as its `Content-Length` says, UTF-8,
 //! no member named twice, nothing after its value, bounded in depth.
 
@@ -78,8 +79,12 @@ impl BodyPointer {
         )
     }
 
-    /// The value at the pointer in `body`, `*` standing for `element`; a scalar as text.
-    pub fn resolve(&self, body: &Value, element: Option<usize>) -> Result<String, BodyValueError> {
+    /// The value at the pointer in `body`, `*` standing for `element`.
+    fn locate<'v>(
+        &self,
+        body: &'v Value,
+        element: Option<usize>,
+    ) -> Result<&'v Value, BodyValueError> {
         let unresolved = || BodyValueError::Unresolved(self.text.clone());
         let mut at = body;
         for token in &self.tokens {
@@ -93,11 +98,33 @@ impl BodyPointer {
             }
             .ok_or_else(unresolved)?;
         }
-        match at {
+        Ok(at)
+    }
+
+    /// The value at the pointer in `body`, `*` standing for `element`; a scalar as text.
+    pub fn resolve(&self, body: &Value, element: Option<usize>) -> Result<String, BodyValueError> {
+        match self.locate(body, element)? {
             Value::String(s) => Ok(s.clone()),
             Value::Bool(b) => Ok(b.to_string()),
             Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
             _ => Err(BodyValueError::NotAScalar(self.text.clone())),
+        }
+    }
+
+    /// The member names of the object at the pointer in `body` (in order, as the mask names
+    /// them), `*` standing for `element`.
+    pub fn keys(
+        &self,
+        body: &Value,
+        element: Option<usize>,
+    ) -> Result<Vec<String>, BodyValueError> {
+        match self.locate(body, element)? {
+            Value::Object(members) => {
+                let mut names: Vec<String> = members.keys().cloned().collect();
+                names.sort();
+                Ok(names)
+            }
+            _ => Err(BodyValueError::NotAnObject(self.text.clone())),
         }
     }
 
@@ -146,6 +173,8 @@ pub enum BodyValueError {
     NotAScalar(String),
     #[error("the body has no array at {0}")]
     NotAnArray(String),
+    #[error("the body has no object at {0}")]
+    NotAnObject(String),
 }
 
 /// Why a request body is not read as JSON by a rule.
@@ -171,9 +200,9 @@ pub enum BodyRefusal {
     Json(JsonRefusal),
     #[error(transparent)]
     Value(#[from] BodyValueError),
-    #[error("the body's array at {0} is empty: there is nothing to decide on")]
+    #[error("the body's array or object at {0} is empty: there is nothing to decide on")]
     NoElements(String),
-    #[error("the body's array at {array} has more than {limit} elements")]
+    #[error("the body's array or object at {array} has more than {limit} elements or members")]
     TooManyElements { array: String, limit: usize },
 }
 
@@ -302,10 +331,11 @@ pub struct ReadBody {
     pub elements: Option<usize>,
 }
 
-/// What a rule reads of a body: every pointer, the one with `*` (if any) and the most elements
-/// its array may have.
+/// What a rule reads of a body: every pointer of a value and of member names, the one with `*`
+/// (if any), and the most elements its array (and the most members each object) may have.
 pub struct Reading<'a> {
     pub pointers: &'a [BodyPointer],
+    pub keys: &'a [BodyPointer],
     pub each: Option<&'a BodyPointer>,
     pub max_elements: usize,
 }
@@ -344,6 +374,18 @@ pub fn read_for_rule(
     for element in each {
         for pointer in reading.pointers {
             pointer.resolve(&json, element)?;
+        }
+        for pointer in reading.keys {
+            match pointer.keys(&json, element)?.len() {
+                0 => return Err(BodyRefusal::NoElements(pointer.to_string())),
+                n if n > reading.max_elements => {
+                    return Err(BodyRefusal::TooManyElements {
+                        array: pointer.to_string(),
+                        limit: reading.max_elements,
+                    })
+                }
+                _ => {}
+            }
         }
     }
     Ok(ReadBody { json, elements })
@@ -416,6 +458,32 @@ mod tests {
             Err(BodyValueError::NotAnArray("".into()))
         );
         assert_eq!(p("/id").elements(&body), Ok(None));
+        let patch = json!({"temperature": {"value": 20}, "status": "ok"});
+        assert_eq!(
+            p("").keys(&patch, None),
+            Ok(vec!["status".to_string(), "temperature".to_string()])
+        );
+        assert_eq!(
+            p("/status").keys(&patch, None),
+            Err(BodyValueError::NotAnObject("/status".into()))
+        );
+        let keys = [p("")];
+        let reading = Reading {
+            pointers: &[],
+            keys: &keys,
+            each: None,
+            max_elements: 1,
+        };
+        let mut headers = http::HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let read = |bytes: &[u8]| read_for_rule(&headers, bytes, &reading);
+        assert!(read(br#"{"a": 1}"#).is_ok());
+        assert_eq!(read(b"{}").unwrap_err().code(), "body_no_elements");
+        assert_eq!(
+            read(br#"{"a": 1, "b": 2}"#).unwrap_err().code(),
+            "body_too_many_elements"
+        );
+        assert_eq!(read(b"[]").unwrap_err().code(), "body_value_unresolved");
     }
 
     #[test]

@@ -25,6 +25,8 @@ enum Part {
     Query(String),
     Header(String),
     Body(BodyPointer),
+    /// `{body.keys./POINTER}`: the member names of an object of the body, each a value.
+    BodyKeys(BodyPointer),
 }
 
 /// A value written in a rule: literal text with `{path.NAME}` (or just `{NAME}`), `{query.NAME}`,
@@ -68,16 +70,18 @@ impl Template {
                 Some(("path", n)) => Part::Path(n.to_string()),
                 Some(("query", n)) => Part::Query(n.to_string()),
                 Some(("header", n)) => Part::Header(n.to_ascii_lowercase()),
-                Some(("body", pointer)) => match pointer.strip_prefix("json.") {
-                    Some(pointer) => Part::Body(
-                        BodyPointer::parse(pointer).map_err(|e| format!("{text:?}: {e}"))?,
-                    ),
-                    None => {
-                        return Err(format!(
-                            "{text:?}: {{{inner}}}: the body is read as {{body.json./POINTER}}"
-                        ))
+                Some(("body", pointer)) => {
+                    let parse = |p| BodyPointer::parse(p).map_err(|e| format!("{text:?}: {e}"));
+                    match (pointer.strip_prefix("json."), pointer.strip_prefix("keys.")) {
+                        (Some(pointer), _) => Part::Body(parse(pointer)?),
+                        (_, Some(pointer)) => Part::BodyKeys(parse(pointer)?),
+                        _ => {
+                            return Err(format!(
+                                "{text:?}: {{{inner}}}: the body is read as {{body.json./POINTER}} or {{body.keys./POINTER}}"
+                            ))
+                        }
                     }
-                },
+                }
                 None => Part::Path(inner.to_string()),
                 Some((kind, _)) => {
                     return Err(format!("{text:?}: {{{inner}}} must be {{path.NAME}}, {{query.NAME}}, {{header.NAME}} or {{body.json./POINTER}}, not {kind}"))
@@ -126,12 +130,38 @@ impl Template {
         })
     }
 
-    /// The pointers into the JSON body the template reads.
+    /// The pointers into the JSON body the template reads values at.
     pub fn body_pointers(&self) -> impl Iterator<Item = &BodyPointer> {
         self.parts.iter().filter_map(|p| match p {
             Part::Body(pointer) => Some(pointer),
             _ => None,
         })
+    }
+
+    /// The pointers into the JSON body the template reads member names at.
+    pub fn body_key_pointers(&self) -> impl Iterator<Item = &BodyPointer> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::BodyKeys(pointer) => Some(pointer),
+            _ => None,
+        })
+    }
+
+    /// The pointer of a template that is `{body.keys./POINTER}` and nothing else.
+    pub fn whole_body_keys(&self) -> Option<&BodyPointer> {
+        match self.parts.as_slice() {
+            [Part::BodyKeys(pointer)] => Some(pointer),
+            _ => None,
+        }
+    }
+
+    /// The values for a request: the member names a whole `{body.keys./POINTER}` stands for, or
+    /// the one value `render` gives.
+    pub fn render_each(&self, values: &RequestValues) -> Option<Vec<String>> {
+        match (self.whole_body_keys(), values.body) {
+            (Some(pointer), Some(body)) => pointer.keys(body.json, body.element).ok(),
+            (Some(_), None) => None,
+            (None, _) => self.render(values).map(|v| vec![v]),
+        }
     }
 
     /// The path captures the template uses, to check them against the route's pattern.
@@ -162,7 +192,7 @@ impl Template {
                     out.push_str(&segments.join("/"));
                 }
                 // Never in an upstream path: the path is made before the body is read.
-                Part::Body(_) => return Err(missing()),
+                Part::Body(_) | Part::BodyKeys(_) => return Err(missing()),
                 Part::Query(_) | Part::Header(_) => {
                     let value = self.value_of(part, values).ok_or_else(missing)?;
                     if matches!(value, "" | "." | "..") || value.contains(['/', '\\']) {
@@ -187,7 +217,7 @@ impl Template {
                 let v = all.next()?.to_str().ok()?;
                 all.next().is_none().then(|| v.trim())
             }
-            Part::Literal(_) | Part::Path(_) | Part::Body(_) => None,
+            Part::Literal(_) | Part::Path(_) | Part::Body(_) | Part::BodyKeys(_) => None,
         }
     }
 
@@ -204,6 +234,8 @@ impl Template {
                     let body = values.body?;
                     out.push_str(&pointer.resolve(body.json, body.element).ok()?);
                 }
+                // Several values, never one: `render_each`.
+                Part::BodyKeys(_) => return None,
             }
         }
         Some(out)
@@ -218,6 +250,7 @@ impl std::fmt::Display for Part {
             Part::Query(n) => write!(f, "{{query.{n}}}"),
             Part::Header(n) => write!(f, "{{header.{n}}}"),
             Part::Body(pointer) => write!(f, "{{body.json.{pointer}}}"),
+            Part::BodyKeys(pointer) => write!(f, "{{body.keys.{pointer}}}"),
         }
     }
 }

@@ -338,6 +338,25 @@ fn optional_value(
     let Some(rendered) = t.render(&facts.values).filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
+    taken(t, value, name, rendered, facts, d).map(Some)
+}
+
+/// A value rendered from the request, checked as `rule_value` says, and recorded.
+fn taken(
+    t: &Template,
+    value: RuleValue,
+    name: std::borrow::Cow<'static, str>,
+    rendered: String,
+    facts: &RequestFacts,
+    d: &mut Decision,
+) -> Result<String, Reject> {
+    if rendered.is_empty() {
+        return Err(MissingValue::Absent {
+            value,
+            template: t.as_str().to_string(),
+        }
+        .into());
+    }
     if rendered.len() > MAX_VALUE_LEN {
         return Err(Reject::ValueTooLong {
             value,
@@ -352,7 +371,32 @@ fn optional_value(
         template: t.as_str().to_string(),
         value: rendered.clone(),
     });
-    Ok(Some(rendered))
+    Ok(rendered)
+}
+
+/// The attributes of the mask: each template's value, or every member name a whole
+/// `{body.keys./POINTER}` stands for.
+fn attributes(
+    rule: &DelegationRule,
+    facts: &RequestFacts,
+    d: &mut Decision,
+) -> Result<Vec<String>, Reject> {
+    let mut attributes = Vec::new();
+    for t in &rule.attributes {
+        if t.whole_body_keys().is_none() {
+            attributes.push(rule_value(t, RuleValue::Attribute, facts, d)?);
+            continue;
+        }
+        let absent = || MissingValue::Absent {
+            value: RuleValue::Attribute,
+            template: t.as_str().to_string(),
+        };
+        for name in t.render_each(&facts.values).ok_or_else(absent)? {
+            let mask_name = RuleValue::Attribute.mask_name().into();
+            attributes.push(taken(t, RuleValue::Attribute, mask_name, name, facts, d)?);
+        }
+    }
+    Ok(attributes)
 }
 
 /// The mask stage: the request in the scheme's terms, and its data owner.
@@ -378,7 +422,7 @@ fn mask(
         ts.iter().map(|t| render(t, value)).collect()
     };
     let identifiers = renders(&rule.identifiers, RuleValue::Identifier)?;
-    let attributes = renders(&rule.attributes, RuleValue::Attribute)?;
+    let attributes = attributes(rule, facts, d)?;
     // A condition's operand the request lacks is not a refusal here: only a condition on it is.
     let operands = rule
         .conditions

@@ -206,6 +206,7 @@ fn read_body(rule: &BodyRule, asked: &Asked<'_>) -> Result<ReadBody, Reject> {
     }
     let reading = Reading {
         pointers: &rule.pointers,
+        keys: &rule.keys,
         each: rule.each.as_ref(),
         max_elements: rule.max_elements,
     };
