@@ -132,10 +132,12 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 to_ms() { awk '{ v = $1 + 0; if ($1 ~ /us$/) v /= 1000; else if ($1 ~ /ms$/) v += 0; else if ($1 ~ /s$/) v *= 1000; printf "%.3f\n", v }'; }
 
 # run ROW URL [header...]: one wrk run, appended to results.tsv as row, req/s, p50 ms, p99 ms, failures.
+# WRK_SCRIPT, when set, is a wrk Lua script for the request (a method and a body).
 run() {
   local row=$1 url=$2
   shift 2
   local args=(-t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency)
+  [ -z "${WRK_SCRIPT:-}" ] || args+=(-s "$WRK_SCRIPT")
   for h in "$@"; do args+=(-H "$h"); done
   local out
   out=$(taskset -c "$CLIENT_CPUS" wrk "${args[@]}" "$url")
@@ -423,6 +425,22 @@ EOF
 
   TOKEN=$(client token --url https://127.0.0.1:9215)
   BEARER="Authorization: Bearer $TOKEN"
+  # A route whose rule reads the JSON body: the shipped NGSI-LD batch upsert of one entity (each
+  # element a decision; the carrier may update containers), its body read whole and forwarded.
+  CARRIER_BEARER="Authorization: Bearer $("$BIN" client --testbed data/testbed --as EU.EORI.NL000000002 --raw token --url https://127.0.0.1:9215)"
+  UPSERT='[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"}]'
+  cat >"$D/upsert.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '$UPSERT'
+LUA
+  warm_body() { # a first call, so that the body row measures a cached decision
+    local answer
+    answer=$(curl -s -w ' (%{http_code})' -H "$CARRIER_BEARER" -H 'Content-Type: application/json' \
+      --data-binary "$UPSERT" http://127.0.0.1:9205/ngsi-ld/v1/entityOperations/upsert)
+    [[ "$answer" == *"(200)" ]] ||
+      { echo "the gateway refuses the NGSI-LD upsert: $answer" >&2; exit 1; }
+  }
   warm() { # port: a first call, so that the delegated route measures a cached decision
     local answer
     answer=$(curl -s -w ' (%{http_code})' -H "$BEARER" "http://127.0.0.1:$1/api/containers/C1")
@@ -456,6 +474,9 @@ EOF
     warm 9205
     [ -z "$BASELINE" ] || warm 9246
     gateway_row "delegated, cached decision" /api/containers/C1 "$BEARER"
+    warm_body
+    WRK_SCRIPT="$D/upsert.lua" run_cpu "$GATEWAY_PID" "gateway: JSON body, NGSI-LD upsert" \
+      http://127.0.0.1:9205/ngsi-ld/v1/entityOperations/upsert "$CARRIER_BEARER"
     warm 9212
     run "nginx auth_request + decision service" http://127.0.0.1:9212/api/containers/C1 "$BEARER"
     EVIDENCE=$(fresh_evidence)
@@ -526,6 +547,7 @@ for n in ("gateway: public route", "gateway: bearer token", "gateway: delegated,
     print(f"  {n} / bare pingora: {rps(n) / bare:.2f}")
 print(f"  full enforcement (bearer, cached decision, licence headers) / HAProxy RS256 jwt_verify: {cached / jwt:.2f}")
 print(f"  evidence in header / cached decision: {rps('gateway: evidence in header') / cached:.2f}")
+print(f"  JSON body (NGSI-LD upsert) / cached decision: {rps('gateway: JSON body, NGSI-LD upsert') / cached:.2f}")
 for n in ("access log on", "decision log on", "tracing on", "tracing 1 in 10"):
     print(f"  delegated, {n} / off: {rps('gateway: delegated, ' + n) / cached:.2f}")
 print(f"  gateway TLS keep-alive / the same route in plain HTTP, measured right before: {rps('gateway TLS, keep-alive') / rps('gateway: public route, beside TLS'):.2f}")
