@@ -34,14 +34,19 @@ action = "iSHARE.READ"
     )
 }
 
-/// Routes whose rules read the body. The registry lets the consumer read every container but
-/// SECRET-1 (conf/testbed-policies.json).
+/// Routes whose rules read the body, and the shipped NGSI-LD example in front of the echo
+/// backend. The registry lets the consumer read every container but SECRET-1, and the carrier
+/// read and update every container (conf/testbed-policies.json).
 fn rules() -> String {
+    let ngsi_ld = std::fs::read_to_string(repo().join("policies/ngsi-ld.toml"))
+        .unwrap()
+        .replace("upstream = \"legacy\"", "upstream = \"echo\"");
     [
         body_route("create", "/entities", "/id", ""),
         body_route("small", "/small", "/id", "max_body_bytes = 1024"),
         body_route("batch", "/batch", "/*/id", "max_body_elements = 3"),
         body_route("nested", "/nested", "/entities/*/id", ""),
+        ngsi_ld,
     ]
     .concat()
 }
@@ -610,4 +615,59 @@ fn explain_and_rule_tests_decide_on_a_described_body() {
         ngsi_ld.len() >= 10 && ngsi_ld.iter().all(|l| l.starts_with("ok ")),
         "{said}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_ngsi_ld_routes_forward_only_what_every_entity_grants() {
+    let g = start().await;
+    let carrier = access_token(&g.bed.http, &g.plain, &g.bed.identity(SP2)).await;
+    let upsert = |token: &str, body: &'static [u8]| {
+        g.bed
+            .http
+            .post(format!("{}/ngsi-ld/v1/entityOperations/upsert", g.tls))
+            .bearer_auth(token)
+            .header("content-type", "application/ld+json")
+            .body(body)
+            .send()
+    };
+    // The carrier may update containers: every entity of the batch is one, and the batch goes.
+    let batch = br#"[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"},{"id":"urn:ngsi-ld:Container:C2","type":"CONTAINER","temperature":{"type":"Property","value":4}}]"#;
+    let answer = status_json(upsert(&carrier, batch).await.unwrap()).await;
+    forwarded_exactly(&answer, batch);
+    assert_eq!(answer.1["path"], "/ngsi-ld/v1/entityOperations/upsert");
+    // One entity of another type refuses the whole batch: nothing reaches the broker.
+    let mixed = br#"[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"},{"id":"urn:ngsi-ld:Building:B1","type":"BUILDING"}]"#;
+    let answer = status_json(upsert(&carrier, mixed).await.unwrap()).await;
+    refused(&answer, (403, "denied_by_rule"));
+    assert!(
+        answer.1["error_description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
+        "{}",
+        answer.1
+    );
+    // The consumer may only read: its upsert is refused.
+    let one = br#"[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"}]"#;
+    let answer = status_json(upsert(&g.token, one).await.unwrap()).await;
+    assert_eq!(answer.0, 403, "{}", answer.1);
+    assert!(answer.1.get("method").is_none(), "{}", answer.1);
+    // A patch names its attributes by the body's members; the registry grants no "Container".
+    let patch = g
+        .bed
+        .http
+        .patch(format!(
+            "{}/ngsi-ld/v1/entities/urn:ngsi-ld:Container:C1/attrs",
+            g.tls
+        ))
+        .bearer_auth(&carrier)
+        .header("content-type", "application/json")
+        .body(r#"{"temperature":{"type":"Property","value":5}}"#)
+        .send()
+        .await
+        .unwrap();
+    let answer = status_json(patch).await;
+    refused(&answer, (403, "denied_by_rule"));
+    let line = decision_log_line(&g.log, answer.1["decision_id"].as_str().unwrap()).await;
+    assert_eq!(line["mask"]["attributes"][0], "temperature", "{line}");
+    g.stop().await;
 }
