@@ -161,6 +161,16 @@ fn forwarded_exactly((status, echo): &(u16, Value), body: &[u8]) {
     );
 }
 
+/// A refusal's description names the element of the body's array that was refused.
+#[track_caller]
+fn names_element(description: &Value, index: usize) {
+    let start = format!("element {index} of the body's array");
+    assert!(
+        description.as_str().is_some_and(|d| d.starts_with(&start)),
+        "{description}"
+    );
+}
+
 /// A refusal of the gateway (status and reason), which names its decision: nothing was forwarded.
 #[track_caller]
 fn refused((status, body): &(u16, Value), expected: (u16, &str)) {
@@ -293,13 +303,7 @@ async fn every_element_of_an_array_is_decided_and_all_must_be_granted() {
         .json("/batch", br#"[{"id":"A"},{"id":"SECRET-1"},{"id":"B"}]"#)
         .await;
     refused(&denied, (403, "denied_by_rule"));
-    assert!(
-        denied.1["error_description"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
-        "{}",
-        denied.1
-    );
+    names_element(&denied.1["error_description"], 1);
     let line = decision_log_line(&g.log, denied.1["decision_id"].as_str().unwrap()).await;
     assert_eq!(line["reason"], "denied_by_rule", "{line}");
     for (path, body, expected) in [
@@ -597,12 +601,7 @@ fn explain_and_rule_tests_decide_on_a_described_body() {
         (Some("denied"), Some("denied_by_rule")),
         "{denied}"
     );
-    assert!(
-        denied["description"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
-        "{denied}"
-    );
+    names_element(&denied["description"], 1);
     // The shipped rule tests of ngsi-ld.toml, whose cases carry bodies.
     let out = binary_output(&["test", "--config", config.to_str().unwrap()]);
     let said = printed(&out);
@@ -639,13 +638,7 @@ async fn the_shipped_ngsi_ld_routes_forward_only_what_every_entity_grants() {
     let mixed = br#"[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"},{"id":"urn:ngsi-ld:Building:B1","type":"BUILDING"}]"#;
     let answer = status_json(upsert(&carrier, mixed).await.unwrap()).await;
     refused(&answer, (403, "denied_by_rule"));
-    assert!(
-        answer.1["error_description"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("element 1 of the body's array")),
-        "{}",
-        answer.1
-    );
+    names_element(&answer.1["error_description"], 1);
     // The consumer may only read: its upsert is refused.
     let one = br#"[{"id":"urn:ngsi-ld:Container:C1","type":"CONTAINER"}]"#;
     let answer = status_json(upsert(&g.token, one).await.unwrap()).await;
