@@ -13,6 +13,8 @@ use support::process::GatewayProcess;
 use support::*;
 
 const BIN: &str = "body";
+/// The AuthZEN callers' bearer secret.
+const PEP_SECRET: &str = "0123456789abcdef0123456789abcdef-body-pep";
 
 /// A POST route at `path` whose rule takes its identifiers from the body at `pointer` (`extra`:
 /// more keys of the route).
@@ -73,8 +75,9 @@ async fn start() -> Gateway {
     let log = dir.join("decisions.log");
     let (decisions, grpc) = (free_port(), free_port());
     std::fs::write(dir.join("policies/rules.toml"), rules()).unwrap();
+    std::fs::write(dir.join("pep.secret"), PEP_SECRET).unwrap();
     let extra = format!(
-        "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\naddress = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\n",
+        "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\naddress = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n",
         log.display()
     );
     let config = dir.join("gateway.toml");
@@ -662,5 +665,77 @@ async fn the_shipped_ngsi_ld_routes_forward_only_what_every_entity_grants() {
     refused(&answer, (403, "denied_by_rule"));
     let line = decision_log_line(&g.log, answer.1["decision_id"].as_str().unwrap()).await;
     assert_eq!(line["mask"]["attributes"][0], "temperature", "{line}");
+    g.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authzen_evaluation_with_the_body_is_decided_by_the_routes_own_rule() {
+    let g = start().await;
+    let http = reqwest::Client::new();
+    let evaluate = |route: &str, body: Value| {
+        let evaluation = serde_json::json!({
+            "subject": {"type": "party", "id": CONSUMER},
+            "resource": {"type": "CONTAINER", "id": "batch",
+                         "properties": {"route": route, "body": body}},
+            "action": {"name": "iSHARE.READ"},
+        });
+        http.post(format!("{}/access/v1/evaluation", g.decisions))
+            .bearer_auth(PEP_SECRET)
+            .json(&evaluation)
+            .send()
+    };
+    let answer = |route: &'static str, body: Value| async move {
+        let (status, answer) = status_json(evaluate(route, body).await.unwrap()).await;
+        assert_eq!(status, 200, "{answer}");
+        (
+            answer["decision"].as_bool(),
+            answer["context"]["reason"].as_str().map(str::to_string),
+            answer,
+        )
+    };
+    let (decision, reason, _) =
+        answer("batch", serde_json::json!([{"id": "A"}, {"id": "B"}])).await;
+    assert_eq!((decision, reason.as_deref()), (Some(true), Some("granted")));
+    let denied = serde_json::json!([{"id": "A"}, {"id": "SECRET-1"}]);
+    let (decision, reason, whole) = answer("batch", denied).await;
+    assert_eq!(
+        (decision, reason.as_deref()),
+        (Some(false), Some("denied_by_rule")),
+        "{whole}"
+    );
+    names_element(&whole["context"]["description"], 1);
+    for (route, body, expected) in [
+        ("batch", serde_json::json!([]), "body_no_elements"),
+        (
+            "create",
+            serde_json::json!({"name": "C1"}),
+            "body_value_unresolved",
+        ),
+        (
+            "create",
+            serde_json::json!({"id": 1.5}),
+            "body_value_unresolved",
+        ),
+    ] {
+        let (decision, reason, whole) = answer(route, body).await;
+        assert_eq!(
+            (decision, reason.as_deref()),
+            (Some(false), Some(expected)),
+            "{whole}"
+        );
+    }
+    // A route whose rule reads the path cannot be evaluated on a body alone.
+    let path_route = evaluate(
+        "ngsi-ld-attrs-patch",
+        serde_json::json!({"temperature": {}}),
+    );
+    let (status, whole) = status_json(path_route.await.unwrap()).await;
+    assert_refused(status, &whole, (400, "invalid_evaluation"));
+    assert!(
+        whole["error_description"]
+            .as_str()
+            .is_some_and(|m| m.contains("reads the path")),
+        "{whole}"
+    );
     g.stop().await;
 }

@@ -53,40 +53,46 @@ pub async fn authorise(
         return Ok(Permitted::Authenticated);
     };
     let caller = d.caller_id().unwrap_or_default().to_string();
-    let elements = routed.body.as_ref().and_then(|b| b.elements);
-    let deciding = async {
-        let Some(count) = elements else {
-            let facts = RequestFacts {
-                method: &req.method,
-                values: routed.values(&req.headers, None),
-                accepted: route.accept,
-                caller: &caller,
-            };
-            return delegation(config, rule, &facts, evidence, d, now).await;
-        };
-        // One decision per element of the body's array: all of them must grant.
-        let mut granted: Option<Grant> = None;
-        for index in 0..count {
-            let facts = RequestFacts {
-                method: &req.method,
-                values: routed.values(&req.headers, Some(index)),
-                accepted: route.accept,
-                caller: &caller,
-            };
-            let grant = delegation(config, rule, &facts, evidence, d, now)
-                .await
-                .map_err(|refusal| Reject::BodyElement {
-                    index,
-                    refusal: Box::new(refusal),
-                })?;
-            granted = Some(match granted {
-                None => grant,
-                Some(all) => all.and(grant),
-            });
-        }
-        granted.ok_or(Reject::Internal)
+    let facts = |element| RequestFacts {
+        method: &req.method,
+        values: routed.values(&req.headers, element),
+        accepted: route.accept,
+        caller: &caller,
     };
+    let elements = routed.body.as_ref().and_then(|b| b.elements);
+    let deciding = delegation_each(config, rule, facts, elements, evidence, d, now);
     traced(&route.name, deciding).await.map(Permitted::Granted)
+}
+
+/// The delegation stages once (`elements` None), or for every element of the body's array (the
+/// request's facts as `facts` gives them for each): all must grant, and the first refused element
+/// refuses the request. What they grant together is the grant.
+pub async fn delegation_each<'a>(
+    config: &Config,
+    rule: &DelegationRule,
+    facts: impl Fn(Option<usize>) -> RequestFacts<'a> + Send + Sync,
+    elements: Option<usize>,
+    source: &dyn Evidence,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Grant, Reject> {
+    let Some(count) = elements else {
+        return delegation(config, rule, &facts(None), source, d, now).await;
+    };
+    let mut granted: Option<Grant> = None;
+    for index in 0..count {
+        let grant = delegation(config, rule, &facts(Some(index)), source, d, now)
+            .await
+            .map_err(|refusal| Reject::BodyElement {
+                index,
+                refusal: Box::new(refusal),
+            })?;
+        granted = Some(match granted {
+            None => grant,
+            Some(all) => all.and(grant),
+        });
+    }
+    granted.ok_or(Reject::Internal)
 }
 
 /// The delegation stages as a span of a traced request (`authorize`): `ishare.decision` permit,

@@ -18,7 +18,7 @@ use crate::gateway::reject::{HeaderRefusal, Reject};
 use crate::request::body::{read_for_rule, BodyRefusal, ReadBody, Reading};
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
-use crate::request::template::RequestValues;
+use crate::request::template::{BodyValues, RequestValues};
 use crate::request::Ambiguities;
 use crate::scheme::vocabulary::{BROKER_HEADERS, CAPABILITIES_PATH};
 use crate::scheme::Timestamp;
@@ -201,6 +201,16 @@ fn read_body(rule: &BodyRule, asked: &Asked<'_>) -> Result<ReadBody, Reject> {
         AskedBody::Unread if asked.has_body => return Err(Reject::Body(BodyRefusal::Unseen)),
         AskedBody::Unread => return Err(Reject::Body(BodyRefusal::Missing)),
     };
+    read_rule_body(rule, &asked.header.headers, bytes)
+}
+
+/// `bytes`, the body of a request with `headers`, read for a rule: within its bound, read one way
+/// only, with every value the rule takes.
+pub fn read_rule_body(
+    rule: &BodyRule,
+    headers: &http::HeaderMap,
+    bytes: &[u8],
+) -> Result<ReadBody, Reject> {
     if bytes.len() > rule.max_bytes {
         return Err(Reject::BodyTooLarge);
     }
@@ -210,7 +220,7 @@ fn read_body(rule: &BodyRule, asked: &Asked<'_>) -> Result<ReadBody, Reject> {
         each: rule.each.as_ref(),
         max_elements: rule.max_elements,
     };
-    read_for_rule(&asked.header.headers, bytes, &reading).map_err(Reject::Body)
+    read_for_rule(headers, bytes, &reading).map_err(Reject::Body)
 }
 
 /// The largest body the route that takes `req` reads to decide on, if its rule reads the body;
@@ -278,6 +288,8 @@ pub struct Evaluation<'a> {
     pub headers: http::HeaderMap,
     /// The subject: a party or a person.
     pub subject: (CallerKind, &'a str),
+    /// The body of the request the PEP holds, read for a rule that reads it (or why it is not).
+    pub body: Option<Result<ReadBody, Reject>>,
 }
 
 /// Decide an evaluation: the delegation stages on its mask, always enforced (a PEP reads the
@@ -300,20 +312,37 @@ pub async fn decide_evaluation(
         CallerKind::Person => d.called_by_person(id.to_string()),
         CallerKind::Party => d.called_by_party(id.to_string()),
     }
+    let body = match &asked.body {
+        None => None,
+        Some(Ok(body)) => Some(body),
+        Some(Err(reject)) => return concluded(d, started, None, Err(reject.clone())),
+    };
     let query = Default::default();
-    let facts = RequestFacts {
+    let facts = |element| RequestFacts {
         method: &http::Method::GET,
         values: RequestValues {
             captures: &asked.captures,
             query: &query,
             headers: &asked.headers,
-            body: None,
+            body: body.map(|b| BodyValues {
+                json: &b.json,
+                element,
+            }),
         },
         accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
         caller: id,
     };
-    let granted =
-        authorise::delegation(policy.config, asked.rule, &facts, evidence, &mut d, now).await;
+    let elements = body.and_then(|b| b.elements);
+    let granted = authorise::delegation_each(
+        policy.config,
+        asked.rule,
+        facts,
+        elements,
+        evidence,
+        &mut d,
+        now,
+    )
+    .await;
     let next = authorise::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
     concluded(d, started, None, next.map(|()| Next::Granted))
 }

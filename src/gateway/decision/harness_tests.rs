@@ -660,6 +660,7 @@ async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced
         captures: BTreeMap::from([("id".to_string(), id.to_string())]),
         headers: http::HeaderMap::new(),
         subject: (CallerKind::Party, CONSUMER),
+        body: None,
     };
     let now = Timestamp::from_secs(NOW);
     let granted = decide_evaluation(&h.snap.policy(), &asked("C1"), &h.fakes, now).await;

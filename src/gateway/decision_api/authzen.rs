@@ -3,7 +3,8 @@
 //! policy enforcement point, authenticates with the bearer secret or a client certificate; the
 //! subject it names is its claim, not a proof. An evaluation is the mask of a rule whose values
 //! are the request's (`subject.id` the access subject, `resource.type` and `id`,
-//! `properties.attributes`, `properties.policy_issuer`, `action.name`), decided by the proxy's
+//! `properties.attributes`, `properties.policy_issuer`, `action.name`) — or, given the body of the
+//! request (`properties.body`), the named route's own rule on it — decided by the proxy's
 //! delegation stages (`decision::decide_evaluation`: the mask, the evidence of the `delegation_evidence`
 //! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
 //!
@@ -15,10 +16,11 @@
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
 use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
-use crate::gateway::decision::decide;
+use crate::gateway::decision::decide::{self, read_rule_body};
 use crate::gateway::decision::CallerKind;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::request::body::ReadBody;
 use crate::request::json::{read_unique, JsonProblem};
 use crate::request::template::Template;
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
@@ -66,6 +68,8 @@ struct ResourceProperties {
     attributes: Vec<String>,
     /// A delegation route whose evidence settings (header, registry, licences, mode) apply.
     route: Option<String>,
+    /// The JSON body of the request the PEP holds, decided on by the route's own rule.
+    body: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -446,6 +450,40 @@ fn rule_of(
     Ok((rule, captures))
 }
 
+/// The named route's own rule, for an evaluation that gives the body of the request the PEP
+/// holds (`resource.properties.body`): its values come from the body and its literals only, its
+/// action is its own or `action.name`. The body, read as the proxy reads it (or why it is not).
+fn rule_with_body(
+    route: Option<&Route>,
+    action: &str,
+    json: &Value,
+) -> Result<(DelegationRule, Result<ReadBody, Reject>), String> {
+    let route = route.ok_or("resource.properties.body needs resource.properties.route")?;
+    let (Auth::Delegation(rule), Some(reads)) = (&route.auth, &route.body) else {
+        return Err(format!("{}: its rule reads no body", route.name));
+    };
+    let from_request = Route::rule_templates(rule).any(|t| {
+        t.path_names().next().is_some()
+            || t.query_names().next().is_some()
+            || t.header_names().next().is_some()
+    });
+    if from_request {
+        return Err(format!(
+            "{}: its rule reads the path, the query or headers, which an evaluation does not carry",
+            route.name
+        ));
+    }
+    let mut rule = (**rule).clone();
+    rule.action.get_or_insert_with(|| action.to_string());
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let bytes = serde_json::to_vec(json).map_err(|e| e.to_string())?;
+    Ok((rule, read_rule_body(reads, &headers, &bytes)))
+}
+
 /// One evaluation, decided by the delegation stages, logged and counted.
 async fn evaluate(
     state: &GatewayState,
@@ -472,7 +510,16 @@ async fn evaluate(
             Some(route)
         }
     };
-    let (rule, captures) = rule_of(&asked, route.as_deref())?;
+    let (rule, captures, body) = match &asked.resource.properties.body {
+        None => {
+            let (rule, captures) = rule_of(&asked, route.as_deref())?;
+            (rule, captures, None)
+        }
+        Some(json) => {
+            let (rule, body) = rule_with_body(route.as_deref(), &asked.action.name, json)?;
+            (rule, BTreeMap::new(), Some(body))
+        }
+    };
     let mut headers = http::HeaderMap::new();
     if let Some(tokens) = &asked.context.delegation_evidence {
         let value = http::HeaderValue::from_str(tokens)
@@ -489,6 +536,7 @@ async fn evaluate(
         captures,
         headers,
         subject: (kind, &asked.subject.id),
+        body,
     };
     let evidence = snap.authz.with(&snap.trust);
     let decided =
