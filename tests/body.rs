@@ -69,6 +69,11 @@ struct Gateway {
 }
 
 async fn start() -> Gateway {
+    start_with("").await
+}
+
+/// `start`, with `server` as more keys of `[server]`.
+async fn start_with(server: &str) -> Gateway {
     let bed = Bed::start(BIN).await;
     let dir = scratch_dir(BIN);
     let ports = Ports::free();
@@ -77,7 +82,7 @@ async fn start() -> Gateway {
     std::fs::write(dir.join("policies/rules.toml"), rules()).unwrap();
     std::fs::write(dir.join("pep.secret"), PEP_SECRET).unwrap();
     let extra = format!(
-        "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\naddress = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n",
+        "{server}\n[decision_log]\npath = \"{}\"\n\n[decision_api]\naddress = \"127.0.0.1:{decisions}\"\ngrpc_address = \"127.0.0.1:{grpc}\"\nbearer_secret_file = \"pep.secret\"\n",
         log.display()
     );
     let config = dir.join("gateway.toml");
@@ -737,5 +742,28 @@ async fn an_authzen_evaluation_with_the_body_is_decided_by_the_routes_own_rule()
             .is_some_and(|m| m.contains("reads the path")),
         "{whole}"
     );
+    g.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_read_to_decide_keeps_the_body_deadline_and_minimum_rate() {
+    let g = start_with("body_deadline = \"1s\"\nbody_min_rate = 1\n").await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = g.plain.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /entities HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 40\r\nConnection: close\r\n\r\n{{\"id\":",
+        g.token
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The rest never comes: within the deadline (1 s, and a second per byte received), refused.
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    let _ = tokio::time::timeout(Duration::from_secs(15), read).await;
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_refused(400, &raw_body(&answer), (400, "unreadable_body"));
+    assert!(started.elapsed() < Duration::from_secs(10), "{answer}");
     g.stop().await;
 }
