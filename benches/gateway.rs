@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use ishare_gateway::config::model::{Auth, Config};
 use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
-use ishare_gateway::gateway::decision::decide::{decide, Asked, Next};
+use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Next};
 use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::{logged, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;
@@ -248,6 +248,7 @@ impl Bench {
         let asked = Asked {
             header: request,
             has_body: false,
+            body: AskedBody::Unread,
             described: false,
         };
         let callers = Live {
@@ -329,7 +330,8 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("delegated: header evidence verified before", |b| {
         b.iter(|| assert!(bench.authorize(black_box("C2"), &with_evidence)))
     });
-    let mut request = pingora::http::RequestHeader::build("GET", b"/api/containers/C1", None).unwrap();
+    let mut request =
+        pingora::http::RequestHeader::build("GET", b"/api/containers/C1", None).unwrap();
     request.insert_header("host", "localhost").unwrap();
     request
         .insert_header("authorization", format!("Bearer {token}"))
