@@ -231,6 +231,24 @@ async fn a_body_read_two_ways_is_refused_and_never_forwarded() {
             br#"{"id":"C1","x":{"a":1,"a":2}}"#,
             (400, "body_duplicate_member"),
         ),
+        // Names equal but for case, which a backend may bind without case.
+        (
+            br#"{"id":"C1","Id":"SECRET-1"}"#,
+            (400, "body_duplicate_member"),
+        ),
+        (
+            br#"{"id":"C1","\u0049D":"SECRET-1"}"#,
+            (400, "body_duplicate_member"),
+        ),
+        // JSON-LD that makes another member the entity's id.
+        (
+            br#"{"@context":{"ident":"@id","id":null},"id":"C1","ident":"SECRET-1"}"#,
+            (400, "body_json_ld_keyword"),
+        ),
+        (
+            br#"{"id":"C1","@id":"SECRET-1"}"#,
+            (400, "body_json_ld_keyword"),
+        ),
         (b"\xEF\xBB\xBF{\"id\":\"C1\"}", (400, "body_not_utf8")),
         (b"{\"id\":\"C1\",\"x\":\"\xff\"}", (400, "body_not_utf8")),
         (

@@ -42,6 +42,7 @@ fn one_of_each() -> Vec<Reject> {
             array: "/entities".into(),
             limit: 100,
         }),
+        Reject::Body(BodyRefusal::JsonLdKeyword("@id".into())),
         Reject::BodyElement {
             index: 1,
             refusal: Box::new(Reject::Denied(DenyReason::NoPolicy)),

@@ -204,6 +204,8 @@ pub enum BodyRefusal {
     NoElements(String),
     #[error("the body's array or object at {array} has more than {limit} elements or members")]
     TooManyElements { array: String, limit: usize },
+    #[error("the body holds the JSON-LD keyword {0}, with which a backend expanding JSON-LD reads other members than the ones decided on: give @context as URLs only, and no other @ keyword")]
+    JsonLdKeyword(String),
 }
 
 /// A JSON problem, by its kind (for its reason code).
@@ -236,6 +238,7 @@ impl BodyRefusal {
             BodyRefusal::Value(_) => "body_value_unresolved",
             BodyRefusal::NoElements(_) => "body_no_elements",
             BodyRefusal::TooManyElements { .. } => "body_too_many_elements",
+            BodyRefusal::JsonLdKeyword(_) => "body_json_ld_keyword",
         }
     }
 
@@ -399,7 +402,42 @@ pub fn read_json(bytes: &[u8]) -> Result<Value, BodyRefusal> {
     if std::str::from_utf8(bytes).is_err() {
         return Err(BodyRefusal::NotUtf8);
     }
-    read_unique_within(bytes, MAX_DEPTH).map_err(|e| BodyRefusal::Json(JsonRefusal(e)))
+    let json =
+        read_unique_within(bytes, MAX_DEPTH).map_err(|e| BodyRefusal::Json(JsonRefusal(e)))?;
+    read_one_way(&json)?;
+    Ok(json)
+}
+
+/// Refuse what a backend could read as other members than the ones decided on: two names of one
+/// object equal but for case (a backend may bind names without case), and JSON-LD keywords that
+/// rename or replace members (`@id`, `@graph`, a `@context` defining terms in place).
+fn read_one_way(value: &Value) -> Result<(), BodyRefusal> {
+    match value {
+        Value::Array(items) => items.iter().try_for_each(read_one_way),
+        Value::Object(members) => {
+            let mut names: Vec<String> = members.keys().map(|k| k.to_lowercase()).collect();
+            names.sort_unstable();
+            if let Some(twice) = names.windows(2).find(|w| w[0] == w[1]) {
+                let problem = format!("members named {:?} in different cases", twice[0]);
+                return Err(BodyRefusal::Json(JsonRefusal(JsonProblem::RepeatedMember(
+                    problem,
+                ))));
+            }
+            for (name, member) in members {
+                let urls_only = match member {
+                    Value::String(_) => true,
+                    Value::Array(items) => items.iter().all(Value::is_string),
+                    _ => false,
+                };
+                if name.starts_with('@') && (name != "@context" || !urls_only) {
+                    return Err(BodyRefusal::JsonLdKeyword(name.clone()));
+                }
+                read_one_way(member)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -556,6 +594,23 @@ mod tests {
         assert_eq!(code(b"\xEF\xBB\xBF{}"), "body_not_utf8");
         assert_eq!(code(b"{\"id\":\"\xff\"}"), "body_not_utf8");
         assert_eq!(code(br#"{"id":"A","id":"B"}"#), "body_duplicate_member");
+        for two_names in [
+            br#"{"id":"A","Id":"B"}"#.as_slice(),
+            br#"[{"type":"T","id":"A","\u0049D":"B"}]"#,
+            br#"{"a":{"ID":"A","iD":"B"}}"#,
+        ] {
+            assert_eq!(code(two_names), "body_duplicate_member");
+        }
+        for keyword in [
+            br#"{"@context":{"ident":"@id","id":null},"id":"A","ident":"B"}"#.as_slice(),
+            br#"{"id":"A","@id":"B"}"#,
+            br#"{"@graph":[{"id":"B"}],"id":"A"}"#,
+            br#"[{"id":"A","@context":["https://example.org/c.jsonld",{"id":null}]}]"#,
+        ] {
+            assert_eq!(code(keyword), "body_json_ld_keyword");
+        }
+        let contexts = br#"{"id":"A","@context":["https://example.org/c.jsonld"]}"#;
+        assert!(read_json(contexts).is_ok(), "a @context of URLs is read");
         assert_eq!(
             code(br#"{"id":"A","\u0069d":"B"}"#),
             "body_duplicate_member"
