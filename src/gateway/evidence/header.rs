@@ -4,10 +4,11 @@
 //! signer's scheme version writes evidence, and say what the scheme's rules require of its claims.
 //!
 //! A consumer sends the same token again and again until it expires. What a token proves by itself
-//! (its signature by a chain under the trusted list) is kept, found by the SHA-256 of its signature
-//! and used only for the very same token text, until the token, its evidence or its chain expires,
-//! and only under the trusted list it was verified with. (Hashing the signature alone, not the
-//! whole token of several kilobytes, is most of what a cache hit saves.) What
+//! (its signature by a chain under the trusted list) is kept, found by its signature's text (through
+//! the cache's keyed hash) and used only for the very same token text, until the token, its
+//! evidence or its chain expires, and only under the trusted list it was verified with. (Hashing
+//! the signature alone, not the whole token of several kilobytes, is most of what a cache hit
+//! saves.) What
 //! depends on the request or on the signer's standing now (its party record, its role, the subjects,
 //! the token's age) is checked on every request.
 
@@ -69,7 +70,8 @@ impl VerifiedToken {
             chain,
             generation: 0,
             until,
-            // The text, and the decoded claims and evidence: about what the text takes, twice.
+            // The text, the decoded claims and evidence, and the signature that is its key: about
+            // what the text takes, twice.
             weight: u32::try_from(3 * text.len() + 512).unwrap_or(u32::MAX),
         }
     }
@@ -77,10 +79,10 @@ impl VerifiedToken {
 
 struct UntilExpiry;
 
-impl Expiry<[u8; 32], Arc<VerifiedToken>> for UntilExpiry {
+impl Expiry<Box<str>, Arc<VerifiedToken>> for UntilExpiry {
     fn expire_after_create(
         &self,
-        _key: &[u8; 32],
+        _key: &Box<str>,
         value: &Arc<VerifiedToken>,
         _at: Instant,
     ) -> Option<Duration> {
@@ -94,7 +96,7 @@ pub struct HeaderEvidence {
     algorithms: AlgorithmPolicy,
     readers: Readers,
     rules: HeaderEvidenceRules,
-    verified: moka::sync::Cache<[u8; 32], Arc<VerifiedToken>>,
+    verified: moka::sync::Cache<Box<str>, Arc<VerifiedToken>>,
     metrics: Metrics,
 }
 
@@ -259,8 +261,8 @@ impl HeaderEvidence {
         now: Timestamp,
     ) -> Result<(Arc<VerifiedToken>, bool), Reject> {
         let generation = trust.trusted_list().await?.generation;
-        let key = cache_key(token);
-        if let Some(hit) = self.verified.get(&key) {
+        let key = signature(token);
+        if let Some(hit) = self.verified.get(key) {
             if *hit.text == *token && hit.generation == generation && now.secs() < hit.until {
                 self.metrics.cache_hit("evidence_token", true);
                 return Ok((hit, true));
@@ -281,7 +283,7 @@ impl HeaderEvidence {
             generation,
             ..VerifiedToken::new(token, decoded, read, chain)
         });
-        self.verified.insert(key, verified.clone());
+        self.verified.insert(key.into(), verified.clone());
         Ok((verified, false))
     }
 }
@@ -301,15 +303,11 @@ fn request_parties(
     Ok(parties)
 }
 
-/// Where a token is kept in the cache of verified tokens: the SHA-256 of its signature (what
-/// follows its last dot). Tokens that share a signature but differ elsewhere share the key; the
-/// text kept with the entry tells them apart, and only a token that verifies is ever kept.
-fn cache_key(token: &str) -> [u8; 32] {
-    let signature = token.rsplit_once('.').map_or(token, |(_, s)| s);
-    let digest = ring::digest::digest(&ring::digest::SHA256, signature.as_bytes());
-    let mut key = [0u8; 32];
-    key.copy_from_slice(digest.as_ref());
-    key
+/// Where a token is kept in the cache of verified tokens: its signature (what follows its last
+/// dot). Tokens that share a signature but differ elsewhere share the key; the text kept with the
+/// entry tells them apart, and only a token that verifies is ever kept.
+fn signature(token: &str) -> &str {
+    token.rsplit_once('.').map_or(token, |(_, s)| s)
 }
 
 /// Evidence signed by a registry, not by its data owner: the signer is a registry, and one the
