@@ -86,7 +86,6 @@ async fn main() {
                     registry: "EU.EORI.NL000000004".into(),
                 },
                 issuers: vec!["EU.EORI.NL000000005".into()],
-                cache_hit: false,
             },
         };
         let asked = request(i);

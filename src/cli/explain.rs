@@ -168,11 +168,14 @@ pub fn report(d: &Decision, routed: Option<&Routed>) -> String {
     if let Some(m) = &d.mask {
         line("mask", mask_text(m));
     }
-    if let Some(e) = &d.evidence {
-        line("evidence", evidence_text(e));
+    if let Some(a) = &d.assessed {
+        line(
+            "evidence",
+            evidence_text(&a.evaluated.evidence, a.cache_hit),
+        );
     }
-    if !d.decided_by.is_empty() {
-        let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
+    if !d.decided_by().is_empty() {
+        let places: Vec<String> = d.decided_by().iter().map(ToString::to_string).collect();
         line("decided by", places.join(", "));
     }
     line("outcome", outcome_text(d, routed));
@@ -226,13 +229,13 @@ fn mask_text(m: &AccessRequest) -> String {
 }
 
 /// Where the evidence came from, who issued its policies and whether it came from the cache.
-fn evidence_text(e: &EvidenceUsed) -> String {
+fn evidence_text(e: &EvidenceUsed, cache_hit: bool) -> String {
     let source = match &e.source {
         EvidenceSource::Header => "the delegation_evidence header, verified".to_string(),
         EvidenceSource::Registry { registry } => format!("the registry {registry}"),
         EvidenceSource::Given { from } => from.clone(),
     };
-    let cached = if e.cache_hit { ", from the cache" } else { "" };
+    let cached = if cache_hit { ", from the cache" } else { "" };
     let issuers = match e.issuers.is_empty() {
         true => "no policy".to_string(),
         false => format!("issued by {}", e.issuers.join(" → ")),

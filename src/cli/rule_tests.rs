@@ -205,10 +205,10 @@ fn compare(case: &Case, d: &Decision) -> Option<String> {
         return None;
     }
     let expected = format!("{} {}", case.status, case.reason.as_deref().unwrap_or(""));
-    let place = match d.decided_by.is_empty() {
+    let place = match d.decided_by().is_empty() {
         true => String::new(),
         false => {
-            let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
+            let places: Vec<String> = d.decided_by().iter().map(ToString::to_string).collect();
             format!(", by {}", places.join(", "))
         }
     };

@@ -8,7 +8,7 @@
 
 use super::authenticate::Callers;
 use super::route::Routed;
-use super::{Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
+use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
 use crate::request::template::{RequestValues, Template};
@@ -251,7 +251,7 @@ pub trait Evidence: Send + Sync {
 
     /// The data owner's registry's evidence, evaluated with `evaluate` (through a cache, for
     /// the live gateway).
-    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject>;
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject>;
 }
 
 /// The single value of a credential header, if present, in either of its names (1.9's
@@ -287,7 +287,6 @@ pub fn evaluate(
     chain: &[DelegationEvidence],
     request: &AccessRequest,
     source: EvidenceSource,
-    cache_hit: bool,
     now: Timestamp,
 ) -> Evaluated {
     Evaluated {
@@ -295,7 +294,6 @@ pub fn evaluate(
         evidence: EvidenceUsed {
             source,
             issuers: chain.iter().map(|ev| ev.policy_issuer.clone()).collect(),
-            cache_hit,
         },
     }
 }
@@ -310,7 +308,6 @@ pub fn no_policy(source: EvidenceSource) -> Evaluated {
         evidence: EvidenceUsed {
             source,
             issuers: Vec::new(),
-            cache_hit: false,
         },
     }
 }
@@ -405,7 +402,8 @@ fn attributes(
     Ok(attributes)
 }
 
-/// The mask stage: the request in the scheme's terms, and its data owner.
+/// The mask stage: the request in the scheme's terms, and its data owner. The decision records
+/// the mask once the stages that read it are done (`delegation`).
 fn mask(
     config: &Config,
     rule: &DelegationRule,
@@ -451,7 +449,6 @@ fn mask(
         operands,
         unnamed_provider_accepted: rule.accept_unnamed_service_provider,
     };
-    d.mask = Some(request.clone());
     Ok((request, owner))
 }
 
@@ -470,11 +467,16 @@ pub async fn delegation(
     let original_consumer = consumer_of_broker(facts, source, d, now).await?;
     let subject = original_consumer.as_deref().unwrap_or(facts.caller);
     let mut resolved = resolved_mask(config, rule, facts, subject, source, d).await?;
-    let path = delegation_path(rule, facts, &mut resolved, source, d).await?;
-    d.stage = Stage::Evidence;
-    let evaluated = evidence(rule, facts, &resolved, &path, source, d, now).await?;
+    let assessed = async {
+        let path = delegation_path(rule, facts, &mut resolved, source, d).await?;
+        d.stage = Stage::Evidence;
+        evidence(rule, facts, &resolved, &path, source, d, now).await
+    }
+    .await;
+    d.mask = Some(resolved.request);
+    let assessed = assessed?;
     d.stage = Stage::Evaluation;
-    verdict(evaluated, original_consumer, d)
+    verdict(assessed, original_consumer, d)
 }
 
 /// The consumer a broker acts for, when its assertion comes with the request (recorded on the
@@ -507,8 +509,7 @@ struct Resolved {
     aliases: Aliases,
 }
 
-/// The mask stage, its parties resolved; a data owner the caller names is neither the subject
-/// nor the caller, by name or by id.
+/// The mask stage, its parties resolved (recorded as the decision's mask if that fails).
 async fn resolved_mask(
     config: &Config,
     rule: &DelegationRule,
@@ -518,12 +519,36 @@ async fn resolved_mask(
     d: &mut Decision,
 ) -> Result<Resolved, Reject> {
     let (mut request, owner) = mask(config, rule, facts, subject, d)?;
+    match resolve_parties(config, rule, facts, subject, source, &mut request).await {
+        Ok(aliases) => Ok(Resolved {
+            owner: PartyId::parse(&request.policy_issuer).unwrap_or(owner),
+            request,
+            aliases,
+        }),
+        Err(refusal) => {
+            d.mask = Some(request);
+            Err(refusal)
+        }
+    }
+}
+
+/// The mask's parties by the ids their names' records give; a data owner the caller names is
+/// neither the subject nor the caller, by name or by id.
+async fn resolve_parties(
+    config: &Config,
+    rule: &DelegationRule,
+    facts: &RequestFacts<'_>,
+    subject: &str,
+    source: &dyn Evidence,
+    request: &mut AccessRequest,
+) -> Result<Aliases, Reject> {
+    let owner_is_caller = |owner: &str| Reject::from(EvidenceRefusal::OwnerIsCaller(owner.into()));
     if rule.caller_names_owner {
         if [subject, facts.caller]
             .iter()
             .any(|p| p.eq_ignore_ascii_case(&request.policy_issuer))
         {
-            return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+            return Err(owner_is_caller(&request.policy_issuer));
         }
         source.admit_owner(facts.caller, &request.policy_issuer)?;
     }
@@ -539,19 +564,11 @@ async fn resolved_mask(
     if rule.caller_names_owner {
         for party in [subject, facts.caller] {
             if aliases.id_of(party)? == request.policy_issuer {
-                return Err(EvidenceRefusal::OwnerIsCaller(request.policy_issuer).into());
+                return Err(owner_is_caller(&request.policy_issuer));
             }
         }
     }
-    let owner = PartyId::parse(&request.policy_issuer).unwrap_or(owner);
-    if let Some(mask) = d.mask.as_mut() {
-        mask.resolve(&aliases)?;
-    }
-    Ok(Resolved {
-        request,
-        owner,
-        aliases,
-    })
+    Ok(aliases)
 }
 
 /// The parties between the data owner and the consumer, by their ids where a record found lists
@@ -599,7 +616,7 @@ async fn evidence(
     source: &dyn Evidence,
     d: &mut Decision,
     now: Timestamp,
-) -> Result<Evaluated, Reject> {
+) -> Result<Assessed, Reject> {
     let request = &resolved.request;
     let presented = match rule.evidence.header {
         true => header(facts.values.headers, EVIDENCE_HEADERS)?,
@@ -615,7 +632,10 @@ async fn evidence(
                 aliases: &resolved.aliases,
             };
             let p = source.header(tokens, &expected, now).await?;
-            Ok(evaluate(&p.chain, request, p.source, p.cached, now))
+            Ok(Assessed {
+                evaluated: std::sync::Arc::new(evaluate(&p.chain, request, p.source, now)),
+                cache_hit: p.cached,
+            })
         }
         None if rule.evidence.registry => {
             let ask = RegistryAsk {
@@ -640,28 +660,29 @@ async fn evidence(
 /// The evaluation stage's outcome, recorded: a Permit is the grant; a Deny the refusal (the
 /// registry's own answer, no policy or its Deny, is said to be the registry's).
 fn verdict(
-    evaluated: Evaluated,
+    assessed: Assessed,
     original_consumer: Option<String>,
     d: &mut Decision,
 ) -> Result<Grant, Reject> {
-    let registry = match &evaluated.evidence.source {
-        EvidenceSource::Registry { registry } => Some(registry.clone()),
-        _ => None,
-    };
-    d.evidence = Some(evaluated.evidence);
-    d.decided_by = evaluated.evaluation.decided_by;
-    match evaluated.evaluation.decision {
+    let evaluated = &*assessed.evaluated;
+    let outcome = match &evaluated.evaluation.decision {
         Verdict::Permit(p) => Ok(Grant {
             original_consumer,
-            licences: p.licences,
+            licences: p.licences.clone(),
             not_on_or_after: p.not_on_or_after,
             max_delegation_depth: p.max_delegation_depth,
         }),
-        Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)) => match registry
-        {
-            Some(registry) => Err(Reject::RegistryDenied { registry, reason }),
-            None => Err(Reject::Denied(reason)),
-        },
-        Verdict::Deny(reason) => Err(Reject::Denied(reason)),
-    }
+        Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)) => {
+            match &evaluated.evidence.source {
+                EvidenceSource::Registry { registry } => Err(Reject::RegistryDenied {
+                    registry: registry.clone(),
+                    reason: reason.clone(),
+                }),
+                _ => Err(Reject::Denied(reason.clone())),
+            }
+        }
+        Verdict::Deny(reason) => Err(Reject::Denied(reason.clone())),
+    };
+    d.assessed = Some(assessed);
+    outcome
 }

@@ -7,7 +7,7 @@ use super::authenticate::{CallerArg, Named};
 use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::decide::{Asked, AskedBody, Decided, Next, Policy};
 use super::route::Routed;
-use super::{logged, Decision, Evaluated, EvidenceSource, Stage};
+use super::{logged, Assessed, Decision, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;
 use crate::gateway::reject::{EvidenceRefusal, LoginFailure, Reject};
 use crate::scheme::evidence::DelegationEvidence;
@@ -120,18 +120,22 @@ impl Evidence for Given {
         })
     }
 
-    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
-        match &self.registry {
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
+        let evaluated = match &self.registry {
             Some(RegistryAnswer::Evidence(chain, from)) => {
                 let source = EvidenceSource::Given { from: from.clone() };
-                Ok(evaluate(chain, ask.request, source, false, self.now))
+                evaluate(chain, ask.request, source, self.now)
             }
-            Some(RegistryAnswer::NoPolicy) => Ok(no_policy(EvidenceSource::Given {
+            Some(RegistryAnswer::NoPolicy) => no_policy(EvidenceSource::Given {
                 from: "the registry's answer: no policy (404)".into(),
-            })),
+            }),
             // No registry answer to give: `decide` says so.
-            None => Err(Reject::Internal),
-        }
+            None => return Err(Reject::Internal),
+        };
+        Ok(Assessed {
+            evaluated: std::sync::Arc::new(evaluated),
+            cache_hit: false,
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
 use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
 use super::log::{line, to_json};
-use super::{CallerKind, Decision, DecisionId, Evaluated, EvidenceSource, Stage};
+use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
 use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};
 use crate::config::tests::{write, BASE};
@@ -166,7 +166,7 @@ impl Evidence for Fakes {
         })
     }
 
-    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
         self.registry_calls.fetch_add(1, Ordering::Relaxed);
         let source = EvidenceSource::Registry {
             registry: REGISTRY.into(),
@@ -175,15 +175,18 @@ impl Evidence for Fakes {
             ev.policy_issuer == ask.request.policy_issuer
                 && ev.target.access_subject == ask.request.access_subject
         });
-        Ok(match found {
+        let evaluated = match found {
             Some(ev) => evaluate(
                 std::slice::from_ref(ev),
                 ask.request,
                 source,
-                false,
                 Timestamp::from_secs(NOW),
             ),
             None => no_policy(source),
+        };
+        Ok(Assessed {
+            evaluated: std::sync::Arc::new(evaluated),
+            cache_hit: false,
         })
     }
 }
@@ -305,7 +308,7 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
     assert_eq!(mask.actions, ["iSHARE.READ"]);
     assert_eq!(mask.service_providers, ["EU.EORI.NL000000003"]);
     assert_eq!(mask.required_licences, ["ISHARE.0001"]);
-    let used = d.evidence.as_ref().expect("evidence");
+    let used = d.evidence().expect("evidence");
     assert_eq!(
         used.source,
         EvidenceSource::Registry {
@@ -313,7 +316,7 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
         }
     );
     assert_eq!(used.issuers, [OWNER]);
-    let places: Vec<String> = d.decided_by.iter().map(ToString::to_string).collect();
+    let places: Vec<String> = d.decided_by().iter().map(ToString::to_string).collect();
     // The granting policy's first rule, and the licence expression that grants the route's licence.
     assert_eq!(
         places,
@@ -413,7 +416,7 @@ async fn header_evidence_comes_before_the_registry_and_a_broker_acts_for_its_con
         .await;
     assert_eq!((d.status(), d.reason), (200, "granted"));
     assert_eq!(
-        d.evidence.as_ref().map(|e| &e.source),
+        d.evidence().map(|e| &e.source),
         Some(&EvidenceSource::Header)
     );
     assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 0);

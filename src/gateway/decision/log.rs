@@ -160,7 +160,7 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     mask: Option<MaskLine<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    evidence: Option<&'a EvidenceUsed>,
+    evidence: Option<EvidenceLine<'a>>,
     decided_by: Places<'a>,
     stage: Stage,
     outcome: &'static str,
@@ -237,6 +237,14 @@ struct MaskLine<'a> {
     licences: &'a [String],
 }
 
+/// The evidence a decision used, and whether it came from the cache.
+#[derive(Serialize)]
+struct EvidenceLine<'a> {
+    #[serde(flatten)]
+    used: &'a EvidenceUsed,
+    cache_hit: bool,
+}
+
 /// Where the decision was made, as paths into the evidence.
 struct Places<'a>(&'a [DecidedBy]);
 
@@ -274,8 +282,11 @@ impl<'a> Line<'a> {
                 actions: &m.actions,
                 licences: &m.required_licences,
             }),
-            evidence: d.evidence.as_ref(),
-            decided_by: Places(&d.decided_by),
+            evidence: d.assessed.as_ref().map(|a| EvidenceLine {
+                used: &a.evaluated.evidence,
+                cache_hit: a.cache_hit,
+            }),
+            decided_by: Places(d.decided_by()),
             stage: d.stage,
             outcome: d.outcome.as_str(),
             reason: d.reason,

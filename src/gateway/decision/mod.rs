@@ -25,7 +25,7 @@ use crate::telemetry::write_hex;
 use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 /// The longest request value written to a log line.
@@ -173,8 +173,6 @@ pub struct EvidenceUsed {
     /// The issuer (`policyIssuer`) of every step, from the data owner on; empty when the registry
     /// holds no policy.
     pub issuers: Vec<String>,
-    /// Whether the decision (registry) or the verified token (header) came from the cache.
-    pub cache_hit: bool,
 }
 
 /// What evidence came to: the evaluation, where it was made, and what evidence it read. The
@@ -183,6 +181,15 @@ pub struct EvidenceUsed {
 pub struct Evaluated {
     pub evaluation: crate::scheme::evaluation::Evaluation,
     pub evidence: EvidenceUsed,
+}
+
+/// What evidence came to for one request: the evaluation, shared with the decision cache (never
+/// copied into the decision), and whether it came from the cache.
+#[derive(Clone, Debug)]
+pub struct Assessed {
+    pub evaluated: Arc<Evaluated>,
+    /// Whether the decision (registry) or every verified token (header) came from the cache.
+    pub cache_hit: bool,
 }
 
 /// A permitted request: what the response headers are made from.
@@ -209,8 +216,8 @@ pub struct Decision {
     pub caller: Option<Caller>,
     pub values: Vec<Taken>,
     pub mask: Option<AccessRequest>,
-    pub evidence: Option<EvidenceUsed>,
-    pub decided_by: Vec<DecidedBy>,
+    /// What the evidence came to, and whether from the cache.
+    pub assessed: Option<Assessed>,
     /// The last stage that ran: the one that decided.
     pub stage: Stage,
     pub outcome: Outcome,
@@ -245,8 +252,7 @@ impl Decision {
             caller: None,
             values: Vec::new(),
             mask: None,
-            evidence: None,
-            decided_by: Vec::new(),
+            assessed: None,
             stage: Stage::Route,
             outcome: Outcome::Forwarded,
             reason: "",
@@ -255,6 +261,18 @@ impl Decision {
             grant: None,
             decided_in: None,
         }
+    }
+
+    /// The evidence the decision used.
+    pub fn evidence(&self) -> Option<&EvidenceUsed> {
+        self.assessed.as_ref().map(|a| &a.evaluated.evidence)
+    }
+
+    /// Where in the evidence the decision was made.
+    pub fn decided_by(&self) -> &[DecidedBy] {
+        self.assessed
+            .as_ref()
+            .map_or(&[], |a| &a.evaluated.evaluation.decided_by)
     }
 
     /// The caller's id, as the access log names it.

@@ -3,7 +3,7 @@
 //! Concurrent misses of one key make one registry call.
 
 use crate::config::model::DelegationSettings;
-use crate::gateway::decision::Evaluated;
+use crate::gateway::decision::{Assessed, Evaluated};
 use crate::gateway::reject::Reject;
 use crate::scheme::evaluation::Decision;
 use crate::scheme::evidence::AccessRequest;
@@ -73,24 +73,25 @@ impl PurgeScope {
 }
 
 /// What a decision is cached by: a looser rule never serves a stricter one. Borrowed from the
-/// request's decision: only its digest is kept.
+/// request's decision: only its encoding is kept.
 #[derive(Clone, Copy, Debug)]
 pub struct DecisionKey<'a> {
     pub route: &'a str,
     pub request: &'a AccessRequest,
     pub registry: &'a str,
     pub path: &'a [String],
-    /// The route's bound on how long the decision is cached (not part of the digest: the route
-    /// is).
+    /// The route's bound on how long the decision is cached (not part of the encoding: the
+    /// route is).
     pub max_age: Option<Duration>,
 }
 
 impl DecisionKey<'_> {
-    /// What the cache holds instead of the key: the SHA-256 of an encoding of every field in
-    /// which each string carries its length and each list its count, so that two different keys
-    /// never encode alike. 32 bytes per entry, where the key's own strings and lists take 16
-    /// allocations. The encoding is written out first and hashed in one call.
-    fn digest(&self) -> [u8; 32] {
+    /// What the cache holds instead of the key: an encoding of every field in which each string
+    /// carries its length and each list its count, so that two different keys never encode
+    /// alike. One allocation per entry, where the key's own strings and lists take 16. The cache
+    /// finds it by its keyed hash and compares it whole: a hit hashes its few hundred bytes once
+    /// and copies nothing.
+    fn encoding(&self) -> Vec<u8> {
         fn text(buf: &mut Vec<u8>, s: &str) {
             buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
             buf.extend_from_slice(s.as_bytes());
@@ -134,13 +135,11 @@ impl DecisionKey<'_> {
             }
         }
         buf.push(u8::from(r.unnamed_provider_accepted));
-        let mut out = [0u8; 32];
-        out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &buf).as_ref());
-        out
+        buf
     }
 }
 
-/// What one entry costs beyond its value: the 32-byte key and the cache's own bookkeeping
+/// What one entry costs beyond its value and its key's bytes: the cache's own bookkeeping
 /// (entry, access-order and expiry nodes), as measured with `examples/decision_cache_memory.rs`.
 const ENTRY_OVERHEAD: u32 = 432;
 
@@ -154,7 +153,8 @@ struct Cached {
 }
 
 impl Cached {
-    fn weight(&self) -> u32 {
+    /// What the entry holds in memory, with its key of `key_len` bytes (and their allocation).
+    fn weight(&self, key_len: usize) -> u32 {
         let issuers: usize = self
             .evaluated
             .evidence
@@ -173,7 +173,7 @@ impl Cached {
         };
         // The evaluation, where it was made (one place per step) and the evidence's source.
         let parties = self.policy_issuer.len() + self.access_subject.len();
-        u32::try_from(licences + issuers + parties + 300)
+        u32::try_from(licences + issuers + parties + key_len + 16 + 300)
             .unwrap_or(u32::MAX)
             .saturating_add(ENTRY_OVERHEAD)
     }
@@ -181,14 +181,14 @@ impl Cached {
 
 struct ByDecision;
 
-impl Expiry<[u8; 32], Cached> for ByDecision {
-    fn expire_after_create(&self, _k: &[u8; 32], v: &Cached, _at: Instant) -> Option<Duration> {
+impl Expiry<Box<[u8]>, Cached> for ByDecision {
+    fn expire_after_create(&self, _k: &Box<[u8]>, v: &Cached, _at: Instant) -> Option<Duration> {
         Some(v.ttl)
     }
 }
 
 pub struct DecisionCache {
-    cache: moka::future::Cache<[u8; 32], Cached>,
+    cache: moka::future::Cache<Box<[u8]>, Cached>,
     permit_ttl: Duration,
     deny_ttl: Duration,
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
@@ -200,9 +200,9 @@ pub struct DecisionCache {
 impl DecisionCache {
     pub fn new(settings: &DelegationSettings, metrics: Metrics) -> Self {
         DecisionCache {
-            cache: moka::future::Cache::builder()
+            cache: moka::future::Cache::<Box<[u8]>, Cached>::builder()
                 .max_capacity(settings.cache_size)
-                .weigher(|_: &[u8; 32], v: &Cached| v.weight())
+                .weigher(|k, v| v.weight(k.len()))
                 .eviction_listener(metrics.on_eviction("decision"))
                 .expire_after(ByDecision)
                 .build(),
@@ -214,24 +214,24 @@ impl DecisionCache {
     }
 
     /// The cached evaluation for `key`, or the one the future `decide` makes (then cached unless
-    /// it failed); `evidence.cache_hit` says which. A hit looks the digest up and no more: the
+    /// it failed); `cache_hit` says which. A hit looks the key's encoding up and no more: the
     /// registry call's future (tens of kilobytes of state, which every hit would otherwise
     /// allocate and move) is made and boxed only on a miss.
     pub async fn get_or_decide<F>(
         &self,
         key: DecisionKey<'_>,
         decide: impl FnOnce() -> F,
-    ) -> Result<Evaluated, Reject>
+    ) -> Result<Assessed, Reject>
     where
         F: Future<Output = Result<Evaluated, Reject>>,
     {
-        let digest = key.digest();
-        if let Some(cached) = self.cache.get(&digest).await {
+        let encoded = key.encoding();
+        if let Some(cached) = self.cache.get(encoded.as_slice()).await {
             self.metrics.cache_hit("decision", true);
-            return Ok(Self::evaluated(&cached, true));
+            return Ok(Self::assessed(&cached, true));
         }
         let mut hit = true;
-        let result = Box::pin(self.cache.try_get_with(digest, async {
+        let result = Box::pin(self.cache.try_get_with(encoded.into_boxed_slice(), async {
             hit = false;
             let purges = self.purges.load(Ordering::Acquire);
             let evaluated = decide().await?;
@@ -257,7 +257,7 @@ impl DecisionCache {
         .await;
         self.metrics.cache_hit("decision", hit);
         result
-            .map(|c| Self::evaluated(&c, hit))
+            .map(|c| Self::assessed(&c, hit))
             .map_err(|e| (*e).clone())
     }
 
@@ -265,7 +265,7 @@ impl DecisionCache {
     /// is answered to those waiting for it, and not cached.
     pub async fn purge(&self, scope: &PurgeScope) -> u64 {
         self.purges.fetch_add(1, Ordering::AcqRel);
-        let covered: Vec<Arc<[u8; 32]>> = self
+        let covered: Vec<Arc<Box<[u8]>>> = self
             .cache
             .iter()
             .filter(|(_, v)| scope.covers(&v.policy_issuer, &v.access_subject))
@@ -273,17 +273,18 @@ impl DecisionCache {
             .collect();
         let mut dropped = 0;
         for k in covered {
-            if self.cache.remove(&*k).await.is_some() {
+            if self.cache.remove(&**k).await.is_some() {
                 dropped += 1;
             }
         }
         dropped
     }
 
-    fn evaluated(cached: &Cached, hit: bool) -> Evaluated {
-        let mut evaluated = (*cached.evaluated).clone();
-        evaluated.evidence.cache_hit = hit;
-        evaluated
+    fn assessed(cached: &Cached, cache_hit: bool) -> Assessed {
+        Assessed {
+            evaluated: cached.evaluated.clone(),
+            cache_hit,
+        }
     }
 }
 
@@ -356,11 +357,11 @@ mod tests {
         let c1 = request("C1".into());
         let mut split = c1.clone();
         split.identifiers = vec!["C".into(), "1".into()];
-        assert_ne!(key(&split).digest(), key(&c1).digest());
+        assert_ne!(key(&split).encoding(), key(&c1).encoding());
         let mut moved = c1.clone();
         moved.attributes = vec!["*".into(), "C1".into()];
         moved.identifiers = vec![];
-        assert_ne!(key(&moved).digest(), key(&c1).digest());
+        assert_ne!(key(&moved).encoding(), key(&c1).encoding());
         // Every part of the key counts: the route, the registry and the delegation path.
         let other_route = DecisionKey {
             route: "write",
@@ -376,7 +377,7 @@ mod tests {
             ..key(&c1)
         };
         for other in [other_route, other_registry, other_path] {
-            assert_ne!(other.digest(), key(&c1).digest(), "{other:?}");
+            assert_ne!(other.encoding(), key(&c1).encoding(), "{other:?}");
         }
         // And the values conditions compare, absent or given, and what a route accepts.
         let mut located = c1.clone();
@@ -387,9 +388,9 @@ mod tests {
             .insert("requesterLocation".into(), Some("NL".into()));
         let mut unnamed = c1.clone();
         unnamed.unnamed_provider_accepted = true;
-        let digests = [&c1, &located, &in_nl, &unnamed].map(|r| key(r).digest());
-        for (i, a) in digests.iter().enumerate() {
-            assert!(digests[i + 1..].iter().all(|b| a != b), "{i}");
+        let encodings = [&c1, &located, &in_nl, &unnamed].map(|r| key(r).encoding());
+        for (i, a) in encodings.iter().enumerate() {
+            assert!(encodings[i + 1..].iter().all(|b| a != b), "{i}");
         }
     }
 
@@ -401,14 +402,14 @@ mod tests {
         other.access_subject = "EU.EORI.NL000000002".into();
         for r in [&c1, &c2, &other] {
             let decided = cache.get_or_decide(key(r), || async { Ok(denied()) }).await;
-            assert!(decided.is_ok_and(|e| !e.evidence.cache_hit));
+            assert!(decided.is_ok_and(|e| !e.cache_hit));
         }
         let subject = PurgeScope::AccessSubject("EU.EORI.NL000000001".into());
         assert_eq!(cache.purge(&subject).await, 2);
         let cache = &cache;
         let hit = |r| async move {
             let d = cache.get_or_decide(key(r), || async { Ok(denied()) }).await;
-            d.is_ok_and(|e| e.evidence.cache_hit)
+            d.is_ok_and(|e| e.cache_hit)
         };
         assert!(hit(&other).await, "another subject's decision stays");
         // A purge while C1 is being decided: the decision answers, and is asked again after.
@@ -443,7 +444,7 @@ mod tests {
         // One of them decided; the others say they had it from the cache.
         let hits = all
             .iter()
-            .filter(|e| e.as_ref().is_ok_and(|e| e.evidence.cache_hit))
+            .filter(|e| e.as_ref().is_ok_and(|e| e.cache_hit))
             .count();
         assert_eq!(hits, 19);
     }

@@ -8,7 +8,7 @@ use crate::config::model::Config;
 use crate::gateway::decision::authorise::{
     evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk,
 };
-use crate::gateway::decision::{Evaluated, EvidenceSource};
+use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource};
 use crate::gateway::evidence::broker;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey};
 use crate::gateway::evidence::header::HeaderEvidence;
@@ -173,13 +173,7 @@ impl Live<'_> {
             return Ok(no_policy(source));
         };
         if !self.trust.resolves_aliases() {
-            return Ok(evaluate(
-                &chain,
-                ask.request,
-                source,
-                false,
-                Timestamp::now(),
-            ));
+            return Ok(evaluate(&chain, ask.request, source, Timestamp::now()));
         }
         // Its parties by the ids they stand for (3.0): issuers and subjects by the names the
         // request's parties' records list, service providers by those the gateway's lists.
@@ -203,13 +197,7 @@ impl Live<'_> {
         for ev in chain.iter_mut() {
             ev.resolve(&aliases)?;
         }
-        Ok(evaluate(
-            &chain,
-            ask.request,
-            source,
-            false,
-            Timestamp::now(),
-        ))
+        Ok(evaluate(&chain, ask.request, source, Timestamp::now()))
     }
 }
 
@@ -278,7 +266,7 @@ impl Evidence for Live<'_> {
         })
     }
 
-    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Evaluated, Reject> {
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
         let key = DecisionKey {
             route: ask.route,
             request: ask.request,
