@@ -53,10 +53,13 @@ pub fn single_header(
 /// asks; checked without stopping at the first byte, so that evidence headers of kilobytes are
 /// checked with vector instructions.
 pub fn visible_text(value: &[u8]) -> Option<&str> {
-    let visible = value.iter().fold(true, |all, &b| {
-        all & ((b' '..=b'~').contains(&b) | (b == b'\t'))
+    // One compare for the visible range (0x20..=0x7e moves to 0..0x5f), ORed into one byte.
+    let invisible = value.iter().fold(0u8, |any, &b| {
+        any | u8::from((b.wrapping_sub(b' ') >= 0x5f) & (b != b'\t'))
     });
-    visible.then(|| std::str::from_utf8(value).ok()).flatten()
+    (invisible == 0)
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
 }
 
 /// The name of a cookie as `cookies` gives it.
