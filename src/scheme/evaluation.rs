@@ -71,15 +71,19 @@ impl DecidedBy {
         }
     }
 
-    /// The path of this place within its evidence (`policySets[0].policies[1]`).
-    fn path(&self) -> String {
-        let mut out = String::new();
-        let parts = [
+    /// The lists it is in, each with its index there when it is in one.
+    pub fn indices(&self) -> [(&'static str, Option<u32>); 3] {
+        [
             ("policySets", self.policy_set),
             ("policies", self.policy),
             ("rules", self.rule),
-        ];
-        for (name, index) in parts {
+        ]
+    }
+
+    /// The path of this place within its evidence (`policySets[0].policies[1]`).
+    fn path(&self) -> String {
+        let mut out = String::new();
+        for (name, index) in self.indices() {
             if let Some(i) = index {
                 if !out.is_empty() {
                     out.push('.');
@@ -103,9 +107,10 @@ impl fmt::Display for DecidedBy {
     /// As a path into the evidence: `evidence[0].policySets[1].policies[0].rules[2].conditions`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "evidence[{}]", self.step)?;
-        let path = self.path();
-        if !path.is_empty() {
-            write!(f, ".{path}")?;
+        for (name, index) in self.indices() {
+            if let Some(i) = index {
+                write!(f, ".{name}[{i}]")?;
+            }
         }
         if let Some(part) = &self.part {
             write!(f, ".{part}")?;
