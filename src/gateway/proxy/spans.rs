@@ -7,7 +7,7 @@
 use crate::config::model::B3;
 use crate::gateway::connections::{client_ip, is_tls};
 use crate::gateway::decision::Decision;
-use crate::scheme::same_letters;
+use crate::scheme::letters;
 use crate::telemetry::trace::{samples_children, Open, Tracing};
 use crate::telemetry::traceparent::{self, TRACEPARENT, TRACESTATE};
 use opentelemetry::trace::{SpanKind, TraceContextExt};
@@ -157,11 +157,7 @@ impl RequestTrace {
         let clients: Vec<http::HeaderName> = upstream
             .headers
             .keys()
-            .filter(|name| {
-                traceparent::TRACE_HEADERS
-                    .iter()
-                    .any(|h| same_letters(name.as_str(), h))
-            })
+            .filter(|name| is_trace_header(name.as_str()))
             .cloned()
             .collect();
         for name in clients {
@@ -272,4 +268,20 @@ impl RequestTrace {
         }
         request.end();
     }
+}
+
+/// Whether a header is one of the trace headers (`TRACE_HEADERS`) in any spelling a backend folds
+/// into the same name: their letters, lower case, sorted once and searched.
+fn is_trace_header(name: &str) -> bool {
+    static FOLDED: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
+        let mut folded: Vec<Vec<u8>> = traceparent::TRACE_HEADERS
+            .iter()
+            .map(|h| letters(h).collect())
+            .collect();
+        folded.sort();
+        folded
+    });
+    FOLDED
+        .binary_search_by(|h| h.iter().copied().cmp(letters(name)))
+        .is_ok()
 }
