@@ -11,6 +11,7 @@ use crate::scheme::Timestamp;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The claims inside an access token.
@@ -59,7 +60,7 @@ pub struct AccessTokens {
     /// Tokens whose MAC, issuer and audience were checked, with their claims: a token presented
     /// again is found by a keyed hash and compared whole instead of verified again (its times are
     /// judged at every use). Only tokens we issued enter, each at most as long as it can be valid.
-    verified: moka::sync::Cache<Box<str>, AccessClaims>,
+    verified: moka::sync::Cache<Box<str>, Arc<AccessClaims>>,
 }
 
 impl std::fmt::Debug for AccessTokens {
@@ -130,14 +131,18 @@ impl AccessTokens {
     }
 
     /// Validate a token we issued, at `now`.
-    pub fn validate(&self, token: &str, now: Timestamp) -> Result<AccessClaims, AccessTokenError> {
+    pub fn validate(
+        &self,
+        token: &str,
+        now: Timestamp,
+    ) -> Result<Arc<AccessClaims>, AccessTokenError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(AccessTokenError::Invalid);
         }
         let claims = match self.verified.get(token) {
             Some(claims) => claims,
             None => {
-                let claims = self.verify(token)?;
+                let claims = Arc::new(self.verify(token)?);
                 self.verified.insert(token.into(), claims.clone());
                 claims
             }
@@ -179,7 +184,7 @@ impl AccessTokens {
         &self,
         authorization: Option<&str>,
         now: Timestamp,
-    ) -> Result<AccessClaims, AccessTokenError> {
+    ) -> Result<Arc<AccessClaims>, AccessTokenError> {
         self.validate(bearer_token(authorization)?, now)
     }
 }

@@ -151,7 +151,8 @@ pub fn answer(
             tokens
                 .validate_header(Some(value.to_str().unwrap_or("")), Timestamp::now())
                 .map_err(Reject::Unauthenticated)?
-                .sub,
+                .sub
+                .clone(),
         ),
     };
     let token = capabilities.token(caller.as_deref(), metrics)?;

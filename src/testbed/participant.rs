@@ -177,7 +177,10 @@ impl Participant {
     }
 
     /// The bearer token of a request, validated: 401 when missing or invalid.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<AccessClaims, ApiError> {
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<std::sync::Arc<AccessClaims>, ApiError> {
         self.tokens
             .validate_header(header_str(headers, header::AUTHORIZATION), Timestamp::now())
             .map_err(ApiError::unauthorized)
@@ -185,7 +188,10 @@ impl Participant {
 
     /// The caller of an endpoint open to anyone: `None` without an Authorization header, the
     /// validated token holder with one, 401 when that token is not valid.
-    pub fn optional_caller(&self, headers: &HeaderMap) -> Result<Option<AccessClaims>, ApiError> {
+    pub fn optional_caller(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<std::sync::Arc<AccessClaims>>, ApiError> {
         match header_str(headers, header::AUTHORIZATION) {
             None => Ok(None),
             Some(_) => self.authenticate(headers).map(Some),

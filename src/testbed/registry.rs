@@ -167,7 +167,7 @@ fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, Api
         Ok(token) => p
             .tokens
             .validate(token, Timestamp::now())
-            .map(|c| c.sub)
+            .map(|c| c.sub.clone())
             .map_err(ApiError::unauthorized),
     }
 }

@@ -33,7 +33,7 @@ pub fn bearer(
     req: &RequestHeader,
     tokens: &AccessTokens,
     now: Timestamp,
-) -> Result<AccessClaims, Reject> {
+) -> Result<std::sync::Arc<AccessClaims>, Reject> {
     let mut step = Step::start(SpanKind::Internal, || "authenticate", Vec::new);
     let result = validate(req, tokens, now);
     match &result {
@@ -50,7 +50,7 @@ fn validate(
     req: &RequestHeader,
     tokens: &AccessTokens,
     now: Timestamp,
-) -> Result<AccessClaims, Reject> {
+) -> Result<std::sync::Arc<AccessClaims>, Reject> {
     let value = single_header(&req.headers, http::header::AUTHORIZATION).map_err(|problem| {
         Reject::Unauthenticated(match problem {
             HeaderProblem::Repeated => AccessTokenError::Invalid,
@@ -72,7 +72,7 @@ pub struct Live<'a> {
 #[async_trait]
 impl Callers for Live<'_> {
     fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
-        bearer(req, self.tokens, now).map(|claims| claims.sub)
+        bearer(req, self.tokens, now).map(|claims| claims.sub.clone())
     }
 
     /// A session's person, whose requests that change something come from the gateway's own
@@ -95,7 +95,7 @@ pub struct Bearer<'a>(pub &'a AccessTokens);
 #[async_trait]
 impl Callers for Bearer<'_> {
     fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
-        bearer(req, self.0, now).map(|claims| claims.sub)
+        bearer(req, self.0, now).map(|claims| claims.sub.clone())
     }
 
     async fn person(
@@ -128,7 +128,7 @@ impl Callers for Named<'_> {
     fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
         match self.caller {
             Some(CallerArg::As(id)) => Ok(id.clone()),
-            _ => bearer(req, self.tokens, now).map(|claims| claims.sub),
+            _ => bearer(req, self.tokens, now).map(|claims| claims.sub.clone()),
         }
     }
 
