@@ -33,7 +33,8 @@ enum Part {
 /// `{header.NAME}` and `{body.json./POINTER}` taken from the request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
-    text: String,
+    /// As written; shared with every decision that records a value taken with it.
+    text: std::sync::Arc<str>,
     parts: Vec<Part>,
 }
 
@@ -100,13 +101,18 @@ impl Template {
             parts.push(Part::Literal(rest.to_string()));
         }
         Ok(Template {
-            text: text.to_string(),
+            text: text.into(),
             parts,
         })
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The template as written, shared.
+    pub fn text(&self) -> std::sync::Arc<str> {
+        self.text.clone()
     }
 
     /// Whether the template is plain text, taking nothing from the request.
@@ -203,7 +209,7 @@ impl Template {
             }
         }
         if normalize_path(&out).ok().as_deref() != Some(out.as_str()) {
-            return Err(RenderError::NotASegment(self.text.clone()));
+            return Err(RenderError::NotASegment(self.text.to_string()));
         }
         Ok(out)
     }

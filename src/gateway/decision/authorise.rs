@@ -371,7 +371,7 @@ fn taken(
     }
     d.values.push(Taken {
         name,
-        template: t.as_str().to_string(),
+        template: t.text(),
         value: rendered.clone(),
     });
     Ok(rendered)

@@ -149,8 +149,14 @@ pub struct Taken {
     /// `conditions.<operand>` for a condition's left operand.
     pub name: std::borrow::Cow<'static, str>,
     /// The rule's template, as written.
-    pub template: String,
+    #[serde(serialize_with = "text")]
+    pub template: Arc<str>,
     pub value: String,
+}
+
+/// Shared text as a string.
+fn text<S: serde::Serializer>(value: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(value)
 }
 
 /// Where evidence came from.
