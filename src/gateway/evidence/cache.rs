@@ -140,8 +140,9 @@ impl DecisionKey<'_> {
 }
 
 /// What one entry costs beyond its value and its key's bytes: the cache's own bookkeeping
-/// (entry, access-order and expiry nodes), as measured with `examples/decision_cache_memory.rs`.
-const ENTRY_OVERHEAD: u32 = 432;
+/// (entry, access-order and expiry nodes, the key's shared handle), as measured with
+/// `examples/decision_cache_memory.rs`.
+const ENTRY_OVERHEAD: u32 = 528;
 
 #[derive(Clone)]
 struct Cached {
