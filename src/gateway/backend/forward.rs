@@ -10,6 +10,7 @@ use crate::scheme::letters;
 use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
+use std::borrow::Cow;
 
 /// The next backend of the pool (round robin over the healthy ones).
 pub fn peer(pool: &UpstreamPool) -> Result<Box<HttpPeer>, Reject> {
@@ -309,11 +310,14 @@ fn licence_header_names(route: &Route) -> impl Iterator<Item = &str> {
 /// Set the licence headers on the response, replacing any the backend set.
 pub fn set_response_headers(
     resp: &mut ResponseHeader,
-    headers: &[(String, String)],
+    headers: &[(Cow<'static, str>, String)],
     decision_id: &str,
 ) -> pingora::Result<()> {
     for (name, value) in headers {
-        resp.insert_header(name.clone(), value.as_str())?;
+        match name {
+            Cow::Borrowed(name) => resp.insert_header(*name, value.as_str())?,
+            Cow::Owned(name) => resp.insert_header(name.clone(), value.as_str())?,
+        }
     }
     resp.insert_header(DECISION_ID_HEADER, decision_id)
 }

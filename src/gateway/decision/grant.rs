@@ -8,6 +8,7 @@ use crate::scheme::models::SchemeTime;
 use crate::scheme::vocabulary::{
     LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
 };
+use std::borrow::Cow;
 
 impl Grant {
     /// What this grant and `other` (of another element of the body's array) both grant: the
@@ -22,27 +23,27 @@ impl Grant {
         self
     }
 
-    /// The licence headers of a delegated route: as the rule says, or all three from the evidence.
-    pub fn licence_headers(&self, route: &Route) -> Vec<(String, String)> {
+    /// The licence headers of a delegated route: as the rule says, or all three from the evidence
+    /// (their names then borrowed, not copied).
+    pub fn licence_headers(&self, route: &Route) -> Vec<(Cow<'static, str>, String)> {
         if !matches!(route.auth, Auth::Delegation(_)) {
             return Vec::new();
         }
-        let configured: Vec<(String, HeaderSource)> = if route.response_headers.is_empty() {
-            LICENCE_HEADERS
+        if route.response_headers.is_empty() {
+            return LICENCE_HEADERS
                 .into_iter()
-                .map(|h| (h.to_string(), HeaderSource::Evidence))
-                .collect()
-        } else {
-            route.response_headers.clone()
-        };
-        configured
-            .into_iter()
+                .filter_map(|name| Some((Cow::Borrowed(name), self.evidence_header_value(name)?)))
+                .collect();
+        }
+        route
+            .response_headers
+            .iter()
             .filter_map(|(name, source)| {
                 let value = match source {
-                    HeaderSource::Literal(v) => Some(v),
-                    HeaderSource::Evidence => self.evidence_header_value(&name),
+                    HeaderSource::Literal(v) => Some(v.clone()),
+                    HeaderSource::Evidence => self.evidence_header_value(name),
                 };
-                value.map(|v| (name, v))
+                value.map(|v| (Cow::Owned(name.clone()), v))
             })
             .collect()
     }

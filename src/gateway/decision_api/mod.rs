@@ -312,7 +312,8 @@ fn backend_headers(
                 original.clone(),
             ));
         }
-        headers.extend(grant.licence_headers(route));
+        let licences = grant.licence_headers(route).into_iter();
+        headers.extend(licences.map(|(name, value)| (name.into_owned(), value)));
     }
     headers.push((DECISION_ID_HEADER.to_string(), d.id.to_string()));
     headers

@@ -89,7 +89,7 @@ pub struct Ctx {
     decision: Decision,
     /// The path and query the backend receives: what the decision was made on.
     upstream_uri: Option<http::Uri>,
-    licence_headers: Vec<(String, String)>,
+    licence_headers: Vec<(std::borrow::Cow<'static, str>, String)>,
     connect_attempts: usize,
     /// A refusal decided while choosing the backend, answered by `fail_to_proxy`.
     reject: Option<Reject>,
