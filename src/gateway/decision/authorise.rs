@@ -521,7 +521,11 @@ async fn resolved_mask(
     let (mut request, owner) = mask(config, rule, facts, subject, d)?;
     match resolve_parties(config, rule, facts, subject, source, &mut request).await {
         Ok(aliases) => Ok(Resolved {
-            owner: PartyId::parse(&request.policy_issuer).unwrap_or(owner),
+            // Parsed again only when its record named it otherwise.
+            owner: match request.policy_issuer == owner.as_str() {
+                true => owner,
+                false => PartyId::parse(&request.policy_issuer).unwrap_or(owner),
+            },
             request,
             aliases,
         }),
