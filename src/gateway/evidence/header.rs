@@ -8,9 +8,8 @@
 //! the cache's keyed hash) and used only for the very same token text, until the token, its
 //! evidence or its chain expires, and only under the trusted list it was verified with. (Hashing
 //! the signature alone, not the whole token of several kilobytes, is most of what a cache hit
-//! saves.) What
-//! depends on the request or on the signer's standing now (its party record, its role, the subjects,
-//! the token's age) is checked on every request.
+//! saves.) What depends on the request or on the signer's standing now (its party record, its
+//! role, the subjects, the token's age) is checked on every request.
 
 use crate::gateway::decision::authorise::Expected;
 use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
