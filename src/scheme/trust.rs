@@ -80,10 +80,14 @@ fn same_base64(registered: &str, leaf: &str) -> bool {
 
 /// Fingerprints compare case-insensitively and with or without colons.
 fn normalise_fingerprint(fp: &str) -> String {
-    fp.chars()
-        .filter(|c| c.is_ascii_hexdigit())
-        .map(|c| c.to_ascii_uppercase())
-        .collect()
+    fingerprint_digits(fp).map(char::from).collect()
+}
+
+/// The hexadecimal digits of a fingerprint, in upper case.
+fn fingerprint_digits(fp: &str) -> impl Iterator<Item = u8> + '_ {
+    fp.bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .map(|b| b.to_ascii_uppercase())
 }
 
 /// Why a certificate chain is not trusted.
@@ -433,7 +437,7 @@ pub fn check_party(
     let matches = record.certificates_at(now.secs()).any(|c| {
         c.x5t_s256
             .as_deref()
-            .is_some_and(|t| normalise_fingerprint(t) == chain.leaf_fingerprint)
+            .is_some_and(|t| fingerprint_digits(t).eq(chain.leaf_fingerprint.bytes()))
             || c.x5c
                 .as_deref()
                 .is_some_and(|x| legacy && same_base64(x, &chain.leaf_base64))
