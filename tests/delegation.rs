@@ -288,6 +288,11 @@ fn signed_evidence(
         .unwrap()
 }
 
+/// `evidence` signed by the data owner for the consumer, issued at `iat`.
+fn owners_evidence(bed: &Bed, iat: i64, evidence: Value) -> String {
+    signed_evidence(bed, OWNER, OWNER, CONSUMER, iat, evidence)
+}
+
 fn evidence_body(subject: &str, not_before: i64, not_on_or_after: i64) -> Value {
     json!({
         "notBefore": not_before, "notOnOrAfter": not_on_or_after,
@@ -579,13 +584,18 @@ async fn header_evidence_is_accepted_without_asking_the_registry() {
     fakes.stop();
 }
 
-/// The evidence-token lookups counted with `result`.
-async fn evidence_lookups(env: &Env, result: &str) -> f64 {
+/// The lookups in `cache` counted with `result`.
+async fn lookups(env: &Env, cache: &str, result: &str) -> f64 {
     metric(
         &env.metrics().await,
         "ishare_gateway_cache_lookups_total",
-        &[("cache", "evidence_token"), ("result", result)],
+        &[("cache", cache), ("result", result)],
     )
+}
+
+/// The evidence-token lookups counted with `result`.
+async fn evidence_lookups(env: &Env, result: &str) -> f64 {
+    lookups(env, "evidence_token", result).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -648,11 +658,8 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     // Once the token expires (30 s after its iat, with 5 s of leeway) it is refused, however
     // recently it was verified.
     let now = Timestamp::now().secs();
-    let short = signed_evidence(
+    let short = owners_evidence(
         &env.bed,
-        OWNER,
-        OWNER,
-        CONSUMER,
         now - 33,
         evidence_body(CONSUMER, now - 10, now + 600),
     );
@@ -665,6 +672,54 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
         refusal(&env, "/api/header-only/V1", &token, &short).await,
         (403, "evidence_token_expired".to_string())
     );
+    env.stop().await;
+    fakes.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_evidence_is_evaluated_once_per_request_it_answers() {
+    const EVALUATIONS: &str = "evidence_evaluation";
+    let (env, fakes) = env().await;
+    let token = env.token(CONSUMER).await;
+    let now = Timestamp::now().secs();
+    let ev = owners_evidence(&env.bed, now, evidence_body(CONSUMER, now - 10, now + 600));
+    for _ in 0..3 {
+        assert_eq!(
+            refusal(&env, "/api/header-only/V1", &token, &ev).await,
+            (200, String::new())
+        );
+    }
+    assert_eq!(lookups(&env, EVALUATIONS, "miss").await, 1.0);
+    assert_eq!(lookups(&env, EVALUATIONS, "hit").await, 2.0);
+    // Another request is evaluated on its own, though the token is the same one.
+    assert_eq!(
+        refusal(&env, "/api/header-only/V2", &token, &ev).await,
+        (200, String::new())
+    );
+    assert_eq!(lookups(&env, EVALUATIONS, "miss").await, 2.0);
+    // The token and its signer are still judged on every request: another caller is refused
+    // before any evaluation is looked up.
+    let sp2 = env.token(SP2).await;
+    assert_eq!(
+        refusal(&env, "/api/header-only/V1", &sp2, &ev).await,
+        (403, "evidence_not_for_caller".to_string())
+    );
+    let looked_up =
+        lookups(&env, EVALUATIONS, "hit").await + lookups(&env, EVALUATIONS, "miss").await;
+    assert_eq!(looked_up, 4.0);
+
+    // A Deny is kept as the Permit is: evidence for other actions, refused each time.
+    let mut other_action = evidence_body(CONSUMER, now - 10, now + 600);
+    other_action["policySets"][0]["policies"][0]["target"]["actions"] = json!(["iSHARE.DELETE"]);
+    let denied = owners_evidence(&env.bed, now, other_action);
+    for _ in 0..2 {
+        assert_eq!(
+            refusal(&env, "/api/header-only/V1", &token, &denied).await,
+            (403, "action_not_granted".to_string())
+        );
+    }
+    assert_eq!(lookups(&env, EVALUATIONS, "miss").await, 3.0);
+    assert_eq!(lookups(&env, EVALUATIONS, "hit").await, 3.0);
     env.stop().await;
     fakes.stop();
 }

@@ -199,15 +199,6 @@ pub struct RegistryAsk<'a> {
     pub max_age: Option<std::time::Duration>,
 }
 
-/// A chain of evidence presented with the request.
-pub struct Presented {
-    pub chain: Vec<DelegationEvidence>,
-    /// The header (verified), or a file or fixture standing for it.
-    pub source: EvidenceSource,
-    /// Whether every token of it was verified before (cached).
-    pub cached: bool,
-}
-
 /// Where the evidence of a decision comes from.
 #[async_trait]
 pub trait Evidence: Send + Sync {
@@ -241,13 +232,14 @@ pub trait Evidence: Send + Sync {
     /// owners the gateway has not looked up than it may.
     fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject>;
 
-    /// The chain presented in the `delegation_evidence` header, verified.
+    /// The chain presented in the `delegation_evidence` header, verified and evaluated with
+    /// `evaluate` against the request `expected` names (for the live gateway, each chain once).
     async fn header(
         &self,
         tokens: &str,
         expected: &Expected<'_>,
         now: Timestamp,
-    ) -> Result<Presented, Reject>;
+    ) -> Result<Assessed, Reject>;
 
     /// The data owner's registry's evidence, evaluated with `evaluate` (through a cache, for
     /// the live gateway).
@@ -295,6 +287,20 @@ pub fn evaluate(
             source,
             issuers: chain.iter().map(|ev| ev.policy_issuer.clone()).collect(),
         },
+    }
+}
+
+/// A chain presented with the request (from a file or fixture standing for the header),
+/// evaluated with `evaluate`: not from any cache.
+pub fn assess_presented(
+    chain: &[DelegationEvidence],
+    request: &AccessRequest,
+    source: EvidenceSource,
+    now: Timestamp,
+) -> Assessed {
+    Assessed {
+        evaluated: std::sync::Arc::new(evaluate(chain, request, source, now)),
+        cache_hit: false,
     }
 }
 
@@ -635,11 +641,7 @@ async fn evidence(
                 header: name,
                 aliases: &resolved.aliases,
             };
-            let p = source.header(tokens, &expected, now).await?;
-            Ok(Assessed {
-                evaluated: std::sync::Arc::new(evaluate(&p.chain, request, p.source, now)),
-                cache_hit: p.cached,
-            })
+            source.header(tokens, &expected, now).await
         }
         None if rule.evidence.registry => {
             let ask = RegistryAsk {

@@ -4,7 +4,7 @@
 //! configuration.
 
 use super::authenticate::{CallerArg, Named};
-use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
+use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use super::decide::{Asked, AskedBody, Decided, Next, Policy};
 use super::route::Routed;
 use super::{logged, Assessed, Decision, EvidenceSource, Stage};
@@ -92,14 +92,12 @@ impl Evidence for Given {
         &self,
         tokens: &str,
         expected: &Expected<'_>,
-        _now: Timestamp,
-    ) -> Result<Presented, Reject> {
+        now: Timestamp,
+    ) -> Result<Assessed, Reject> {
+        let request = expected.request;
         if let Some((chain, from)) = &self.header {
-            return Ok(Presented {
-                chain: chain.clone(),
-                source: EvidenceSource::Given { from: from.clone() },
-                cached: false,
-            });
+            let source = EvidenceSource::Given { from: from.clone() };
+            return Ok(assess_presented(chain, request, source, now));
         }
         let mut chain = Vec::new();
         for token in tokens.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -108,16 +106,13 @@ impl Evidence for Given {
                 read_evidence_token(&decoded, &self.readers).map_err(EvidenceRefusal::Token)?;
             chain.push(read.evidence);
         }
-        Ok(Presented {
-            chain,
-            source: EvidenceSource::Given {
-                from: format!(
-                    "the {} header, its signatures not verified",
-                    expected.header
-                ),
-            },
-            cached: false,
-        })
+        let source = EvidenceSource::Given {
+            from: format!(
+                "the {} header, its signatures not verified",
+                expected.header
+            ),
+        };
+        Ok(assess_presented(&chain, request, source, now))
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {

@@ -5,7 +5,7 @@
 //! caller runs (`decision::decide`, and `decision::decide_evaluation` for AuthZEN).
 
 use super::authenticate::{CallerArg, Callers, Named};
-use super::authorise::{evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk};
+use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
 use super::log::{line, to_json};
 use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
@@ -146,24 +146,21 @@ impl Evidence for Fakes {
     async fn header(
         &self,
         tokens: &str,
-        _expected: &Expected<'_>,
-        _now: Timestamp,
-    ) -> Result<Presented, Reject> {
+        expected: &Expected<'_>,
+        now: Timestamp,
+    ) -> Result<Assessed, Reject> {
         let untrusted = || {
             let root = ChainError::UntrustedRoot {
                 fingerprint: "00".into(),
             };
             Reject::from(EvidenceRefusal::Signer(SignerError::Chain(root)))
         };
-        let chain = tokens
+        let chain: Vec<_> = tokens
             .split(',')
             .map(|t| self.tokens.get(t.trim()).cloned().ok_or_else(untrusted))
             .collect::<Result<_, _>>()?;
-        Ok(Presented {
-            chain,
-            source: EvidenceSource::Header,
-            cached: false,
-        })
+        let source = EvidenceSource::Header;
+        Ok(assess_presented(&chain, expected.request, source, now))
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {

@@ -92,50 +92,67 @@ impl DecisionKey<'_> {
     /// finds it by its keyed hash and compares it whole: a hit hashes its few hundred bytes once
     /// and copies nothing.
     fn encoding(&self) -> Vec<u8> {
-        fn text(buf: &mut Vec<u8>, s: &str) {
-            buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
-            buf.extend_from_slice(s.as_bytes());
+        let mut key = KeyEncoding::with_capacity(512);
+        key.text(self.route);
+        key.text(self.registry);
+        key.list(self.path);
+        key.request(self.request);
+        key.0
+    }
+}
+
+/// A cache key's bytes, in which each string carries its length and each list its count, so
+/// that two different keys never encode alike.
+pub struct KeyEncoding(pub Vec<u8>);
+
+impl KeyEncoding {
+    pub fn with_capacity(bytes: usize) -> Self {
+        KeyEncoding(Vec::with_capacity(bytes))
+    }
+
+    pub fn number(&mut self, n: u64) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
+    pub fn flag(&mut self, b: bool) {
+        self.0.push(u8::from(b));
+    }
+
+    pub fn text(&mut self, s: &str) {
+        self.number(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    pub fn list(&mut self, v: &[String]) {
+        self.number(v.len() as u64);
+        for s in v {
+            self.text(s);
         }
-        fn list(buf: &mut Vec<u8>, v: &[String]) {
-            buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-            for s in v {
-                text(buf, s);
-            }
-        }
-        let r = self.request;
-        let mut buf = Vec::with_capacity(512);
-        for s in [
-            self.route,
-            self.registry,
-            &r.policy_issuer,
-            &r.access_subject,
-            &r.resource_type,
-        ] {
-            text(&mut buf, s);
+    }
+
+    /// Every field of an access request: what its evaluation depends on.
+    pub fn request(&mut self, r: &AccessRequest) {
+        for s in [&r.policy_issuer, &r.access_subject, &r.resource_type] {
+            self.text(s);
         }
         for v in [
-            self.path,
             &r.service_providers,
             &r.identifiers,
             &r.attributes,
             &r.actions,
             &r.required_licences,
         ] {
-            list(&mut buf, v);
+            self.list(v);
         }
-        buf.extend_from_slice(&(r.operands.len() as u64).to_le_bytes());
+        self.number(r.operands.len() as u64);
         for (operand, value) in &r.operands {
-            text(&mut buf, operand);
-            match value {
-                Some(v) => {
-                    buf.push(1);
-                    text(&mut buf, v);
-                }
-                None => buf.push(0),
+            self.text(operand);
+            self.flag(value.is_some());
+            if let Some(v) = value {
+                self.text(v);
             }
         }
-        buf.push(u8::from(r.unnamed_provider_accepted));
-        buf
+        self.flag(r.unnamed_provider_accepted);
     }
 }
 
@@ -156,28 +173,33 @@ struct Cached {
 impl Cached {
     /// What the entry holds in memory, with its key of `key_len` bytes (and their allocation).
     fn weight(&self, key_len: usize) -> u32 {
-        let issuers: usize = self
-            .evaluated
-            .evidence
-            .issuers
-            .iter()
-            .map(|i| i.len() + 24)
-            .sum();
-        let licences: usize = match &self.evaluated.evaluation.decision {
-            Decision::Permit(p) => p
-                .licences
-                .iter()
-                .flat_map(|l| l.identifiers())
-                .map(|i| i.len() + 32)
-                .sum(),
-            Decision::Deny(_) => 0,
-        };
-        // The evaluation, where it was made (one place per step) and the evidence's source.
         let parties = self.policy_issuer.len() + self.access_subject.len();
-        u32::try_from(licences + issuers + parties + key_len + 16 + 300)
-            .unwrap_or(u32::MAX)
-            .saturating_add(ENTRY_OVERHEAD)
+        entry_weight(&self.evaluated, parties + key_len + 16)
     }
+}
+
+/// What a cache entry holding `evaluated` and `more` bytes of its own (its key's among them)
+/// takes in memory, roughly: the evaluation, where it was made (one place per step), the
+/// evidence's source and issuers, the licences granted, and the cache's bookkeeping.
+pub fn entry_weight(evaluated: &Evaluated, more: usize) -> u32 {
+    let issuers: usize = evaluated
+        .evidence
+        .issuers
+        .iter()
+        .map(|i| i.len() + 24)
+        .sum();
+    let licences: usize = match &evaluated.evaluation.decision {
+        Decision::Permit(p) => p
+            .licences
+            .iter()
+            .flat_map(|l| l.identifiers())
+            .map(|i| i.len() + 32)
+            .sum(),
+        Decision::Deny(_) => 0,
+    };
+    u32::try_from(licences + issuers + more + 300)
+        .unwrap_or(u32::MAX)
+        .saturating_add(ENTRY_OVERHEAD)
 }
 
 struct ByDecision;

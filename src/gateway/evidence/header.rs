@@ -9,14 +9,18 @@
 //! evidence or its chain expires, and only under the trusted list it was verified with. (Hashing
 //! the signature alone, not the whole token of several kilobytes, is most of what a cache hit
 //! saves.) What depends on the request or on the signer's standing now (its party record, its
-//! role, the subjects, the token's age) is checked on every request.
+//! role, the subjects, the token's age) is checked on every request. The chain's evaluation
+//! against a request is kept too, by the tokens, how each was read and the request, for as long
+//! as every step's evidence is in force: it is not made again for the next request like it.
 
-use crate::gateway::decision::authorise::Expected;
+use crate::gateway::decision::authorise::{evaluate, Expected};
+use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource};
+use crate::gateway::evidence::cache::{entry_weight, KeyEncoding};
 use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
-use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::evidence::AccessRequest;
 use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, EvidenceTokenError,
     HeaderEvidenceRules, Readers,
@@ -29,6 +33,7 @@ use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
 use crate::telemetry::Metrics;
 use moka::Expiry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +43,8 @@ const MAX_CHAIN: usize = 8;
 
 /// A delegation token whose signature verified with a chain under the trusted list.
 struct VerifiedToken {
+    /// Which verification this is, unique in the process: its evaluations' keys name it.
+    serial: u64,
     /// The token's text, compared on every hit: the key is made of its signature only.
     text: Box<str>,
     jwt: DecodedJwt,
@@ -52,7 +59,13 @@ struct VerifiedToken {
 }
 
 impl VerifiedToken {
-    fn new(text: &str, jwt: DecodedJwt, token: EvidenceToken, chain: Arc<TrustedChain>) -> Self {
+    fn new(
+        serial: u64,
+        text: &str,
+        jwt: DecodedJwt,
+        token: EvidenceToken,
+        chain: Arc<TrustedChain>,
+    ) -> Self {
         let until = [
             jwt.time_claim("exp").map(|e| e.floor() as i64),
             Some(token.evidence.not_on_or_after),
@@ -63,6 +76,7 @@ impl VerifiedToken {
         .min()
         .unwrap_or(0);
         VerifiedToken {
+            serial,
             text: text.into(),
             jwt,
             token,
@@ -76,16 +90,52 @@ impl VerifiedToken {
     }
 }
 
+/// A verified token of a chain as one request reads it: whether the registry that signed it
+/// holds the delegations of the gateway (`ReadAs::designated_for_us`).
+struct Step {
+    token: Arc<VerifiedToken>,
+    designated_for_us: bool,
+}
+
+/// A chain's evaluation against one request, for as long as every step's evidence is in force:
+/// within that window the evaluation does not depend on the time.
+struct ChainEvaluation {
+    evaluated: Arc<Evaluated>,
+    /// Unix seconds: the latest `notBefore` of its steps and the earliest `notOnOrAfter`.
+    from: i64,
+    until: i64,
+    weight: u32,
+}
+
+impl ChainEvaluation {
+    fn holds_at(&self, now: Timestamp) -> bool {
+        self.from as f64 <= now.as_f64() && now.as_f64() < self.until as f64
+    }
+}
+
+/// Entries kept until `until`: of a verified token, when it expires; of an evaluation, when
+/// the first of its steps' evidence does.
+trait Until {
+    fn until(&self) -> i64;
+}
+
+impl Until for VerifiedToken {
+    fn until(&self) -> i64 {
+        self.until
+    }
+}
+
+impl Until for ChainEvaluation {
+    fn until(&self) -> i64 {
+        self.until
+    }
+}
+
 struct UntilExpiry;
 
-impl Expiry<Box<str>, Arc<VerifiedToken>> for UntilExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &Box<str>,
-        value: &Arc<VerifiedToken>,
-        _at: Instant,
-    ) -> Option<Duration> {
-        let left = value.until - Timestamp::now().secs();
+impl<K, V: Until> Expiry<K, Arc<V>> for UntilExpiry {
+    fn expire_after_create(&self, _key: &K, value: &Arc<V>, _at: Instant) -> Option<Duration> {
+        let left = value.until() - Timestamp::now().secs();
         Some(Duration::from_secs(left.max(0) as u64))
     }
 }
@@ -96,11 +146,16 @@ pub struct HeaderEvidence {
     readers: Readers,
     rules: HeaderEvidenceRules,
     verified: moka::sync::Cache<Box<str>, Arc<VerifiedToken>>,
+    /// The next verified token's serial.
+    serials: AtomicU64,
+    /// Chains evaluated, by their steps (each token's serial, how it was read) and the request.
+    evaluations: moka::sync::Cache<Box<[u8]>, Arc<ChainEvaluation>>,
     metrics: Metrics,
 }
 
 impl HeaderEvidence {
-    /// `cache_size`: the bytes verified tokens may take.
+    /// `cache_size`: the bytes verified tokens may take; their evaluations, some hundreds of bytes
+    /// each, may take a quarter as much.
     pub fn new(
         readers: Readers,
         rules: HeaderEvidenceRules,
@@ -119,14 +174,23 @@ impl HeaderEvidence {
                 .eviction_listener(metrics.on_eviction("evidence_token"))
                 .expire_after(UntilExpiry)
                 .build(),
+            serials: AtomicU64::new(0),
+            evaluations: moka::sync::Cache::builder()
+                .max_capacity(cache_size / 4)
+                .weigher(|_, v: &Arc<ChainEvaluation>| v.weight)
+                .eviction_listener(metrics.on_eviction("evidence_evaluation"))
+                .expire_after(UntilExpiry)
+                .build(),
             metrics,
         }
     }
 
     /// Evidence from the header: one delegation_token, or several separated by commas for a chain
-    /// from the data owner to the consumer; and whether every token was verified before (cached).
-    /// Its parties are named by the ids they stand for (3.0), the names in one token resolved as
-    /// in every other: a chain's links compare as its signers' records say.
+    /// from the data owner to the consumer, evaluated against the request; and whether every
+    /// token was verified before (cached). Its parties are named by the ids they stand for (3.0),
+    /// the names in one token resolved as in every other: a chain's links compare as its
+    /// signers' records say. Each token and its signer are judged on every request; a chain
+    /// evaluated before against the same request, read the same way, is not evaluated again.
     pub async fn chain(
         &self,
         tokens: &str,
@@ -134,9 +198,9 @@ impl HeaderEvidence {
         registries: &RegistryClient,
         trust: &TrustStore,
         now: Timestamp,
-    ) -> Result<(Vec<DelegationEvidence>, bool), Reject> {
+    ) -> Result<Assessed, Reject> {
         let mut aliases = expected.aliases.clone();
-        let mut chain = Vec::new();
+        let mut steps = Vec::new();
         let mut signers = Vec::new();
         let mut cached = true;
         let each = pieces(tokens.as_bytes(), b',').map(|at| tokens[at].trim());
@@ -151,51 +215,96 @@ impl HeaderEvidence {
                 .into());
             }
             let checked = self.verify(token, expected, &mut aliases, (registries, trust), now);
-            let (evidence, signer, hit) = checked.await?;
-            chain.push(evidence);
+            let (step, signer, hit) = checked.await?;
+            steps.push(step);
             signers.push(signer);
             cached &= hit;
         }
-        if chain.is_empty() {
+        if steps.is_empty() {
             return Err(EvidenceRefusal::Header {
                 header: expected.header,
                 problem: HeaderProblem::Empty,
             }
             .into());
         }
-        if !trust.resolves_aliases() {
-            return Ok((chain, cached));
+        let resolves = trust.resolves_aliases();
+        if resolves {
+            // Issuers and subjects by the names the request's parties' and the signers' records
+            // list; service providers by the names the gateway's record lists.
+            let request = expected.request;
+            let mut parties = request_parties(expected, &aliases)?;
+            parties.extend(signers);
+            let parties: Vec<&str> = parties.iter().map(String::as_str).collect();
+            let evidence = || steps.iter().map(|s| &s.token.token.evidence);
+            let links: Vec<&str> = evidence()
+                .flat_map(|ev| [ev.policy_issuer.as_str(), &ev.target.access_subject])
+                .collect();
+            let ours: Vec<&str> = request
+                .service_providers
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let providers: Vec<&str> = evidence().flat_map(|ev| ev.service_providers()).collect();
+            trust.confirm(&links, &parties, &mut aliases).await?;
+            trust.confirm(&providers, &ours, &mut aliases).await?;
         }
-        // Issuers and subjects by the names the request's parties' and the signers' records
-        // list; service providers by the names the gateway's record lists.
-        let request = expected.request;
-        let mut parties = request_parties(expected, &aliases)?;
-        parties.extend(signers);
-        let parties: Vec<&str> = parties.iter().map(String::as_str).collect();
-        let links: Vec<&str> = chain
-            .iter()
-            .flat_map(|ev| [ev.policy_issuer.as_str(), &ev.target.access_subject])
-            .collect();
-        let ours: Vec<&str> = request
-            .service_providers
-            .iter()
-            .map(String::as_str)
-            .collect();
-        let providers: Vec<&str> = chain.iter().flat_map(|ev| ev.service_providers()).collect();
-        trust.confirm(&links, &parties, &mut aliases).await?;
-        trust.confirm(&providers, &ours, &mut aliases).await?;
-        drop((links, providers));
-        for ev in chain.iter_mut() {
-            ev.resolve(&aliases)?;
+        let aliases = resolves.then_some(&aliases);
+        let evaluated = self.evaluate(&steps, expected.request, aliases, now)?;
+        Ok(Assessed {
+            evaluated,
+            cache_hit: cached,
+        })
+    }
+
+    /// The chain of `steps` evaluated against `request` at `now`, its parties named by the ids
+    /// `aliases` gives (3.0): as evaluated before, while every step's evidence is in force.
+    fn evaluate(
+        &self,
+        steps: &[Step],
+        request: &AccessRequest,
+        aliases: Option<&Aliases>,
+        now: Timestamp,
+    ) -> Result<Arc<Evaluated>, Reject> {
+        let key = evaluation_key(steps, request, aliases)?;
+        if let Some(hit) = self.evaluations.get(key.as_slice()) {
+            if hit.holds_at(now) {
+                self.metrics.cache_hit("evidence_evaluation", true);
+                return Ok(hit.evaluated.clone());
+            }
         }
-        Ok((chain, cached))
+        self.metrics.cache_hit("evidence_evaluation", false);
+        let mut chain = Vec::with_capacity(steps.len());
+        for step in steps {
+            let mut evidence = step.token.token.evidence.clone();
+            evidence.read_as.designated_for_us = step.designated_for_us;
+            if let Some(aliases) = aliases {
+                evidence.resolve(aliases)?;
+            }
+            chain.push(evidence);
+        }
+        let evaluated = Arc::new(evaluate(&chain, request, EvidenceSource::Header, now));
+        let entry = ChainEvaluation {
+            evaluated: evaluated.clone(),
+            from: chain
+                .iter()
+                .map(|ev| ev.not_before)
+                .max()
+                .unwrap_or(i64::MAX),
+            until: chain.iter().map(|ev| ev.not_on_or_after).min().unwrap_or(0),
+            weight: entry_weight(&evaluated, key.len() + 48),
+        };
+        if entry.holds_at(now) {
+            self.evaluations
+                .insert(key.into_boxed_slice(), Arc::new(entry));
+        }
+        Ok(evaluated)
     }
 
     /// One delegation_token from the header: signed by its `iss`, which is the data owner of that
     /// evidence or an authorisation registry of that owner (or of the route's data owner); and
     /// addressed to the consumer, issued in time (the pure checks of `evidence_token`). The
-    /// evidence as written, the signer's id, and whether its signature was verified before
-    /// (cached).
+    /// token as this request reads it, the signer's id, and whether its signature was verified
+    /// before (cached).
     async fn verify(
         &self,
         token: &str,
@@ -203,7 +312,7 @@ impl HeaderEvidence {
         aliases: &mut Aliases,
         (registries, trust): (&RegistryClient, &TrustStore),
         now: Timestamp,
-    ) -> Result<(DelegationEvidence, String, bool), Reject> {
+    ) -> Result<(Step, String, bool), Reject> {
         let (verified, hit) = self.verified_token(token, trust, now).await?;
         let (decoded, read) = (&verified.jwt, &verified.token);
         let signer = &read.issuer;
@@ -246,9 +355,11 @@ impl HeaderEvidence {
         let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
         check_header_evidence(decoded, &read.evidence, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
-        let mut evidence = read.evidence.clone();
-        evidence.read_as.designated_for_us = designated_for_us;
-        Ok((evidence, signer_id, hit))
+        let step = Step {
+            token: verified.clone(),
+            designated_for_us,
+        };
+        Ok((step, signer_id, hit))
     }
 
     /// The token decoded, with its signature verified by a chain under the current trusted list:
@@ -278,9 +389,10 @@ impl HeaderEvidence {
                 VerifyError::Refused(e) => Reject::from(EvidenceRefusal::Signer(e)),
                 VerifyError::SchemeOwner(e) => e.into(),
             })?;
+        let serial = self.serials.fetch_add(1, Ordering::Relaxed);
         let verified = Arc::new(VerifiedToken {
             generation,
-            ..VerifiedToken::new(token, decoded, read, chain)
+            ..VerifiedToken::new(serial, token, decoded, read, chain)
         });
         self.verified.insert(key.into(), verified.clone());
         Ok((verified, false))
@@ -307,6 +419,32 @@ fn request_parties(
 /// entry tells them apart, and only a token that verifies is ever kept.
 fn signature(token: &str) -> &str {
     token.rsplit_once('.').map_or(token, |(_, s)| s)
+}
+
+/// What a chain's evaluation is kept by: the request, and each step's token (its serial), how it
+/// was read, and (3.0) the ids its parties stand for now.
+fn evaluation_key(
+    steps: &[Step],
+    request: &AccessRequest,
+    aliases: Option<&Aliases>,
+) -> Result<Vec<u8>, AmbiguousName> {
+    let mut key = KeyEncoding::with_capacity(256 + 64 * steps.len());
+    key.request(request);
+    key.flag(aliases.is_some());
+    key.number(steps.len() as u64);
+    for step in steps {
+        key.number(step.token.serial);
+        key.flag(step.designated_for_us);
+        let Some(aliases) = aliases else { continue };
+        let ev = &step.token.token.evidence;
+        key.text(aliases.id_of(&ev.policy_issuer)?);
+        key.text(aliases.id_of(&ev.target.access_subject)?);
+        key.number(ev.service_providers().count() as u64);
+        for provider in ev.service_providers() {
+            key.text(aliases.id_of(provider)?);
+        }
+    }
+    Ok(key.0)
 }
 
 /// Evidence signed by a registry, not by its data owner: the signer is a registry, and one the
@@ -383,4 +521,24 @@ async fn addressees(
         .into());
     }
     Ok(addressees)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::decision::authorise::no_policy;
+
+    #[test]
+    fn a_chain_evaluation_holds_only_while_every_steps_evidence_is_in_force() {
+        let entry = ChainEvaluation {
+            evaluated: Arc::new(no_policy(EvidenceSource::Header)),
+            from: 100,
+            until: 200,
+            weight: 0,
+        };
+        let at = |secs| entry.holds_at(Timestamp::from_secs_f64(secs));
+        assert!(!at(99.5), "before the latest notBefore");
+        assert!(at(100.0) && at(199.9));
+        assert!(!at(200.0), "at the earliest notOnOrAfter");
+    }
 }

@@ -5,9 +5,7 @@
 //! asked through `peers`.
 
 use crate::config::model::Config;
-use crate::gateway::decision::authorise::{
-    evaluate, no_policy, Evidence, Expected, Presented, RegistryAsk,
-};
+use crate::gateway::decision::authorise::{evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource};
 use crate::gateway::evidence::broker;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey};
@@ -253,17 +251,12 @@ impl Evidence for Live<'_> {
         tokens: &str,
         expected: &Expected<'_>,
         now: Timestamp,
-    ) -> Result<Presented, Reject> {
+    ) -> Result<Assessed, Reject> {
         let inner = &self.authz.0;
-        let (chain, cached) = inner
+        inner
             .header_evidence
             .chain(tokens, expected, &inner.registries, self.trust, now)
-            .await?;
-        Ok(Presented {
-            chain,
-            source: EvidenceSource::Header,
-            cached,
-        })
+            .await
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
