@@ -394,7 +394,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["cache_size"],
                 unset: Unset::Defaults,
-                meaning: r#"the memory decisions may take (`"100MB"`, `"1GiB"`, or bytes); the least used go first (`cache_evictions_total`)"#,
+                meaning: r#"the memory decisions may take (`"100MB"`, `"1GiB"`, or bytes); the least used go first (`cache_evictions_total`). Header evidence has two caches of its own: the tokens verified may take as much, the chains evaluated a quarter of it"#,
             },
             Key {
                 names: &["header_evidence_max_age"],
