@@ -85,10 +85,21 @@ pub fn canonical_path(raw: &str) -> Result<NormalPath, PathError> {
     for seg in decoded.split('/') {
         ambiguities = ambiguities.union(segment_ambiguities(seg)?);
     }
-    Ok(NormalPath {
-        path: remove_dot_segments(&decoded)?,
-        ambiguities,
-    })
+    let path = match is_normal(&decoded) {
+        true => decoded,
+        false => remove_dot_segments(&decoded)?,
+    };
+    Ok(NormalPath { path, ambiguities })
+}
+
+/// Whether a decoded path is already as `remove_dot_segments` leaves it: no segment empty, `.`
+/// or `..` (but for the empty one after a trailing slash). Most are, and are kept as they are.
+fn is_normal(decoded: &str) -> bool {
+    let inner = decoded.strip_suffix('/').unwrap_or(decoded);
+    inner
+        .split('/')
+        .skip(1)
+        .all(|seg| !matches!(seg, "" | "." | ".."))
 }
 
 /// [`canonical_path`] without the ambiguities it reports.
@@ -149,6 +160,22 @@ fn remove_dot_segments(decoded: &str) -> Result<String, PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_kept_as_it_is_is_the_one_dot_segments_removed_give() {
+        let paths = [
+            "/", "/a", "/a/", "/a/b", "/a/b/", "//", "//a", "/a//b", "/a//", "/.", "/./", "/..",
+            "/a/.", "/a/..", "/a/./b", "/a/../b", "/a/b/..", "/.a", "/a./", "/..a/b", "/a/...",
+        ];
+        for path in paths {
+            let removed = remove_dot_segments(path);
+            if is_normal(path) {
+                assert_eq!(removed.as_deref(), Ok(path), "{path}");
+            } else {
+                assert_ne!(removed.as_deref(), Ok(path), "{path}");
+            }
+        }
+    }
 
     #[test]
     fn paths_are_normalised() {
