@@ -86,11 +86,12 @@ impl PartyId {
                 false => Err(PartyIdError::UnknownForm(s.to_string())),
             };
         }
-        let parts: Vec<&str> = s.split('.').collect();
-        if parts.len() != 3 || parts[1] != "EORI" {
+        let mut parts = s.split('.');
+        let (Some(scope), Some("EORI"), Some(number), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(PartyIdError::UnknownForm(s.to_string()));
-        }
-        let (scope, number) = (parts[0], parts[2]);
+        };
         if scope.len() < 2 || !scope.chars().all(|c| c.is_ascii_alphabetic()) {
             return Err(PartyIdError::BadScope {
                 id: s.to_string(),
