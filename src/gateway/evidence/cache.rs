@@ -165,9 +165,9 @@ const ENTRY_OVERHEAD: u32 = 528;
 struct Cached {
     evaluated: Arc<Evaluated>,
     ttl: Duration,
-    /// Of the request, which a purge names.
-    policy_issuer: Box<str>,
-    access_subject: Box<str>,
+    /// Of the request, which a purge names (shared: every hit clones the entry).
+    policy_issuer: Arc<str>,
+    access_subject: Arc<str>,
 }
 
 impl Cached {
