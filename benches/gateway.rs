@@ -10,7 +10,7 @@ use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
 use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Next};
 use ishare_gateway::gateway::decision::route::Lookup;
-use ishare_gateway::gateway::decision::{logged, Decision};
+use ishare_gateway::gateway::decision::{logged, logged_method, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;
 use ishare_gateway::gateway::proxy::token_endpoint;
 use ishare_gateway::gateway::snapshot::{Shared, Snapshot};
@@ -228,7 +228,7 @@ impl Bench {
         };
         let evidence = self.snap.authz.with(&self.snap.trust);
         let mut decision = Decision::new();
-        decision.route = route.name.clone();
+        decision.route = route.name.clone().into();
         let config = &self.snap.config;
         self.rt
             .block_on(authorise::delegation(
@@ -355,7 +355,7 @@ fn per_request(c: &mut Criterion) {
     group.bench_function("a request's decision value and logged path", |b| {
         b.iter(|| {
             let mut d = Decision::new();
-            d.method = logged(black_box("GET"));
+            d.method = logged_method(black_box(&http::Method::GET));
             d.path = logged(black_box("/api/containers/C1/documents"));
             d
         })

@@ -8,7 +8,7 @@
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence, Permitted, RequestFacts};
 use super::route::{self, RouteTable, Routed};
-use super::{logged, CallerKind, Decision, Stage};
+use super::{logged, logged_method, CallerKind, Decision, Stage};
 use crate::config::model::{
     own_route, BodyRule, Config, DelegationRule, LoginSettings, Mode, Route,
 };
@@ -123,7 +123,7 @@ pub async fn decide(
 ) -> Decided {
     let started = Instant::now();
     let mut d = Decision::new();
-    d.method = logged(asked.header.method.as_str());
+    d.method = logged_method(&asked.header.method);
     let mut routed = None;
     let next = sequence(policy, asked, callers, evidence, &mut d, &mut routed, now).await;
     concluded(d, started, routed, next)
@@ -306,7 +306,7 @@ pub async fn decide_evaluation(
     d.method = "AUTHZEN".into();
     d.route = asked
         .route
-        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone());
+        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone().into());
     let (kind, id) = asked.subject;
     match kind {
         CallerKind::Person => d.called_by_person(id.to_string()),

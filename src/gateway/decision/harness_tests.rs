@@ -666,7 +666,7 @@ async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced
     let granted = decide_evaluation(&h.snap.policy(), &asked("C1"), &h.fakes, now).await;
     assert!(matches!(granted.next, Next::Granted));
     assert_eq!(
-        (granted.decision.reason, granted.decision.route.as_str()),
+        (granted.decision.reason, &*granted.decision.route),
         ("granted", "read-shadow")
     );
     // The route is in shadow mode; an evaluation is refused all the same.

@@ -50,6 +50,24 @@ pub fn logged(value: &str) -> String {
     out
 }
 
+/// A request's method as logs show it: the standard ones as they are, without a copy.
+pub fn logged_method(method: &http::Method) -> std::borrow::Cow<'static, str> {
+    use http::Method;
+    let standard = [
+        (Method::GET, "GET"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::PATCH, "PATCH"),
+        (Method::HEAD, "HEAD"),
+        (Method::OPTIONS, "OPTIONS"),
+    ];
+    match standard.iter().find(|(m, _)| m == method) {
+        Some((_, name)) => (*name).into(),
+        None => logged(method.as_str()).into(),
+    }
+}
+
 /// A decision's identifier, unique across the instances of a fleet: a random prefix per process
 /// and a counter. A consumer quotes it (`X-Decision-Id`, `decision_id` in a refusal) and an
 /// operator finds the line of the decision log by it.
@@ -213,11 +231,11 @@ pub struct Grant {
 pub struct Decision {
     pub id: DecisionId,
     pub at: SystemTime,
-    pub method: String,
+    pub method: std::borrow::Cow<'static, str>,
     /// The canonical path the route was matched on (bounded for logs).
     pub path: String,
     /// The route, or the gateway's own endpoint (`token`, `capabilities`, …), or `unmatched`.
-    pub route: String,
+    pub route: std::borrow::Cow<'static, str>,
     pub mode: Mode,
     pub caller: Option<Caller>,
     pub values: Vec<Taken>,
@@ -251,7 +269,7 @@ impl Decision {
         Decision {
             id: DecisionId::next(),
             at: SystemTime::now(),
-            method: String::new(),
+            method: "".into(),
             path: String::new(),
             route: crate::config::model::own_route::UNMATCHED.into(),
             mode: Mode::Enforce,

@@ -140,7 +140,7 @@ pub fn route(
         Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
         Lookup::NotFound => return Err(Reject::NotFound),
     };
-    d.route = route.name.clone();
+    d.route = route.name.clone().into();
     d.mode = route.mode;
     let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
     let ambiguities = canonical.ambiguities.union(query.ambiguities);

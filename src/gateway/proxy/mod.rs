@@ -13,7 +13,7 @@ use crate::gateway::connections::body::{self, BodyClock};
 use crate::gateway::connections::{client_ip, is_tls, Connections, Guarded, StreamLimit};
 use crate::gateway::decision::authenticate::Live;
 use crate::gateway::decision::decide::{self, decide, Asked, AskedBody, Next, Own};
-use crate::gateway::decision::{logged, Decision, Stage};
+use crate::gateway::decision::{logged, logged_method, Decision, Stage};
 use crate::gateway::people::login::{Context as LoginContext, Login};
 use crate::gateway::reject::{self, respond, Answer, Reject};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
@@ -346,7 +346,7 @@ impl ProxyHttp for Gateway {
         let decided = match admitted {
             Ok(()) => trace::within(ctx.trace.context(), self.act(session, ctx, &snap)).await,
             Err(reject) => {
-                ctx.decision.method = logged(session.req_header().method.as_str());
+                ctx.decision.method = logged_method(&session.req_header().method);
                 Err(reject)
             }
         };
@@ -607,7 +607,7 @@ impl ProxyHttp for Gateway {
         metrics
             .requests
             .with_label_values(&[
-                d.route.as_str(),
+                &*d.route,
                 written.as_ref().map_or("0", |s| s.as_str()),
                 d.outcome.as_str(),
             ])
