@@ -179,8 +179,9 @@ impl Cached {
 }
 
 /// What a cache entry holding `evaluated` and `more` bytes of its own (its key's among them)
-/// takes in memory, roughly: the evaluation, where it was made (one place per step), the
-/// evidence's source and issuers, the licences granted, and the cache's bookkeeping.
+/// takes in memory, roughly: the evaluation, where it was made, the evidence's source and
+/// issuers, the licences granted or what a Deny quotes of the evidence (a member's name, say,
+/// as long as a header allows), and the cache's bookkeeping.
 pub fn entry_weight(evaluated: &Evaluated, more: usize) -> u32 {
     let issuers: usize = evaluated
         .evidence
@@ -188,18 +189,36 @@ pub fn entry_weight(evaluated: &Evaluated, more: usize) -> u32 {
         .iter()
         .map(|i| i.len() + 24)
         .sum();
-    let licences: usize = match &evaluated.evaluation.decision {
+    let outcome: usize = match &evaluated.evaluation.decision {
         Decision::Permit(p) => p
             .licences
             .iter()
             .flat_map(|l| l.identifiers())
             .map(|i| i.len() + 32)
             .sum(),
-        Decision::Deny(_) => 0,
+        Decision::Deny(reason) => written_len(reason),
     };
-    u32::try_from(licences + issuers + more + 300)
+    let places: usize = (evaluated.evaluation.decided_by.iter())
+        .map(|place| place.part.as_deref().map_or(0, str::len) + 48)
+        .sum();
+    u32::try_from(outcome + places + issuers + more + 300)
         .unwrap_or(u32::MAX)
         .saturating_add(ENTRY_OVERHEAD)
+}
+
+/// The bytes `value` takes written out, counted without writing them anywhere.
+fn written_len(value: &impl std::fmt::Display) -> usize {
+    struct Count(usize);
+    impl std::fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Counting never fails.
+    let _ = std::fmt::Write::write_fmt(&mut count, format_args!("{value}"));
+    count.0
 }
 
 struct ByDecision;
@@ -321,6 +340,27 @@ mod tests {
         no_policy(EvidenceSource::Registry {
             registry: "EU.EORI.NL000000004".into(),
         })
+    }
+
+    #[test]
+    fn an_entry_weighs_what_a_deny_quotes_of_the_evidence() {
+        use crate::scheme::evaluation::{DecidedBy, DenyReason, Evaluation};
+        let member = "m".repeat(60_000);
+        let quoting = Evaluated {
+            evaluation: Evaluation {
+                decision: Decision::Deny(DenyReason::NotUnderstood {
+                    member: member.clone(),
+                }),
+                decided_by: vec![DecidedBy {
+                    part: Some(member.into()),
+                    ..DecidedBy::default()
+                }],
+            },
+            evidence: denied().evidence,
+        };
+        let plain = entry_weight(&denied(), 0);
+        assert!(plain < 2_000, "{plain}");
+        assert!(entry_weight(&quoting, 0) > 120_000);
     }
 
     fn settings(size: u64) -> DelegationSettings {

@@ -104,6 +104,9 @@ struct ChainEvaluation {
     /// Unix seconds: the latest `notBefore` of its steps and the earliest `notOnOrAfter`.
     from: i64,
     until: i64,
+    /// Unix seconds: when it is dropped, with the first of its tokens (whose serials no later
+    /// key names) if that is earlier.
+    kept_until: i64,
     weight: u32,
 }
 
@@ -113,29 +116,30 @@ impl ChainEvaluation {
     }
 }
 
-/// Entries kept until `until`: of a verified token, when it expires; of an evaluation, when
-/// the first of its steps' evidence does.
-trait Until {
-    fn until(&self) -> i64;
+/// Entries kept until a time: a verified token until it expires; an evaluation until the
+/// first of its tokens does.
+trait Kept {
+    /// Unix seconds.
+    fn kept_until(&self) -> i64;
 }
 
-impl Until for VerifiedToken {
-    fn until(&self) -> i64 {
+impl Kept for VerifiedToken {
+    fn kept_until(&self) -> i64 {
         self.until
     }
 }
 
-impl Until for ChainEvaluation {
-    fn until(&self) -> i64 {
-        self.until
+impl Kept for ChainEvaluation {
+    fn kept_until(&self) -> i64 {
+        self.kept_until
     }
 }
 
 struct UntilExpiry;
 
-impl<K, V: Until> Expiry<K, Arc<V>> for UntilExpiry {
+impl<K, V: Kept> Expiry<K, Arc<V>> for UntilExpiry {
     fn expire_after_create(&self, _key: &K, value: &Arc<V>, _at: Instant) -> Option<Duration> {
-        let left = value.until() - Timestamp::now().secs();
+        let left = value.kept_until() - Timestamp::now().secs();
         Some(Duration::from_secs(left.max(0) as u64))
     }
 }
@@ -291,6 +295,7 @@ impl HeaderEvidence {
                 .max()
                 .unwrap_or(i64::MAX),
             until: chain.iter().map(|ev| ev.not_on_or_after).min().unwrap_or(0),
+            kept_until: steps.iter().map(|s| s.token.until).min().unwrap_or(0),
             weight: entry_weight(&evaluated, key.len() + 48),
         };
         if entry.holds_at(now) {
@@ -534,6 +539,7 @@ mod tests {
             evaluated: Arc::new(no_policy(EvidenceSource::Header)),
             from: 100,
             until: 200,
+            kept_until: 200,
             weight: 0,
         };
         let at = |secs| entry.holds_at(Timestamp::from_secs_f64(secs));
