@@ -5,10 +5,11 @@
 //! Network and HTTP are left out: the load benchmark (`benches/load.sh`) measures those.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use ishare_gateway::config::model::{Auth, Config};
+use ishare_gateway::config::model::{Auth, Config, DecisionLogSettings, DecisionLogTarget};
 use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
-use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Next};
+use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Decided, Next};
+use ishare_gateway::gateway::decision::log::line_into;
 use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::{logged, logged_method, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;
@@ -29,6 +30,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::runtime::Runtime;
 
 /// The gateway's allocator, counting the allocations made.
@@ -179,7 +181,7 @@ impl Bench {
                 ca_pem: Some(std::fs::read(&self.keys.ca_file).unwrap()),
                 system_roots: false,
             },
-            std::time::Duration::from_secs(10),
+            Duration::from_secs(10),
         )
         .unwrap();
         let peer = PeerClient::new(http, self.identity(CONSUMER), "iSHARE");
@@ -245,6 +247,10 @@ impl Bench {
     /// Decide `GET /api/containers/{id}` as the proxy does, with a bearer token: Host, route,
     /// token, delegation. Whether it goes to the backend.
     fn decide(&self, request: &pingora::http::RequestHeader) -> bool {
+        matches!(self.decided(request).next, Next::Forward(_))
+    }
+
+    fn decided(&self, request: &pingora::http::RequestHeader) -> Decided {
         let asked = Asked {
             header: request,
             has_body: false,
@@ -258,14 +264,13 @@ impl Bench {
         };
         let evidence = self.snap.authz.with(&self.snap.trust);
         let now = Timestamp::now();
-        let decided = self.rt.block_on(decide(
+        self.rt.block_on(decide(
             &self.snap.policy(),
             &asked,
             &callers,
             &evidence,
             now,
-        ));
-        matches!(decided.next, Next::Forward(_))
+        ))
     }
 
     fn stop(self) {
@@ -358,6 +363,29 @@ fn per_request(c: &mut Criterion) {
             d.method = logged_method(black_box(&http::Method::GET));
             d.path = logged(black_box("/api/containers/C1/documents"));
             d
+        })
+    });
+    // The decision log's line of the cached route's decision, made in a buffer kept between
+    // lines as the request threads keep theirs.
+    let decision = bench.decided(&request).decision;
+    let settings = DecisionLogSettings {
+        target: DecisionLogTarget::Stdout,
+        mask: Vec::new(),
+        max_line_bytes: 16 * 1024,
+        queue: 1,
+    };
+    let mut line = Vec::new();
+    group.bench_function("decision log line", |b| {
+        b.iter(|| {
+            line.clear();
+            line_into(
+                &mut line,
+                black_box(&decision),
+                200,
+                Duration::ZERO,
+                &settings,
+            );
+            line.len()
         })
     });
     group.finish();

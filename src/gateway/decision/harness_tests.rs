@@ -7,7 +7,7 @@
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
-use super::log::{line, to_json};
+use super::log::{line_into, to_json};
 use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
 use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};
@@ -677,6 +677,13 @@ async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced
         (403, "identifier_not_granted")
     );
     assert_eq!(denied.decision.outcome, Outcome::Denied);
+}
+
+/// A decision's line of the log, as text.
+fn line(d: &Decision, status: u16, duration: Duration, settings: &DecisionLogSettings) -> String {
+    let mut buf = Vec::new();
+    line_into(&mut buf, d, status, duration, settings);
+    String::from_utf8(buf).unwrap()
 }
 
 #[tokio::test]

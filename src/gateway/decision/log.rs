@@ -1,8 +1,10 @@
 //! The decision log: one JSON line per decision, for operators to find why a request was refused
 //! (by the `decision_id` the consumer quotes) and to read what shadow mode would have refused.
-//! Lines are made on the request's thread and written by a thread of their own; when the queue is
-//! full a line is dropped and counted, never waited for. Configured fields are masked, and a line
-//! longer than its bound is cut to the fields that identify the decision.
+//! A line is made on the request's thread in a buffer of that thread's own and appended to a
+//! buffer shared with the log's writer, which takes what has gathered, a few dozen times a second,
+//! and writes it on a thread of its own. When `queue` lines wait, a line is dropped and counted,
+//! never waited for. Configured fields are masked, and a line longer than its bound is cut to the
+//! fields that identify the decision.
 
 use super::{Caller, Decision, DecisionId, EvidenceSource, EvidenceUsed, Mode, Stage, Taken};
 use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
@@ -11,27 +13,51 @@ use crate::scheme::evaluation::DecidedBy;
 use crate::telemetry::Metrics;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
+use std::cell::RefCell;
 use std::io::Write;
-use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a masked field says instead.
 const MASKED: &str = "[masked]";
-/// How long written lines may wait in the writer's buffer.
-const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// How long the writer lets lines gather after writing what had come.
 const GATHER: Duration = Duration::from_millis(20);
+/// The most a thread's own line buffer keeps between lines (a longer line's is given back).
+const KEPT_SCRATCH: usize = 64 << 10;
 
-/// What the writer is sent: a line, or a request to write out what it holds and say so.
-enum Queued {
-    Line(String),
-    Flush(std::sync::mpsc::Sender<()>),
+/// The lines waiting for the writer, and what it has written.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// Lines in `bytes`.
+    lines: usize,
+    /// Lines appended since the log was opened, and lines the writer has finished with.
+    appended: u64,
+    done: u64,
+    /// The log is dropped: the writer writes what is left and ends.
+    closed: bool,
 }
 
-/// The writer of the decision log; dropping the last clone lets its thread write out what is
-/// queued and end.
+/// What the request threads and the writer share.
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Lines have come (or the log closed): the writer wakes.
+    arrived: Condvar,
+    /// The writer finished with a batch.
+    written: Condvar,
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // A panic elsewhere while the lock was held leaves whole lines behind: go on with them.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The writer of the decision log; dropping it lets its thread write out what is queued and end.
 pub struct DecisionLog {
-    lines: SyncSender<Queued>,
+    shared: Arc<Shared>,
     settings: DecisionLogSettings,
     metrics: Metrics,
 }
@@ -49,94 +75,110 @@ impl DecisionLog {
                     .map_err(|e| format!("the decision log {}: {e}", path.display()))?,
             ),
         };
-        let (lines, queue) = sync_channel::<Queued>(settings.queue);
-        let max_line = settings.max_line_bytes;
+        let shared = Arc::new(Shared::default());
+        let theirs = shared.clone();
         let written = metrics.decision_log.with_label_values(&["written"]);
         let failed = metrics.decision_log.with_label_values(&["failed"]);
         std::thread::Builder::new()
             .name("decision-log".into())
             .spawn(move || {
-                // Larger than a line: the buffer is written out at a line's end, so the lines of
-                // two writers (before and after a reload) do not mix.
-                let capacity = (4 * max_line).max(64 << 10);
-                let mut out = std::io::BufWriter::with_capacity(capacity, out);
-                let write = |out: &mut std::io::BufWriter<_>, queued: Queued| match queued {
-                    Queued::Line(line) => match out.write_all(line.as_bytes()) {
-                        Ok(()) => written.inc(),
-                        Err(_) => failed.inc(),
-                    },
-                    Queued::Flush(done) => {
-                        let _ = out.flush();
-                        let _ = done.send(());
-                    }
-                };
-                let mut flushed = Instant::now();
+                let mut out = out;
+                // Whole lines only are taken, and written in one go: the lines of two writers
+                // (before and after a reload) do not mix.
+                let mut batch = Vec::new();
                 loop {
-                    match queue.recv_timeout(FLUSH_EVERY) {
-                        Ok(line) => write(&mut out, line),
-                        // Quiet for a while: what is buffered goes out now.
-                        Err(RecvTimeoutError::Timeout) => {
-                            let _ = out.flush();
-                            flushed = Instant::now();
-                            continue;
+                    let (lines, closed) = {
+                        let mut p = theirs.pending();
+                        while p.bytes.is_empty() && !p.closed {
+                            p = theirs
+                                .arrived
+                                .wait(p)
+                                .unwrap_or_else(PoisonError::into_inner);
                         }
-                        Err(RecvTimeoutError::Disconnected) => break,
+                        std::mem::swap(&mut p.bytes, &mut batch);
+                        (std::mem::take(&mut p.lines), p.closed)
+                    };
+                    if lines > 0 {
+                        match out.write_all(&batch).and_then(|()| out.flush()) {
+                            Ok(()) => written.inc_by(lines as u64),
+                            Err(_) => failed.inc_by(lines as u64),
+                        }
+                        batch.clear();
+                        theirs.pending().done += lines as u64;
+                        theirs.written.notify_all();
                     }
-                    // What came meanwhile, in one go; then a pause, so that a busy gateway wakes
-                    // this thread a few dozen times a second, not once per request.
-                    while let Ok(line) = queue.try_recv() {
-                        write(&mut out, line);
+                    if closed && theirs.pending().bytes.is_empty() {
+                        break;
                     }
-                    if flushed.elapsed() >= FLUSH_EVERY {
-                        let _ = out.flush();
-                        flushed = Instant::now();
-                    }
+                    // A busy gateway wakes this thread a few dozen times a second, not once per
+                    // request.
                     std::thread::sleep(GATHER);
                 }
-                while let Ok(line) = queue.try_recv() {
-                    write(&mut out, line);
-                }
-                let _ = out.flush();
             })
             .map_err(|e| format!("the decision log's writer: {e}"))?;
         Ok(DecisionLog {
-            lines,
+            shared,
             settings: settings.clone(),
             metrics,
         })
     }
 
     /// Write out every line queued so far, waiting at most `within` (at the end of a graceful
-    /// shutdown: the process exits after it, and the lines it holds would be lost).
+    /// shutdown: the process exits after it, and the lines it holds would be lost). A writer
+    /// that cannot write (a stalled pipe) does not hold it past the deadline.
     pub fn flush(&self, within: Duration) {
         let deadline = Instant::now() + within;
-        let (done, flushed) = std::sync::mpsc::channel();
-        let mut request = Queued::Flush(done);
-        // Never blocked past the deadline by a writer that cannot write (a stalled pipe).
-        loop {
-            match self.lines.try_send(request) {
-                Ok(()) => break,
-                Err(TrySendError::Full(again)) if Instant::now() < deadline => {
-                    request = again;
-                    std::thread::sleep(GATHER);
-                }
-                Err(_) => return,
+        let mut p = self.shared.pending();
+        let target = p.appended;
+        self.shared.arrived.notify_one();
+        while p.done < target {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
             }
+            p = match self.shared.written.wait_timeout(p, left) {
+                Ok((p, _)) => p,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
         }
-        let _ = flushed.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
 
     /// Queue the line of a decision whose answer had `status`, after `duration`.
     pub fn write(&self, d: &Decision, status: u16, duration: Duration) {
-        let line = line(d, status, duration, &self.settings);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            self.lines.try_send(Queued::Line(line))
-        {
-            self.metrics
-                .decision_log
-                .with_label_values(&["dropped"])
-                .inc();
+        thread_local! {
+            static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
+        SCRATCH.with_borrow_mut(|line| {
+            line.clear();
+            line_into(line, d, status, duration, &self.settings);
+            let mut p = self.shared.pending();
+            if p.lines >= self.settings.queue {
+                drop(p);
+                self.metrics
+                    .decision_log
+                    .with_label_values(&["dropped"])
+                    .inc();
+            } else {
+                let first = p.lines == 0;
+                p.bytes.extend_from_slice(line);
+                p.lines += 1;
+                p.appended += 1;
+                drop(p);
+                if first {
+                    self.shared.arrived.notify_one();
+                }
+            }
+            if line.capacity() > KEPT_SCRATCH {
+                *line = Vec::new();
+            }
+        });
+    }
+}
+
+impl Drop for DecisionLog {
+    fn drop(&mut self) {
+        self.shared.pending().closed = true;
+        self.shared.arrived.notify_one();
     }
 }
 
@@ -506,31 +548,29 @@ pub fn to_json(d: &Decision) -> Value {
     serde_json::to_value(Line::of(d, None)).unwrap_or_default()
 }
 
-/// One line of the log: the decision, its answer's status and the request's duration, with the
-/// configured fields masked, at most `max_line_bytes` long (with its newline).
-pub fn line(
+/// One line of the log, appended to `buf`: the decision, its answer's status and the request's
+/// duration, with the configured fields masked, at most `max_line_bytes` long (with its newline).
+pub fn line_into(
+    buf: &mut Vec<u8>,
     d: &Decision,
     status: u16,
     duration: Duration,
     settings: &DecisionLogSettings,
-) -> String {
+) {
+    let start = buf.len();
     let of = Line::of(d, Some((status, duration)));
-    let mut text = match settings.mask.is_empty() {
-        true => {
-            // Written once into a buffer of a line's usual size, not grown on the way.
-            let mut buf = Vec::with_capacity(1024);
-            of.write(&mut buf);
-            String::from_utf8(buf).unwrap_or_default()
-        }
+    match settings.mask.is_empty() {
+        true => of.write(buf),
         false => {
             let mut v = serde_json::to_value(&of).unwrap_or_default();
             for field in &settings.mask {
                 mask(&mut v, field);
             }
-            v.to_string()
+            let _ = serde_json::to_writer(&mut *buf, &v);
         }
-    };
-    if text.len() >= settings.max_line_bytes {
+    }
+    if buf.len() - start >= settings.max_line_bytes {
+        buf.truncate(start);
         let v = serde_json::to_value(&of).unwrap_or_default();
         let keep = [
             "decision_id",
@@ -552,10 +592,9 @@ pub fn line(
             }
         }
         cut.insert("truncated".into(), json!(true));
-        text = Value::Object(cut).to_string();
+        let _ = serde_json::to_writer(&mut *buf, &Value::Object(cut));
     }
-    text.push('\n');
-    text
+    buf.push(b'\n');
 }
 
 /// Replace a field (`name` or `name.member`) by "[masked]", where it is present.
@@ -571,7 +610,8 @@ fn mask(v: &mut Value, field: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{to_json, Line, Rfc3339};
+    use super::{to_json, DecisionLog, Line, Rfc3339};
+    use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
     use crate::gateway::decision::{
         Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Mode, Taken,
     };
@@ -579,6 +619,7 @@ mod tests {
     use crate::peers::registry::RegistryFailure;
     use crate::scheme::evaluation::{DecidedBy, Decision as Verdict, DenyReason, Evaluation};
     use crate::scheme::evidence::AccessRequest;
+    use crate::telemetry::Metrics;
     use std::sync::Arc;
     use std::time::{Duration, UNIX_EPOCH};
     use time::format_description::well_known::Rfc3339 as Format;
@@ -746,5 +787,60 @@ mod tests {
         let mut d = Decision::new();
         d.refused(&Reject::NotFound);
         assert!(to_json(&d).get("detail").is_none());
+    }
+
+    #[test]
+    fn the_writer_writes_whole_lines_in_order_and_counts_what_a_full_queue_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.log");
+        let settings = DecisionLogSettings {
+            target: DecisionLogTarget::File(path.clone()),
+            mask: Vec::new(),
+            max_line_bytes: 16 * 1024,
+            queue: 1,
+        };
+        let metrics = Metrics::new();
+        let log = DecisionLog::open(&settings, metrics.clone()).unwrap();
+        let count = |outcome: &str| metrics.decision_log.with_label_values(&[outcome]).get();
+        // One line waits at most: a burst keeps the first and drops the rest until the writer
+        // has taken it.
+        let sent: Vec<Decision> = (0..500).map(|_| Decision::new()).collect();
+        for d in &sent {
+            log.write(d, 200, Duration::from_millis(1));
+        }
+        log.flush(Duration::from_secs(10));
+        let (written, dropped) = (count("written"), count("dropped"));
+        assert_eq!(written + dropped, 500);
+        assert!(
+            written >= 1 && dropped >= 1,
+            "{written} written, {dropped} dropped"
+        );
+        // After the burst, each line waits alone again and is written; dropping the log writes
+        // out what it holds.
+        let last = Decision::new();
+        log.write(&last, 403, Duration::ZERO);
+        drop(log);
+        let text = (0..500)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                std::fs::read_to_string(&path).unwrap()
+            })
+            .find(|t| t.contains(last.id.as_str()))
+            .expect("the last line, written when the log was dropped");
+        let ids: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|v| v["decision_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids.len() as u64, written + 1);
+        assert_eq!(ids.first().map(String::as_str), Some(sent[0].id.as_str()));
+        assert_eq!(ids.last().map(String::as_str), Some(last.id.as_str()));
+        let order: Vec<usize> = ids[..ids.len() - 1]
+            .iter()
+            .map(|id| sent.iter().position(|d| d.id.as_str() == id).unwrap())
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+        assert_eq!(count("written"), written + 1);
+        assert_eq!(count("failed"), 0);
     }
 }
