@@ -67,8 +67,8 @@ async fn main() {
     let not_on_or_after = Timestamp::now().secs() + 3600;
     let before = resident_bytes();
     for i in 0..decisions {
-        let permit = Evaluated {
-            evaluation: Evaluation {
+        let permit = Evaluated::new(
+            Evaluation {
                 decision: Decision::Permit(Permit {
                     licences: vec![Licence::Id("ISHARE.0001".into())],
                     not_on_or_after,
@@ -81,13 +81,13 @@ async fn main() {
                     ..DecidedBy::default()
                 }],
             },
-            evidence: EvidenceUsed {
+            EvidenceUsed {
                 source: EvidenceSource::Registry {
                     registry: "EU.EORI.NL000000004".into(),
                 },
                 issuers: vec!["EU.EORI.NL000000005".into()],
             },
-        };
+        );
         let asked = request(i);
         let decided = cache
             .get_or_decide(key(&asked), || async { Ok(permit) })

@@ -3,6 +3,7 @@
 
 use crate::config::model::{Auth, Config, ForwardedFor, Route};
 use crate::gateway::backend::upstream::UpstreamPool;
+use crate::gateway::decision::grant::LicenceValue;
 use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
@@ -308,15 +309,23 @@ fn licence_header_names(route: &Route) -> impl Iterator<Item = &str> {
 }
 
 /// Set the licence headers on the response, replacing any the backend set.
-pub fn set_response_headers(
+pub fn set_response_headers<'a>(
     resp: &mut ResponseHeader,
-    headers: &[(Cow<'static, str>, String)],
+    licences: impl Iterator<Item = (Cow<'static, str>, Cow<'a, LicenceValue>)>,
     decision_id: &str,
 ) -> pingora::Result<()> {
-    for (name, value) in headers {
+    for (name, value) in licences {
+        // Not a header value: what the evidence says cannot be passed on, and the answer fails
+        // rather than go without it.
+        let Some(value) = value.header().cloned() else {
+            return pingora::Error::e_explain(
+                pingora::ErrorType::InvalidHTTPHeader,
+                "a licence header's value from the evidence is not a header value",
+            );
+        };
         match name {
-            Cow::Borrowed(name) => resp.insert_header(*name, value.as_str())?,
-            Cow::Owned(name) => resp.insert_header(name.clone(), value.as_str())?,
+            Cow::Borrowed(name) => resp.insert_header(name, value)?,
+            Cow::Owned(name) => resp.insert_header(name, value)?,
         }
     }
     resp.insert_header(DECISION_ID_HEADER, decision_id)

@@ -281,13 +281,13 @@ pub fn evaluate(
     source: EvidenceSource,
     now: Timestamp,
 ) -> Evaluated {
-    Evaluated {
-        evaluation: evaluate_chain_at(chain, request, now),
-        evidence: EvidenceUsed {
+    Evaluated::new(
+        evaluate_chain_at(chain, request, now),
+        EvidenceUsed {
             source,
             issuers: chain.iter().map(|ev| ev.policy_issuer.clone()).collect(),
         },
-    }
+    )
 }
 
 /// A chain presented with the request (from a file or fixture standing for the header),
@@ -306,16 +306,16 @@ pub fn assess_presented(
 
 /// What a registry's answer that it holds no policy (404) comes to: a Deny.
 pub fn no_policy(source: EvidenceSource) -> Evaluated {
-    Evaluated {
-        evaluation: Evaluation {
+    Evaluated::new(
+        Evaluation {
             decision: Verdict::Deny(DenyReason::NoPolicy),
             decided_by: Vec::new(),
         },
-        evidence: EvidenceUsed {
+        EvidenceUsed {
             source,
             issuers: Vec::new(),
         },
-    }
+    )
 }
 
 /// A value a rule takes from the request, as decisions are made on it: present and not empty, at
@@ -671,14 +671,14 @@ fn verdict(
     d: &mut Decision,
 ) -> Result<Grant, Reject> {
     let evaluated = &*assessed.evaluated;
-    let outcome = match &evaluated.evaluation.decision {
-        Verdict::Permit(p) => Ok(Grant {
+    let outcome = match (&evaluated.evaluation.decision, &evaluated.terms) {
+        (Verdict::Permit(_), Some(terms)) => Ok(Grant {
             original_consumer,
-            licences: p.licences.clone(),
-            not_on_or_after: p.not_on_or_after,
-            max_delegation_depth: p.max_delegation_depth,
+            terms: terms.clone(),
         }),
-        Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)) => {
+        // Terms are made with every Permit's evaluation.
+        (Verdict::Permit(_), None) => Err(Reject::Internal),
+        (Verdict::Deny(reason @ (DenyReason::NoPolicy | DenyReason::DeniedByRule)), _) => {
             match &evaluated.evidence.source {
                 EvidenceSource::Registry { registry } => Err(Reject::RegistryDenied {
                     registry: registry.clone(),
@@ -687,7 +687,7 @@ fn verdict(
                 _ => Err(Reject::Denied(reason.clone())),
             }
         }
-        Verdict::Deny(reason) => Err(Reject::Denied(reason.clone())),
+        (Verdict::Deny(reason), _) => Err(Reject::Denied(reason.clone())),
     };
     d.assessed = Some(assessed);
     outcome

@@ -322,7 +322,7 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
             "evidence[0].policySets[0].target.environment.licenses[0]"
         ]
     );
-    assert_eq!(d.grant.as_ref().map(|g| g.licences.len()), Some(1));
+    assert_eq!(d.grant.as_ref().map(|g| g.terms.licences.len()), Some(1));
     assert_eq!(h.fakes.registry_calls.load(Ordering::Relaxed), 1);
 }
 

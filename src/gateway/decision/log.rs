@@ -742,10 +742,7 @@ mod tests {
             issuers: vec!["EU.EORI.NL000000005".into(), "a\"b".into()],
         };
         Assessed {
-            evaluated: Arc::new(Evaluated {
-                evaluation,
-                evidence,
-            }),
+            evaluated: Arc::new(Evaluated::new(evaluation, evidence)),
             cache_hit: false,
         }
     }

@@ -8,7 +8,7 @@ pub mod authenticate;
 pub mod authorise;
 pub mod decide;
 pub mod dry_run;
-mod grant;
+pub mod grant;
 pub mod log;
 pub mod route;
 
@@ -19,7 +19,6 @@ pub use crate::config::model::Mode;
 use crate::gateway::reject::{Reject, Row};
 use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
-use crate::scheme::licence::Licence;
 use crate::telemetry::metrics::Outcome;
 use crate::telemetry::write_hex;
 use serde::Serialize;
@@ -205,6 +204,22 @@ pub struct EvidenceUsed {
 pub struct Evaluated {
     pub evaluation: crate::scheme::evaluation::Evaluation,
     pub evidence: EvidenceUsed,
+    /// A Permit's terms, made with the evaluation: every request it answers shares them.
+    pub terms: Option<Arc<grant::Terms>>,
+}
+
+impl Evaluated {
+    pub fn new(evaluation: crate::scheme::evaluation::Evaluation, evidence: EvidenceUsed) -> Self {
+        let terms = match &evaluation.decision {
+            crate::scheme::evaluation::Decision::Permit(p) => Some(grant::Terms::of(p)),
+            crate::scheme::evaluation::Decision::Deny(_) => None,
+        };
+        Evaluated {
+            evaluation,
+            evidence,
+            terms,
+        }
+    }
 }
 
 /// What evidence came to for one request: the evaluation, shared with the decision cache (never
@@ -221,9 +236,8 @@ pub struct Assessed {
 pub struct Grant {
     /// The consumer a broker acts for, when it does (the broker pattern).
     pub original_consumer: Option<String>,
-    pub licences: Vec<Licence>,
-    pub not_on_or_after: i64,
-    pub max_delegation_depth: Option<u32>,
+    /// What the evidence grants, shared with its evaluation.
+    pub terms: Arc<grant::Terms>,
 }
 
 /// One request's decision.

@@ -312,8 +312,9 @@ fn backend_headers(
                 original.clone(),
             ));
         }
-        let licences = grant.licence_headers(route).into_iter();
-        headers.extend(licences.map(|(name, value)| (name.into_owned(), value)));
+        let licences = grant.licence_headers(route);
+        headers
+            .extend(licences.map(|(name, value)| (name.into_owned(), value.text().into_owned())));
     }
     headers.push((DECISION_ID_HEADER.to_string(), d.id.to_string()));
     headers

@@ -190,12 +190,14 @@ pub fn entry_weight(evaluated: &Evaluated, more: usize) -> u32 {
         .map(|i| i.len() + 24)
         .sum();
     let outcome: usize = match &evaluated.evaluation.decision {
-        Decision::Permit(p) => p
-            .licences
-            .iter()
-            .flat_map(|l| l.identifiers())
-            .map(|i| i.len() + 32)
-            .sum(),
+        // The licences twice: the evaluation's, and its terms' with their headers' values.
+        Decision::Permit(p) => {
+            let licences: usize = (p.licences.iter())
+                .flat_map(|l| l.identifiers())
+                .map(|i| i.len() + 32)
+                .sum();
+            2 * licences + evaluated.terms.as_ref().map_or(0, |t| t.weight())
+        }
         Decision::Deny(reason) => written_len(reason),
     };
     let places: usize = (evaluated.evaluation.decided_by.iter())
@@ -346,8 +348,8 @@ mod tests {
     fn an_entry_weighs_what_a_deny_quotes_of_the_evidence() {
         use crate::scheme::evaluation::{DecidedBy, DenyReason, Evaluation};
         let member = "m".repeat(60_000);
-        let quoting = Evaluated {
-            evaluation: Evaluation {
+        let quoting = Evaluated::new(
+            Evaluation {
                 decision: Decision::Deny(DenyReason::NotUnderstood {
                     member: member.clone(),
                 }),
@@ -356,8 +358,8 @@ mod tests {
                     ..DecidedBy::default()
                 }],
             },
-            evidence: denied().evidence,
-        };
+            denied().evidence,
+        );
         let plain = entry_weight(&denied(), 0);
         assert!(plain < 2_000, "{plain}");
         assert!(entry_weight(&quoting, 0) > 120_000);

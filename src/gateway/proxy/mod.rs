@@ -89,7 +89,6 @@ pub struct Ctx {
     decision: Decision,
     /// The path and query the backend receives: what the decision was made on.
     upstream_uri: Option<http::Uri>,
-    licence_headers: Vec<(std::borrow::Cow<'static, str>, String)>,
     connect_attempts: usize,
     /// A refusal decided while choosing the backend, answered by `fail_to_proxy`.
     reject: Option<Reject>,
@@ -217,9 +216,6 @@ impl Gateway {
                 if let (Some(person), Some(login)) = (&forward.person, &snap.login) {
                     ctx.person_headers = login.headers_for(person);
                 }
-                if let Some(grant) = &ctx.decision.grant {
-                    ctx.licence_headers = grant.licence_headers(&routed.route);
-                }
                 ctx.upstream_uri = Some(routed.upstream_uri);
                 ctx.route = Some(routed.route);
                 Ok(None)
@@ -300,7 +296,6 @@ impl ProxyHttp for Gateway {
             route: None,
             decision: Decision::new(),
             upstream_uri: None,
-            licence_headers: Vec::new(),
             connect_attempts: 0,
             reject: None,
             person_headers: Vec::new(),
@@ -513,7 +508,10 @@ impl ProxyHttp for Gateway {
         if let Some(login) = ctx.snap.as_ref().and_then(|s| s.login.as_ref()) {
             forward::drop_own_cookies(resp, login.cookie_names())?;
         }
-        forward::set_response_headers(resp, &ctx.licence_headers, ctx.decision.id.as_str())
+        let licences = (ctx.decision.grant.as_ref().zip(ctx.route.as_deref()))
+            .into_iter()
+            .flat_map(|(grant, route)| grant.licence_headers(route));
+        forward::set_response_headers(resp, licences, ctx.decision.id.as_str())
     }
 
     fn fail_to_connect(
