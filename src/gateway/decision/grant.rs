@@ -6,9 +6,7 @@ use crate::config::model::{Auth, HeaderSource, Route};
 use crate::scheme::evaluation::Permit;
 use crate::scheme::licence::{guaranteed_by, Licence};
 use crate::scheme::models::SchemeTime;
-use crate::scheme::vocabulary::{
-    LICENCE_HEADERS, LICENSE_END_DATE, LICENSE_PURPOSE, LICENSE_SUB_LICENSE,
-};
+use crate::scheme::vocabulary::LICENCE_HEADERS;
 use http::HeaderValue;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -92,7 +90,7 @@ impl Terms {
 
     /// The value of a licence header named (in any case) by the scheme, from the evidence.
     fn value(&self, name: &str) -> Option<&LicenceValue> {
-        let at = [LICENSE_PURPOSE, LICENSE_SUB_LICENSE, LICENSE_END_DATE]
+        let at = LICENCE_HEADERS
             .iter()
             .position(|n| n.eq_ignore_ascii_case(name))?;
         self.values[at].as_ref()
