@@ -8,6 +8,7 @@ pub mod gateway;
 pub mod html;
 pub mod peers;
 pub mod rate;
+pub mod reading;
 pub mod request;
 pub mod scheme;
 pub mod telemetry;

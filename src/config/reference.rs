@@ -399,7 +399,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["header_evidence_max_age"],
                 unset: Unset::Defaults,
-                meaning: r#"the oldest `iat` of evidence accepted in the header"#,
+                meaning: r#"the oldest `iat` of an evidence token accepted, in a header or from a registry, and the longest its `exp` may lie after its `iat`"#,
             },
             Key {
                 names: &["registry_calls_per_minute"],

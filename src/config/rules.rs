@@ -215,6 +215,14 @@ fn body_rule(
         }
         return None;
     }
+    for indexed in pointers.iter().chain(&keys).filter(|p| p.names_an_index()) {
+        issues.warn(
+            format!("{key}.delegation"),
+            format!(
+                "the body pointer {indexed} decides on one element of an array: a request whose array has more reaches the backend with the others undecided; * decides on each"
+            ),
+        );
+    }
     let each = pointers
         .iter()
         .chain(&keys)

@@ -255,6 +255,18 @@ fn an_identity_chain_must_reach_its_root() {
     );
 }
 
+/// The warnings (`key: message`) of a configuration that loads.
+fn warnings(gateway: &str, rules: &str) -> Vec<String> {
+    let dir = write(gateway, rules);
+    let config = load(&dir.join("gateway.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    config
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.key, w.message))
+        .collect()
+}
+
 #[test]
 fn risky_but_allowed_settings_are_warnings() {
     let toml = BASE
@@ -264,14 +276,7 @@ fn risky_but_allowed_settings_are_warnings() {
             "root_certificate = \"root.pem\"",
             &format!("root_fingerprint = \"{}\"", "AB".repeat(32)),
         );
-    let dir = write(&toml, ROUTE);
-    let config = load(&dir.join("gateway.toml")).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let warnings: Vec<String> = config
-        .warnings
-        .iter()
-        .map(|w| format!("{}: {}", w.key, w.message))
-        .collect();
+    let warnings = warnings(&toml, ROUTE);
     let root = crate::scheme::trust::fingerprint(TestPki::shared().root_der());
     assert_eq!(
         warnings,
@@ -280,6 +285,25 @@ fn risky_but_allowed_settings_are_warnings() {
             format!("identity.certificate_chain: the chain's root ({root}) is not the scheme owner's pinned root nor on a configured trusted list: it must be on the scheme owner's trusted list, which start-up checks"),
             "registry[0].url: http://127.0.0.1:9104 is plain HTTP: tokens and answers travel unencrypted (for tests only)".to_string(),
         ]
+    );
+}
+
+#[test]
+fn a_body_pointer_to_one_element_of_an_array_is_warned_of() {
+    let rules = r#"
+[[route]]
+name = "r"
+methods = ["POST"]
+path = "/api/orders"
+upstream = "legacy"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "ORDER"
+identifiers = ["{body.json./items/0/id}", "{body.json./order/id}"]
+"#;
+    assert_eq!(
+        warnings(BASE, rules),
+        ["route[0] (r).delegation: the body pointer /items/0/id decides on one element of an array: a request whose array has more reaches the backend with the others undecided; * decides on each"]
     );
 }
 
@@ -380,7 +404,7 @@ fn rule_errors_name_their_file_route_and_key() {
         (route("methods = [\"GET\"]\nidentifier_case = \"upper\"\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\nidentifiers = [\"{header.X-Id}\"]\n"), format!("{r}.identifier_case: covers the path and the query: a rule that takes identifiers from headers or the body (passed on as sent) cannot use it")),
         (route("identifier_case = \"title\"\n"), format!("{r}.identifier_case: unknown variant `title`, expected `upper` or `lower`")),
         (route("methods = [\"GET\"]\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\n[route.delegation.conditions]\nconditions = \"x\"\nregion = \"{header.Region\"\nzone = \"{path.zone}\"\n"), format!("{r}.delegation.conditions.conditions: not a left operand a condition can name|{r}.delegation.conditions.region: \"{{header.Region\": {{ without }}|{r}.delegation.conditions.zone: {{path.zone}}: the path /api/{{id}} has no capture zone")),
-        (route("accept = [\"comma\", \"everything\"]\n"), format!("{r}.accept: unknown variant `everything`, expected one of `path_parameters`, `encoded_percent`, `trailing_dot`, `edge_whitespace`, `comma`, `repeated_query_key`, `bracketed_query_key`, `query_semicolon`, `invisible`, `non_ascii`, `method_override`, `encoded_delimiter`")),
+        (route("accept = [\"comma\", \"everything\"]\n"), format!("{r}.accept: unknown variant `everything`, expected one of `path_parameters`, `encoded_percent`, `trailing_dot`, `edge_whitespace`, `comma`, `repeated_query_key`, `bracketed_query_key`, `query_semicolon`, `invisible`, `non_ascii`, `method_override`, `encoded_delimiter`, `dot_segment`, `body_on_read`")),
         (route("methods = [\"GET\"]\n[route.delegation]\npolicy_issuer = \"{path.id}\"\nresource_type = \"T\"\n"), format!("{r}.delegation.policy_issuer: the data owner comes from the request, so the caller can name any owner and present evidence it signed as that owner: set caller_names_owner = true to accept this")),
         (route("methods = [\"GET\"]\n[route.delegation]\npolicy_issuer = \"EU.EORI.NL000000005\"\nresource_type = \"T\"\nmax_decision_age = \"500ms\"\n"), format!("{r}.delegation.max_decision_age: at least 1s: each request of the route would ask the registry, which its budget of registry_calls_per_minute does not allow for")),
         (route("[route.response_headers]\n\"Bad Name\" = \"x\"\nLicensePurpose = \"evidence\"\nX-Ok = \"a\\u0001b\"\n"), format!("{r}.response_headers: \"Bad Name\" is not a header name|{r}.response_headers.LicensePurpose: \"evidence\" needs a delegation route|{r}.response_headers.X-Ok: not a valid header value")),

@@ -72,6 +72,8 @@ pub enum Reject {
         value: RuleValue,
         limit: usize,
     },
+    /// A value the rule takes from the request holds a control character.
+    ControlInValue(RuleValue),
     /// The caller named more data owners the gateway does not know than it may per minute.
     TooManyNewOwners {
         per_minute: u32,
@@ -642,6 +644,7 @@ impl Reject {
             Reject::TooManyRegistryCalls { per_minute, retry_after } => row(429, "too_many_requests", "too_many_registry_calls", Outcome::RateLimited, format!("more than {per_minute} requests a minute that needed the registry; try again in {} s", whole_seconds(*retry_after))),
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
+            Reject::ControlInValue(value) => row(400, "invalid_request", "request_value_control", Outcome::BadRequest, format!("{value} holds a control character (U+0000 to U+001F, U+007F to U+009F), which no value a rule reads may hold: a backend that trims it or stops at it reads another value")),
             Reject::PreviousStepsUnavailable { registry } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the client assertion of your token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
             Reject::RegistryRefused { status, text, .. } => row(502, "bad_gateway", "registry_refused_request", Outcome::UpstreamError, format!("the authorisation registry refused the gateway's request with {status}: {text}; asking again will not help until the gateway's settings for that registry suit it")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),

@@ -1,7 +1,7 @@
 use super::*;
 use crate::peers::PeerError;
+use crate::reading::json::JsonProblem;
 use crate::request::body::{BodyValueError, JsonRefusal};
-use crate::request::json::JsonProblem;
 use crate::scheme::openid::IssuedTokenError;
 use std::collections::BTreeSet;
 
@@ -37,6 +37,9 @@ fn one_of_each() -> Vec<Reject> {
         Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::Trailing))),
         Reject::Body(BodyRefusal::Json(JsonRefusal(JsonProblem::TooDeep(64)))),
         Reject::Body(BodyRefusal::Value(BodyValueError::Unresolved("/id".into()))),
+        Reject::Body(BodyRefusal::Value(BodyValueError::UnsafeInteger(
+            "/id".into(),
+        ))),
         Reject::Body(BodyRefusal::NoElements("/entities".into())),
         Reject::Body(BodyRefusal::TooManyElements {
             array: "/entities".into(),
@@ -59,6 +62,7 @@ fn one_of_each() -> Vec<Reject> {
             value: RuleValue::Identifier,
             limit: 256,
         },
+        Reject::ControlInValue(RuleValue::Identifier),
         Reject::TooManyNewOwners { per_minute: 30 },
         Reject::TooManyRegistryCalls {
             per_minute: 600,
@@ -133,6 +137,7 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::Evidence(_)
             | Reject::MissingRequestValue(_)
             | Reject::ValueTooLong { .. }
+            | Reject::ControlInValue(_)
             | Reject::TooManyNewOwners { .. }
             | Reject::TooManyRegistryCalls { .. }
             | Reject::Unavailable(_)

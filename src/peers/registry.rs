@@ -10,7 +10,9 @@ use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::{PreviousSteps, Registry};
 use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
-use crate::scheme::evidence_token::{read_evidence_token, Readers};
+use crate::scheme::evidence_token::{
+    check_token_claims, read_evidence_token, EvidenceTokenRules, Readers,
+};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::party::PartyId;
 use crate::scheme::party_record::{Aliases, Designation, Party};
@@ -114,7 +116,7 @@ pub struct RegistryClient {
     /// Every algorithm some version signs with: which one a registry may use is its version's.
     algorithms: AlgorithmPolicy,
     readers: Readers,
-    leeway_secs: f64,
+    rules: EvidenceTokenRules,
     configured: BTreeMap<String, Registry>,
     tokens: TokenCache,
     forwarded: Arc<ForwardedAssertions>,
@@ -125,7 +127,7 @@ impl RegistryClient {
     pub fn new(
         peer: PeerClient,
         readers: Readers,
-        leeway_secs: f64,
+        rules: EvidenceTokenRules,
         configured: BTreeMap<String, Registry>,
         forwarded: Arc<ForwardedAssertions>,
         metrics: Metrics,
@@ -137,7 +139,7 @@ impl RegistryClient {
                 allow_rs384_rs512: true,
             },
             readers,
-            leeway_secs,
+            rules,
             configured,
             tokens: TokenCache::default(),
             forwarded,
@@ -495,12 +497,7 @@ impl RegistryClient {
             ))
             .into());
         }
-        if decoded
-            .time_claim("exp")
-            .is_some_and(|exp| now.as_f64() > exp + self.leeway_secs)
-        {
-            return Err(garbled("the answer has expired".into()).into());
-        }
+        check_token_claims(&decoded, &self.rules, now).map_err(|e| garbled(e.to_string()))?;
         read_evidence_token(&decoded, &self.readers)
             .map(|t| t.evidence)
             .map_err(|e| garbled(e.to_string()).into())

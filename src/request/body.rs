@@ -4,7 +4,8 @@
 //! from it: JSON by its `Content-Type`, not encoded, as long as its `Content-Length` says, UTF-8,
 //! no member named twice, nothing after its value, bounded in depth.
 
-use super::json::{read_unique_within, JsonProblem};
+use crate::reading::json::{read_unique_within, JsonProblem};
+use crate::reading::number::MAX_SAFE_INTEGER;
 use serde_json::Value;
 use std::fmt;
 
@@ -67,6 +68,14 @@ impl BodyPointer {
         &self.text
     }
 
+    /// Whether a token of the pointer is an array index (`/items/0/id`): where it finds an
+    /// array, one element is decided on and the others are not.
+    pub fn names_an_index(&self) -> bool {
+        self.tokens
+            .iter()
+            .any(|t| matches!(t, Token::Name(name) if array_index(name).is_some()))
+    }
+
     /// The pointer of the array whose elements `*` stands for, if it has one.
     pub fn array(&self) -> Option<String> {
         let at = self.tokens.iter().position(|t| *t == Token::Each)?;
@@ -106,7 +115,15 @@ impl BodyPointer {
         match self.locate(body, element)? {
             Value::String(s) => Ok(s.clone()),
             Value::Bool(b) => Ok(b.to_string()),
-            Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
+            Value::Number(n) if n.is_i64() || n.is_u64() => {
+                let safe = n
+                    .as_i64()
+                    .is_some_and(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER);
+                match safe {
+                    true => Ok(n.to_string()),
+                    false => Err(BodyValueError::UnsafeInteger(self.text.clone())),
+                }
+            }
             _ => Err(BodyValueError::NotAScalar(self.text.clone())),
         }
     }
@@ -171,6 +188,8 @@ pub enum BodyValueError {
     Unresolved(String),
     #[error("the body's value at {0} is not a string, an integer or a boolean")]
     NotAScalar(String),
+    #[error("the body's integer at {0} is beyond 2^53 - 1, which JavaScript and other binary64 readers read as another number")]
+    UnsafeInteger(String),
     #[error("the body has no array at {0}")]
     NotAnArray(String),
     #[error("the body has no object at {0}")]
@@ -214,7 +233,7 @@ pub struct JsonRefusal(pub JsonProblem);
 
 impl fmt::Display for JsonRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        write!(f, "the body {}", self.0)
     }
 }
 
@@ -229,12 +248,15 @@ impl BodyRefusal {
             BodyRefusal::Encoded(_) => "body_encoded",
             BodyRefusal::LengthMismatch { .. } => "body_length_mismatch",
             BodyRefusal::NotUtf8 | BodyRefusal::ByteOrderMark => "body_not_utf8",
-            BodyRefusal::Json(JsonRefusal(JsonProblem::NotJson(_))) => "body_not_json",
+            BodyRefusal::Json(JsonRefusal(
+                JsonProblem::NotJson(_) | JsonProblem::InexactNumber(_),
+            )) => "body_not_json",
             BodyRefusal::Json(JsonRefusal(JsonProblem::RepeatedMember(_))) => {
                 "body_duplicate_member"
             }
             BodyRefusal::Json(JsonRefusal(JsonProblem::Trailing)) => "body_trailing_data",
             BodyRefusal::Json(JsonRefusal(JsonProblem::TooDeep(_))) => "body_too_deep",
+            BodyRefusal::Value(BodyValueError::UnsafeInteger(_)) => "body_value_inexact",
             BodyRefusal::Value(_) => "body_value_unresolved",
             BodyRefusal::NoElements(_) => "body_no_elements",
             BodyRefusal::TooManyElements { .. } => "body_too_many_elements",
@@ -408,21 +430,13 @@ pub fn read_json(bytes: &[u8]) -> Result<Value, BodyRefusal> {
     Ok(json)
 }
 
-/// Refuse what a backend could read as other members than the ones decided on: two names of one
-/// object equal but for case (a backend may bind names without case), and JSON-LD keywords that
-/// rename or replace members (`@id`, `@graph`, a `@context` defining terms in place).
+/// Refuse what a backend could read as other members than the ones decided on: JSON-LD keywords
+/// that rename or replace members (`@id`, `@graph`, a `@context` defining terms in place). Two
+/// names a binder reads as one are refused with the JSON itself (`reading::json`).
 fn read_one_way(value: &Value) -> Result<(), BodyRefusal> {
     match value {
         Value::Array(items) => items.iter().try_for_each(read_one_way),
         Value::Object(members) => {
-            let mut names: Vec<String> = members.keys().map(|k| k.to_lowercase()).collect();
-            names.sort_unstable();
-            if let Some(twice) = names.windows(2).find(|w| w[0] == w[1]) {
-                let problem = format!("members named {:?} in different cases", twice[0]);
-                return Err(BodyRefusal::Json(JsonRefusal(JsonProblem::RepeatedMember(
-                    problem,
-                ))));
-            }
             for (name, member) in members {
                 let urls_only = match member {
                     Value::String(_) => true,
@@ -452,7 +466,9 @@ mod tests {
     #[test]
     fn pointers_resolve_as_rfc_6901_says() {
         let body = json!({"id": "A", "a/b": "slash", "m~n": "tilde", "list": ["x", "y"],
-            "n": 7, "t": true, "f": 1.5, "o": {}, "z": null, "": "empty"});
+            "n": 7, "t": true, "f": 1.5, "o": {}, "z": null, "": "empty",
+            "safe": 9007199254740991u64, "low": -9007199254740991i64,
+            "big": 9007199254740993u64, "huge": u64::MAX, "below": -9007199254740992i64});
         assert_eq!(p("/id").resolve(&body, None).as_deref(), Ok("A"));
         assert_eq!(p("/a~1b").resolve(&body, None).as_deref(), Ok("slash"));
         assert_eq!(p("/m~0n").resolve(&body, None).as_deref(), Ok("tilde"));
@@ -460,6 +476,20 @@ mod tests {
         assert_eq!(p("/n").resolve(&body, None).as_deref(), Ok("7"));
         assert_eq!(p("/t").resolve(&body, None).as_deref(), Ok("true"));
         assert_eq!(p("/").resolve(&body, None).as_deref(), Ok("empty"));
+        assert_eq!(
+            p("/safe").resolve(&body, None).as_deref(),
+            Ok("9007199254740991")
+        );
+        assert_eq!(
+            p("/low").resolve(&body, None).as_deref(),
+            Ok("-9007199254740991")
+        );
+        for unsafe_integer in ["/big", "/huge", "/below"] {
+            assert_eq!(
+                p(unsafe_integer).resolve(&body, None),
+                Err(BodyValueError::UnsafeInteger(unsafe_integer.into()))
+            );
+        }
         for missing in ["/nope", "/list/2", "/list/01", "/list/-", "/id/x"] {
             assert_eq!(
                 p(missing).resolve(&body, None),
@@ -598,6 +628,9 @@ mod tests {
             br#"{"id":"A","Id":"B"}"#.as_slice(),
             br#"[{"type":"T","id":"A","\u0049D":"B"}]"#,
             br#"{"a":{"ID":"A","iD":"B"}}"#,
+            "{\"sku\":\"C1\",\"\u{17F}ku\":\"SECRET-1\"}".as_bytes(),
+            "{\"id\":\"C1\",\"\u{131}d\":\"SECRET-1\"}".as_bytes(),
+            br#"{"kind":"A","\u212Aind":"B"}"#,
         ] {
             assert_eq!(code(two_names), "body_duplicate_member");
         }

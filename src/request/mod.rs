@@ -5,12 +5,12 @@
 
 pub mod body;
 pub mod form;
-pub mod json;
 pub mod path;
 pub mod pattern;
 pub mod query;
 pub mod template;
 
+use crate::reading::text;
 use serde::Deserialize;
 use std::fmt;
 
@@ -114,10 +114,16 @@ pub enum Ambiguity {
     /// parameter to a backend that decodes before it splits (an encoded `;` counts as a path
     /// parameter).
     EncodedDelimiter,
+    /// A `.` or `..` segment in a value the rule reads (`C1/../SECRET-1`): resolved by a backend
+    /// that builds a path or a file name of it.
+    DotSegment,
+    /// A body on a GET or HEAD request: content without a defined meaning (RFC 9110 §9.3.1),
+    /// which some backends read (search APIs, GraphQL over GET) and the decision did not.
+    BodyOnRead,
 }
 
 impl Ambiguity {
-    const ALL: [Ambiguity; 12] = [
+    const ALL: [Ambiguity; 14] = [
         Ambiguity::PathParameters,
         Ambiguity::EncodedPercent,
         Ambiguity::TrailingDot,
@@ -130,6 +136,8 @@ impl Ambiguity {
         Ambiguity::NonAscii,
         Ambiguity::EncodedDelimiter,
         Ambiguity::MethodOverride,
+        Ambiguity::DotSegment,
+        Ambiguity::BodyOnRead,
     ];
 
     fn bit(self) -> u16 {
@@ -151,6 +159,8 @@ impl Ambiguity {
             Ambiguity::NonAscii => "non_ascii",
             Ambiguity::EncodedDelimiter => "encoded_delimiter",
             Ambiguity::MethodOverride => "method_override",
+            Ambiguity::DotSegment => "dot_segment",
+            Ambiguity::BodyOnRead => "body_on_read",
         }
     }
 }
@@ -173,6 +183,8 @@ impl fmt::Display for Ambiguity {
                 "a _method parameter (in the query, a form or a JSON body), read as the method by \
                  some frameworks"
             }
+            Ambiguity::DotSegment => "a . or .. segment in a value the rule reads",
+            Ambiguity::BodyOnRead => "a body on a GET or HEAD request",
         })
     }
 }
@@ -230,8 +242,11 @@ impl FromIterator<Ambiguity> for Ambiguities {
     }
 }
 
-/// The ambiguities of a value a rule reads: a comma, white space at its edges, an encoded
-/// delimiter, characters beyond ASCII and invisible ones.
+/// The ambiguities of a value a rule reads, whatever part of the request it comes from (the
+/// path's own forms are found on the raw path): a comma, white space at its edges, a delimiter, a
+/// percent sign (decoded again by some), a trailing dot, a `.` or `..` segment, characters beyond
+/// ASCII and invisible ones. Control characters are no ambiguity: no value may hold one
+/// (`reading::text::has_control`).
 pub fn value_ambiguities(value: &str) -> Ambiguities {
     let mut found = Ambiguities::default();
     if value.contains(',') {
@@ -246,40 +261,22 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     if value.contains(';') {
         found.insert(Ambiguity::PathParameters);
     }
+    if value.contains('%') {
+        found.insert(Ambiguity::EncodedPercent);
+    }
+    if value.ends_with('.') {
+        found.insert(Ambiguity::TrailingDot);
+    }
+    if value.split(['/', '\\']).any(|s| s == "." || s == "..") {
+        found.insert(Ambiguity::DotSegment);
+    }
     if !value.is_ascii() {
         found.insert(Ambiguity::NonAscii);
-        if value.chars().any(is_invisible) {
+        if value.chars().any(text::is_invisible) {
             found.insert(Ambiguity::Invisible);
         }
     }
     found
-}
-
-/// A character beyond ASCII that shows nothing: white space, format characters (zero-width,
-/// bidirectional controls, the byte order mark, the soft hyphen), variation selectors, tags.
-fn is_invisible(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '\u{00AD}'
-                | '\u{034F}'
-                | '\u{061C}'
-                | '\u{115F}'
-                | '\u{1160}'
-                | '\u{17B4}'
-                | '\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFF8}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
 }
 
 /// Whether a `Host` value is a host name or an address, with an optional port (RFC 9110 §7.2): no
@@ -308,11 +305,6 @@ pub fn valid_host(value: &str) -> bool {
         }
     };
     port_ok && host_ok
-}
-
-/// Whether a decoded value holds a control character (never accepted).
-pub fn has_control(value: &str) -> bool {
-    value.chars().any(char::is_control)
 }
 
 /// Percent-encode everything but the unreserved characters (RFC 3986 §2.3): the canonical way to
@@ -362,6 +354,14 @@ mod tests {
         }
         assert!(has("SECRET-1;v=2", Ambiguity::PathParameters));
         assert!(has("caf\u{e9}", Ambiguity::NonAscii));
+        assert!(has("SECRET-1.", Ambiguity::TrailingDot));
+        assert!(has("SECRET%2D1", Ambiguity::EncodedPercent));
+        for dots in ["C1/../SECRET-1", "./SECRET-1", "C1\\..\\SECRET-1", ".."] {
+            assert!(has(dots, Ambiguity::DotSegment), "{dots}");
+        }
+        assert!(!has("v1.2/a.b", Ambiguity::DotSegment));
+        assert!(has("SECRET-1\u{2028}", Ambiguity::Invisible));
+        assert!(has("SECRET-1\u{A0}", Ambiguity::Invisible));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! character differently), with the forms backends read differently reported for the route to
 //! refuse or accept.
 
-use super::{has_control, Ambiguities, Ambiguity, ENCODE_ALL_BUT_UNRESERVED};
+use super::{Ambiguities, Ambiguity, ENCODE_ALL_BUT_UNRESERVED};
+use crate::reading::names::binding_key;
+use crate::reading::text::has_control;
 use percent_encoding::utf8_percent_encode;
 
 /// Why a query is refused outright.
@@ -62,17 +64,18 @@ fn decode(component: &str) -> Result<String, QueryError> {
 }
 
 /// A query key as the backends that read it most loosely do: up to a NUL (PHP cuts there), without
-/// white space at its edges (PHP drops it, and frameworks trim), in lower case, with ` ` and `.`
-/// read as `_` (PHP).
+/// white space at its edges (PHP drops it, and frameworks trim), with ` ` and `.` read as `_`
+/// (PHP), under the key a binder that ignores case reads it by (`reading::names`).
 pub(crate) fn same_name(key: &str) -> String {
-    key.split('\0')
+    let php: String = key
+        .split('\0')
         .next()
         .unwrap_or_default()
         .trim()
         .chars()
         .map(|c| if c == ' ' || c == '.' { '_' } else { c })
-        .flat_map(char::to_lowercase)
-        .collect()
+        .collect();
+    binding_key(&php).into_owned()
 }
 
 impl Query {

@@ -5,6 +5,7 @@
 //! scheme does not say what a service provider must do with a condition it cannot evaluate:
 //! here it never holds.
 
+use crate::reading::number;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
@@ -319,24 +320,29 @@ impl Comparison {
     }
 
     /// How `value` compares with the right operand, where the operator can compare them: text
-    /// with text for (not)equal; numbers with numbers (exactly, as decimals), and instants
-    /// (RFC 3339) with instants, for every operator. None: values of types the operator does not
-    /// compare, or texts that differ but read as the same number or instant (`100` and `1e2`),
-    /// on which (not)equal would decide by how the value is written.
+    /// with text for (not)equal; numbers with numbers (exactly, and only where a decimal and a
+    /// binary64 reader order them alike: `reading::number`), and instants (RFC 3339) with
+    /// instants, for every operator. None: values of types the operator does not compare,
+    /// numbers the two readers order differently, or texts that differ but read as the same
+    /// number or instant (`100` and `1e2`), on which (not)equal would decide by how the value is
+    /// written.
     fn order(&self, value: &str) -> Option<Ordering> {
         let ordering = matches!(self.operator, Operator::GreaterThan | Operator::LessThan);
         match &self.right {
             Operand::Text(right) if value == right => Some(Ordering::Equal),
             Operand::Text(right) if !ordering => {
-                let same = |o: Option<Ordering>| o == Some(Ordering::Equal);
-                let alike =
-                    same(compare_numbers(value, right)) || same(compare_instants(value, right));
-                (!alike).then(|| value.cmp(right))
+                // Two numbers are told apart by their text only where both readers order them
+                // apart; an instant and another are where they are not the same instant.
+                let apart = match number::is_number(value) && number::is_number(right) {
+                    true => number::compare(value, right).is_some_and(Ordering::is_ne),
+                    false => compare_instants(value, right) != Some(Ordering::Equal),
+                };
+                apart.then(|| value.cmp(right))
             }
             Operand::Text(right) => {
-                compare_numbers(value, right).or_else(|| compare_instants(value, right))
+                number::compare(value, right).or_else(|| compare_instants(value, right))
             }
-            Operand::Number(right) => compare_numbers(value, &right.to_string()),
+            Operand::Number(right) => number::compare(value, &right.to_string()),
         }
     }
 
@@ -351,118 +357,6 @@ impl Comparison {
             Operator::LessThan => order == Ordering::Less,
         }
     }
-}
-
-/// The longest number compared: longer text is no number a condition compares.
-const MAX_NUMBER_LEN: usize = 64;
-
-/// A JSON number as an exact decimal: its sign, its significant digits (no leading or trailing
-/// zeros; none for zero) and the power of ten of the last of them.
-#[derive(Debug, PartialEq, Eq)]
-struct Decimal {
-    negative: bool,
-    digits: Vec<u8>,
-    exponent: i64,
-}
-
-impl Decimal {
-    /// A number in JSON's grammar (`-12.5e3`); None for anything else (`inf`, `0x10`, ` 5`,
-    /// `+5`, `05`), or a number longer than MAX_NUMBER_LEN.
-    fn parse(s: &str) -> Option<Decimal> {
-        if s.len() > MAX_NUMBER_LEN {
-            return None;
-        }
-        let b = s.as_bytes();
-        let mut i = 0;
-        let digits_from = |i: &mut usize| {
-            let start = *i;
-            while b.get(*i).is_some_and(u8::is_ascii_digit) {
-                *i += 1;
-            }
-            &b[start..*i]
-        };
-        let negative = b.first() == Some(&b'-');
-        i += usize::from(negative);
-        let int = digits_from(&mut i);
-        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
-            return None;
-        }
-        let mut fraction: &[u8] = &[];
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            fraction = digits_from(&mut i);
-            if fraction.is_empty() {
-                return None;
-            }
-        }
-        let mut exponent: i64 = 0;
-        if matches!(b.get(i), Some(b'e' | b'E')) {
-            i += 1;
-            let sign = match b.get(i) {
-                Some(b'-') => -1,
-                Some(b'+') => 1,
-                _ => 0,
-            };
-            i += usize::from(sign != 0);
-            let power: i64 = std::str::from_utf8(digits_from(&mut i))
-                .ok()?
-                .parse()
-                .ok()?;
-            exponent = if sign == -1 { -power } else { power };
-        }
-        if i != b.len() {
-            return None;
-        }
-        let mut digits: Vec<u8> = int.iter().chain(fraction).copied().collect();
-        let mut exponent = exponent - fraction.len() as i64;
-        let leading = digits.iter().take_while(|d| **d == b'0').count();
-        digits.drain(..leading);
-        while digits.last() == Some(&b'0') {
-            digits.pop();
-            exponent += 1;
-        }
-        Some(match digits.is_empty() {
-            true => Decimal {
-                negative: false,
-                digits,
-                exponent: 0,
-            },
-            false => Decimal {
-                negative,
-                digits,
-                exponent,
-            },
-        })
-    }
-
-    fn sign(&self) -> i8 {
-        match (self.digits.is_empty(), self.negative) {
-            (true, _) => 0,
-            (false, true) => -1,
-            (false, false) => 1,
-        }
-    }
-
-    fn cmp(&self, other: &Decimal) -> Ordering {
-        let by_sign = self.sign().cmp(&other.sign());
-        if by_sign != Ordering::Equal || self.sign() == 0 {
-            return by_sign;
-        }
-        // The place of the most significant digit, then the digits from there on.
-        let top = |d: &Decimal| d.digits.len() as i64 + d.exponent;
-        let magnitude = top(self)
-            .cmp(&top(other))
-            .then_with(|| self.digits.cmp(&other.digits));
-        match self.negative {
-            true => magnitude.reverse(),
-            false => magnitude,
-        }
-    }
-}
-
-/// Two JSON numbers compared exactly, as decimals. None when either is no JSON number.
-fn compare_numbers(a: &str, b: &str) -> Option<Ordering> {
-    Some(Decimal::parse(a)?.cmp(&Decimal::parse(b)?))
 }
 
 /// Two RFC 3339 date-times compared as instants.

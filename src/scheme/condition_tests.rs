@@ -52,7 +52,7 @@ fn comparisons_hold_on_the_routes_values() {
 fn instants_and_large_integers_compare_exactly() {
     let v = operands(&[
         ("bookedAt", Some("2026-03-01T10:00:00+01:00")),
-        ("big", Some("9007199254740993")),
+        ("big", Some("9007199254740994")),
     ]);
     assert_eq!(
         code(
@@ -71,28 +71,30 @@ fn instants_and_large_integers_compare_exactly() {
     );
 }
 
+/// Numbers a decimal reader and a binary64 reader (JavaScript, Go) order differently decide
+/// nothing, whichever way a condition compares them: a backend of either kind would act on
+/// another number than the one decided on.
 #[test]
-fn numbers_compare_exactly_however_they_are_written() {
+fn numbers_the_two_readers_order_differently_are_no_operands() {
     let v = operands(&[
         ("weight", Some("9007199254740993.0")),
         ("share", Some("0.10000000000000001")),
         ("zero", Some("-0")),
+        ("amount", Some("1e9223372036854775807")),
     ]);
-    assert_eq!(
-        code(leaf("weight", "equal", json!(9007199254740992u64)), &v),
-        "condition_not_met"
-    );
-    assert_eq!(
-        code(
-            leaf("weight", "greaterThan", json!(9007199254740992u64)),
-            &v
-        ),
-        "holds"
-    );
-    assert_eq!(
-        code(leaf("share", "greaterThan", json!("0.1")), &v),
-        "holds"
-    );
+    for (left, op, right) in [
+        ("weight", "equal", json!(9007199254740992u64)),
+        ("weight", "notEqual", json!(9007199254740992u64)),
+        ("weight", "greaterThan", json!(9007199254740992u64)),
+        ("weight", "notEqual", json!("9007199254740992")),
+        ("share", "greaterThan", json!("0.1")),
+        ("share", "notEqual", json!("0.1")),
+        ("amount", "lessThan", json!(1000)),
+        ("amount", "greaterThan", json!("1000")),
+    ] {
+        let tree = leaf(left, op, right);
+        assert_eq!(code(tree.clone(), &v), "condition_operand_type", "{tree}");
+    }
     assert_eq!(code(leaf("zero", "equal", json!(0)), &v), "holds");
     for (a, b, order) in [
         ("1e2", "100", Ordering::Equal),
@@ -104,7 +106,7 @@ fn numbers_compare_exactly_however_they_are_written() {
         ("123", "1.23e2", Ordering::Equal),
         ("1.3", "1.23", Ordering::Greater),
     ] {
-        assert_eq!(compare_numbers(a, b), Some(order), "{a} {b}");
+        assert_eq!(number::compare(a, b), Some(order), "{a} {b}");
     }
     for not_a_number in [
         "05",
@@ -119,7 +121,7 @@ fn numbers_compare_exactly_however_they_are_written() {
         "",
         "1e99999999999999999999",
     ] {
-        assert_eq!(compare_numbers(not_a_number, "5"), None, "{not_a_number:?}");
+        assert_eq!(number::compare(not_a_number, "5"), None, "{not_a_number:?}");
     }
 }
 
@@ -229,5 +231,104 @@ fn trees_round_trip_as_written_even_when_unusable() {
     ] {
         let read: Condition = serde_json::from_value(tree.clone()).unwrap();
         assert_eq!(serde_json::to_value(&read).unwrap(), tree);
+    }
+}
+
+/// Differential: the condition evaluator against two readers nobody here wrote, an exact decimal
+/// one (bigdecimal) and a binary64 one (Rust's correctly rounded parse), over generated numbers:
+/// signs, zeros, long mantissas, exponents small, at binary64's edges and far past the bound.
+mod differential {
+    use super::*;
+    use bigdecimal::BigDecimal;
+    use proptest::prelude::*;
+    use std::str::FromStr;
+
+    fn number() -> impl Strategy<Value = String> {
+        let int = prop_oneof![Just("0".to_string()), "[1-9][0-9]{0,24}"];
+        let fraction = prop::option::of("[0-9]{1,24}");
+        let power = prop_oneof![
+            4 => (0u64..30).prop_map(|p| p.to_string()),
+            2 => (280u64..330).prop_map(|p| p.to_string()),
+            1 => "0{1,4}[0-9]{1,3}",
+            1 => (1_000_001u64..u64::MAX).prop_map(|p| p.to_string()),
+            1 => Just("9223372036854775807".to_string()),
+        ];
+        let exponent = prop::option::of((
+            prop_oneof![Just("e"), Just("E")],
+            prop_oneof![Just(""), Just("+"), Just("-")],
+            power,
+        ));
+        (any::<bool>(), int, fraction, exponent).prop_map(|(negative, int, fraction, exponent)| {
+            let mut text = String::new();
+            if negative {
+                text.push('-');
+            }
+            text.push_str(&int);
+            if let Some(f) = fraction {
+                text.push('.');
+                text.push_str(&f);
+            }
+            if let Some((e, sign, power)) = exponent {
+                text.push_str(e);
+                text.push_str(sign);
+                text.push_str(&power);
+            }
+            text
+        })
+    }
+
+    /// How the two readers order `a` and `b` where both read them and agree: None where either
+    /// is past the gateway's bounds (64 characters, an exponent of a million).
+    fn oracle(a: &str, b: &str) -> Option<Ordering> {
+        let bounded = |t: &str| {
+            let power = t
+                .split(['e', 'E'])
+                .nth(1)
+                .map(|p| p.trim_start_matches(['+', '-']));
+            let power = power.map(|p| p.trim_start_matches('0'));
+            t.len() <= 64 && power.is_none_or(|p| p.len() < 7 || p == "1000000")
+        };
+        if !bounded(a) || !bounded(b) {
+            return None;
+        }
+        let exact = BigDecimal::from_str(a)
+            .ok()?
+            .cmp(&BigDecimal::from_str(b).ok()?);
+        let nearest = a
+            .parse::<f64>()
+            .ok()?
+            .partial_cmp(&b.parse::<f64>().ok()?)?;
+        (exact == nearest).then_some(exact)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn numbers_compare_as_both_readers_agree(a in number(), b in number()) {
+            prop_assert_eq!(number::compare(&a, &b), oracle(&a, &b), "{} and {}", a, b);
+        }
+
+        #[test]
+        fn a_condition_holds_only_where_both_readers_say_it_does(a in number(), b in number()) {
+            let v = operands(&[("n", Some(a.as_str()))]);
+            let order = oracle(&a, &b);
+            for (op, holds_on) in [("lessThan", Ordering::Less), ("greaterThan", Ordering::Greater)] {
+                let expected = match order {
+                    None => "condition_operand_type",
+                    Some(o) if o == holds_on => "holds",
+                    Some(_) => "condition_not_met",
+                };
+                prop_assert_eq!(code(leaf("n", op, json!(b)), &v), expected, "{} {} {}", a, op, b);
+            }
+            if a != b {
+                let (equal, not_equal) = match order {
+                    None | Some(Ordering::Equal) => ("condition_operand_type", "condition_operand_type"),
+                    Some(_) => ("condition_not_met", "holds"),
+                };
+                prop_assert_eq!(code(leaf("n", "equal", json!(b)), &v), equal, "{} = {}", a, b);
+                prop_assert_eq!(code(leaf("n", "notEqual", json!(b)), &v), not_equal, "{} != {}", a, b);
+            }
+        }
     }
 }

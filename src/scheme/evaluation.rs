@@ -9,6 +9,7 @@ use super::condition::ConditionFailure;
 use super::evidence::{AccessRequest, DelegationEvidence, Effect, Policy, PolicySet, ReadAs, Rule};
 use super::licence::{self, Licence, LicenceProblem};
 use super::Timestamp;
+use crate::reading::names::same_name;
 use std::fmt;
 
 /// The outcome of evaluating evidence.
@@ -738,7 +739,9 @@ fn rule_grants(rule: &Rule, request: &AccessRequest) -> bool {
 }
 
 /// Whether a (Deny) rule's target overlaps the request. Omitted or empty parts mean "all", and a
-/// request that names no identifiers or attributes (a whole collection) overlaps any rule.
+/// request that names no identifiers or attributes (a whole collection) overlaps any rule. An
+/// attribute (a member name, to a backend) is denied under every name a binder reads as it
+/// (`secret` denies `SECRET`): a Permit grants the names it lists, a Deny all their spellings.
 fn rule_covers(rule: &Rule, request: &AccessRequest) -> bool {
     let Some(target) = &rule.target else {
         return true;
@@ -747,26 +750,35 @@ fn rule_covers(rule: &Rule, request: &AccessRequest) -> bool {
     let type_ok = resource
         .and_then(|r| r.resource_type.as_ref())
         .is_none_or(|t| *t == request.resource_type);
+    let exactly = |a: &str, b: &str| a == b;
     type_ok
         && overlaps(
             resource.and_then(|r| r.identifiers.as_deref()),
             &request.identifiers,
+            exactly,
         )
         && overlaps(
             resource.and_then(|r| r.attributes.as_deref()),
             &request.attributes,
+            same_name,
         )
-        && overlaps(target.actions.as_deref(), &request.actions)
+        && overlaps(target.actions.as_deref(), &request.actions, exactly)
 }
 
-fn overlaps(rule_values: Option<&[String]>, requested: &[String]) -> bool {
+fn overlaps(
+    rule_values: Option<&[String]>,
+    requested: &[String],
+    same: impl Fn(&str, &str) -> bool,
+) -> bool {
     match rule_values {
         None => true,
         Some([]) => true,
         Some(values) => {
             requested.is_empty()
                 || values.iter().any(|v| v == "*")
-                || requested.iter().any(|r| r == "*" || values.contains(r))
+                || requested
+                    .iter()
+                    .any(|r| r == "*" || values.iter().any(|v| same(v, r)))
         }
     }
 }

@@ -188,6 +188,17 @@ fn later_deny_rules_restrict_the_default_permit() {
     let mut r = request();
     r.attributes = vec!["owner".into()];
     assert_eq!(deny_code(ev.clone(), &r), "permit");
+    // A denied attribute is denied in every spelling a binder reads as it.
+    for (spelling, code) in [
+        ("WEIGHT", "denied_by_rule"),
+        ("Weight", "denied_by_rule"),
+        ("we\u{131}ght", "denied_by_rule"),
+        ("weights", "permit"),
+    ] {
+        let mut r = request();
+        r.attributes = vec!["owner".into(), spelling.into()];
+        assert_eq!(deny_code(ev.clone(), &r), code, "{spelling}");
+    }
     // A Deny rule without attributes or actions covers all of them.
     ev["policySets"][0]["policies"][0]["rules"][1] =
         json!({"effect": "Deny", "target": {"resource": {"identifiers": ["C1"]}}});

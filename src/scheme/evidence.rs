@@ -79,9 +79,17 @@ impl RootTarget {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicySet {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub max_delegation_depth: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub target: Option<PolicySetTarget>,
     #[serde(with = "one_or_many")]
     pub policies: Vec<Policy>,
@@ -304,7 +312,11 @@ impl PolicySet {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicySetTarget {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub environment: Option<PolicySetEnvironment>,
     #[serde(flatten)]
     pub unknown: Unknown,
@@ -349,11 +361,19 @@ pub struct PolicyTarget {
     pub resource: Resource,
     #[serde(default)]
     pub actions: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub environment: Option<PolicyEnvironment>,
     /// 3.0: what the evidence was issued on (the values asked with, and conditions the
     /// registry evaluated on them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub context: Option<Context>,
     #[serde(flatten)]
     pub unknown: Unknown,
@@ -408,14 +428,14 @@ pub struct Resource {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "some_list"
+        deserialize_with = "present"
     )]
     pub identifiers: Option<Vec<String>>,
     /// Absent: every attribute.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "some_list"
+        deserialize_with = "present"
     )]
     pub attributes: Option<Vec<String>>,
     #[serde(flatten)]
@@ -429,7 +449,7 @@ pub struct PolicyEnvironment {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "some_list"
+        deserialize_with = "present"
     )]
     pub service_providers: Option<Vec<String>>,
     #[serde(flatten)]
@@ -439,7 +459,11 @@ pub struct PolicyEnvironment {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     pub effect: Effect,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub target: Option<RuleTarget>,
     /// 3.0: conditions the service provider evaluates (type 2). Present, they are read, whatever
     /// they are (`null` too): what is not a condition never holds.
@@ -487,9 +511,17 @@ impl Rule {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuleTarget {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub resource: Option<RuleResource>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub actions: Option<Vec<String>>,
     #[serde(flatten)]
     pub unknown: Unknown,
@@ -497,11 +529,24 @@ pub struct RuleTarget {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuleResource {
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "type",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub resource_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub identifiers: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub attributes: Option<Vec<String>>,
     #[serde(flatten)]
     pub unknown: Unknown,
@@ -776,9 +821,10 @@ impl AccessRequest {
     }
 }
 
-/// A list that is present: `null` is refused, never read as absent (which grants every value).
-fn some_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    Vec::deserialize(d).map(Some)
+/// A member that is present: `null` is refused, never read as absent (absence grants every
+/// value of a list, binds evidence to any service provider, drops a context).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// A condition tree that is present, whatever it holds.

@@ -44,6 +44,12 @@ pub enum EvidenceTokenError {
     TooOld,
     #[error("the evidence token has no exp")]
     NoExpiry,
+    #[error("the evidence token has no {0}, which every token of the scheme carries")]
+    MissingClaim(&'static str),
+    #[error("the evidence token carries the claim {0:?}, which no evidence token has: nothing in evidence that is not understood grants anything")]
+    UnknownClaim(String),
+    #[error("the evidence token is valid for longer (exp − iat) than evidence may be old")]
+    LifetimeTooLong,
     #[error("the evidence token has expired (exp)")]
     Expired,
     #[error("the evidence token is not valid yet (nbf)")]
@@ -56,7 +62,10 @@ reason_codes! {
         | EvidenceTokenError::NoEvidence
         | EvidenceTokenError::Unreadable(_)
         | EvidenceTokenError::SubjectMismatch
-        | EvidenceTokenError::NoExpiry => "malformed_evidence",
+        | EvidenceTokenError::NoExpiry
+        | EvidenceTokenError::MissingClaim(_) => "malformed_evidence",
+        EvidenceTokenError::UnknownClaim(_) => "evidence_member_not_understood",
+        EvidenceTokenError::LifetimeTooLong => "evidence_lifetime_too_long",
         EvidenceTokenError::IssuerNotAParty(_) => "evidence_issuer_unknown",
         EvidenceTokenError::BeyondVersion { .. } => "evidence_version_mismatch",
         EvidenceTokenError::NotForCaller { .. } => "evidence_not_for_caller",
@@ -139,8 +148,10 @@ pub fn read_evidence_token(
         s == evidence.target.access_subject
             || (version.evidence_sub_is_issuer() && s == issuer.as_str())
     };
-    if jwt.str_claim("sub").is_some_and(|s| !subject_ok(s)) {
-        return Err(EvidenceTokenError::SubjectMismatch);
+    match jwt.str_claim("sub") {
+        None => return Err(EvidenceTokenError::MissingClaim("sub")),
+        Some(s) if !subject_ok(s) => return Err(EvidenceTokenError::SubjectMismatch),
+        Some(_) => {}
     }
     Ok(EvidenceToken { issuer, evidence })
 }
@@ -177,24 +188,83 @@ fn is_header_safe(id: &str) -> bool {
     id.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
 }
 
-/// How evidence tokens from a consumer are judged.
+/// How the claims of evidence tokens are judged, from a consumer and a registry alike.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct HeaderEvidenceRules {
-    /// Clock leeway for iat, in seconds.
+pub struct EvidenceTokenRules {
+    /// Clock leeway for iat, nbf and exp, in seconds.
     pub leeway_secs: f64,
-    /// The oldest `iat` accepted, in seconds before now.
+    /// The oldest `iat` accepted, in seconds before now; also the longest `exp − iat`.
     pub max_age_secs: f64,
 }
 
-/// The claims of evidence a consumer presents itself: addressed to one of `audiences` (the consumer
-/// or the caller acting for it; a token without `aud` is not refused for it), issued no later than
-/// now and not older than the maximum age, within its own `nbf` and `exp` (all with leeway). A token
-/// without `iat` counts from the evidence's `notBefore`; one without `exp` is refused.
+/// The claims an evidence token may carry: the scheme's six, `nbf`, and the evidence.
+const EVIDENCE_TOKEN_CLAIMS: [&str; 8] = [
+    "iss",
+    "sub",
+    "aud",
+    "jti",
+    "iat",
+    "exp",
+    "nbf",
+    DELEGATION_EVIDENCE_CLAIM,
+];
+
+/// The claims of an evidence token (its addressee aside), wherever it comes from: only the ones
+/// an evidence token has (a second spelling of the evidence, `delegation_evidence`, is refused,
+/// not ignored), a `jti`, an `aud`, an `iat` no later than now and not older than the maximum
+/// age, an `exp` not passed and no further from `iat` than that age, and an `nbf` (if any) not
+/// ahead — all with leeway.
+pub fn check_token_claims(
+    jwt: &DecodedJwt,
+    rules: &EvidenceTokenRules,
+    now: Timestamp,
+) -> Result<(), EvidenceTokenError> {
+    if let Some(unknown) = jwt
+        .claims
+        .keys()
+        .find(|k| !EVIDENCE_TOKEN_CLAIMS.contains(&k.as_str()))
+    {
+        return Err(EvidenceTokenError::UnknownClaim(
+            unknown.chars().take(64).collect(),
+        ));
+    }
+    if jwt.str_claim("jti").is_none_or(str::is_empty) {
+        return Err(EvidenceTokenError::MissingClaim("jti"));
+    }
+    if !jwt.claims.contains_key("aud") {
+        return Err(EvidenceTokenError::MissingClaim("aud"));
+    }
+    let iat = jwt
+        .time_claim("iat")
+        .ok_or(EvidenceTokenError::MissingClaim("iat"))?;
+    if iat > now.as_f64() + rules.leeway_secs {
+        return Err(EvidenceTokenError::IssuedInFuture);
+    }
+    if now.as_f64() - iat > rules.max_age_secs {
+        return Err(EvidenceTokenError::TooOld);
+    }
+    let exp = jwt.time_claim("exp").ok_or(EvidenceTokenError::NoExpiry)?;
+    if now.as_f64() > exp + rules.leeway_secs {
+        return Err(EvidenceTokenError::Expired);
+    }
+    if exp - iat > rules.max_age_secs + rules.leeway_secs {
+        return Err(EvidenceTokenError::LifetimeTooLong);
+    }
+    if jwt
+        .time_claim("nbf")
+        .is_some_and(|nbf| nbf > now.as_f64() + rules.leeway_secs)
+    {
+        return Err(EvidenceTokenError::NotYetValid);
+    }
+    Ok(())
+}
+
+/// The claims of evidence a consumer presents itself: addressed to one of `audiences` (the
+/// consumer or the caller acting for it), and held to `check_token_claims`.
 pub fn check_header_evidence(
     jwt: &DecodedJwt,
-    evidence: &DelegationEvidence,
     audiences: &[&str],
-    rules: &HeaderEvidenceRules,
+    rules: &EvidenceTokenRules,
     now: Timestamp,
 ) -> Result<(), EvidenceTokenError> {
     if !audiences
@@ -206,24 +276,7 @@ pub fn check_header_evidence(
             found: jwt.audience(),
         });
     }
-    let iat = jwt.time_claim("iat").unwrap_or(evidence.not_before as f64);
-    if iat > now.as_f64() + rules.leeway_secs {
-        return Err(EvidenceTokenError::IssuedInFuture);
-    }
-    if now.as_f64() - iat > rules.max_age_secs {
-        return Err(EvidenceTokenError::TooOld);
-    }
-    let exp = jwt.time_claim("exp").ok_or(EvidenceTokenError::NoExpiry)?;
-    if now.as_f64() > exp + rules.leeway_secs {
-        return Err(EvidenceTokenError::Expired);
-    }
-    if jwt
-        .time_claim("nbf")
-        .is_some_and(|nbf| nbf > now.as_f64() + rules.leeway_secs)
-    {
-        return Err(EvidenceTokenError::NotYetValid);
-    }
-    Ok(())
+    check_token_claims(jwt, rules, now)
 }
 
 #[cfg(test)]

@@ -36,20 +36,14 @@ fn token(edit: impl FnOnce(&mut Value)) -> DecodedJwt {
     decode(&signed, AlgorithmPolicy::default()).unwrap()
 }
 
-const RULES: HeaderEvidenceRules = HeaderEvidenceRules {
+const RULES: EvidenceTokenRules = EvidenceTokenRules {
     leeway_secs: 5.0,
     max_age_secs: 3600.0,
 };
 
 fn check_at(jwt: &DecodedJwt, now: i64) -> Result<(), EvidenceTokenError> {
-    let read = read_evidence_token(jwt, &Readers::default())?;
-    check_header_evidence(
-        jwt,
-        &read.evidence,
-        &[CONSUMER, CALLER],
-        &RULES,
-        Timestamp::from_secs(now),
-    )
+    read_evidence_token(jwt, &Readers::default())?;
+    check_header_evidence(jwt, &[CONSUMER, CALLER], &RULES, Timestamp::from_secs(now))
 }
 
 #[test]
@@ -98,7 +92,7 @@ fn the_token_must_be_addressed_to_the_consumer_or_the_caller() {
             }),
             NOW
         ),
-        Ok(())
+        Err(EvidenceTokenError::MissingClaim("aud"))
     );
     assert_eq!(
         check_at(&token(|c| c["aud"] = json!(AR)), NOW),
@@ -117,7 +111,7 @@ fn the_token_is_used_within_its_own_nbf_and_exp() {
     assert_eq!(check_at(&t, NOW + 611), Err(EvidenceTokenError::Expired));
     let early = token(|c| {
         c["nbf"] = json!(NOW + 3000);
-        c["exp"] = json!(NOW + 4000);
+        c["exp"] = json!(NOW + 3500);
     });
     assert_eq!(check_at(&early, NOW), Err(EvidenceTokenError::NotYetValid));
     assert_eq!(check_at(&early, NOW + 2995), Ok(()));
@@ -157,7 +151,7 @@ fn licence_ids_must_be_able_to_become_headers() {
 
 #[test]
 fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
-    let t = token(|c| c["exp"] = json!(NOW + 7200));
+    let t = token(|c| c["exp"] = json!(NOW + 3600));
     assert_eq!(check_at(&t, NOW - 5), Ok(()));
     assert_eq!(
         check_at(&t, NOW - 6),
@@ -165,13 +159,96 @@ fn issue_time_is_judged_with_leeway_and_a_maximum_age() {
     );
     assert_eq!(check_at(&t, NOW + 3600), Ok(()));
     assert_eq!(check_at(&t, NOW + 3601), Err(EvidenceTokenError::TooOld));
-    // Without iat the evidence's notBefore counts.
-    let no_iat = token(|c| {
-        c.as_object_mut().unwrap().remove("iat");
-        c["exp"] = json!(NOW + 7200);
-    });
+}
+
+#[test]
+fn a_token_carries_every_claim_of_the_scheme_and_nothing_else() {
+    for claim in ["iat", "jti", "aud", "sub"] {
+        let without = token(|c| {
+            c.as_object_mut().unwrap().remove(claim);
+        });
+        assert_eq!(
+            check_at(&without, NOW),
+            Err(EvidenceTokenError::MissingClaim(claim)),
+            "{claim}"
+        );
+    }
     assert_eq!(
-        check_at(&no_iat, NOW - 10 + 3601),
-        Err(EvidenceTokenError::TooOld)
+        check_at(&token(|c| c["jti"] = json!("")), NOW),
+        Err(EvidenceTokenError::MissingClaim("jti"))
     );
+    for claim in ["delegation_evidence", "conditions", "scope"] {
+        let more = token(|c| c[claim] = json!({"effect": "Deny"}));
+        assert_eq!(
+            check_at(&more, NOW),
+            Err(EvidenceTokenError::UnknownClaim(claim.into())),
+            "{claim}"
+        );
+        assert_eq!(
+            check_at(&more, NOW).unwrap_err().code(),
+            "evidence_member_not_understood"
+        );
+    }
+    assert_eq!(check_at(&token(|c| c["nbf"] = json!(NOW)), NOW), Ok(()));
+}
+
+#[test]
+fn a_token_lives_no_longer_than_evidence_may_be_old() {
+    for exp in [
+        json!(NOW + 3606),
+        json!(NOW + 10 * 365 * 86400),
+        json!(9.223372036854776e18),
+    ] {
+        let long = token(|c| c["exp"] = exp.clone());
+        assert_eq!(
+            check_at(&long, NOW),
+            Err(EvidenceTokenError::LifetimeTooLong),
+            "{exp}"
+        );
+    }
+    assert_eq!(
+        check_at(&token(|c| c["exp"] = json!(NOW + 3605)), NOW),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_null_where_a_member_belongs_is_not_its_absence() {
+    let at = |path: &[&str]| {
+        let mut c = claims();
+        let mut member = &mut c["delegationEvidence"];
+        for step in &path[..path.len() - 1] {
+            member = match step.parse::<usize>() {
+                Ok(i) => &mut member[i],
+                Err(_) => &mut member[*step],
+            };
+        }
+        member[path[path.len() - 1]] = Value::Null;
+        c
+    };
+    for path in [
+        &["policySets", "0", "policies", "0", "target", "context"][..],
+        &["policySets", "0", "policies", "0", "target", "environment"],
+        &["policySets", "0", "policies", "0", "rules", "0", "target"],
+        &[
+            "policySets",
+            "0",
+            "policies",
+            "0",
+            "target",
+            "resource",
+            "identifiers",
+        ],
+        &["policySets", "0", "maxDelegationDepth"],
+        &["policySets", "0", "target"],
+    ] {
+        let written = at(path);
+        let jwt = token(|c| *c = written);
+        let read = read_evidence_token(&jwt, &Readers::default());
+        assert_eq!(
+            read.map(|_| ()).map_err(|e| e.code()),
+            Err("malformed_evidence"),
+            "{path:?}"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::party::PartyId;
 use super::Timestamp;
+use crate::reading::json::{read_signed, JsonProblem};
 use aws_lc_rs::signature::{
     ParsedPublicKey, RSA_PKCS1_2048_8192_SHA256, RSA_PKCS1_2048_8192_SHA384,
     RSA_PKCS1_2048_8192_SHA512,
@@ -169,12 +170,19 @@ pub fn decode(token: &str, algorithms: AlgorithmPolicy) -> Result<DecodedJwt, Jw
     })
 }
 
-fn json_segment<T: DeserializeOwned>(segment: &str, what: &str) -> Result<T, JwtError> {
+/// A segment's JSON object, read one way only (`reading::json::read_signed`): no member named
+/// twice (in any spelling a binder folds together), no number that reads as another.
+fn json_segment(segment: &str, what: &str) -> Result<Map<String, Value>, JwtError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(segment.trim_end_matches('='))
         .map_err(|_| JwtError::Malformed(format!("the {what} is not base64url")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|_| JwtError::Malformed(format!("the {what} is not a JSON object")))
+    match read_signed(&bytes) {
+        Ok(Value::Object(members)) => Ok(members),
+        Ok(_) | Err(JsonProblem::NotJson(_) | JsonProblem::Trailing) => Err(JwtError::Malformed(
+            format!("the {what} is not a JSON object"),
+        )),
+        Err(problem) => Err(JwtError::Malformed(format!("the {what} {problem}"))),
+    }
 }
 
 /// A certificate written as base64 (not base64url) DER; white space and PEM armour are tolerated.

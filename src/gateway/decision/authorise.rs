@@ -11,6 +11,7 @@ use super::route::Routed;
 use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
+use crate::reading::text::has_control;
 use crate::request::template::{RequestValues, Template};
 use crate::request::{single_header, value_ambiguities, Ambiguities};
 use crate::scheme::evaluation::{evaluate_chain_at, Decision as Verdict, DenyReason, Evaluation};
@@ -319,8 +320,8 @@ pub fn no_policy(source: EvidenceSource) -> Evaluated {
 }
 
 /// A value a rule takes from the request, as decisions are made on it: present and not empty, at
-/// most MAX_VALUE_LEN bytes, and in no form backends read differently (unless the route accepts
-/// it). Recorded in the decision.
+/// most MAX_VALUE_LEN bytes, without a control character, and in no form backends read
+/// differently (unless the route accepts it). Recorded in the decision.
 fn rule_value(
     t: &Template,
     value: RuleValue,
@@ -371,6 +372,9 @@ fn taken(
             value,
             limit: MAX_VALUE_LEN,
         });
+    }
+    if has_control(&rendered) {
+        return Err(Reject::ControlInValue(value));
     }
     if let Some(a) = value_ambiguities(&rendered).first_not_in(facts.accepted) {
         return Err(Reject::Ambiguous(a));

@@ -166,7 +166,13 @@ async fn sequence(
         d.route = own.route().into();
         return Ok(Next::Own(own));
     }
-    let routed = routed.insert(route::route(policy.routes, req, canonical, d)?);
+    let routed = routed.insert(route::route(
+        policy.routes,
+        req,
+        canonical,
+        asked.has_body,
+        d,
+    )?);
     if let Some(rule) = &routed.route.body {
         routed.body = Some(read_body(rule, asked)?);
     }

@@ -10,6 +10,7 @@ use super::route::Routed;
 use super::{logged, Assessed, Decision, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;
 use crate::gateway::reject::{EvidenceRefusal, LoginFailure, Reject};
+use crate::reading::json::read_signed;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{read_evidence, read_evidence_token, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
@@ -247,8 +248,8 @@ pub fn read_evidence_file(
             .map(from_token)
             .collect();
     }
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    // Read as a signed token's JSON is: one way only, every number as written.
+    let value = read_signed(text.as_bytes()).map_err(|e| format!("the evidence {e}"))?;
     let one = |v: &serde_json::Value| -> Result<DelegationEvidence, String> {
         let token = ["delegation_token", "delegationToken"]
             .iter()

@@ -10,6 +10,7 @@ use crate::request::path::NormalPath;
 use crate::request::pattern::SplitPath;
 use crate::request::query::Query;
 use crate::request::template::{BodyValues, RequestValues};
+use crate::request::Ambiguity;
 use http::Method;
 use pingora::http::RequestHeader;
 use std::collections::{BTreeMap, HashMap};
@@ -126,11 +127,13 @@ impl Routed {
 }
 
 /// The route stage: the route that takes the request, with its identifiers in the route's case,
-/// in no form the route does not accept, and the URI the backend receives.
+/// in no form the route does not accept (a body on a GET or HEAD among them), and the URI the
+/// backend receives.
 pub fn route(
     routes: &RouteTable,
     req: &RequestHeader,
     canonical: NormalPath,
+    has_body: bool,
     d: &mut Decision,
 ) -> Result<Routed, Reject> {
     d.stage = Stage::Route;
@@ -143,7 +146,10 @@ pub fn route(
     d.route = route.name.clone().into();
     d.mode = route.mode;
     let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
-    let ambiguities = canonical.ambiguities.union(query.ambiguities);
+    let mut ambiguities = canonical.ambiguities.union(query.ambiguities);
+    if has_body && matches!(req.method, Method::GET | Method::HEAD) {
+        ambiguities.insert(Ambiguity::BodyOnRead);
+    }
     if let Some(a) = ambiguities.first_not_in(route.accept) {
         return Err(Reject::Ambiguous(a));
     }

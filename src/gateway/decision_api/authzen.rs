@@ -20,8 +20,8 @@ use crate::gateway::decision::decide::{self, read_rule_body};
 use crate::gateway::decision::CallerKind;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::reading::json::{read_unique, JsonProblem};
 use crate::request::body::ReadBody;
-use crate::request::json::{read_unique, JsonProblem};
 use crate::request::template::Template;
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
@@ -152,25 +152,94 @@ pub async fn route(
         Ok(b) => b,
         Err(_) => return refused(Reject::BodyTooLarge),
     };
-    let value = match read_unique(&body) {
-        Ok(v) => v,
-        Err(JsonProblem::NotJson(e)) => return invalid(format!("the body is not JSON: {e}")),
-        Err(e @ (JsonProblem::Trailing | JsonProblem::TooDeep(_))) => {
-            return invalid(e.to_string())
-        }
-        Err(JsonProblem::RepeatedMember(e)) => return refused(ServiceRefusal::RepeatedMember(e)),
+    let batch = path == EVALUATIONS_PATH;
+    let asked = match read_request(&body, batch, settings.max_batch) {
+        Ok(asked) => asked,
+        Err(e) => return refused(e),
     };
-    let answer = match path.as_str() {
-        EVALUATION_PATH => match evaluation_of(&value) {
-            Ok(one) => evaluate(state, &snap, one).await,
-            Err(description) => Err(description),
-        },
-        _ => evaluations(state, &snap, &value, settings.max_batch).await,
+    let answer = match asked {
+        AskedRequest::One(one) => evaluate(state, &snap, *one).await,
+        AskedRequest::Batch { items, stop_on } => {
+            Ok(evaluations(state, &snap, items, stop_on).await)
+        }
     };
     match answer {
         Ok(answer) => json_answer(answer),
         Err(description) => invalid(description),
     }
+}
+
+/// An AuthZEN request as read off its body.
+#[derive(Debug)]
+pub enum AskedRequest {
+    /// One evaluation (also a batch without items).
+    One(Box<Asked>),
+    /// A batch: each item with the defaults it leaves out, read and checked (or why not), and
+    /// the decision that ends it early, if any.
+    Batch {
+        items: Vec<Result<Asked, String>>,
+        stop_on: Option<bool>,
+    },
+}
+
+/// An AuthZEN body read as the specification's HTTPS binding has it: JSON read one way only
+/// (`reading::json`), an evaluation or (`batch`, at the evaluations endpoint) a batch of at most
+/// `max` items; each entity an object and its `properties` too. What is wrong with the request as
+/// a whole is its refusal; an item that cannot be evaluated is that item's error.
+pub fn read_request(body: &[u8], batch: bool, max: usize) -> Result<AskedRequest, Reject> {
+    let invalid = |d: String| Reject::from(ServiceRefusal::InvalidEvaluation(d));
+    let value = match read_unique(body) {
+        Ok(v) => v,
+        Err(JsonProblem::RepeatedMember(e)) => return Err(ServiceRefusal::RepeatedMember(e).into()),
+        Err(e) => return Err(invalid(format!("the body {e}"))),
+    };
+    let one = |value: &Value| {
+        let asked = evaluation_of(value).and_then(asked).map_err(invalid)?;
+        Ok(AskedRequest::One(Box::new(asked)))
+    };
+    if !batch {
+        return one(&value);
+    }
+    let Value::Object(members) = &value else {
+        return Err(invalid("the body is not a JSON object".into()));
+    };
+    shaped(members).map_err(invalid)?;
+    let items = match members.get("evaluations") {
+        None => &[][..],
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(_) => return Err(invalid("evaluations is not an array".into())),
+    };
+    if items.len() > max {
+        return Err(invalid(format!(
+            "{} evaluations: at most {max} in one batch",
+            items.len()
+        )));
+    }
+    let options = match members.get("options") {
+        None => BatchOptions::default(),
+        Some(o) if o.is_object() => {
+            BatchOptions::deserialize(o).map_err(|e| invalid(format!("options: {e}")))?
+        }
+        Some(_) => return Err(invalid("options is not an object".into())),
+    };
+    let stop_on = match options.evaluations_semantic.as_deref() {
+        None | Some("execute_all") => None,
+        Some("deny_on_first_deny") => Some(false),
+        Some("permit_on_first_permit") => Some(true),
+        Some(other) => return Err(invalid(format!("evaluations_semantic {other:?} is not execute_all, deny_on_first_deny or permit_on_first_permit"))),
+    };
+    if items.is_empty() {
+        return one(&value);
+    }
+    let items = items
+        .iter()
+        .map(|item| {
+            merged(members, item)
+                .and_then(|m| evaluation_of(&m))
+                .and_then(asked)
+        })
+        .collect();
+    Ok(AskedRequest::Batch { items, stop_on })
 }
 
 /// `application/json`, with or without parameters (`charset=utf-8`), given once.
@@ -280,50 +349,18 @@ fn unevaluated(description: String) -> Value {
     })
 }
 
-/// A batch: each item with the defaults it leaves out, answered in order; `deny_on_first_deny`
-/// and `permit_on_first_permit` end it early. Without items it is a single evaluation, answered
-/// as one. What is wrong with the request as a whole (its defaults, `options`, its size) is a 400.
+/// A batch's items answered in order; `stop_on` (`deny_on_first_deny`, `permit_on_first_permit`)
+/// ends it early. An item that cannot be evaluated is denied with its error in its own context.
 async fn evaluations(
     state: &GatewayState,
     snap: &Arc<Snapshot>,
-    value: &Value,
-    max: usize,
-) -> Result<Value, String> {
-    let Value::Object(members) = value else {
-        return Err("the body is not a JSON object".into());
-    };
-    shaped(members)?;
-    let items = match members.get("evaluations") {
-        None => &[][..],
-        Some(Value::Array(items)) => items.as_slice(),
-        Some(_) => return Err("evaluations is not an array".into()),
-    };
-    if items.len() > max {
-        return Err(format!(
-            "{} evaluations: at most {max} in one batch",
-            items.len()
-        ));
-    }
-    let options = match members.get("options") {
-        None => BatchOptions::default(),
-        Some(o) if o.is_object() => {
-            BatchOptions::deserialize(o).map_err(|e| format!("options: {e}"))?
-        }
-        Some(_) => return Err("options is not an object".into()),
-    };
-    let stop_on = match options.evaluations_semantic.as_deref() {
-        None | Some("execute_all") => None,
-        Some("deny_on_first_deny") => Some(false),
-        Some("permit_on_first_permit") => Some(true),
-        Some(other) => return Err(format!("evaluations_semantic {other:?} is not execute_all, deny_on_first_deny or permit_on_first_permit")),
-    };
-    if items.is_empty() {
-        return evaluate(state, snap, evaluation_of(value)?).await;
-    }
+    items: Vec<Result<Asked, String>>,
+    stop_on: Option<bool>,
+) -> Value {
     let mut answers = Vec::new();
     for item in items {
-        let answer = match merged(members, item).and_then(|m| evaluation_of(&m)) {
-            Ok(evaluation) => evaluate(state, snap, evaluation).await,
+        let answer = match item {
+            Ok(asked) => evaluate(state, snap, asked).await,
             Err(description) => Err(description),
         };
         let answer = answer.unwrap_or_else(unevaluated);
@@ -333,11 +370,12 @@ async fn evaluations(
             break;
         }
     }
-    Ok(json!({ "evaluations": answers }))
+    json!({ "evaluations": answers })
 }
 
 /// What an evaluation asks, checked.
-struct Asked {
+#[derive(Debug)]
+pub struct Asked {
     subject: Subject,
     resource: Resource,
     action: Action,
@@ -488,10 +526,9 @@ fn rule_with_body(
 async fn evaluate(
     state: &GatewayState,
     snap: &Arc<Snapshot>,
-    e: Evaluation,
+    asked: Asked,
 ) -> Result<Value, String> {
     let started = Instant::now();
-    let asked = asked(e)?;
     let route = match &asked.resource.properties.route {
         None => None,
         Some(name) => {

@@ -23,7 +23,7 @@ use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence::AccessRequest;
 use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, EvidenceTokenError,
-    HeaderEvidenceRules, Readers,
+    EvidenceTokenRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
 use crate::scheme::party::PartyId;
@@ -148,7 +148,7 @@ pub struct HeaderEvidence {
     /// Every algorithm some version signs with: which one a signer may use is its version's.
     algorithms: AlgorithmPolicy,
     readers: Readers,
-    rules: HeaderEvidenceRules,
+    rules: EvidenceTokenRules,
     verified: moka::sync::Cache<Box<str>, Arc<VerifiedToken>>,
     /// The next verified token's serial.
     serials: AtomicU64,
@@ -162,7 +162,7 @@ impl HeaderEvidence {
     /// each, may take a quarter as much.
     pub fn new(
         readers: Readers,
-        rules: HeaderEvidenceRules,
+        rules: EvidenceTokenRules,
         cache_size: u64,
         metrics: Metrics,
     ) -> Self {
@@ -358,7 +358,7 @@ impl HeaderEvidence {
         };
         let addressees = addressees(decoded, expected, aliases, trust).await?;
         let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
-        check_header_evidence(decoded, &read.evidence, &addressees, &self.rules, now)
+        check_header_evidence(decoded, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
         let step = Step {
             token: verified.clone(),

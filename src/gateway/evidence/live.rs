@@ -18,7 +18,7 @@ use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::rate::Buckets;
 use crate::scheme::assertion::AssertionRules;
-use crate::scheme::evidence_token::{HeaderEvidenceRules, Readers};
+use crate::scheme::evidence_token::{EvidenceTokenRules, Readers};
 use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::Timestamp;
@@ -68,16 +68,17 @@ impl Authorizer {
         let leeway_secs = config.tokens.leeway.as_secs_f64();
         let d = &config.delegation;
         let readers = evidence_readers(config);
+        let token_rules = EvidenceTokenRules {
+            leeway_secs,
+            max_age_secs: d.header_evidence_max_age.as_secs_f64(),
+        };
         Authorizer(Arc::new(Inner {
             replay,
             algorithms,
             leeway_secs,
             header_evidence: HeaderEvidence::new(
                 readers.clone(),
-                HeaderEvidenceRules {
-                    leeway_secs,
-                    max_age_secs: d.header_evidence_max_age.as_secs_f64(),
-                },
+                token_rules,
                 d.cache_size,
                 metrics.clone(),
             ),
@@ -85,7 +86,7 @@ impl Authorizer {
             registries: RegistryClient::new(
                 peer,
                 readers,
-                leeway_secs,
+                token_rules,
                 config.registries.clone(),
                 forwarded,
                 metrics.clone(),

@@ -1,0 +1,290 @@
+//! Numbers as text (a condition's operands, the values a rule takes from a request): read in
+//! JSON's grammar, exactly, with a bounded exponent, and compared only where the two ways
+//! backends read a number agree: as an exact decimal (Java's `BigDecimal`, Python's `Decimal`,
+//! databases) and as the nearest binary64 (JavaScript, Go's `float64`, most JSON binders).
+//! Where they disagree (`0.1` and `0.10000000000000000001`, `9007199254740993` and
+//! `9007199254740992`) no order is given: a decision made on one reading would be wrong for the
+//! other. Nothing here can overflow: the exponent is bounded before any arithmetic.
+
+use std::cmp::Ordering;
+
+/// The longest number read: longer text is no number.
+pub const MAX_LEN: usize = 64;
+
+/// The largest exponent written (`1e1000000`); beyond it, text is no number. Every place of a
+/// digit then fits an i64 many times over.
+pub const MAX_EXPONENT: i64 = 1_000_000;
+
+/// The largest integer every binary64 reader reads exactly (RFC 7493, I-JSON §2.2: 2⁵³ − 1).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// A number as an exact decimal: its sign, its significant digits (no leading or trailing zeros;
+/// none for zero) and the power of ten of the last of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decimal {
+    negative: bool,
+    digits: Vec<u8>,
+    exponent: i64,
+}
+
+impl Decimal {
+    /// A number in JSON's grammar (`-12.5e3`), at most MAX_LEN long with an exponent of at most
+    /// MAX_EXPONENT either way; None for anything else (`inf`, `0x10`, ` 5`, `+5`, `05`, `.5`).
+    pub fn parse(s: &str) -> Option<Decimal> {
+        if s.len() > MAX_LEN {
+            return None;
+        }
+        let b = s.as_bytes();
+        let mut i = 0;
+        let digits_from = |i: &mut usize| {
+            let start = *i;
+            while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+            &b[start..*i]
+        };
+        let negative = b.first() == Some(&b'-');
+        i += usize::from(negative);
+        let int = digits_from(&mut i);
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        let mut fraction: &[u8] = &[];
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            fraction = digits_from(&mut i);
+            if fraction.is_empty() {
+                return None;
+            }
+        }
+        let mut written: i64 = 0;
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            let negative_power = b.get(i) == Some(&b'-');
+            i += usize::from(matches!(b.get(i), Some(b'-' | b'+')));
+            let power = digits_from(&mut i);
+            if power.is_empty() {
+                return None;
+            }
+            // Leading zeros do not count towards the bound; anything past it is no number.
+            let mut significant = power.iter().skip_while(|d| **d == b'0');
+            written = significant.try_fold(0i64, |at, d| {
+                Some(at * 10 + i64::from(d - b'0')).filter(|at| *at <= MAX_EXPONENT)
+            })?;
+            if negative_power {
+                written = -written;
+            }
+        }
+        if i != b.len() {
+            return None;
+        }
+        let mut digits: Vec<u8> = int.iter().chain(fraction).map(|d| d - b'0').collect();
+        // Both terms are bounded (MAX_EXPONENT, MAX_LEN): no overflow.
+        let mut exponent = written - fraction.len() as i64;
+        let leading = digits.iter().take_while(|d| **d == 0).count();
+        digits.drain(..leading);
+        while digits.last() == Some(&0) {
+            digits.pop();
+            exponent += 1;
+        }
+        Some(match digits.is_empty() {
+            true => Decimal {
+                negative: false,
+                digits,
+                exponent: 0,
+            },
+            false => Decimal {
+                negative,
+                digits,
+                exponent,
+            },
+        })
+    }
+
+    fn sign(&self) -> i8 {
+        match (self.digits.is_empty(), self.negative) {
+            (true, _) => 0,
+            (false, true) => -1,
+            (false, false) => 1,
+        }
+    }
+
+    /// The exact order of two decimals.
+    pub fn cmp_exact(&self, other: &Decimal) -> Ordering {
+        let by_sign = self.sign().cmp(&other.sign());
+        if by_sign != Ordering::Equal || self.sign() == 0 {
+            return by_sign;
+        }
+        // The place of the most significant digit (bounded by MAX_LEN + MAX_EXPONENT), then the
+        // digits from there on.
+        let top = |d: &Decimal| d.digits.len() as i64 + d.exponent;
+        let magnitude = top(self)
+            .cmp(&top(other))
+            .then_with(|| self.digits.cmp(&other.digits));
+        match self.negative {
+            true => magnitude.reverse(),
+            false => magnitude,
+        }
+    }
+}
+
+/// Whether `text` is written as a JSON number, whatever its length or exponent: text a backend
+/// may read as a number, even where the gateway does not compare it.
+pub fn is_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    let int_at = i;
+    let int = digits(&mut i);
+    if int == 0 || (int > 1 && b[int_at] == b'0') {
+        return false;
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        i += usize::from(matches!(b.get(i), Some(b'-' | b'+')));
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// The nearest binary64 of a number `Decimal::parse` reads (Rust's parse rounds correctly; an
+/// exponent beyond binary64's range gives an infinity or zero, as a JSON binder's would).
+fn binary64(text: &str) -> f64 {
+    text.parse().unwrap_or(f64::NAN)
+}
+
+/// Two numbers compared, where both are numbers `Decimal::parse` reads and an exact decimal
+/// reader and a binary64 reader order them alike. None otherwise.
+pub fn compare(a: &str, b: &str) -> Option<Ordering> {
+    let exact = Decimal::parse(a)?.cmp_exact(&Decimal::parse(b)?);
+    let nearest = binary64(a).partial_cmp(&binary64(b))?;
+    (exact == nearest).then_some(exact)
+}
+
+/// Whether `text` is a number every reader reads as the same number: its exact decimal and the
+/// shortest decimal of its nearest binary64 are one number (`0.1`, `2.5e-3`, `100`; not
+/// `0.10000000000000000001`, `9007199254740993`, `1e400`).
+pub fn reads_alike(text: &str) -> bool {
+    reads_as(text, binary64(text))
+}
+
+/// Whether `text` is the finite binary64 `read`, written as its shortest decimal (in any of the
+/// ways JSON writes that decimal).
+pub fn reads_as(text: &str, read: f64) -> bool {
+    read.is_finite()
+        && Decimal::parse(text)
+            .zip(Decimal::parse(&format!("{read:e}")))
+            .is_some_and(|(written, shortest)| written == shortest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::parse(s).unwrap_or_else(|| panic!("{s} is a number"))
+    }
+
+    #[test]
+    fn json_numbers_are_read_exactly() {
+        assert_eq!(d("100"), d("1e2"));
+        assert_eq!(d("100"), d("1.00E+2"));
+        assert_eq!(d("0"), d("-0.0e5"));
+        assert_eq!(d("0.5"), d("5e-1"));
+        for not_json in [
+            "", "-", "+5", "05", ".5", "5.", "1e", "1e+", "0x10", "inf", "NaN", " 5", "5 ", "1_0",
+            "--1", "1e--1",
+        ] {
+            assert_eq!(Decimal::parse(not_json), None, "{not_json:?}");
+        }
+        assert_eq!(Decimal::parse(&"1".repeat(MAX_LEN + 1)), None);
+    }
+
+    #[test]
+    fn text_is_a_number_as_json_writes_one_whatever_its_size() {
+        for number in [
+            "0",
+            "-0.5",
+            "1e9223372036854775807",
+            "12E+3",
+            &"9".repeat(100),
+        ] {
+            assert!(is_number(number), "{number}");
+        }
+        for not in [
+            "", "-", "05", ".5", "5.", "1e", "+1", "1e+", "0x1", " 1", "1 ", "--1",
+        ] {
+            assert!(!is_number(not), "{not:?}");
+        }
+    }
+
+    #[test]
+    fn an_exponent_past_the_bound_is_no_number_and_nothing_wraps() {
+        for huge in [
+            "1e9223372036854775807",
+            "1E9223372036854775807",
+            "9.9e9223372036854775807",
+            "10e9223372036854775806",
+            "1e-9223372036854775808",
+            "1e99999999999999999999999999",
+            "1e1000001",
+        ] {
+            assert_eq!(Decimal::parse(huge), None, "{huge}");
+            assert_eq!(compare(huge, "1000"), None, "{huge}");
+        }
+        assert!(Decimal::parse("1e1000000").is_some());
+        assert!(Decimal::parse("1e-0000000000000000000000000000001000000").is_some());
+        assert_eq!(d("1e1000000").cmp_exact(&d("9")), Ordering::Greater);
+    }
+
+    #[test]
+    fn numbers_are_compared_where_both_readers_agree() {
+        assert_eq!(compare("999", "1000"), Some(Ordering::Less));
+        assert_eq!(compare("-1000", "-999"), Some(Ordering::Less));
+        assert_eq!(compare("1e2", "100"), Some(Ordering::Equal));
+        assert_eq!(compare("0.1", "0.10"), Some(Ordering::Equal));
+        // Past binary64's range both still agree: an infinity is greater than 1000.
+        assert_eq!(compare("1e400", "1000"), Some(Ordering::Greater));
+        // Where binary64 rounds two numbers together, there is no order.
+        assert_eq!(compare("0.099999999999999999995", "0.1"), None);
+        assert_eq!(compare("9007199254740993", "9007199254740992"), None);
+        assert_eq!(
+            compare("18446744073709551617", "18446744073709552000"),
+            None
+        );
+        assert_eq!(compare("1e-400", "0"), None);
+        assert_eq!(compare("abc", "1"), None);
+    }
+
+    #[test]
+    fn a_number_reads_alike_when_binary64_writes_it_back() {
+        for alike in ["0.1", "2.5e-3", "100", "-0", "5e-324", "1.5E+300"] {
+            assert!(reads_alike(alike), "{alike}");
+        }
+        // Exact in binary64, but written back as 1152921504606847000: another decimal.
+        for not in [
+            "1152921504606846976.0",
+            "0.10000000000000000001",
+            "9007199254740993",
+            "1e400",
+            "1e-400",
+            "0.09999999999999999999",
+        ] {
+            assert!(!reads_alike(not), "{not}");
+        }
+    }
+}
