@@ -274,6 +274,26 @@ async fn a_number_past_any_bound_decides_nothing_through_every_interface() {
             assert_eq!(got, status, "{amount}: {body}");
         }
     }
+    // Text a reader takes for the number a Permit excludes is not other text.
+    let not_zero =
+        rules_text(&[json!({"effect": "Permit", "conditions": condition("notEqual", json!("0"))})]);
+    let evidence = g.evidence(&not_zero, "");
+    for (amount, refusal) in [
+        ("00", (403, "condition_operand_type")),
+        ("%2B0", (403, "condition_operand_type")),
+        (".0", (403, "condition_operand_type")),
+        ("0.0e5", (403, "condition_operand_type")),
+        ("0x0", (403, "condition_operand_type")),
+        ("0.", (400, "ambiguous_request")),
+    ] {
+        let path = format!("/api/amounts/C1?amount={amount}");
+        let (status, body) = g.call("GET", &path, &evidence, None).await;
+        assert_refused(status, &body, refusal);
+    }
+    let (status, body) = g
+        .call("GET", "/api/amounts/C1?amount=1", &evidence, None)
+        .await;
+    assert_eq!(status, 200, "{body}");
     g.stop().await;
 }
 

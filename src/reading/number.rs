@@ -128,37 +128,46 @@ impl Decimal {
     }
 }
 
-/// Whether `text` is written as a JSON number, whatever its length or exponent: text a backend
-/// may read as a number, even where the gateway does not compare it.
-pub fn is_number(text: &str) -> bool {
-    let b = text.as_bytes();
-    let mut i = usize::from(b.first() == Some(&b'-'));
-    let digits = |i: &mut usize| {
-        let start = *i;
-        while b.get(*i).is_some_and(u8::is_ascii_digit) {
-            *i += 1;
-        }
-        *i - start
+/// Whether some common reader takes `text` for a number, though JSON may not: JavaScript's
+/// `Number()` and `parseInt`, Python's `float()` and `int()`, Go's `ParseFloat` accept a sign,
+/// leading zeros, a bare `.5` or `5.`, white space at the edges, `_` between digits, `0x`, `0o`
+/// and `0b` integers, `inf`, `infinity` and `nan`. Two such texts that differ are told apart by
+/// their text only where both are JSON numbers the two readers order apart (`compare`).
+pub fn looks_like_number(text: &str) -> bool {
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let t = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if ["inf", "infinity", "nan"]
+        .iter()
+        .any(|w| t.eq_ignore_ascii_case(w))
+    {
+        return true;
+    }
+    let prefixed = |digit: fn(&char) -> bool| {
+        move |rest: &str| !rest.is_empty() && rest.chars().all(|c| c == '_' || digit(&c))
     };
-    let int_at = i;
-    let int = digits(&mut i);
-    if int == 0 || (int > 1 && b[int_at] == b'0') {
-        return false;
-    }
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        if digits(&mut i) == 0 {
-            return false;
+    for (prefix, digits) in [
+        ("0x", prefixed(char::is_ascii_hexdigit)),
+        ("0o", prefixed(|c| ('0'..='7').contains(c))),
+        ("0b", prefixed(|c| matches!(c, '0' | '1'))),
+    ] {
+        if let Some(rest) = t.get(..2).filter(|p| p.eq_ignore_ascii_case(prefix)) {
+            return digits(&t[rest.len()..]);
         }
     }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        i += usize::from(matches!(b.get(i), Some(b'-' | b'+')));
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    }
-    i == b.len()
+    let (mantissa, exponent) = match t.find(['e', 'E']) {
+        Some(at) => (&t[..at], Some(&t[at + 1..])),
+        None => (t, None),
+    };
+    let mantissa_ok = mantissa.chars().any(|c| c.is_ascii_digit())
+        && mantissa.matches('.').count() <= 1
+        && mantissa
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '_' || c == '.');
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && e.chars().all(|c| c.is_ascii_digit() || c == '_')
+    });
+    mantissa_ok && exponent_ok
 }
 
 /// The nearest binary64 of a number `Decimal::parse` reads (Rust's parse rounds correctly; an
@@ -215,20 +224,41 @@ mod tests {
     }
 
     #[test]
-    fn text_is_a_number_as_json_writes_one_whatever_its_size() {
+    fn text_that_some_reader_takes_for_a_number_looks_like_one() {
         for number in [
             "0",
+            "00",
+            "+5",
             "-0.5",
-            "1e9223372036854775807",
-            "12E+3",
-            &"9".repeat(100),
+            ".5",
+            "5.",
+            " 7 ",
+            "1_000",
+            "0x1F",
+            "0o17",
+            "0B101",
+            "inf",
+            "-Infinity",
+            "NaN",
+            "1e5",
+            "1E+05",
+            "0000000000091953e-333600",
         ] {
-            assert!(is_number(number), "{number}");
+            assert!(looks_like_number(number), "{number:?}");
         }
-        for not in [
-            "", "-", "05", ".5", "5.", "1e", "+1", "1e+", "0x1", " 1", "1 ", "--1",
+        for text in [
+            "",
+            "C1",
+            "AB12",
+            "0x",
+            "1e",
+            "1.2.3",
+            "12a",
+            "2026-03-01T10:00:00Z",
+            "-",
+            ".",
         ] {
-            assert!(!is_number(not), "{not:?}");
+            assert!(!looks_like_number(text), "{text:?}");
         }
     }
 

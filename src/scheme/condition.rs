@@ -331,9 +331,11 @@ impl Comparison {
         match &self.right {
             Operand::Text(right) if value == right => Some(Ordering::Equal),
             Operand::Text(right) if !ordering => {
-                // Two numbers are told apart by their text only where both readers order them
-                // apart; an instant and another are where they are not the same instant.
-                let apart = match number::is_number(value) && number::is_number(right) {
+                // Text a reader takes for a number is told apart from other text only where both
+                // are JSON numbers both readers order apart (`00` and `0` are one number to
+                // JavaScript); an instant is where it is not the same instant.
+                let numeric = number::looks_like_number(value) || number::looks_like_number(right);
+                let apart = match numeric {
                     true => number::compare(value, right).is_some_and(Ordering::is_ne),
                     false => compare_instants(value, right) != Some(Ordering::Equal),
                 };

@@ -96,6 +96,19 @@ fn numbers_the_two_readers_order_differently_are_no_operands() {
         assert_eq!(code(tree.clone(), &v), "condition_operand_type", "{tree}");
     }
     assert_eq!(code(leaf("zero", "equal", json!(0)), &v), "holds");
+    // Text some reader takes for a number is no text to tell apart by its spelling.
+    for value in ["00", "+0", ".0", "0.", "0_0", "0x0", " 0"] {
+        let v = operands(&[("amount", Some(value))]);
+        for op in ["equal", "notEqual"] {
+            assert_eq!(
+                code(leaf("amount", op, json!("0")), &v),
+                "condition_operand_type",
+                "{value:?} {op} 0"
+            );
+        }
+    }
+    let codes = operands(&[("code", Some("C1"))]);
+    assert_eq!(code(leaf("code", "notEqual", json!("C2")), &codes), "holds");
     for (a, b, order) in [
         ("1e2", "100", Ordering::Equal),
         ("1.50", "1.5", Ordering::Equal),
