@@ -227,6 +227,7 @@ impl Bench {
             },
             accepted: Ambiguities::default(),
             caller: CONSUMER,
+            person: false,
         };
         let evidence = self.snap.authz.with(&self.snap.trust);
         let mut decision = Decision::new();

@@ -86,6 +86,7 @@ async fn main() {
                     registry: "EU.EORI.NL000000004".into(),
                 },
                 issuers: vec!["EU.EORI.NL000000005".into()],
+                signers: vec!["EU.EORI.NL000000004".into()],
             },
         );
         let asked = request(i);

@@ -240,7 +240,11 @@ fn evidence_text(e: &EvidenceUsed, cache_hit: bool) -> String {
         true => "no policy".to_string(),
         false => format!("issued by {}", e.issuers.join(" → ")),
     };
-    format!("{source}: {issuers}{cached}")
+    let signers = match e.signers.is_empty() {
+        true => String::new(),
+        false => format!(", signed by {}", e.signers.join(" → ")),
+    };
+    format!("{source}: {issuers}{signers}{cached}")
 }
 
 /// What came of the request: refused, with the refusal's row and stage, or forwarded, and where.

@@ -8,6 +8,7 @@ use super::model::*;
 use super::values::header_name;
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
+use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::Action;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -492,6 +493,18 @@ fn delegation_rule(
         issues,
     );
     let policy_issuer = templates.parse(&format!("{key}.policy_issuer"), &d.policy_issuer, issues);
+    // A party named as written is a party identifier of some version of the scheme; one that
+    // is no id (a name, nothing) would refuse every request as the client's fault.
+    let literals = (policy_issuer.iter().map(|t| ("policy_issuer", t)))
+        .chain(delegation_path.iter().map(|t| ("delegation_path", t)));
+    for (member, literal) in literals.filter(|(_, t)| t.is_literal()) {
+        if let Err(e) = PartyId::parse(literal.as_str()) {
+            issues.add(
+                format!("{key}.{member}"),
+                format!("{:?} is not a party identifier: {e}", literal.as_str()),
+            );
+        }
+    }
     let named_by_caller = policy_issuer.as_ref().is_some_and(|t| !t.is_literal());
     if named_by_caller && !d.caller_names_owner {
         issues.add(

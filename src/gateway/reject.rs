@@ -23,7 +23,7 @@ use crate::scheme::jwt::SigningError;
 use crate::scheme::party::{PartyId, PartyIdError};
 use crate::scheme::party_record::AmbiguousName;
 use crate::scheme::reason_codes;
-use crate::scheme::trust::SignerError;
+use crate::scheme::trust::{PartyError, SignerError};
 use crate::telemetry::metrics::Outcome;
 use bytes::Bytes;
 use http::Method;
@@ -195,6 +195,7 @@ reason_codes! {
         EvidenceRefusal::Header { .. } => "malformed_header",
         EvidenceRefusal::Signer(SignerError::Signature(_)) => "evidence_signature_invalid",
         EvidenceRefusal::Signer(SignerError::Chain(_)) => "evidence_untrusted",
+        EvidenceRefusal::Signer(SignerError::Party(PartyError::Contested(_))) => "party_name_ambiguous",
         EvidenceRefusal::Signer(SignerError::Party(_)) => "evidence_issuer_unknown",
         EvidenceRefusal::IssuerNotARegistry(_) => "evidence_issuer_not_a_registry",
         EvidenceRefusal::IssuerNotTheOwnersRegistry { .. } =>
@@ -527,7 +528,10 @@ reason_codes! {
 
 impl From<TrustError> for Reject {
     fn from(e: TrustError) -> Self {
-        Reject::Unavailable(e.into())
+        match e {
+            TrustError::Contested(name) => AmbiguousName(name).into(),
+            other => Reject::Unavailable(other.into()),
+        }
     }
 }
 

@@ -479,7 +479,7 @@ impl RegistryClient {
         };
         let now = Timestamp::now();
         let decoded = jwt::decode(token, self.algorithms).map_err(|e| garbled(e.to_string()))?;
-        trust
+        let signer = trust
             .verify_signer(&decoded, &registry.party_id, now)
             .await
             .map_err(|e| match e {
@@ -498,8 +498,24 @@ impl RegistryClient {
             .into());
         }
         check_token_claims(&decoded, &self.rules, now).map_err(|e| garbled(e.to_string()))?;
-        read_evidence_token(&decoded, &self.readers)
-            .map(|t| t.evidence)
-            .map_err(|e| garbled(e.to_string()).into())
+        let read = read_evidence_token(&decoded, &self.readers)
+            .map_err(|e| RegistryError::from(garbled(e.to_string())))?;
+        // Its sub names the registry (by a name that stands for it, 3.0) or the access subject.
+        let signer_id = signer.record.id.clone();
+        let sub_is_signer = match PartyId::parse(&read.subject) {
+            _ if read.subject == read.issuer.as_str() => true,
+            Ok(sub) if trust.resolves_aliases() => trust
+                .party(&sub)
+                .await?
+                .is_some_and(|record| record.id == signer_id),
+            _ => false,
+        };
+        if !sub_is_signer {
+            read.check_subject(|a, b| a == b)
+                .map_err(|e| garbled(e.to_string()))?;
+        }
+        let mut evidence = read.evidence;
+        evidence.signer = Some(signer_id);
+        Ok(evidence)
     }
 }

@@ -12,7 +12,7 @@ use crate::scheme::models::{
     PartiesPayload, PartyPayload, TrustedListEntry, TrustedListPayload, TrustedListPayload3,
 };
 use crate::scheme::party::PartyId;
-use crate::scheme::party_record::{from_1_9, read_3_0, Aliases, Party};
+use crate::scheme::party_record::{from_1_9, read_3_0, Aliases, Named, Party};
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::vocabulary::PARTIES_PATH;
 use crate::scheme::Timestamp;
@@ -54,9 +54,6 @@ struct CachedChain {
     generation: u64,
 }
 
-#[derive(Clone)]
-struct CachedParty(Option<Arc<Party>>);
-
 struct PartyExpiry {
     known: Duration,
 }
@@ -67,12 +64,13 @@ const SIGNER_LOOKUPS_PER_MINUTE: f64 = 6.0;
 /// The most signing certificates whose lookups are counted (the least used go first).
 const SIGNING_CERTIFICATES: u64 = 100_000;
 
-impl Expiry<String, CachedParty> for PartyExpiry {
-    fn expire_after_create(&self, _k: &String, v: &CachedParty, _at: Instant) -> Option<Duration> {
-        Some(if v.0.is_some() {
-            self.known
-        } else {
-            UNKNOWN_PARTY_TTL
+impl Expiry<String, Named> for PartyExpiry {
+    /// A party a name stands for, for the record's time; no party, or a contested name, briefly:
+    /// a registry that mends its records is believed soon.
+    fn expire_after_create(&self, _k: &String, v: &Named, _at: Instant) -> Option<Duration> {
+        Some(match v {
+            Named::Party(_) => self.known,
+            Named::Nobody | Named::Contested => UNKNOWN_PARTY_TTL,
         })
     }
 }
@@ -90,7 +88,8 @@ pub struct TrustStore {
     refresh_failure: Mutex<Option<TrustError>>,
     /// When the scheme owner last answered, and whether that call worked.
     last_contact: Mutex<Option<(Instant, bool)>>,
-    parties: moka::future::Cache<String, CachedParty>,
+    /// Whom each name stands for: the record of the party, none, or no one's (contested).
+    parties: moka::future::Cache<String, Named>,
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
     /// Party records fetched: `party_lookups_per_second`, five seconds' worth at once.
     party_lookups: TokenBucket,
@@ -130,8 +129,11 @@ impl TrustStore {
         let store = TrustStore {
             parties: moka::future::Cache::builder()
                 .max_capacity(PARTY_CACHE_BYTES)
-                .weigher(|id: &String, p: &CachedParty| {
-                    let record = p.0.as_ref().map_or(0, |r| r.weight());
+                .weigher(|id: &String, named: &Named| {
+                    let record = match named {
+                        Named::Party(r) => r.weight(),
+                        Named::Nobody | Named::Contested => 0,
+                    };
                     u32::try_from(id.len() + record + 64).unwrap_or(u32::MAX)
                 })
                 .eviction_listener(metrics.on_eviction("party"))
@@ -416,14 +418,11 @@ impl TrustStore {
         self.refresh().await.ok()
     }
 
-    /// The record of `id`: `GET /parties/{id}`, or where that answers 404 the search
+    /// The record of `id` (1.9, 2.x): `GET /parties/{id}`, or where that answers 404 the search
     /// `/parties?eori={id}`. A 404 for a party the search finds means the scheme owner has no such
     /// endpoint (some satellites): it is asked by the search alone from then on.
     async fn fetch_party(&self, id: &PartyId) -> Result<Option<Party>, TrustError> {
         let version = self.config.scheme_version;
-        if version.camel_case() {
-            return self.fetch_party_3(id).await;
-        }
         let by_id = !self.no_party_endpoint.load(Ordering::Relaxed);
         if by_id {
             match self
@@ -468,6 +467,55 @@ impl TrustStore {
             );
         }
         Ok(record)
+    }
+
+    /// Whom `id` stands for (3.0, `Named`): the record its own lookup found where that is the
+    /// record's own id; where it is an alias, the record only if a search by it, as an id and as
+    /// an alias, finds that record alone.
+    async fn fetch_named_3(&self, id: &PartyId) -> Result<Named, TrustError> {
+        let record = self.fetch_party_3(id).await?.map(Arc::new);
+        if let Some(decided) = Named::by_lookup(id.as_str(), record.as_ref()) {
+            return Ok(decided);
+        }
+        let Some(record) = record else {
+            return Ok(Named::Nobody);
+        };
+        let mut found = Vec::new();
+        let mut complete = true;
+        for parameter in ["id", "alsoKnownAs"] {
+            let (records, whole) = self.search_3(parameter, id.as_str()).await?;
+            found.extend(records);
+            complete &= whole;
+        }
+        Ok(Named::by_search(id.as_str(), &record, &found, complete))
+    }
+
+    /// The records a 3.0 search `/parties?{parameter}={name}` finds (its first page), and whether
+    /// that page holds them all.
+    async fn search_3(
+        &self,
+        parameter: &str,
+        name: &str,
+    ) -> Result<(Vec<Party>, bool), TrustError> {
+        let member = crate::scheme::vocabulary::member::PARTIES_3;
+        let claims: serde_json::Value = self
+            .fetch("parties", PARTIES_PATH, &[(parameter, name)], member)
+            .await?;
+        let untrustworthy = |why: String| TrustError::Untrustworthy(why);
+        let info = claims
+            .get("partiesInfo")
+            .ok_or_else(|| untrustworthy("the partiesToken holds no partiesInfo".into()))?;
+        let data = info
+            .get("data")
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| untrustworthy("the partiesInfo holds no data".into()))?;
+        let records = data
+            .iter()
+            .map(|r| read_3_0(r, self.peer.scheme()).map_err(|e| untrustworthy(e.to_string())))
+            .collect::<Result<Vec<Party>, _>>()?;
+        let total = info.get("totalCount").and_then(serde_json::Value::as_u64);
+        let whole = total.is_none_or(|t| t <= records.len() as u64);
+        Ok((records, whole))
     }
 
     /// The 3.0 record of `id` (any of its identifiers): `GET /parties/{id}` with `partyToken`,
@@ -658,11 +706,28 @@ impl Trust for TrustStore {
     }
 
     /// The party record of `id` (None when the scheme owner does not know it), cached.
+    /// The record of the party `id` stands for (`Named`); an error naming it where it is
+    /// contested.
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
-        if let Some(cached) = self.parties.get(id.as_str()).await {
-            self.metrics.cache_hit("party", true);
-            return Ok(cached.0);
+        let named = match self.parties.get(id.as_str()).await {
+            Some(cached) => {
+                self.metrics.cache_hit("party", true);
+                cached
+            }
+            None => self.look_up_named(id).await?,
+        };
+        match named {
+            Named::Party(record) => Ok(Some(record)),
+            Named::Nobody => Ok(None),
+            Named::Contested => Err(TrustError::Contested(id.to_string())),
         }
+    }
+}
+
+impl TrustStore {
+    /// Whom `id` stands for, asked of the scheme owner (within `party_lookups_per_second`) and
+    /// kept: before 3.0 the record its lookup found, in 3.0 as `fetch_named_3` proves it.
+    async fn look_up_named(&self, id: &PartyId) -> Result<Named, TrustError> {
         // A miss's future (the loader and the fetch, about 11 KB) is made and boxed only here.
         let mut hit = true;
         let result = Box::pin(self.parties.try_get_with(id.to_string(), async {
@@ -670,19 +735,22 @@ impl Trust for TrustStore {
             if self.party_lookups.take(Instant::now()).is_err() {
                 return Err(TrustError::Busy);
             }
-            self.fetch_party(id)
-                .await
-                .map(|p| CachedParty(p.map(Arc::new)))
+            match self.resolves_aliases() {
+                true => self.fetch_named_3(id).await,
+                false => Ok(self
+                    .fetch_party(id)
+                    .await?
+                    .map_or(Named::Nobody, |p| Named::Party(Arc::new(p)))),
+            }
         }))
         .await
-        .map(|c| c.0)
         .map_err(|e| (*e).clone());
         self.metrics.cache_hit("party", hit);
-        // A 3.0 record found by an alias is its id's record too: kept under that id, one lookup
+        // A 3.0 record proven by an alias is its id's record too: kept under that id, one lookup
         // serves both names.
-        if let Ok(Some(record)) = &result {
+        if let Ok(Named::Party(record)) = &result {
             if !hit && record.id != id.as_str() && self.resolves_aliases() {
-                let found = CachedParty(Some(record.clone()));
+                let found = Named::Party(record.clone());
                 self.parties.insert(record.id.clone(), found).await;
             }
         }

@@ -22,6 +22,9 @@ pub enum TrustError {
     Untrustworthy(String),
     #[error("more party records are asked for than the scheme owner is asked in a second")]
     Busy,
+    /// The participant registry's records disagree on whom the name names (3.0): it is no one's.
+    #[error("the participant registry's records disagree on whom {0} names")]
+    Contested(String),
 }
 
 reason_codes! {
@@ -29,6 +32,9 @@ reason_codes! {
         TrustError::Unavailable(_) => "scheme_owner_unavailable",
         TrustError::Untrustworthy(_) => "scheme_owner_untrustworthy",
         TrustError::Busy => "scheme_owner_busy",
+        // A register that names no one by a name it lists is untrustworthy; a decision on the
+        // name is refused as ambiguous (`Reject`'s conversion).
+        TrustError::Contested(_) => "scheme_owner_untrustworthy",
     }
 }
 
@@ -100,7 +106,12 @@ pub trait Trust: Send + Sync {
         jwt.verify_signature_with(&chain.key)
             .map_err(SignerError::Signature)?;
         self.admit_lookup(&chain.chain.leaf_fingerprint, signer)?;
-        let record = self.party(signer).await?;
+        let record = match self.party(signer).await {
+            Err(TrustError::Contested(name)) => {
+                return Err(SignerError::Party(PartyError::Contested(name)).into())
+            }
+            found => found?,
+        };
         check_party(&chain.chain, signer, record.as_deref(), now).map_err(SignerError::Party)?;
         let record = record
             .ok_or_else(|| SignerError::Party(PartyError::UnknownParty(signer.to_string())))?;

@@ -496,6 +496,7 @@ fn wrap(policies: Vec<Policy>) -> DelegationEvidence {
         }],
         unknown: Unknown::default(),
         read_as: ReadAs::default(),
+        signer: None,
     }
 }
 
@@ -520,6 +521,7 @@ fn issued_for(mask: &AccessRequest) -> DelegationEvidence {
         policy_sets: m.policy_sets,
         unknown: Unknown::default(),
         read_as: ReadAs::default(),
+        signer: None,
     }
 }
 

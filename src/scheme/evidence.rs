@@ -56,6 +56,10 @@ pub struct DelegationEvidence {
     pub unknown: Unknown,
     #[serde(skip)]
     pub read_as: ReadAs,
+    /// The party whose certificate signed the token that carried it (3.0: its record's id),
+    /// where one did. Not part of the JSON.
+    #[serde(skip)]
+    pub signer: Option<String>,
 }
 
 /// The root target: only `accessSubject` is allowed there.

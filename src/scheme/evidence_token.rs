@@ -76,11 +76,29 @@ reason_codes! {
     }
 }
 
-/// The evidence a token carries, and the party that claims to have issued it.
+/// The evidence a token carries, the party that claims to have issued it, and its `sub`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvidenceToken {
     pub issuer: PartyId,
+    pub subject: String,
     pub evidence: DelegationEvidence,
+}
+
+impl EvidenceToken {
+    /// Its `sub` names the evidence's access subject or (from 2.1) its issuer, as `same` tells
+    /// names of one party: as written, or (3.0) through the participant registry's records.
+    pub fn check_subject(
+        &self,
+        same: impl Fn(&str, &str) -> bool,
+    ) -> Result<(), EvidenceTokenError> {
+        let version = self.evidence.read_as.version;
+        let named = same(&self.subject, &self.evidence.target.access_subject)
+            || (version.evidence_sub_is_issuer() && same(&self.subject, self.issuer.as_str()));
+        match named {
+            true => Ok(()),
+            false => Err(EvidenceTokenError::SubjectMismatch),
+        }
+    }
 }
 
 /// How the evidence of each signer is read: the scheme version it speaks (configured per
@@ -124,8 +142,8 @@ impl Readers {
 }
 
 /// Read the evidence and the issuer of a delegation token (its signature is checked elsewhere),
-/// as the issuer's version writes it: its algorithm one that version signs with, its `sub` the
-/// access subject (or, from 2.1, the issuer), no member that version does not have (refused,
+/// as the issuer's version writes it: its algorithm one that version signs with, a `sub` (whom
+/// it names is `EvidenceToken::check_subject`'s), no member that version does not have (refused,
 /// not guessed to be another version's), and the members listed for the issuer dropped.
 pub fn read_evidence_token(
     jwt: &DecodedJwt,
@@ -144,16 +162,15 @@ pub fn read_evidence_token(
         .cloned()
         .ok_or(EvidenceTokenError::NoEvidence)?;
     let evidence = read_evidence(written, issuer.as_str(), readers)?;
-    let subject_ok = |s: &str| {
-        s == evidence.target.access_subject
-            || (version.evidence_sub_is_issuer() && s == issuer.as_str())
-    };
-    match jwt.str_claim("sub") {
-        None => return Err(EvidenceTokenError::MissingClaim("sub")),
-        Some(s) if !subject_ok(s) => return Err(EvidenceTokenError::SubjectMismatch),
-        Some(_) => {}
-    }
-    Ok(EvidenceToken { issuer, evidence })
+    let subject = jwt
+        .str_claim("sub")
+        .ok_or(EvidenceTokenError::MissingClaim("sub"))?
+        .to_string();
+    Ok(EvidenceToken {
+        issuer,
+        subject,
+        evidence,
+    })
 }
 
 /// Evidence (the JSON of a `delegationEvidence`) as its issuer's version writes it: the members

@@ -71,7 +71,11 @@ fn unreadable_evidence_and_issuers_are_refused() {
         code(|c| c["delegationEvidence"]["policySets"] = json!("none")),
         "malformed_evidence"
     );
-    assert_eq!(code(|c| c["sub"] = json!(CALLER)), "malformed_evidence");
+    let other_sub = read_evidence_token(&token(|c| c["sub"] = json!(CALLER)), &Readers::default());
+    assert_eq!(
+        other_sub.unwrap().check_subject(|a, b| a == b),
+        Err(EvidenceTokenError::SubjectMismatch)
+    );
     assert_eq!(
         code(|c| c["iss"] = json!("nobody")),
         "evidence_issuer_unknown"

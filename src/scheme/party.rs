@@ -111,6 +111,11 @@ impl PartyId {
         &self.0
     }
 
+    /// Whether the id is a `did:ishare` (3.0's primary identifier).
+    pub fn is_did_ishare(id: &str) -> bool {
+        id.starts_with(DID_PREFIX)
+    }
+
     /// Whether a certificate subject identifier (serialNumber or organizationIdentifier) names this
     /// party: the whole identifier, or for the did form its last segment (`NTRNL-10000000` in
     /// `did:ishare:EU.NL.NTRNL-10000000`), compared case-insensitively.

@@ -6,6 +6,7 @@
 //! count.
 
 use super::models::{PartyInfo, SchemeTime};
+use super::party::PartyId;
 use super::version::SchemeVersion;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -428,6 +429,59 @@ fn validity(
         from: date("startDate")?,
         until: date("endDate")?,
     })
+}
+
+/// Whom a name stands for (3.0), as the participant registry's records prove it: a name is a
+/// party's if it is that party's own id (whatever record the lookup by it answered), or an alias
+/// that a search by it (as an id and as an alias) finds on one record alone. A `did:ishare` is
+/// never an alias of a record whose id is another `did:ishare`. A name records claim otherwise
+/// is contested: no one's.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Named {
+    Party(std::sync::Arc<Party>),
+    /// The participant registry knows no party by it.
+    Nobody,
+    /// Records disagree on whom it names.
+    Contested,
+}
+
+impl Named {
+    /// What the lookup of `name` by itself (`/parties/{name}`) found, where that decides: no
+    /// record, or the record whose own id it is. None for a record that lists it as an alias:
+    /// only a search can prove that it is no other party's.
+    pub fn by_lookup(name: &str, record: Option<&std::sync::Arc<Party>>) -> Option<Named> {
+        match record {
+            None => Some(Named::Nobody),
+            Some(r) if r.id == name => Some(Named::Party(r.clone())),
+            Some(_) => None,
+        }
+    }
+
+    /// The name `name`, which the lookup answered with `record` (listing it as an alias), judged
+    /// by the records a search by it found (`complete`: every page of them): the party whose own
+    /// id it is, else `record` where that record alone lists it.
+    pub fn by_search(
+        name: &str,
+        record: &std::sync::Arc<Party>,
+        found: &[Party],
+        complete: bool,
+    ) -> Named {
+        if let Some(own) = found.iter().find(|p| p.id == name) {
+            return Named::Party(std::sync::Arc::new(own.clone()));
+        }
+        let mut holders: Vec<&str> = found
+            .iter()
+            .filter(|p| p.names(name))
+            .map(|p| p.id.as_str())
+            .collect();
+        holders.sort_unstable();
+        holders.dedup();
+        let did_of_another = PartyId::is_did_ishare(name) && PartyId::is_did_ishare(&record.id);
+        match complete && !did_of_another && holders == [record.id.as_str()] {
+            true => Named::Party(record.clone()),
+            false => Named::Contested,
+        }
+    }
 }
 
 /// What the names of the parties a decision meets stand for (3.0). A name stands for the id of

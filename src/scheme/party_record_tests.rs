@@ -336,3 +336,62 @@ fn a_name_stands_for_the_record_its_own_lookup_found_and_records_that_disagree_f
     aliases.found("EU.EORI.NL000000007", Some(&happy));
     assert!(aliases.id_of("EU.EORI.NL000000007").is_err());
 }
+
+/// A 3.0 record of `id` listing `aliases`.
+fn known_as(id: &str, aliases: &[&str]) -> Party {
+    let mut record = record(vec![compliant()]);
+    record["id"] = json!(id);
+    record["alsoKnownAs"] = json!(aliases);
+    read_3_0(&record, "iSHARE").unwrap()
+}
+
+#[test]
+fn a_name_is_its_own_partys_or_an_alias_one_record_alone_lists() {
+    use std::sync::Arc;
+    const OWNER: &str = "did:ishare:EU.NL.NTRNL-10000005";
+    const CLAIMANT: &str = "did:ishare:EU.NL.NTRNL-10000001";
+    const REGISTRY: &str = "did:ishare:EU.NL.NTRNL-10000004";
+    const EORI: &str = "EU.EORI.NL000000005";
+    let owner = Arc::new(known_as(OWNER, &[EORI]));
+    let claimant = Arc::new(known_as(CLAIMANT, &[EORI, REGISTRY]));
+    let registry = known_as(REGISTRY, &[]);
+    // The lookup decides where it found the name's own record, or none.
+    assert_eq!(
+        Named::by_lookup(OWNER, Some(&owner)),
+        Some(Named::Party(owner.clone()))
+    );
+    assert_eq!(Named::by_lookup(OWNER, None), Some(Named::Nobody));
+    assert_eq!(
+        Named::by_lookup(EORI, Some(&owner)),
+        None,
+        "an alias is searched"
+    );
+    // An alias one record alone lists is that record's.
+    let alone = [(*owner).clone()];
+    assert_eq!(
+        Named::by_search(EORI, &owner, &alone, true),
+        Named::Party(owner.clone())
+    );
+    // Listed by two records, it is no one's; a search not read whole proves nothing.
+    let both = [(*owner).clone(), (*claimant).clone()];
+    assert_eq!(
+        Named::by_search(EORI, &claimant, &both, true),
+        Named::Contested
+    );
+    assert_eq!(
+        Named::by_search(EORI, &owner, &alone, false),
+        Named::Contested
+    );
+    // A party's own id is that party's, whatever record the lookup answered with.
+    let found = [(*claimant).clone(), registry.clone()];
+    assert_eq!(
+        Named::by_search(REGISTRY, &claimant, &found, true),
+        Named::Party(Arc::new(registry))
+    );
+    // A did:ishare is never the alias of a record of another did:ishare.
+    let only_claimant = [(*claimant).clone()];
+    assert_eq!(
+        Named::by_search(REGISTRY, &claimant, &only_claimant, true),
+        Named::Contested
+    );
+}

@@ -399,6 +399,8 @@ pub enum PartyError {
     CertificateNotRegistered(String),
     #[error("the certificate subject does not name {0} (serialNumber or organizationIdentifier)")]
     SubjectMismatch(String),
+    #[error("the participant registry's records disagree on whom {0} names: it is no one's")]
+    Contested(String),
 }
 
 reason_codes! {
@@ -407,6 +409,7 @@ reason_codes! {
         PartyError::NotActive(_) => "party_not_active",
         PartyError::CertificateNotRegistered(_) => "certificate_not_registered",
         PartyError::SubjectMismatch(_) => "certificate_subject_mismatch",
+        PartyError::Contested(_) => "party_name_ambiguous",
     }
 }
 

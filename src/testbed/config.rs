@@ -89,6 +89,13 @@ pub struct TestbedConfig {
     /// The version of the scheme every participant speaks: "1.9" (the default) or "3.0".
     #[serde(default, deserialize_with = "scheme_version")]
     pub scheme_version: SchemeVersion,
+    /// For tests of other participants' defences only: the participant registry answers as a
+    /// careless one would. A record may claim any alias (another party's id or alias too), and a
+    /// name is answered with the first record, in id order, that lists it as its id or an alias.
+    /// By default a name is answered with the party whose own id it is, and an alias that another
+    /// party's id or alias already is refuses to start.
+    #[serde(default)]
+    pub careless_aliases: bool,
     pub data_dir: PathBuf,
     #[serde(default = "loopback")]
     pub listen: IpAddr,
@@ -238,6 +245,9 @@ impl TestbedConfig {
                     ));
                 }
             }
+            if !self.careless_aliases {
+                errors.extend(self.claims_of_others(i, p));
+            }
             for (sp, r) in &p.registries_for {
                 for id in [sp, r] {
                     if !self.parties.iter().any(|q| &q.id == id) {
@@ -288,6 +298,28 @@ impl TestbedConfig {
         } else {
             Err(errors)
         }
+    }
+
+    /// The aliases party `i` lists that are another party's: its id, or one of its aliases
+    /// (`alsoKnownAs` entries name one party each).
+    fn claims_of_others(&self, i: usize, p: &PartyConfig) -> Vec<String> {
+        let mut errors = Vec::new();
+        for alias in &p.also_known_as {
+            for (j, other) in self.parties.iter().enumerate().filter(|(j, _)| *j != i) {
+                if &other.id == alias {
+                    errors.push(format!(
+                        "party[{i}].also_known_as: {alias} is the id of party[{j}] ({}); a name is one party's",
+                        other.name
+                    ));
+                } else if other.also_known_as.contains(alias) && j < i {
+                    errors.push(format!(
+                        "party[{i}].also_known_as: {alias} is an alias of party[{j}] ({}) already; a name is one party's",
+                        other.name
+                    ));
+                }
+            }
+        }
+        errors
     }
 
     /// Load the policies file and check every policy; the number of policies.

@@ -168,11 +168,14 @@ fn shared(
         scheme: config.scheme.clone(),
         register: Register::new(
             records,
-            config
-                .parties
-                .iter()
-                .map(|p| (p.id.clone(), p.also_known_as.clone()))
-                .collect(),
+            (
+                config
+                    .parties
+                    .iter()
+                    .map(|p| (p.id.clone(), p.also_known_as.clone()))
+                    .collect(),
+                config.careless_aliases,
+            ),
             Scheme {
                 version: config.scheme_version,
                 framework: config.scheme.clone(),

@@ -37,6 +37,9 @@ pub struct Register {
     parties: Vec<PartyInfo>,
     /// Each party's other identifiers (3.0 `alsoKnownAs`), by its id.
     aliases: BTreeMap<String, Vec<String>>,
+    /// Answer a name with the first record that lists it, as a careless participant registry
+    /// would (`careless_aliases`), not with the party whose own id it is.
+    careless: bool,
     scheme: Scheme,
     trusted_entries: Vec<TrustedListEntry>,
     trusted: TrustedList,
@@ -45,7 +48,7 @@ pub struct Register {
 impl Register {
     pub fn new(
         mut parties: Vec<PartyInfo>,
-        aliases: BTreeMap<String, Vec<String>>,
+        (aliases, careless): (BTreeMap<String, Vec<String>>, bool),
         scheme: Scheme,
         trusted_entries: Vec<TrustedListEntry>,
     ) -> Self {
@@ -53,6 +56,7 @@ impl Register {
         Register {
             parties,
             aliases,
+            careless,
             scheme,
             trusted: TrustedList::new(trusted_entries.clone()),
             trusted_entries,
@@ -63,16 +67,26 @@ impl Register {
         self.scheme.version
     }
 
-    /// The party `id` names: by its id or (3.0) one of its aliases, exactly; a 1.9 EORI without
-    /// regard to case.
+    /// The party `id` names: the one whose own id it is, else (3.0) the one whose alias it is,
+    /// exactly; a 1.9 EORI without regard to case. A careless register answers with the first
+    /// record that lists it either way.
     pub fn party(&self, id: &str) -> Option<&PartyInfo> {
         let same = |known: &str| match self.scheme.version.camel_case() {
             true => known == id,
             false => known.eq_ignore_ascii_case(id),
         };
-        self.parties
-            .iter()
-            .find(|p| same(&p.party_id) || self.aliases_of(&p.party_id).iter().any(|a| same(a)))
+        let by_alias = |p: &&PartyInfo| self.aliases_of(&p.party_id).iter().any(|a| same(a));
+        match self.careless {
+            true => self
+                .parties
+                .iter()
+                .find(|p| same(&p.party_id) || by_alias(p)),
+            false => self
+                .parties
+                .iter()
+                .find(|p| same(&p.party_id))
+                .or_else(|| self.parties.iter().find(by_alias)),
+        }
     }
 
     /// The id of the party `name` names, by an alias too (3.0); before 3.0, and for a name no

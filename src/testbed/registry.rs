@@ -150,6 +150,7 @@ pub fn mirror(
         policy_sets,
         unknown: Default::default(),
         read_as: Default::default(),
+        signer: None,
     }
 }
 

@@ -54,11 +54,13 @@ pub async fn authorise(
         return Ok(Permitted::Authenticated);
     };
     let caller = d.caller_id().unwrap_or_default().to_string();
+    let person = d.caller_is_person();
     let facts = |element| RequestFacts {
         method: &req.method,
         values: routed.values(&req.headers, element),
         accepted: route.accept,
         caller: &caller,
+        person,
     };
     let elements = routed.body.as_ref().and_then(|b| b.elements);
     let deciding = delegation_each(config, rule, facts, elements, evidence, d, now);
@@ -169,6 +171,9 @@ pub struct RequestFacts<'a> {
     pub accepted: Ambiguities,
     /// The authenticated caller (from the access token, or a person's session).
     pub caller: &'a str,
+    /// The caller is a person, named by an identity provider: never looked up at the
+    /// participant registry.
+    pub person: bool,
 }
 
 /// What presented evidence must serve.
@@ -287,6 +292,7 @@ pub fn evaluate(
         EvidenceUsed {
             source,
             issuers: chain.iter().map(|ev| ev.policy_issuer.clone()).collect(),
+            signers: chain.iter().filter_map(|ev| ev.signer.clone()).collect(),
         },
     )
 }
@@ -315,6 +321,7 @@ pub fn no_policy(source: EvidenceSource) -> Evaluated {
         EvidenceUsed {
             source,
             issuers: Vec::new(),
+            signers: Vec::new(),
         },
     )
 }
@@ -568,12 +575,11 @@ async fn resolve_parties(
     }
     let us = config.identity.party_id.as_str();
     let mut aliases = Aliases::default();
-    source
-        .look_up(
-            &[subject, facts.caller, &request.policy_issuer, us],
-            &mut aliases,
-        )
-        .await?;
+    let parties = match facts.person {
+        true => vec![request.policy_issuer.as_str(), us],
+        false => vec![subject, facts.caller, &request.policy_issuer, us],
+    };
+    source.look_up(&parties, &mut aliases).await?;
     request.resolve(&aliases)?;
     if rule.caller_names_owner {
         for party in [subject, facts.caller] {

@@ -337,6 +337,7 @@ pub async fn decide_evaluation(
         },
         accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
         caller: id,
+        person: kind == CallerKind::Person,
     };
     let elements = body.and_then(|b| b.elements);
     let granted = authorise::delegation_each(

@@ -105,6 +105,9 @@ impl Evidence for Given {
             let decoded = unverified(token, EVERY_ALGORITHM)?;
             let read =
                 read_evidence_token(&decoded, &self.readers).map_err(EvidenceRefusal::Token)?;
+            // No party records here: names compare as written.
+            read.check_subject(|a, b| a == b)
+                .map_err(EvidenceRefusal::Token)?;
             chain.push(read.evidence);
         }
         let source = EvidenceSource::Given {
@@ -236,9 +239,10 @@ pub fn read_evidence_file(
     let text = text.trim();
     let from_token = |token: &str| -> Result<DelegationEvidence, String> {
         let decoded = jwt::decode(token, EVERY_ALGORITHM).map_err(|e| e.to_string())?;
-        read_evidence_token(&decoded, readers)
-            .map(|t| t.evidence)
-            .map_err(|e| e.to_string())
+        let read = read_evidence_token(&decoded, readers).map_err(|e| e.to_string())?;
+        read.check_subject(|a, b| a == b)
+            .map_err(|e| e.to_string())?;
+        Ok(read.evidence)
     };
     if !text.starts_with(['{', '[']) {
         return text

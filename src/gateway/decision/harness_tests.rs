@@ -17,6 +17,7 @@ use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
 use crate::gateway::snapshot::{Shared, Snapshot};
 use crate::peers::registry::RegistryFailure;
 use crate::scheme::evidence::DelegationEvidence;
+use crate::scheme::party_record::Aliases;
 use crate::scheme::trust::{ChainError, SignerError};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -126,6 +127,8 @@ struct Fakes {
     /// The registry's policies: evidence by (issuer, subject).
     policies: Vec<DelegationEvidence>,
     registry_calls: AtomicUsize,
+    /// Every name looked up at the participant registry.
+    looked_up: std::sync::Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -140,6 +143,12 @@ impl Evidence for Fakes {
     }
 
     fn admit_owner(&self, _caller: &str, _owner: &str) -> Result<(), Reject> {
+        Ok(())
+    }
+
+    async fn look_up(&self, parties: &[&str], _aliases: &mut Aliases) -> Result<(), Reject> {
+        let mut looked_up = self.looked_up.lock().unwrap();
+        looked_up.extend(parties.iter().map(|p| p.to_string()));
         Ok(())
     }
 
@@ -550,6 +559,10 @@ async fn on_a_route_for_people_the_session_is_read_and_a_bearer_token_is_not_a_p
         forward.person.as_ref().map(|p| p.sub.as_str()),
         Some("alice")
     );
+    // A person is named by the identity provider: never looked up at the participant registry.
+    let looked_up = std::mem::take(&mut *h.fakes.looked_up.lock().unwrap());
+    assert!(looked_up.iter().any(|p| p == OWNER), "{looked_up:?}");
+    assert!(!looked_up.iter().any(|p| p == "alice"), "{looked_up:?}");
     // A bearer token without a session: the person is sent to sign in, nobody is the caller.
     let decided = h
         .ask(

@@ -306,6 +306,7 @@ impl Line<'_> {
                 }
             }
             j.key_list("issuers", &e.used.issuers);
+            j.key_list("signers", &e.used.signers);
             j.raw(if e.cache_hit {
                 b",\"cache_hit\":true}"
             } else {
@@ -760,6 +761,7 @@ mod tests {
         let evidence = EvidenceUsed {
             source,
             issuers: vec!["EU.EORI.NL000000005".into(), "a\"b".into()],
+            signers: vec!["EU.EORI.NL000000004".into()],
         };
         Assessed {
             evaluated: Arc::new(Evaluated::new(evaluation, evidence)),

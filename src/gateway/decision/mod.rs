@@ -196,6 +196,9 @@ pub struct EvidenceUsed {
     /// The issuer (`policyIssuer`) of every step, from the data owner on; empty when the registry
     /// holds no policy.
     pub issuers: Vec<String>,
+    /// The party whose certificate signed each step (its record's id), where a signature was
+    /// verified: a registry, or a data owner signing its own; empty for evidence read unsigned.
+    pub signers: Vec<String>,
 }
 
 /// What evidence came to: the evaluation, where it was made, and what evidence it read. The
@@ -316,6 +319,13 @@ impl Decision {
     /// The caller's id, as the access log names it.
     pub fn caller_id(&self) -> Option<&str> {
         self.caller.as_ref().map(|c| c.id.as_str())
+    }
+
+    /// Whether a person called (signed in at an identity provider).
+    pub fn caller_is_person(&self) -> bool {
+        self.caller
+            .as_ref()
+            .is_some_and(|c| c.kind == CallerKind::Person)
     }
 
     /// A party called (with a token, or at the token endpoint).

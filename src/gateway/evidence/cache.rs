@@ -179,14 +179,12 @@ impl Cached {
 }
 
 /// What a cache entry holding `evaluated` and `more` bytes of its own (its key's among them)
-/// takes in memory, roughly: the evaluation, where it was made, the evidence's source and
-/// issuers, the licences granted or what a Deny quotes of the evidence (a member's name, say,
+/// takes in memory, roughly: the evaluation, where it was made, the evidence's source, issuers
+/// and signers, the licences granted or what a Deny quotes of the evidence (a member's name, say,
 /// as long as a header allows), and the cache's bookkeeping.
 pub fn entry_weight(evaluated: &Evaluated, more: usize) -> u32 {
-    let issuers: usize = evaluated
-        .evidence
-        .issuers
-        .iter()
+    let used = &evaluated.evidence;
+    let issuers: usize = (used.issuers.iter().chain(&used.signers))
         .map(|i| i.len() + 24)
         .sum();
     let outcome: usize = match &evaluated.evaluation.decision {

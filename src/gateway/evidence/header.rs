@@ -95,6 +95,8 @@ impl VerifiedToken {
 struct Step {
     token: Arc<VerifiedToken>,
     designated_for_us: bool,
+    /// The party whose certificate signed it: its record's id (3.0), however the token names it.
+    signer: String,
 }
 
 /// A chain's evaluation against one request, for as long as every step's evidence is in force:
@@ -281,6 +283,7 @@ impl HeaderEvidence {
         for step in steps {
             let mut evidence = step.token.token.evidence.clone();
             evidence.read_as.designated_for_us = step.designated_for_us;
+            evidence.signer = Some(step.signer.clone());
             if let Some(aliases) = aliases {
                 evidence.resolve(aliases)?;
             }
@@ -360,9 +363,11 @@ impl HeaderEvidence {
         let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
         check_header_evidence(decoded, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
+        subject_named(read, &signer_id, expected, aliases, trust).await?;
         let step = Step {
             token: verified.clone(),
             designated_for_us,
+            signer: signer_id.clone(),
         };
         Ok((step, signer_id, hit))
     }
@@ -487,6 +492,36 @@ async fn holds_for(
         owner: owner.to_string(),
     }
     .into())
+}
+
+/// The token's `sub` names its signer or its evidence's access subject: by any name their records
+/// prove (3.0), else as written.
+async fn subject_named(
+    token: &EvidenceToken,
+    signer: &str,
+    expected: &Expected<'_>,
+    aliases: &mut Aliases,
+    trust: &TrustStore,
+) -> Result<(), Reject> {
+    if !trust.resolves_aliases() {
+        return token
+            .check_subject(|a, b| a == b)
+            .map_err(|e| EvidenceRefusal::Token(e).into());
+    }
+    let caller = aliases.id_of(expected.caller)?.to_string();
+    let of = [signer, &expected.request.access_subject, &caller];
+    let names = [
+        token.subject.as_str(),
+        &token.evidence.target.access_subject,
+    ];
+    trust.confirm(&names, &of, aliases).await?;
+    for name in names.into_iter().chain([token.issuer.as_str()]) {
+        // A name the records disagree on refuses, naming it.
+        aliases.id_of(name)?;
+    }
+    token
+        .check_subject(|a, b| aliases.id_of(a).ok() == aliases.id_of(b).ok())
+        .map_err(|e| EvidenceRefusal::Token(e).into())
 }
 
 /// The audiences of the token that stand for the consumer or the caller, by any name their
