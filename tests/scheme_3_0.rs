@@ -843,6 +843,26 @@ async fn the_shipped_3_0_configuration_runs_as_the_binary_reloads_and_stops() {
     let (status, body) = read("DE").await;
     assert_refused(status, &body, (403, "condition_not_met"));
 
+    // A 3.0 consumer signs its client assertion with RS384 or RS512, as 3.0 allows: a token.
+    let pem = |kind: &str| {
+        std::fs::read_to_string(data.join(format!("parties/{CONSUMER3}.{kind}.pem"))).unwrap()
+    };
+    let key = pem("key");
+    let consumer = ishare_gateway::scheme::party::PartyId::parse(CONSUMER3).unwrap();
+    let identity =
+        ishare_gateway::scheme::jwt::SigningIdentity::from_pem(consumer, &key, &pem("chain"))
+            .unwrap();
+    let audience = toml_value(&text, "identity", "party_id");
+    for alg in ["RS384", "RS512"] {
+        let now = ishare_gateway::scheme::Timestamp::now().secs();
+        let header = json!({"alg": alg, "typ": "JWT", "x5c": identity.x5c()});
+        let claims = json!({"iss": CONSUMER3, "sub": CONSUMER3, "aud": audience,
+            "jti": uuid::Uuid::new_v4().to_string(), "iat": now, "exp": now + 30});
+        let form = token_form(&identity, &audience, Some(forge(&header, &claims, &key)));
+        let (status, body) = status_json(request_token(&http, &public, form).await).await;
+        assert_eq!(status, 200, "{alg}: {body}");
+    }
+
     // SIGHUP: the same configuration again, served on; SIGTERM: a clean stop.
     gateway.reload(generation).await;
     let (status, body) = read("BE").await;

@@ -1,13 +1,16 @@
 //! Client assertions: the token request, and the assertion checks in the scheme's order, with one
 //! error variant per conformance defect and a replay store for `jti`s.
 
+use super::evidence_token::Readers;
 use super::jwt::{self, AlgorithmPolicy, DecodedJwt, JwtError, ASSERTION_LIFETIME};
 use super::party::PartyId;
 use super::trust::{ChainError, PartyError, SignerError};
 use super::Timestamp;
+use jsonwebtoken::Algorithm;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 pub const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
@@ -265,7 +268,11 @@ pub struct AssertionRules {
     pub audience: String,
     /// Clock leeway for iat, nbf and exp, in seconds.
     pub leeway_secs: f64,
+    /// RS384 and RS512 from every signer (`[tokens] allow_rs384_rs512`), else RS256 alone.
     pub algorithms: AlgorithmPolicy,
+    /// The scheme version each signer speaks, where known: RS384 and RS512 too from a signer
+    /// whose version signs with them (2.1 on), as evidence is read.
+    pub signers: Option<Arc<Readers>>,
 }
 
 impl AssertionRules {
@@ -274,7 +281,18 @@ impl AssertionRules {
             audience: audience.into(),
             leeway_secs: 5.0,
             algorithms: AlgorithmPolicy::default(),
+            signers: None,
         }
+    }
+
+    /// Whether an assertion of `signer` may be signed with `alg`.
+    fn accepts(&self, alg: Algorithm, signer: &str) -> bool {
+        alg == Algorithm::RS256
+            || self.algorithms.allow_rs384_rs512
+            || self
+                .signers
+                .as_ref()
+                .is_some_and(|s| s.version_of(signer).signs_with_rs384_rs512())
     }
 }
 
@@ -298,11 +316,20 @@ pub fn check_assertion(
     rules: &AssertionRules,
     now: Timestamp,
 ) -> Result<ClientAssertion, AssertionError> {
-    let jwt = jwt::decode(token, rules.algorithms)?;
+    // Which algorithms are accepted depends on who signed: decided once `iss` is read.
+    let jwt = jwt::decode(
+        token,
+        AlgorithmPolicy {
+            allow_rs384_rs512: true,
+        },
+    )?;
     let iss = match jwt.str_claim("iss") {
         None | Some("") => return Err(AssertionError::MissingIss),
         Some(iss) => iss,
     };
+    if !rules.accepts(jwt.alg, iss) {
+        return Err(JwtError::InvalidAlg(format!("{:?}", jwt.alg)).into());
+    }
     let party = match client_id {
         Some(expected) if expected.as_str() != iss => {
             return Err(AssertionError::InvalidIss {

@@ -467,3 +467,49 @@ proptest::proptest! {
         proptest::prop_assert_eq!(ours, theirs);
     }
 }
+
+#[test]
+fn rs384_and_rs512_are_accepted_from_a_signer_whose_version_signs_with_them() {
+    let now = Timestamp::from_secs_f64(NOW + 1.0);
+    let speaking = |scheme_version, versions: &[(&str, SchemeVersion)]| AssertionRules {
+        signers: Some(std::sync::Arc::new(Readers {
+            scheme_version,
+            versions: versions.iter().map(|(p, v)| (p.to_string(), *v)).collect(),
+            ..Readers::default()
+        })),
+        ..rules()
+    };
+    for alg in ["RS384", "RS512"] {
+        let signed = token(set("alg", json!(alg)), keep);
+        let checked = |rules: &AssertionRules| {
+            check_assertion(&signed, Some(&client()), rules, now).map(|_| ())
+        };
+        let refused = Err(AssertionError::Jwt(JwtError::InvalidAlg(alg.into())));
+        assert_eq!(checked(&rules()), refused, "{alg}: RS256 alone by default");
+        assert_eq!(
+            checked(&speaking(SchemeVersion::V1_9, &[])),
+            refused,
+            "{alg}"
+        );
+        assert_eq!(
+            checked(&speaking(SchemeVersion::V3_0, &[])),
+            Ok(()),
+            "{alg}"
+        );
+        assert_eq!(
+            checked(&speaking(SchemeVersion::V2_1, &[])),
+            Ok(()),
+            "{alg}"
+        );
+        // The signer's own version, where it is configured apart from the scheme's.
+        let own = speaking(SchemeVersion::V1_9, &[(CLIENT, SchemeVersion::V3_0)]);
+        assert_eq!(checked(&own), Ok(()), "{alg}");
+        let every = AssertionRules {
+            algorithms: AlgorithmPolicy {
+                allow_rs384_rs512: true,
+            },
+            ..rules()
+        };
+        assert_eq!(checked(&every), Ok(()), "{alg}");
+    }
+}

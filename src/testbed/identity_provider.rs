@@ -10,7 +10,7 @@ use super::participant::{
 };
 use super::registry::mirror;
 use crate::html::{escape, page};
-use crate::scheme::assertion::{check_assertion, AssertionRules, ASSERTION_TYPE};
+use crate::scheme::assertion::{check_assertion, ASSERTION_TYPE};
 use crate::scheme::evidence::DelegationRequest;
 use crate::scheme::jwe::{is_encrypted, random_value, Decryption, JweError};
 use crate::scheme::models::TokenResponse;
@@ -262,11 +262,7 @@ impl IdentityProvider {
             )
         })?;
         let now = Timestamp::now();
-        let rules = AssertionRules {
-            audience: self.p.party_id.to_string(),
-            leeway_secs: self.p.shared.leeway_secs,
-            algorithms: self.p.shared.algorithms,
-        };
+        let rules = self.p.shared.assertion_rules(self.p.party_id.as_str());
         let assertion = check_assertion(&jws, Some(&client), &rules, now)
             .map_err(|e| page(StatusCode::BAD_REQUEST, RequestError::Claims(e)))?;
         match self.p.verify_signed_by(&assertion.jwt, &client, now).await {

@@ -15,6 +15,7 @@ use super::scheme_owner;
 use super::server;
 use super::service_provider;
 use crate::access_token::AccessTokens;
+use crate::scheme::evidence_token::Readers;
 use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
 use crate::scheme::party::PartyId;
 use crate::scheme::version::SchemeVersion;
@@ -187,6 +188,10 @@ fn shared(
         policies: PolicyStore::new(load_policies(config.policies.as_ref())?),
         leeway_secs: 5.0,
         algorithms: AlgorithmPolicy::default(),
+        signers: Arc::new(Readers {
+            scheme_version: config.scheme_version,
+            ..Readers::default()
+        }),
     })
 }
 

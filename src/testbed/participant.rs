@@ -11,6 +11,7 @@ use crate::scheme::assertion::{
     MemoryJtiStore, TokenRequest,
 };
 use crate::scheme::capabilities::{CapabilitiesInfo, Feature};
+use crate::scheme::evidence_token::Readers;
 use crate::scheme::jwt::{AlgorithmPolicy, DecodedJwt, SigningError, SigningIdentity};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::openid;
@@ -41,6 +42,20 @@ pub struct Shared {
     pub policies: PolicyStore,
     pub leeway_secs: f64,
     pub algorithms: AlgorithmPolicy,
+    /// Every participant speaks the testbed's version: RS384 and RS512 from 3.0's.
+    pub signers: Arc<Readers>,
+}
+
+impl Shared {
+    /// How client assertions addressed to `audience` are checked.
+    pub fn assertion_rules(&self, audience: &str) -> AssertionRules {
+        AssertionRules {
+            audience: audience.to_string(),
+            leeway_secs: self.leeway_secs,
+            algorithms: self.algorithms,
+            signers: Some(self.signers.clone()),
+        }
+    }
 }
 
 pub struct Participant {
@@ -219,11 +234,7 @@ impl Participant {
         client_id: &PartyId,
         now: Timestamp,
     ) -> Result<ClientAssertion, ApiError> {
-        let rules = AssertionRules {
-            audience: self.party_id.to_string(),
-            leeway_secs: self.shared.leeway_secs,
-            algorithms: self.shared.algorithms,
-        };
+        let rules = self.shared.assertion_rules(self.party_id.as_str());
         let assertion = check_assertion(token, Some(client_id), &rules, now)?;
         self.verify_signed_by(&assertion.jwt, &assertion.client_id, now)
             .await

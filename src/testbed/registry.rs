@@ -8,7 +8,7 @@ use super::policy_store::check_policy_shape;
 use super::strict;
 use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
-use crate::scheme::assertion::{check_assertion, AssertionRules};
+use crate::scheme::assertion::check_assertion;
 use crate::scheme::evaluation::evaluate_policy_sets;
 use crate::scheme::evidence::{
     AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Policy, PolicySet, Rule,
@@ -228,11 +228,7 @@ async fn check_previous_step(
             ))
         };
     }
-    let rules = AssertionRules {
-        audience: caller.to_string(),
-        leeway_secs: p.shared.leeway_secs,
-        algorithms: p.shared.algorithms,
-    };
+    let rules = p.shared.assertion_rules(caller);
     let assertion =
         check_assertion(step, None, &rules, now).map_err(|e| invalid(e.code(), e.to_string()))?;
     register

@@ -37,6 +37,8 @@ const CALLERS: u64 = 100_000;
 struct Inner {
     replay: Arc<ReplayStore>,
     algorithms: AlgorithmPolicy,
+    /// The version each signer speaks, as its evidence and assertions are read.
+    signers: Arc<Readers>,
     leeway_secs: f64,
     header_evidence: HeaderEvidence,
     registry_timeout: Duration,
@@ -55,6 +57,18 @@ struct Inner {
 pub struct Authorizer(Arc<Inner>);
 
 impl Authorizer {
+    /// How client assertions addressed to `audience` are checked: within the leeway, signed as
+    /// the signer's version signs (RS384 and RS512 from 2.1 on, or from every signer where
+    /// `[tokens] allow_rs384_rs512`).
+    pub fn assertion_rules(&self, audience: &str) -> AssertionRules {
+        AssertionRules {
+            audience: audience.to_string(),
+            leeway_secs: self.0.leeway_secs,
+            algorithms: self.0.algorithms,
+            signers: Some(self.0.signers.clone()),
+        }
+    }
+
     pub fn new(
         config: &Config,
         peer: PeerClient,
@@ -75,6 +89,7 @@ impl Authorizer {
         Authorizer(Arc::new(Inner {
             replay,
             algorithms,
+            signers: Arc::new(readers.clone()),
             leeway_secs,
             header_evidence: HeaderEvidence::new(
                 readers.clone(),
@@ -209,11 +224,7 @@ impl Evidence for Live<'_> {
         now: Timestamp,
     ) -> Result<String, Reject> {
         let inner = &self.authz.0;
-        let rules = AssertionRules {
-            audience: caller.to_string(),
-            leeway_secs: inner.leeway_secs,
-            algorithms: inner.algorithms,
-        };
+        let rules = self.authz.assertion_rules(caller);
         broker::original_consumer(assertion, &rules, self.trust, &inner.replay, now).await
     }
 

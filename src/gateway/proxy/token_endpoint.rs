@@ -7,7 +7,7 @@ use crate::gateway::fleet::replay::ReplayStore;
 use crate::gateway::reject::{Answer, Body, Reject};
 use crate::gateway::snapshot::Snapshot;
 use crate::peers::trust::{Trust, VerifyError};
-use crate::scheme::assertion::{check_assertion, jti_retention, AssertionRules, TokenRequest};
+use crate::scheme::assertion::{check_assertion, jti_retention, TokenRequest};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::party::PartyId;
 use crate::scheme::Timestamp;
@@ -49,11 +49,9 @@ pub async fn issue(
     let checked = request
         .check(&snap.config.scheme)
         .map_err(Reject::TokenRequest)?;
-    let rules = AssertionRules {
-        audience: snap.config.identity.party_id.to_string(),
-        leeway_secs: snap.config.tokens.leeway.as_secs_f64(),
-        algorithms: snap.algorithms,
-    };
+    let rules = snap
+        .authz
+        .assertion_rules(snap.config.identity.party_id.as_str());
     let now = Timestamp::now();
     let assertion = check_assertion(&checked.assertion, Some(&checked.client_id), &rules, now)
         .map_err(Reject::TokenRequest)?;
