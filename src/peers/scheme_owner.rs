@@ -483,6 +483,10 @@ impl TrustStore {
         let mut found = Vec::new();
         let mut complete = true;
         for parameter in ["id", "alsoKnownAs"] {
+            // Each search is a lookup of its own, within `party_lookups_per_second`.
+            if self.party_lookups.take(Instant::now()).is_err() {
+                return Err(TrustError::Busy);
+            }
             let (records, whole) = self.search_3(parameter, id.as_str()).await?;
             found.extend(records);
             complete &= whole;
@@ -491,7 +495,7 @@ impl TrustStore {
     }
 
     /// The records a 3.0 search `/parties?{parameter}={name}` finds (its first page), and whether
-    /// that page holds them all.
+    /// that page holds them all (by its `totalCount`: a page without one proves nothing).
     async fn search_3(
         &self,
         parameter: &str,
@@ -514,7 +518,7 @@ impl TrustStore {
             .map(|r| read_3_0(r, self.peer.scheme()).map_err(|e| untrustworthy(e.to_string())))
             .collect::<Result<Vec<Party>, _>>()?;
         let total = info.get("totalCount").and_then(serde_json::Value::as_u64);
-        let whole = total.is_none_or(|t| t <= records.len() as u64);
+        let whole = total.is_some_and(|t| t <= records.len() as u64);
         Ok((records, whole))
     }
 

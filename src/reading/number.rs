@@ -1,10 +1,11 @@
 //! Numbers as text (a condition's operands, the values a rule takes from a request): read in
-//! JSON's grammar, exactly, with a bounded exponent, and compared only where the two ways
+//! JSON's grammar, exactly, with a bounded exponent, and compared only where the three ways
 //! backends read a number agree: as an exact decimal (Java's `BigDecimal`, Python's `Decimal`,
-//! databases) and as the nearest binary64 (JavaScript, Go's `float64`, most JSON binders).
-//! Where they disagree (`0.1` and `0.10000000000000000001`, `9007199254740993` and
-//! `9007199254740992`) no order is given: a decision made on one reading would be wrong for the
-//! other. Nothing here can overflow: the exponent is bounded before any arithmetic.
+//! databases), as the nearest binary64 (JavaScript, Go's `float64`, most JSON binders), and as
+//! its leading integer (`parseInt`, Ruby's `to_i`, C's `strtol`: `5000e-1` is 5000). Where they
+//! disagree (`0.1` and `0.10000000000000000001`, `9007199254740993` and `9007199254740992`,
+//! `5000e-1` and `1000`) no order is given: a decision made on one reading would be wrong for
+//! another. Nothing here can overflow: the exponent is bounded before any arithmetic.
 
 use std::cmp::Ordering;
 
@@ -176,12 +177,23 @@ fn binary64(text: &str) -> f64 {
     text.parse().unwrap_or(f64::NAN)
 }
 
-/// Two numbers compared, where both are numbers `Decimal::parse` reads and an exact decimal
-/// reader and a binary64 reader order them alike. None otherwise.
-pub fn compare(a: &str, b: &str) -> Option<Ordering> {
-    let exact = Decimal::parse(a)?.cmp_exact(&Decimal::parse(b)?);
-    let nearest = binary64(a).partial_cmp(&binary64(b))?;
-    (exact == nearest).then_some(exact)
+/// The leading integer of a number `Decimal::parse` reads: its sign and the digits before any
+/// `.`, `e` or `E`, as a reader that stops there takes it.
+fn leading_integer(text: &str) -> Option<Decimal> {
+    let end = text.find(['.', 'e', 'E']).unwrap_or(text.len());
+    Decimal::parse(&text[..end])
+}
+
+/// A value a backend reads compared with a constant the gateway holds (a condition's right
+/// operand), where both are numbers `Decimal::parse` reads and every reader of the value orders
+/// it alike against the constant: as an exact decimal, as binary64 (beside the constant's
+/// binary64), and as its leading integer. None otherwise.
+pub fn compare(value: &str, constant: &str) -> Option<Ordering> {
+    let constant_exact = Decimal::parse(constant)?;
+    let exact = Decimal::parse(value)?.cmp_exact(&constant_exact);
+    let nearest = binary64(value).partial_cmp(&binary64(constant))?;
+    let leading = leading_integer(value)?.cmp_exact(&constant_exact);
+    (exact == nearest && exact == leading).then_some(exact)
 }
 
 /// Whether `text` is a number every reader reads as the same number: its exact decimal and the
@@ -282,13 +294,22 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_compared_where_both_readers_agree() {
+    fn numbers_are_compared_where_every_reader_agrees() {
         assert_eq!(compare("999", "1000"), Some(Ordering::Less));
         assert_eq!(compare("-1000", "-999"), Some(Ordering::Less));
-        assert_eq!(compare("1e2", "100"), Some(Ordering::Equal));
-        assert_eq!(compare("0.1", "0.10"), Some(Ordering::Equal));
-        // Past binary64's range both still agree: an infinity is greater than 1000.
-        assert_eq!(compare("1e400", "1000"), Some(Ordering::Greater));
+        assert_eq!(compare("100", "1e2"), Some(Ordering::Equal));
+        assert_eq!(compare("0", "0.1"), Some(Ordering::Less));
+        // The value's spelling counts where a reader of it stops at its leading integer.
+        assert_eq!(compare("1e2", "100"), None);
+        assert_eq!(compare("0.10", "0.1"), None);
+        // Past binary64's range the readers of whole numbers disagree: 1e400 is 1 to parseInt.
+        assert_eq!(compare("1e400", "1000"), None);
+        assert_eq!(compare("2000e0", "1000"), Some(Ordering::Greater));
+        // A leading-integer reader takes 5000e-1 for 5000, 5.5 for 5.
+        assert_eq!(compare("5000e-1", "1000"), None);
+        assert_eq!(compare("5.5", "5"), None);
+        assert_eq!(compare("999.5", "1000"), Some(Ordering::Less));
+        assert_eq!(compare("-0.5", "0"), None);
         // Where binary64 rounds two numbers together, there is no order.
         assert_eq!(compare("0.099999999999999999995", "0.1"), None);
         assert_eq!(compare("9007199254740993", "9007199254740992"), None);

@@ -252,7 +252,9 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     if value.contains(',') {
         found.insert(Ambiguity::Comma);
     }
-    if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
+    // Each segment of a value a backend may build a path of, as the path's own segments are.
+    let segments = || value.split(['/', '\\']);
+    if segments().any(|s| s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace)) {
         found.insert(Ambiguity::EdgeWhitespace);
     }
     if value.contains(['?', '#', '&']) {
@@ -264,10 +266,10 @@ pub fn value_ambiguities(value: &str) -> Ambiguities {
     if value.contains('%') {
         found.insert(Ambiguity::EncodedPercent);
     }
-    if value.ends_with('.') {
+    if segments().any(|s| s.ends_with('.') && s != "." && s != "..") {
         found.insert(Ambiguity::TrailingDot);
     }
-    if value.split(['/', '\\']).any(|s| s == "." || s == "..") {
+    if segments().any(|s| s == "." || s == "..") {
         found.insert(Ambiguity::DotSegment);
     }
     if !value.is_ascii() {
@@ -355,6 +357,8 @@ mod tests {
         assert!(has("SECRET-1;v=2", Ambiguity::PathParameters));
         assert!(has("caf\u{e9}", Ambiguity::NonAscii));
         assert!(has("SECRET-1.", Ambiguity::TrailingDot));
+        assert!(has("SECRET-1./x", Ambiguity::TrailingDot));
+        assert!(has("SECRET-1 /x", Ambiguity::EdgeWhitespace));
         assert!(has("SECRET%2D1", Ambiguity::EncodedPercent));
         for dots in ["C1/../SECRET-1", "./SECRET-1", "C1\\..\\SECRET-1", ".."] {
             assert!(has(dots, Ambiguity::DotSegment), "{dots}");

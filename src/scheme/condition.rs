@@ -331,13 +331,17 @@ impl Comparison {
         match &self.right {
             Operand::Text(right) if value == right => Some(Ordering::Equal),
             Operand::Text(right) if !ordering => {
-                // Text a reader takes for a number is told apart from other text only where both
-                // are JSON numbers both readers order apart (`00` and `0` are one number to
-                // JavaScript); an instant is where it is not the same instant.
-                let numeric = number::looks_like_number(value) || number::looks_like_number(right);
-                let apart = match numeric {
-                    true => number::compare(value, right).is_some_and(Ordering::is_ne),
-                    false => compare_instants(value, right) != Some(Ordering::Equal),
+                // Two texts a reader takes for numbers are told apart only where every reader
+                // orders them apart (`00` and `0` are one number to JavaScript); two instants
+                // where both are instants and not the same one (`…T00:00Z` and `…T00:00:00Z`
+                // are one to most readers). Other text is told apart by its spelling.
+                let apart = if number::looks_like_number(value) && number::looks_like_number(right)
+                {
+                    number::compare(value, right).is_some_and(Ordering::is_ne)
+                } else if looks_like_instant(value) && looks_like_instant(right) {
+                    compare_instants(value, right).is_some_and(Ordering::is_ne)
+                } else {
+                    true
                 };
                 apart.then(|| value.cmp(right))
             }
@@ -359,6 +363,16 @@ impl Comparison {
             Operator::LessThan => order == Ordering::Less,
         }
     }
+}
+
+/// Whether some reader takes `text` for a date or a time: it starts with a date (`2026-12-25`).
+fn looks_like_instant(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 10
+        && b[..10].iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
 }
 
 /// Two RFC 3339 date-times compared as instants.

@@ -109,17 +109,33 @@ fn numbers_the_two_readers_order_differently_are_no_operands() {
     }
     let codes = operands(&[("code", Some("C1"))]);
     assert_eq!(code(leaf("code", "notEqual", json!("C2")), &codes), "holds");
+    // A number beside text that no reader takes for one is told apart by its spelling.
+    let numbered = operands(&[("code", Some("12345"))]);
+    assert_eq!(
+        code(leaf("code", "notEqual", json!("SECRET-1")), &numbered),
+        "holds"
+    );
     for (a, b, order) in [
-        ("1e2", "100", Ordering::Equal),
-        ("1.50", "1.5", Ordering::Equal),
+        ("100", "1e2", Ordering::Equal),
+        ("15", "1.50E1", Ordering::Equal),
         ("-2", "-10", Ordering::Greater),
-        ("0.001", "1E-3", Ordering::Equal),
+        ("1", "1.00", Ordering::Equal),
         ("12", "1.2e1", Ordering::Equal),
-        ("-0.5", "0", Ordering::Less),
+        ("-1", "0", Ordering::Less),
         ("123", "1.23e2", Ordering::Equal),
-        ("1.3", "1.23", Ordering::Greater),
+        ("2.5", "1.23", Ordering::Greater),
+        ("0.5", "0.75", Ordering::Less),
     ] {
         assert_eq!(number::compare(a, b), Some(order), "{a} {b}");
+    }
+    // A value a reader of its leading integer reads otherwise decides nothing.
+    for (a, b) in [
+        ("1e2", "100"),
+        ("1.50", "1.5"),
+        ("0.001", "1E-3"),
+        ("-0.5", "0"),
+    ] {
+        assert_eq!(number::compare(a, b), None, "{a} {b}");
     }
     for not_a_number in [
         "05",
@@ -154,7 +170,24 @@ fn text_that_reads_as_the_same_number_or_time_is_not_decided_by_its_spelling() {
     }
     assert_eq!(code(leaf("amount", "equal", json!("1e2")), &v), "holds");
     assert_eq!(code(leaf("amount", "notEqual", json!("200")), &v), "holds");
-    assert_eq!(code(leaf("amount", "equal", json!(100)), &v), "holds");
+    // A reader that stops at the leading integer reads 1e2 as 1: a numeric 100 is no match.
+    assert_eq!(
+        code(leaf("amount", "equal", json!(100)), &v),
+        "condition_operand_type"
+    );
+    let plain = operands(&[("amount", Some("100"))]);
+    assert_eq!(code(leaf("amount", "equal", json!(100.0)), &plain), "holds");
+    // Instants written otherwise, and a text that is no instant beside one.
+    let at = operands(&[("at", Some("2026-12-25T00:00Z"))]);
+    for op in ["equal", "notEqual"] {
+        let tree = leaf("at", op, json!("2026-12-25T00:00:00Z"));
+        assert_eq!(code(tree, &at), "condition_operand_type", "{op}");
+    }
+    let word = operands(&[("at", Some("tomorrow"))]);
+    assert_eq!(
+        code(leaf("at", "notEqual", json!("2026-12-25T00:00:00Z")), &word),
+        "holds"
+    );
 }
 
 #[test]
@@ -290,8 +323,9 @@ mod differential {
         })
     }
 
-    /// How the two readers order `a` and `b` where both read them and agree: None where either
-    /// is past the gateway's bounds (64 characters, an exponent of a million).
+    /// How the readers of a value `a` (exact, binary64, its leading integer) order it against
+    /// the constant `b` where they all agree: None where they do not, or where either is past
+    /// the gateway's bounds (64 characters, an exponent of a million).
     fn oracle(a: &str, b: &str) -> Option<Ordering> {
         let bounded = |t: &str| {
             let power = t
@@ -304,14 +338,15 @@ mod differential {
         if !bounded(a) || !bounded(b) {
             return None;
         }
-        let exact = BigDecimal::from_str(a)
-            .ok()?
-            .cmp(&BigDecimal::from_str(b).ok()?);
+        let constant = BigDecimal::from_str(b).ok()?;
+        let exact = BigDecimal::from_str(a).ok()?.cmp(&constant);
         let nearest = a
             .parse::<f64>()
             .ok()?
             .partial_cmp(&b.parse::<f64>().ok()?)?;
-        (exact == nearest).then_some(exact)
+        let integer = a.split(['.', 'e', 'E']).next()?;
+        let leading = BigDecimal::from_str(integer).ok()?.cmp(&constant);
+        (exact == nearest && exact == leading).then_some(exact)
     }
 
     proptest! {

@@ -525,7 +525,7 @@ async fn subject_named(
 }
 
 /// The audiences of the token that stand for the consumer or the caller, by any name their
-/// records list; with no audience, both. None of them: refused.
+/// records list. None of them (no `aud` too): refused.
 async fn addressees(
     token: &DecodedJwt,
     expected: &Expected<'_>,
@@ -537,14 +537,12 @@ async fn addressees(
         aliases.id_of(expected.caller)?.to_string(),
     ];
     let of: Vec<&str> = addressed.iter().map(String::as_str).collect();
+    if !token.claims.contains_key("aud") {
+        let missing = EvidenceTokenError::MissingClaim("aud");
+        return Err(EvidenceRefusal::Token(missing).into());
+    }
     let audiences: Vec<&str> = token.audiences().collect();
     trust.confirm(&audiences, &of, aliases).await?;
-    if audiences.is_empty() {
-        return Ok(vec![
-            expected.request.access_subject.clone(),
-            expected.caller.to_string(),
-        ]);
-    }
     let mut addressees = Vec::new();
     for audience in &audiences {
         if of.contains(&aliases.id_of(audience)?) {
