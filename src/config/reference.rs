@@ -256,7 +256,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["allow_rs384_rs512"],
                 unset: Unset::Defaults,
-                meaning: r#"accept RS384/RS512 besides RS256 from every peer (peers configured 2.1 or later may sign evidence with them anyway)"#,
+                meaning: r#"accept RS384/RS512 besides RS256 from every peer (peers of 2.1 or later, by the scheme owner's version or their own, sign client assertions and evidence with them anyway)"#,
             },
         ],
     },
