@@ -54,13 +54,17 @@ async fn strict_bed() -> Bed {
     Bed::start_of(config).await
 }
 
+/// The routes' registries: the testbed's, as it is, as strict, and strict without previous steps.
+fn registries(bed: &Bed) -> String {
+    let ar = bed.url(AR);
+    format!(
+        "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n\n[[registry]]\nname = \"no-steps\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
+    )
+}
+
 async fn env() -> Env {
     let bed = strict_bed().await;
-    let ar = bed.url(AR);
-    let extra = format!(
-        "[[registry]]\nname = \"ar\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\n\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n\n[[registry]]\nname = \"no-steps\"\nparty_id = \"{AR}\"\nurl = \"{ar}\"\nmask_licences = false\n"
-    );
-    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &extra, |t| t);
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &registries(&bed), |t| t);
     Env::launch(bed, dir, &ports).await
 }
 
@@ -347,5 +351,74 @@ async fn only_the_masks_first_service_provider_may_ask_with_a_client_assertion()
         (status, said),
         (400, format!("{SP2} is neither the policyIssuer nor the accessSubject of the mask, and previous_steps holds no client assertion (client_id_not_allowed)"))
     );
+    bed.stop().await;
+}
+
+/// The binary in front of the strict registry, which wants the consumer's consent in
+/// `previous_steps`: (its admin, its plain listener).
+async fn binary(bed: &Bed) -> (support::process::GatewayProcess, String) {
+    let (dir, ports) = gateway_dir(bed, BIN, &rules(), &registries(bed), |t| t);
+    let mut gateway =
+        support::process::GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
+    gateway.wait_ready().await;
+    (gateway, format!("http://127.0.0.1:{}", ports.plain))
+}
+
+/// A token at `base` for `party`.
+async fn token_at(bed: &Bed, base: &str, party: &str) -> String {
+    let form = token_form(&bed.identity(party), SP, None);
+    let (status, body) = status_json(request_token(&bed.http, base, form).await).await;
+    assert_eq!(status, 200, "{body}");
+    body["access_token"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_forwards_its_consumers_consent_and_its_own_to_a_registry_that_wants_previous_steps(
+) {
+    let bed = strict_bed().await;
+    let (gateway, plain) = binary(&bed).await;
+    let get = |token: String, id: &'static str, consent: String| {
+        let request = bed
+            .http
+            .get(format!("{plain}/api/containers/{id}"))
+            .bearer_auth(token)
+            .header("service_consumer_assertion", consent);
+        async move { status_json(request.send().await.unwrap()).await }
+    };
+    // The consumer's consent, addressed to the broker, then the broker's own assertion from its
+    // token request, addressed to us: a chain the registry follows to the consumer.
+    let consent = || {
+        bed.identity(CONSUMER)
+            .client_assertion(SP2, Timestamp::now())
+            .unwrap()
+    };
+    let broker = token_at(&bed, &plain, SP2).await;
+    let (status, body) = get(broker.clone(), "C1", consent()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["headers"]["x-original-consumer-party-id"], CONSUMER,
+        "{body}"
+    );
+    let (status, body) = get(broker, "SECRET-1", consent()).await;
+    assert_refused(status, &body, (403, "denied_by_rule"));
+    // A broker token another instance issued (one key: its tokens are good here), so that this
+    // one holds no assertion of the broker: refused, worded for the broker, though the
+    // consumer's assertion of an unrelated token request is held here (never forwarded for a
+    // broker's request).
+    let (other, other_plain) = binary(&bed).await;
+    let elsewhere = token_at(&bed, &other_plain, NOBODY).await;
+    let _ = token_at(&bed, &plain, CONSUMER).await;
+    let to_nobody = bed
+        .identity(CONSUMER)
+        .client_assertion(NOBODY, Timestamp::now());
+    let (status, body) = get(elsewhere, "C2", to_nobody.unwrap()).await;
+    assert_refused(status, &body, (401, "previous_steps_unavailable"));
+    let said = body["error_description"].as_str().unwrap();
+    assert!(
+        said.contains("consumer you act for") && said.contains(NOBODY),
+        "{said}"
+    );
+    other.terminate().await;
+    gateway.terminate().await;
     bed.stop().await;
 }

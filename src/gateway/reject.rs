@@ -85,13 +85,15 @@ pub enum Reject {
     },
     /// A dependency failed: fail closed.
     Unavailable(Unavailable),
-    /// An authorisation registry refused the gateway's request (a 4xx other than 401): its status
-    /// and error text (bounded, as quoted from its answer).
-    /// The registry wants the consumer's client assertion in `previous_steps`, and the gateway
-    /// holds none within its lifetime.
+    /// The registry wants previous steps, and the gateway holds no client assertion of `party`
+    /// within its lifetime: the consumer's, or (`broker`) that of the broker calling for it.
     PreviousStepsUnavailable {
         registry: String,
+        party: String,
+        broker: bool,
     },
+    /// An authorisation registry refused the gateway's request (a 4xx other than 401): its status
+    /// and error text (bounded, as quoted from its answer).
     RegistryRefused {
         url: String,
         status: u16,
@@ -550,9 +552,15 @@ impl From<RegistryError> for Reject {
             },
             RegistryError::Failed(e) => Reject::Unavailable(e.into()),
             RegistryError::SchemeOwner(e) => e.into(),
-            RegistryError::NoPreviousStep { registry } => {
-                Reject::PreviousStepsUnavailable { registry }
-            }
+            RegistryError::NoPreviousStep {
+                registry,
+                party,
+                broker,
+            } => Reject::PreviousStepsUnavailable {
+                registry,
+                party,
+                broker,
+            },
             RegistryError::HeldAssertionsUnavailable(e) => {
                 Reject::Unavailable(Unavailable::HeldAssertions(e))
             }
@@ -649,7 +657,8 @@ impl Reject {
             Reject::TooManyNewOwners { per_minute } => row(429, "too_many_requests", "too_many_new_owners", Outcome::RateLimited, format!("more than {per_minute} data owners this minute that the gateway has not looked up yet; try again later")),
             Reject::ValueTooLong { value, limit } => row(400, "invalid_request", "request_value_too_long", Outcome::BadRequest, format!("{value} is longer than {limit} bytes")),
             Reject::ControlInValue(value) => row(400, "invalid_request", "request_value_control", Outcome::BadRequest, format!("{value} holds a control character (U+0000 to U+001F, U+007F to U+009F), which no value a rule reads may hold: a backend that trims it or stops at it reads another value")),
-            Reject::PreviousStepsUnavailable { registry } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the client assertion of your token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
+            Reject::PreviousStepsUnavailable { registry, party, broker: false } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the client assertion of your ({party}'s) token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
+            Reject::PreviousStepsUnavailable { registry, party, broker: true } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the consent of the consumer you act for (its service_consumer_assertion, sent) and then yours: the client assertion of your ({party}'s) token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
             Reject::RegistryRefused { status, text, .. } => row(502, "bad_gateway", "registry_refused_request", Outcome::UpstreamError, format!("the authorisation registry refused the gateway's request with {status}: {text}; asking again will not help until the gateway's settings for that registry suit it")),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", Outcome::UpstreamError, format!("no healthy backend in upstream {u}")),

@@ -76,6 +76,13 @@ fn one_of_each() -> Vec<Reject> {
         },
         Reject::PreviousStepsUnavailable {
             registry: "EU.EORI.NL000000004".into(),
+            party: "EU.EORI.NL000000001".into(),
+            broker: false,
+        },
+        Reject::PreviousStepsUnavailable {
+            registry: "EU.EORI.NL000000004".into(),
+            party: "EU.EORI.NL000000002".into(),
+            broker: true,
         },
         Reject::RegistryRefused {
             url: "https://ar.example/delegation".into(),

@@ -94,12 +94,28 @@ pub enum RegistryError {
     #[error(transparent)]
     SchemeOwner(#[from] TrustError),
     /// The registry wants a client assertion of the mask's parties in `previous_steps`, and none
-    /// is held within its lifetime.
-    #[error("{registry} wants the consumer's client assertion in previous_steps; none is held within its lifetime")]
-    NoPreviousStep { registry: String },
+    /// is held within its lifetime: the consumer's, or where a broker called, the broker's own.
+    #[error("{registry} wants previous steps; no client assertion of {party} is held within its lifetime")]
+    NoPreviousStep {
+        registry: String,
+        party: String,
+        broker: bool,
+    },
     /// The fleet's store of consumers' assertions did not answer.
     #[error("the fleet's store of consumers' assertions did not answer: {0}")]
     HeldAssertionsUnavailable(String),
+}
+
+/// Whose consent to ask a registry about the consumer's delegations the gateway forwards, where
+/// the registry wants it (`previous_steps = "consumer_assertion"`).
+#[derive(Clone, Copy, Debug)]
+pub enum Consent<'a> {
+    /// The consumer called: its client assertion from its token request (addressed to us).
+    Consumer,
+    /// A broker called for the consumer: the consumer's `service_consumer_assertion` (addressed
+    /// to the broker, checked with the request), then the broker's client assertion from its
+    /// token request (addressed to us): a chain of consent from the consumer to the gateway.
+    Broker { broker: &'a str, assertion: &'a str },
 }
 
 /// That a registry holds a data owner's delegations.
@@ -338,7 +354,7 @@ impl RegistryClient {
         owner: &PartyId,
         path: &[String],
         request: &AccessRequest,
-        aliases: &Aliases,
+        (aliases, consent): (&Aliases, Consent<'_>),
         trust: &TrustStore,
     ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
         let mut aliases = aliases.clone();
@@ -359,7 +375,7 @@ impl RegistryClient {
             // chose registries of its own did not choose this one for us.
             let for_us = holding.for_us
                 && (chain.is_empty() || !self.designates_any(&step.policy_issuer, trust).await?);
-            match self.evidence(&registry, &step, request, trust).await? {
+            match self.evidence(&registry, &step, consent, trust).await? {
                 Some(mut ev) => {
                     ev.read_as.designated_for_us = for_us;
                     chain.push(ev)
@@ -370,13 +386,13 @@ impl RegistryClient {
         Ok((registry.party_id, Some(chain)))
     }
 
-    /// Ask `registry` for the evidence of `step` of `request`. None: the registry holds no policy
-    /// (404).
+    /// Ask `registry` for the evidence of `step` of a request, with the `consent` it may want.
+    /// None: the registry holds no policy (404).
     pub async fn evidence(
         &self,
         registry: &Registry,
         step: &AccessRequest,
-        request: &AccessRequest,
+        consent: Consent<'_>,
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let started = Instant::now();
@@ -385,7 +401,7 @@ impl RegistryClient {
             || "registry evidence",
             || call_attributes(registry),
         );
-        let result = span.within(self.call(registry, step, request, trust)).await;
+        let result = span.within(self.call(registry, step, consent, trust)).await;
         let outcome = match &result {
             Ok(Some(_)) => "evidence",
             Ok(None) => "no_policy",
@@ -408,7 +424,7 @@ impl RegistryClient {
         &self,
         registry: &Registry,
         step: &AccessRequest,
-        request: &AccessRequest,
+        consent: Consent<'_>,
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
         let failed = |e: PeerError| RegistryFailure::Call(e);
@@ -434,17 +450,7 @@ impl RegistryClient {
         };
         let mut body = DelegationBody::new(step.to_mask(version), version);
         if registry.previous_steps == PreviousSteps::ConsumerAssertion {
-            // The consumer's own: never the assertion of another party the request names (the
-            // data owner a caller names, an intermediary of the chain).
-            let assertion = self
-                .forwarded
-                .of(&request.access_subject, Timestamp::now())
-                .await
-                .map_err(RegistryError::HeldAssertionsUnavailable)?
-                .ok_or_else(|| RegistryError::NoPreviousStep {
-                    registry: registry.party_id.to_string(),
-                })?;
-            body.previous_steps = vec![assertion];
+            body.previous_steps = self.consent(registry, step, consent).await?;
         }
         let answer = self
             .peer
@@ -463,6 +469,35 @@ impl RegistryClient {
             return Ok(None);
         };
         self.verify_answer(&token, registry, trust).await.map(Some)
+    }
+
+    /// The previous steps for a registry that wants them: the consumer's client assertion from
+    /// its token request; where a broker called, the consumer's assertion to the broker, then
+    /// the broker's from its token request. Never the assertion of another party the request
+    /// names (the data owner a caller names, an intermediary of the chain), nor one the consumer
+    /// made for another request where a broker calls.
+    async fn consent(
+        &self,
+        registry: &Registry,
+        step: &AccessRequest,
+        consent: Consent<'_>,
+    ) -> Result<Vec<String>, RegistryError> {
+        let (held_of, mut steps) = match consent {
+            Consent::Consumer => (step.access_subject.as_str(), Vec::new()),
+            Consent::Broker { broker, assertion } => (broker, vec![assertion.to_string()]),
+        };
+        let held = self
+            .forwarded
+            .of(held_of, Timestamp::now())
+            .await
+            .map_err(RegistryError::HeldAssertionsUnavailable)?
+            .ok_or_else(|| RegistryError::NoPreviousStep {
+                registry: registry.party_id.to_string(),
+                party: held_of.to_string(),
+                broker: matches!(consent, Consent::Broker { .. }),
+            })?;
+        steps.push(held);
+        Ok(steps)
     }
 
     /// The registry's answer must verify and chain to the trusted list, come from that registry (its

@@ -13,7 +13,7 @@ use crate::scheme::evaluation::evaluate_policy_sets;
 use crate::scheme::evidence::{
     AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Policy, PolicySet, Rule,
 };
-use crate::scheme::jwt;
+use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::licence::Licence;
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM};
@@ -173,8 +173,42 @@ fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, Api
     }
 }
 
-/// Check one previous step: a client assertion of a party named as issuer or subject of the mask,
-/// addressed to the caller; or delegation evidence issued by a registered party to the caller.
+/// The previous steps as a chain of consent to the caller: each client assertion addressed to the
+/// issuer of the next step (the last to the caller), the first of a party named as issuer or
+/// subject of the mask; so a broker's consumer's assertion (to the broker) and then the broker's
+/// (to the service provider asking) let that service provider ask for the consumer.
+async fn check_previous_steps(
+    p: &Participant,
+    caller: &str,
+    mask: &DelegationRequest,
+    steps: &[String],
+) -> Result<(), ApiError> {
+    let issuers: Vec<Option<String>> = steps
+        .iter()
+        .map(|s| {
+            let decoded = jwt::decode(
+                s,
+                AlgorithmPolicy {
+                    allow_rs384_rs512: true,
+                },
+            )
+            .ok();
+            decoded.and_then(|j| j.str_claim("iss").map(str::to_string))
+        })
+        .collect();
+    for (i, step) in steps.iter().enumerate() {
+        let to = issuers
+            .get(i + 1)
+            .and_then(Option::as_deref)
+            .unwrap_or(caller);
+        check_previous_step(p, (caller, to), mask, step, i == 0).await?;
+    }
+    Ok(())
+}
+
+/// Check one previous step: a client assertion (of a party named as issuer or subject of the
+/// mask, for the `first` step) addressed to `to`; or delegation evidence issued by a registered
+/// party to the caller.
 /// The assertion's checks are those of Keyrock's `is_valid_prev_steps` and `validate_jwt` (RS256,
 /// typ JWT, a trusted x5c chain, `iss` the mask's policy issuer or access subject, `iss == sub`,
 /// a `jti`, `iat` not in the future, unexpired, `exp == iat + 30`, `aud` the caller) and of the
@@ -183,9 +217,10 @@ fn delegation_caller(p: &Participant, headers: &HeaderMap) -> Result<String, Api
 /// Keyrock does: delegation evidence fails its `iss == sub`.
 async fn check_previous_step(
     p: &Participant,
-    caller: &str,
+    (caller, to): (&str, &str),
     mask: &DelegationRequest,
     step: &str,
+    first: bool,
 ) -> Result<(), ApiError> {
     let now = Timestamp::now();
     let register = &p.shared.register;
@@ -228,7 +263,7 @@ async fn check_previous_step(
             ))
         };
     }
-    let rules = p.shared.assertion_rules(caller);
+    let rules = p.shared.assertion_rules(to);
     let assertion =
         check_assertion(step, None, &rules, now).map_err(|e| invalid(e.code(), e.to_string()))?;
     register
@@ -236,7 +271,7 @@ async fn check_previous_step(
         .await
         .map_err(untrusted)?;
     let iss = assertion.client_id.as_str();
-    if iss != mask.target.access_subject && iss != mask.policy_issuer {
+    if first && iss != mask.target.access_subject && iss != mask.policy_issuer {
         return Err(invalid(
             "invalid_delegation_assertion_pair",
             format!(
@@ -391,9 +426,7 @@ async fn delegation(
         .map(|id| register.id_of(id))
         .collect();
     check_delegation_path(&path, mask)?;
-    for step in &body.previous_steps {
-        check_previous_step(&p, &caller, mask, step).await?;
-    }
+    check_previous_steps(&p, &caller, mask, &body.previous_steps).await?;
     let with_steps = !body.previous_steps.is_empty();
     if p.strict {
         strict::caller_may_ask(&caller, mask, with_steps)

@@ -11,6 +11,7 @@ use super::route::Routed;
 use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
+use crate::peers::registry::Consent;
 use crate::reading::text::has_control;
 use crate::request::template::{RequestValues, Template};
 use crate::request::{single_header, value_ambiguities, Ambiguities};
@@ -201,6 +202,8 @@ pub struct RegistryAsk<'a> {
     pub request: &'a AccessRequest,
     /// The names of the request's parties, each to its record's id.
     pub aliases: &'a Aliases,
+    /// Whose consent is forwarded to a registry that wants previous steps.
+    pub consent: Consent<'a>,
     /// The longest the route's decision is served from the cache.
     pub max_age: Option<std::time::Duration>,
 }
@@ -654,6 +657,14 @@ async fn evidence(
             source.header(tokens, &expected, now).await
         }
         None if rule.evidence.registry => {
+            // A broker's consumer consented in the assertion checked with the request.
+            let consent = match header(facts.values.headers, BROKER_HEADERS)? {
+                Some((_, assertion)) => Consent::Broker {
+                    broker: facts.caller,
+                    assertion,
+                },
+                None => Consent::Consumer,
+            };
             let ask = RegistryAsk {
                 route: &d.route,
                 caller: facts.caller,
@@ -662,6 +673,7 @@ async fn evidence(
                 path,
                 request,
                 aliases: &resolved.aliases,
+                consent,
                 max_age: rule.max_decision_age,
             };
             source.registry(&ask).await

@@ -174,7 +174,7 @@ impl Live<'_> {
             ask.owner,
             ask.path,
             ask.request,
-            ask.aliases,
+            (ask.aliases, ask.consent),
             self.trust,
         );
         let (registry, chain) = tokio::time::timeout(timeout, chain)
