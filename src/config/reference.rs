@@ -362,7 +362,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["previous_steps"],
                 unset: Unset::Means(r#"`"none"`"#),
-                meaning: r#"what the gateway sends in a mask's `previous_steps`: `"none"` (it asks as a service provider named in the mask), or `"consumer_assertion"`: the client assertion the consumer sent to the gateway's token endpoint, kept (the latest per consumer) until its `exp` — 30 s, so a request later than that is 401 `previous_steps_unavailable` — in memory and, in a fleet on Redis, there too, so that every instance can forward it (without Redis answering, a request that needs it is 503 `replay_store_unavailable`). For registries that insist on an assertion in `previous_steps` (FIWARE Keyrock)"#,
+                meaning: r#"what the gateway sends in a mask's `previous_steps`: `"none"` (it asks as a service provider named in the mask), or `"consumer_assertion"`: the client assertion the consumer sent to the gateway's token endpoint, kept (the latest per consumer) until its `exp` — 30 s, so a request later than that is 401 `previous_steps_unavailable` — in memory and, in a fleet on Redis, there too, so that every instance can forward it (without Redis answering, a request that needs it is 503 `replay_store_unavailable`). A broker's request (`service_consumer_assertion`) forwards the consumer's assertion to the broker and then the broker's own from its token request: a chain of consent from the consumer to the gateway. For registries that insist on an assertion in `previous_steps` (FIWARE Keyrock)"#,
             },
             Key {
                 names: &["mask_licences"],
