@@ -348,8 +348,26 @@ fn both_mask_body_shapes_parse() {
     assert_eq!(generic.shape, BodyShape::Generic);
     assert_eq!(generic.request, endpoint.request);
     assert_eq!(generic.delegation_path.len(), 2);
+    // 2.x: inside delegationRequest, in snake case (its OpenAPI documents' shape).
+    let mut inner = mask.clone();
+    inner["previous_steps"] = json!(["jwt"]);
+    let nested: DelegationBody =
+        serde_json::from_value(json!({"delegationRequest": inner})).unwrap();
+    assert_eq!(nested.shape, BodyShape::Nested);
+    assert_eq!(nested.previous_steps, vec!["jwt".to_string()]);
+    let written = serde_json::to_value(&nested).unwrap();
+    assert_eq!(written["delegationRequest"]["previous_steps"], json!(["jwt"]));
+    assert!(written.get("previous_steps").is_none(), "{written}");
+    for (version, shape) in [
+        (SchemeVersion::V1_9, BodyShape::Endpoint),
+        (SchemeVersion::V2_0, BodyShape::Nested),
+        (SchemeVersion::V2_2, BodyShape::Nested),
+        (SchemeVersion::V3_0, BodyShape::Camel),
+    ] {
+        assert_eq!(BodyShape::of(version), shape, "{version}");
+    }
     // Round trip in each shape.
-    for body in [endpoint, generic] {
+    for body in [endpoint, generic, nested] {
         let again: DelegationBody =
             serde_json::from_value(serde_json::to_value(&body).unwrap()).unwrap();
         assert_eq!(again, body);

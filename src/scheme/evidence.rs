@@ -604,6 +604,9 @@ pub enum BodyShape {
     Endpoint,
     /// `{"delegation_mask": {"delegationRequest": …}, "delegation_path": […], "previous_steps": […]}`.
     Generic,
+    /// 2.0 to 2.2: `{"delegationRequest": {…, "previous_steps": […], "delegation_path": […]}}`
+    /// (their OpenAPI documents' `DelegationRequestBody`).
+    Nested,
     /// 3.0: `{"delegationRequest": {…, "previousSteps": […], "delegationPath": […]}}`.
     Camel,
 }
@@ -619,7 +622,7 @@ pub struct DelegationBody {
 
 impl DelegationBody {
     /// The body a registry of `version` reads: 3.0's inside `delegationRequest` in camelCase,
-    /// the delegation endpoint reference's before.
+    /// 2.x's inside it in snake case, the delegation endpoint reference's before.
     pub fn new(request: DelegationRequest, version: SchemeVersion) -> Self {
         DelegationBody {
             request,
@@ -633,9 +636,10 @@ impl DelegationBody {
 impl BodyShape {
     /// The shape a registry of `version` reads.
     pub fn of(version: SchemeVersion) -> Self {
-        match version.conditions() {
-            true => BodyShape::Camel,
-            false => BodyShape::Endpoint,
+        match version {
+            v if v.conditions() => BodyShape::Camel,
+            v if v.generic_paths() => BodyShape::Nested,
+            _ => BodyShape::Endpoint,
         }
     }
 }
@@ -662,6 +666,9 @@ impl<'de> Deserialize<'de> for DelegationBody {
         let camel = ["previousSteps", "delegationPath"]
             .iter()
             .any(|m| request_obj.contains_key(*m));
+        let nested = ["previous_steps", "delegation_path"]
+            .iter()
+            .any(|m| request_obj.contains_key(*m));
         let mut list = |name: &str, name_3: &str| -> Result<Vec<String>, D::Error> {
             let v = top
                 .remove(name)
@@ -682,9 +689,10 @@ impl<'de> Deserialize<'de> for DelegationBody {
         };
         let previous_steps = list("previous_steps", "previousSteps")?;
         let delegation_path = list("delegation_path", "delegationPath")?;
-        let shape = match camel {
-            true => BodyShape::Camel,
-            false => shape,
+        let shape = match (camel, nested) {
+            (true, _) => BodyShape::Camel,
+            (false, true) => BodyShape::Nested,
+            (false, false) => shape,
         };
         let request = serde_json::from_value(Value::Object(request_obj))
             .map_err(|e| D::Error::custom(format!("delegationRequest: {e}")))?;
@@ -710,12 +718,16 @@ impl Serialize for DelegationBody {
                 mask.insert("delegationRequest".into(), request);
                 out.insert("delegation_mask".into(), Value::Object(mask));
             }
-            BodyShape::Camel => {
+            BodyShape::Camel | BodyShape::Nested => {
+                let (path, steps) = match self.shape {
+                    BodyShape::Camel => ("delegationPath", "previousSteps"),
+                    _ => ("delegation_path", "previous_steps"),
+                };
                 if let Value::Object(o) = &mut request {
                     if !self.delegation_path.is_empty() {
-                        o.insert("delegationPath".into(), self.delegation_path.clone().into());
+                        o.insert(path.into(), self.delegation_path.clone().into());
                     }
-                    o.insert("previousSteps".into(), self.previous_steps.clone().into());
+                    o.insert(steps.into(), self.previous_steps.clone().into());
                 }
                 out.insert("delegationRequest".into(), request);
                 return out.serialize(s);
