@@ -258,17 +258,9 @@ async fn evidence(env: &Env, requester: &str, request: AccessRequest) -> String 
 }
 
 async fn registry_stats(env: &Env) -> u64 {
-    let stats: Value = env
-        .bed
-        .http
-        .get(format!("{}/testing/stats", env.bed.url(AR)))
-        .send()
-        .await
+    env.bed.stats(AR).await["delegation_requests"]
+        .as_u64()
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["delegation_requests"].as_u64().unwrap()
 }
 
 /// Evidence signed with a testbed party's real key: for the cases a registry would never sign.
@@ -514,7 +506,7 @@ async fn decisions_are_cached_and_concurrent_misses_make_one_registry_call() {
         metric(
             &m,
             "ishare_gateway_registry_calls_total",
-            &[("registry", AR), ("outcome", "evidence")]
+            &[("registry", "ar"), ("outcome", "evidence")]
         ),
         3.0
     );

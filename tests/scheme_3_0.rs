@@ -254,6 +254,7 @@ fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConf
         also_known_as: aliases.iter().map(|a| a.to_string()).collect(),
         registries_for: Default::default(),
         strict: false,
+        keyrock: false,
     }
 }
 

@@ -373,6 +373,78 @@ async fn a_3_0_registry_is_asked_with_the_routes_values_and_its_conditions_decid
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2_x_registry_is_asked_with_previous_steps_where_its_document_puts_them() {
+    use axum::routing::post;
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let recorded = asked.clone();
+    let no_policy = move |axum::Json(body): axum::Json<Value>| {
+        recorded.lock().unwrap().push(body);
+        async { (axum::http::StatusCode::NOT_FOUND, axum::Json(json!({}))) }
+    };
+    let token = || async {
+        axum::Json(json!({"access_token": "t", "token_type": "Bearer", "expires_in": 3600}))
+    };
+    let router = axum::Router::new()
+        .route("/connect/token", post(token))
+        .route("/delegation", post(no_policy));
+    let standin = Served::start(router).await;
+    let versions = ["2.0", "2.1", "2.2"];
+    let name = |v: &str| format!("v{}", v.replace('.', ""));
+    let rules: String = versions
+        .iter()
+        .map(|v| {
+            route(
+                &name(v),
+                &format!("/api/{}/{{id}}", name(v)),
+                &format!("registry = \"{}\"", name(v)),
+            )
+        })
+        .collect();
+    let url = standin.url();
+    let env = Env::start(BIN, &rules, |_| {
+        versions
+            .iter()
+            .map(|v| {
+                // A party speaks one version: a registry of its own for each (the stand-in
+                // answers no policy, signing nothing).
+                let party = format!("EU.EORI.NL0000000{}", v.replace('.', ""));
+                format!("[[registry]]\nname = \"{}\"\nparty_id = \"{party}\"\nurl = \"{url}\"\nscheme_version = \"{v}\"\nprevious_steps = \"consumer_assertion\"\n\n", name(v))
+            })
+            .collect()
+    })
+    .await;
+    let token = env.token(CONSUMER).await;
+    for v in versions {
+        let (status, body) = env.get(&format!("/api/{}/C1", name(v)), &token, &[]).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (403, Some("no_policy")),
+            "{v}: {body}"
+        );
+    }
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), versions.len(), "{asked:?}");
+    for (v, body) in versions.iter().zip(&asked) {
+        // The consumer's assertion inside the request, as 2.0 to 2.2 define it; nothing beside.
+        let members: Vec<&String> = body.as_object().unwrap().keys().collect();
+        assert_eq!(members, ["delegationRequest"], "{v}: {body}");
+        let request = &body["delegationRequest"];
+        assert_eq!(
+            request["previous_steps"].as_array().map(Vec::len),
+            Some(1),
+            "{v}: {body}"
+        );
+        // And every member where the version's own document defines it.
+        let spec = format!("v{v}/ishare_openapi_spec.yaml");
+        let pointer = "/components/schemas/DelegationRequestBody/properties/delegationRequest";
+        let errors = schema_errors_in(&spec, pointer, std::slice::from_ref(request), true);
+        assert_eq!(errors, "", "{v}: {request}");
+    }
+    env.stop().await;
+    standin.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn licence_expressions_grant_what_they_guarantee() {
     let standin = stand_in().await;
     let env = env_3(&standin.served.url()).await;

@@ -69,17 +69,7 @@ async fn env() -> Env {
 }
 
 async fn get(env: &Env, path: &str, token: &str) -> (u16, reqwest::header::HeaderMap, Value) {
-    let resp = env
-        .bed
-        .http
-        .get(format!("{}{path}", env.url))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let headers = resp.headers().clone();
-    let (status, body) = status_json(resp).await;
-    (status, headers, body)
+    get_bearing(&env.bed.http, &format!("{}{path}", env.url), token).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,21 +345,9 @@ async fn only_the_masks_first_service_provider_may_ask_with_a_client_assertion()
 }
 
 /// The binary in front of the strict registry, which wants the consumer's consent in
-/// `previous_steps`: (its admin, its plain listener).
+/// `previous_steps`: the process and its plain listener.
 async fn binary(bed: &Bed) -> (support::process::GatewayProcess, String) {
-    let (dir, ports) = gateway_dir(bed, BIN, &rules(), &registries(bed), |t| t);
-    let mut gateway =
-        support::process::GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
-    gateway.wait_ready().await;
-    (gateway, format!("http://127.0.0.1:{}", ports.plain))
-}
-
-/// A token at `base` for `party`.
-async fn token_at(bed: &Bed, base: &str, party: &str) -> String {
-    let form = token_form(&bed.identity(party), SP, None);
-    let (status, body) = status_json(request_token(&bed.http, base, form).await).await;
-    assert_eq!(status, 200, "{body}");
-    body["access_token"].as_str().unwrap().to_string()
+    binary_in_front(bed, BIN, &rules(), &registries(bed)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,7 +370,7 @@ async fn a_broker_forwards_its_consumers_consent_and_its_own_to_a_registry_that_
             .client_assertion(SP2, Timestamp::now())
             .unwrap()
     };
-    let broker = token_at(&bed, &plain, SP2).await;
+    let broker = bed.token_at(&plain, SP2).await;
     let (status, body) = get(broker.clone(), "C1", consent()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
@@ -406,8 +384,8 @@ async fn a_broker_forwards_its_consumers_consent_and_its_own_to_a_registry_that_
     // consumer's assertion of an unrelated token request is held here (never forwarded for a
     // broker's request).
     let (other, other_plain) = binary(&bed).await;
-    let elsewhere = token_at(&bed, &other_plain, NOBODY).await;
-    let _ = token_at(&bed, &plain, CONSUMER).await;
+    let elsewhere = bed.token_at(&other_plain, NOBODY).await;
+    let _ = bed.token_at(&plain, CONSUMER).await;
     let to_nobody = bed
         .identity(CONSUMER)
         .client_assertion(NOBODY, Timestamp::now());

@@ -294,6 +294,8 @@ pub struct RegistryFile {
     pub mask_licences: Option<bool>,
     /// What is sent in `previous_steps`: "none" or "consumer_assertion".
     pub previous_steps: Option<String>,
+    /// The id this registry addresses its answers to the gateway by, if not the gateway's.
+    pub addresses_us_as: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

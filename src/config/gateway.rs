@@ -657,6 +657,9 @@ fn registries(
                 PreviousSteps::None
             }
         };
+        let addresses_us_as = r
+            .addresses_us_as
+            .and_then(|id| addressed_as(&key, &r.party_id, id, issues));
         if let (Some(party_id), Some(url)) = (party_id, url) {
             if versions
                 .insert(party_id.clone(), version)
@@ -678,11 +681,59 @@ fn registries(
                     scheme_version: version,
                     mask_licences: r.mask_licences.unwrap_or(true),
                     previous_steps,
+                    addresses_us_as,
                 },
             );
         }
     }
+    warn_unlike_settings(&registries, issues);
     registries
+}
+
+/// Several `[[registry]]` of one party that it would be asked differently by: a rule naming one
+/// gets its settings, but the data owner's registry (`registry = "owner"`) is asked with those of
+/// the one at the address the owner's record gives.
+fn warn_unlike_settings(registries: &BTreeMap<String, Registry>, issues: &mut Issues) {
+    let asked = |r: &Registry| {
+        (
+            r.token_path.clone(),
+            r.delegation_path.clone(),
+            r.mask_licences,
+            r.previous_steps,
+            r.addresses_us_as.clone(),
+        )
+    };
+    let mut seen: BTreeMap<&PartyId, &Registry> = BTreeMap::new();
+    for r in registries.values() {
+        match seen.get(&r.party_id) {
+            Some(first) if asked(first) != asked(r) => issues.warn(
+                "registry",
+                format!("{:?} and {:?} are the same party ({}) asked with other settings: where a route leaves the choice to the data owner (registry = \"owner\"), the one whose url is the address in the owner's record is used (else {:?})", first.name, r.name, r.party_id, first.name),
+            ),
+            Some(_) => {}
+            None => {
+                seen.insert(&r.party_id, r);
+            }
+        }
+    }
+}
+
+/// The id a registry addresses the gateway by: one printable token, and a warning that says what
+/// it allows.
+fn addressed_as(key: &str, registry: &str, id: String, issues: &mut Issues) -> Option<String> {
+    let key = format!("{key}.addresses_us_as");
+    if id.is_empty() || id.len() > 256 || !id.chars().all(|c| c.is_ascii_graphic()) {
+        issues.add(
+            key,
+            "must be the id the registry writes in aud: 1 to 256 printable characters, no spaces",
+        );
+        return None;
+    }
+    issues.warn(
+        key,
+        format!("the answers of {registry} to the gateway's own calls are taken as addressed to the gateway when their aud is {id:?} (the id that registry keeps for it); evidence a client presents must still be addressed to the gateway's party id"),
+    );
+    Some(id)
 }
 
 fn delegation(d: DelegationFile, issues: &mut Issues) -> DelegationSettings {

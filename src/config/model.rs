@@ -346,6 +346,10 @@ pub struct Registry {
     /// evidence only (a registry whose schema refuses `licenses` in a mask, as Keyrock's does).
     pub mask_licences: bool,
     pub previous_steps: PreviousSteps,
+    /// The id this registry addresses its answers to the gateway by, where it uses one of its
+    /// own (FIWARE Keyrock's user id for the gateway's client): accepted in `aud` of its answers
+    /// to the gateway's own calls, never in evidence a client presents.
+    pub addresses_us_as: Option<String>,
 }
 
 /// What the gateway puts in `previous_steps` when it asks a registry.

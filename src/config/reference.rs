@@ -342,7 +342,7 @@ pub const TABLES: &[Table] = &[
     Table {
         name: "registry",
         array: true,
-        about: r#"Authorisation registries that rules may name. A registry found in a data owner's party record is asked with the `mask_licences` and `previous_steps` of the `[[registry]]` of its party id, if one is configured."#,
+        about: r#"Authorisation registries that rules may name. A registry found in a data owner's party record (`registry = "owner"`) is asked at the address the record gives, with every other setting of the `[[registry]]` of its party id where one is configured: its paths, version, masks, previous steps and `addresses_us_as`."#,
         keys: &[
             Key {
                 names: &["name", "party_id", "url"],
@@ -352,7 +352,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["token_path", "delegation_path"],
                 unset: Unset::Means(r#"`"/connect/token"`, `"/delegation"`"#),
-                meaning: r#""#,
+                meaning: r#"where this registry serves tokens and delegation evidence, also when it is found in a data owner's record: FIWARE Keyrock serves them at `"/oauth2/token"` and `"/ar/delegation"`. A 404 web page there is 502 `registry_endpoint_missing`, never a "no policy""#,
             },
             Key {
                 names: &["scheme_version"],
@@ -368,6 +368,13 @@ pub const TABLES: &[Table] = &[
                 names: &["mask_licences"],
                 unset: Unset::Means(r#"`true`"#),
                 meaning: r#"whether masks sent to it name the route's `licences` (`policySets[].target.environment.licenses`); `false` for a registry whose request schema refuses that member (FIWARE Keyrock): the route's licences are then judged on the evidence only"#,
+            },
+            Key {
+                names: &["addresses_us_as"],
+                unset: Unset::Means(
+                    r#"its answers must be addressed (`aud`) to the gateway's party id"#,
+                ),
+                meaning: r#"the id this registry writes in `aud` of its answers to the gateway where it uses one of its own: FIWARE Keyrock addresses its evidence to the user id it keeps for the gateway's client. Accepted only in the answers to the gateway's own calls to this registry (over the call it authenticated), never in evidence a client presents; `check` says so. Without it such an answer is 502 `registry_evidence_not_for_us`, naming both ids"#,
             },
         ],
     },

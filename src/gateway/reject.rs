@@ -7,7 +7,7 @@ use crate::gateway::fleet::replay::ReplayError;
 use crate::peers::identity_provider::{
     CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
 };
-use crate::peers::registry::{refuses_request, NoRegistry, RegistryError, RegistryFailure};
+use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure, RegistryRefusal};
 use crate::peers::trust::TrustError;
 use crate::peers::PeerError;
 use crate::rate::whole_seconds;
@@ -92,13 +92,9 @@ pub enum Reject {
         party: String,
         broker: bool,
     },
-    /// An authorisation registry refused the gateway's request (a 4xx other than 401): its status
-    /// and error text (bounded, as quoted from its answer).
-    RegistryRefused {
-        url: String,
-        status: u16,
-        text: String,
-    },
+    /// An authorisation registry refused the gateway for good: asking again will not help until
+    /// the gateway's settings for it change.
+    RegistryRefused(RegistryRefusal),
     NoHealthyBackend(String),
     BackendUnreachable,
     BackendTimeout,
@@ -496,8 +492,23 @@ impl Unavailable {
                 "the authorisation registry's answer is not usable evidence; the gateway's log \
                  and decision log say why"
             }
-            Unavailable::Registry(_) | Unavailable::RegistryTimeout(_) => {
-                "the authorisation registry gave no usable answer in time; try again later"
+            Unavailable::Registry(RegistryFailure::Call(PeerError::Busy { .. })) => {
+                "the authorisation registry asks to be called less often (429); try again after \
+                 the time Retry-After gives"
+            }
+            Unavailable::Registry(RegistryFailure::Call(PeerError::Timeout { .. }))
+            | Unavailable::RegistryTimeout(_) => {
+                "the authorisation registry did not answer in time; try again later"
+            }
+            Unavailable::Registry(RegistryFailure::Call(PeerError::Unreachable { .. })) => {
+                "the authorisation registry cannot be reached; try again later"
+            }
+            Unavailable::Registry(RegistryFailure::Call(
+                PeerError::Status { .. } | PeerError::Redirected { .. },
+            )) => "the authorisation registry failed to answer (a server error); try again later",
+            Unavailable::Registry(RegistryFailure::Call(PeerError::Garbled { .. })) => {
+                "the authorisation registry's answer is unreadable; the gateway's log and \
+                 decision log say why"
             }
             Unavailable::Signing(_) => "the gateway could not sign its answer; try again later",
             Unavailable::Replay(_) => {
@@ -541,15 +552,7 @@ impl From<RegistryError> for Reject {
     fn from(e: RegistryError) -> Self {
         match e {
             RegistryError::NoRegistry(e) => EvidenceRefusal::NoRegistry(e).into(),
-            RegistryError::Failed(RegistryFailure::Call(PeerError::Status {
-                url,
-                status,
-                body,
-            })) if refuses_request(status) => Reject::RegistryRefused {
-                url,
-                status,
-                text: body,
-            },
+            RegistryError::Refused(e) => Reject::RegistryRefused(e),
             RegistryError::Failed(e) => Reject::Unavailable(e.into()),
             RegistryError::SchemeOwner(e) => e.into(),
             RegistryError::NoPreviousStep {
@@ -659,7 +662,7 @@ impl Reject {
             Reject::ControlInValue(value) => row(400, "invalid_request", "request_value_control", Outcome::BadRequest, format!("{value} holds a control character (U+0000 to U+001F, U+007F to U+009F), which no value a rule reads may hold: a backend that trims it or stops at it reads another value")),
             Reject::PreviousStepsUnavailable { registry, party, broker: false } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the client assertion of your ({party}'s) token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
             Reject::PreviousStepsUnavailable { registry, party, broker: true } => row(401, "invalid_token", "previous_steps_unavailable", Outcome::Unauthenticated, format!("the authorisation registry {registry} asks for the consent of the consumer you act for (its service_consumer_assertion, sent) and then yours: the client assertion of your ({party}'s) token request, which the gateway holds only for its lifetime (30 s): request a new token and send this request within it")),
-            Reject::RegistryRefused { status, text, .. } => row(502, "bad_gateway", "registry_refused_request", Outcome::UpstreamError, format!("the authorisation registry refused the gateway's request with {status}: {text}; asking again will not help until the gateway's settings for that registry suit it")),
+            Reject::RegistryRefused(r) => row(502, "bad_gateway", r.code(), Outcome::UpstreamError, registry_refusal(r)),
             Reject::Unavailable(e) => row(503, "temporarily_unavailable", e.code(), Outcome::Unavailable, e.description().into()),
             Reject::NoHealthyBackend(u) => row(502, "bad_gateway", "no_healthy_backend", Outcome::UpstreamError, format!("no healthy backend in upstream {u}")),
             Reject::BackendUnreachable => row(502, "bad_gateway", "backend_unreachable", Outcome::UpstreamError, "the backend could not be reached".into()),
@@ -674,9 +677,7 @@ impl Reject {
     pub fn log_detail(&self) -> Option<String> {
         match self {
             Reject::Unavailable(e) => Some(e.to_string()),
-            Reject::RegistryRefused { url, status, text } => Some(format!(
-                "the registry at {url} refused the request with {status}: {text}"
-            )),
+            Reject::RegistryRefused(r) => Some(r.to_string()),
             Reject::Login(
                 e @ (LoginFailure::ProviderUnavailable(_)
                 | LoginFailure::Store(_)
@@ -701,6 +702,9 @@ impl Reject {
             }
             Reject::MethodNotAllowed(m) => vec![("allow", methods(m))],
             Reject::Unavailable(Unavailable::ListenerFull) => vec![("retry-after", "1".into())],
+            Reject::Unavailable(Unavailable::Registry(RegistryFailure::Call(
+                PeerError::Busy { retry_after, .. },
+            ))) => vec![("retry-after", retry_after.to_string())],
             Reject::TooManyRegistryCalls { retry_after, .. } => {
                 vec![("retry-after", whole_seconds(*retry_after).to_string())]
             }
@@ -715,6 +719,37 @@ impl Reject {
             ],
             _ => Vec::new(),
         }
+    }
+}
+
+/// What a consumer is told of a registry's refusal: what is wrong for good, in words of the
+/// gateway's, with no address and none of the registry's pages (the log has those).
+fn registry_refusal(r: &RegistryRefusal) -> String {
+    const UNTIL: &str =
+        "asking again will not help until the gateway's settings for that registry suit it";
+    match r {
+        RegistryRefusal::Request { status, .. } => format!(
+            "the authorisation registry refused the gateway's request with {status} ({}); {UNTIL}",
+            r.short_reason()
+        ),
+        RegistryRefusal::Credentials { status, .. } => format!(
+            "the authorisation registry refused the gateway's credentials with {status} ({}), a fresh token's too; {UNTIL}",
+            r.short_reason()
+        ),
+        RegistryRefusal::NoEndpoint { .. } => format!(
+            "the authorisation registry has no endpoint at the path the gateway calls (404, a web page): its token_path or delegation_path is not the registry's; {UNTIL}"
+        ),
+        RegistryRefusal::Redirected(_) => format!(
+            "the authorisation registry redirects the gateway's call elsewhere, and the gateway follows no redirects; {UNTIL}"
+        ),
+        RegistryRefusal::NotForUs {
+            registry,
+            addressed,
+            ours,
+            ..
+        } => format!(
+            "the evidence of the authorisation registry {registry} is addressed to {addressed} (aud), not to the gateway ({ours}); {UNTIL}"
+        ),
     }
 }
 

@@ -84,11 +84,17 @@ fn one_of_each() -> Vec<Reject> {
             party: "EU.EORI.NL000000002".into(),
             broker: true,
         },
-        Reject::RegistryRefused {
+        Reject::RegistryRefused(RegistryRefusal::Request {
             url: "https://ar.example/delegation".into(),
             status: 400,
             text: "Invalid client credentials".into(),
-        },
+        }),
+        Reject::Unavailable(Unavailable::Registry(RegistryFailure::Call(
+            PeerError::Busy {
+                url: "https://ar.example/delegation".into(),
+                retry_after: 7,
+            },
+        ))),
         Reject::NoHealthyBackend("legacy".into()),
         Reject::BackendUnreachable,
         Reject::BackendTimeout,
@@ -148,7 +154,7 @@ fn one_of_each() -> Vec<Reject> {
             | Reject::TooManyNewOwners { .. }
             | Reject::TooManyRegistryCalls { .. }
             | Reject::Unavailable(_)
-            | Reject::RegistryRefused { .. }
+            | Reject::RegistryRefused(_)
             | Reject::RegistryDenied { .. }
             | Reject::PreviousStepsUnavailable { .. }
             | Reject::NoHealthyBackend(_)
@@ -283,6 +289,7 @@ fn every_reason_is_in_the_status_table_with_its_status() {
         (403, DenyReason::codes()),
         (403, EvidenceRefusal::codes()),
         (503, Unavailable::codes()),
+        (502, RegistryRefusal::codes()),
     ];
     for (status, codes) in nested {
         for code in codes {

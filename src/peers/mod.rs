@@ -33,6 +33,19 @@ pub enum PeerError {
     },
     #[error("{url} answered something unusable: {detail}")]
     Garbled { url: String, detail: String },
+    /// 429: the peer asks to be called again later (`Retry-After`, bounded).
+    #[error(
+        "{url} answered 429 (too many requests) and asks to be called again in {retry_after} s"
+    )]
+    Busy { url: String, retry_after: u64 },
+    /// 3xx: the gateway follows no redirect (its own assertion, addressed to this peer, would go
+    /// to whatever address a redirect names).
+    #[error("{url} answered {status}, redirecting to {to}; the gateway follows no redirects: configure the address it redirects to")]
+    Redirected {
+        url: String,
+        status: u16,
+        to: String,
+    },
 }
 
 impl PeerError {
@@ -87,11 +100,16 @@ reason_codes! {
         PeerError::Unreachable { .. } => "unreachable",
         PeerError::Status { .. } => "error_status",
         PeerError::Garbled { .. } => "garbled",
+        PeerError::Busy { .. } => "busy",
+        PeerError::Redirected { .. } => "redirected",
     }
 }
 
 /// The longest error body quoted back in an error.
 const QUOTE: usize = 300;
+
+/// The longest wait a peer's `Retry-After` is taken for, in seconds: a longer one is read as this.
+pub const RETRY_AFTER_MAX: u64 = 60;
 
 /// Calls other participants as `identity`.
 #[derive(Clone)]
@@ -175,9 +193,11 @@ impl PeerClient {
         get_signed(&self.http, url, query, token, member).await
     }
 
-    /// POST a delegation request. `Ok(None)` when the registry has no policy (404), which is a Deny.
-    /// The answer's member is the one of the body's version: `delegationToken` for a 3.0 body,
-    /// `delegation_token` before; the other is garbled, not guessed.
+    /// POST a delegation request. `Ok(None)` when the registry has no policy (404), which is a Deny;
+    /// a 404 that is a web page (`text/html`: a server's "no such path") is no registry's answer
+    /// but an error status. The answer's member is the one of the body's version:
+    /// `delegationToken` for a 3.0 body, `delegation_token` before; the other is garbled, not
+    /// guessed.
     pub async fn delegation(
         &self,
         url: &str,
@@ -188,7 +208,7 @@ impl PeerClient {
             .send()
             .await
             .map_err(|e| PeerError::from_reqwest(url, e))?;
-        if resp.status() == StatusCode::NOT_FOUND {
+        if resp.status() == StatusCode::NOT_FOUND && !is_page(resp.headers()) {
             return Ok(None);
         }
         let answer: serde_json::Value = read(url, resp).await?;
@@ -247,9 +267,58 @@ fn member_of(url: &str, body: &serde_json::Value, member: &str) -> Result<String
     }
 }
 
+/// Whether an answer is a web page: a server's or a proxy's own error page, not a participant's
+/// answer.
+fn is_page(headers: &reqwest::header::HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/html"))
+}
+
+/// How long a 429 asks to wait: `Retry-After` in seconds (or as a date), within 1 s and
+/// `RETRY_AFTER_MAX`; 1 s when it says nothing usable.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> u64 {
+    let text = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    let secs = text.and_then(|t| match t.parse::<u64>() {
+        Ok(secs) => Some(secs),
+        Err(_) => httpdate::parse_http_date(t).ok().map(|at| {
+            at.duration_since(std::time::SystemTime::now())
+                .map_or(0, |d| d.as_secs())
+        }),
+    });
+    secs.unwrap_or(1).clamp(1, RETRY_AFTER_MAX)
+}
+
+/// The `Location` a redirect names, as printable text of at most `QUOTE` characters.
+fn location(headers: &reqwest::header::HeaderMap) -> String {
+    let to = headers
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_else(|| "no Location".into());
+    to.chars().filter(|c| !c.is_control()).take(QUOTE).collect()
+}
+
 /// The JSON of a successful answer; an error status or unreadable JSON is an error.
 async fn read<T: DeserializeOwned>(url: &str, resp: reqwest::Response) -> Result<T, PeerError> {
     let status = resp.status();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        return Err(PeerError::Busy {
+            url: url.to_string(),
+            retry_after: retry_after(resp.headers()),
+        });
+    }
+    if status.is_redirection() {
+        return Err(PeerError::Redirected {
+            url: url.to_string(),
+            status: status.as_u16(),
+            to: location(resp.headers()),
+        });
+    }
     let bytes = resp
         .bytes()
         .await

@@ -60,15 +60,12 @@ reason_codes! {
     }
 }
 
-/// Whether a registry's status refuses our request itself (asking again will not help), not our
-/// token (401, which a new token mends) nor the registry's own fault (5xx).
-pub fn refuses_request(status: u16) -> bool {
-    matches!(status, 400 | 402..=499)
-}
-
-/// Why a registry gave no usable answer: the gateway fails closed.
+/// Why a registry gave no usable answer this time: the gateway fails closed, and asking again
+/// later may help (503).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryFailure {
+    /// It did not answer in time, could not be reached, answered 429 or a 5xx (with a fresh
+    /// token too), or answered something unreadable.
     #[error(transparent)]
     Call(PeerError),
     #[error("the answer of {registry} is not usable evidence: {problem}")]
@@ -79,10 +76,136 @@ reason_codes! {
     RegistryFailure {
         RegistryFailure::Call(PeerError::Timeout { .. }) => "registry_timeout",
         RegistryFailure::Call(PeerError::Unreachable { .. }) => "registry_unreachable",
-        RegistryFailure::Call(PeerError::Status { .. }) => "registry_error",
+        RegistryFailure::Call(PeerError::Busy { .. }) => "registry_busy",
+        RegistryFailure::Call(PeerError::Status { .. } | PeerError::Redirected { .. }) => "registry_error",
         RegistryFailure::Call(PeerError::Garbled { .. })
         | RegistryFailure::Answer { .. } => "registry_garbled",
     }
+}
+
+/// Why a registry refuses the gateway for good: asking again will not help until the gateway's
+/// settings for that registry suit it (502).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryRefusal {
+    /// A 4xx (not 401, not 404 "no policy", not 429) from its token or delegation endpoint.
+    #[error("{url} refused the gateway's request with {status}: {text}")]
+    Request {
+        url: String,
+        status: u16,
+        text: String,
+    },
+    /// Its token endpoint refused our client assertion, or its delegation endpoint a token it
+    /// had just given.
+    #[error("{url} refused the gateway's credentials with {status}, a fresh token's too: {text}")]
+    Credentials {
+        url: String,
+        status: u16,
+        text: String,
+    },
+    /// A 404 web page: no endpoint at that path (a `token_path` or `delegation_path` that is not
+    /// the registry's), not a registry's "no policy".
+    #[error("{url} is no endpoint of the registry: it answered 404 with a web page ({text}); set token_path and delegation_path of its [[registry]] to its own paths")]
+    NoEndpoint { url: String, text: String },
+    #[error(transparent)]
+    Redirected(PeerError),
+    /// Its evidence is addressed to another party than the gateway.
+    #[error("the evidence of {registry} is addressed to {addressed} (aud), not to the gateway ({ours}){hint}")]
+    NotForUs {
+        registry: String,
+        addressed: String,
+        ours: String,
+        hint: &'static str,
+    },
+}
+
+/// What a refusal of evidence addressed to another name says: which setting accepts it.
+pub const ADDRESSED_HINT: &str = "; if the registry addresses the gateway by an id of its own (as FIWARE Keyrock does with the user id it keeps for the gateway's client), name that id in its [[registry]] addresses_us_as";
+
+reason_codes! {
+    RegistryRefusal {
+        RegistryRefusal::Request { .. } => "registry_refused_request",
+        RegistryRefusal::Credentials { .. } => "registry_refused_credentials",
+        RegistryRefusal::NoEndpoint { .. } => "registry_endpoint_missing",
+        RegistryRefusal::Redirected(_) => "registry_redirected",
+        RegistryRefusal::NotForUs { .. } => "registry_evidence_not_for_us",
+    }
+}
+
+impl RegistryRefusal {
+    /// The registry's own words for the consumer: the HTTP status's reason phrase, or a short
+    /// printable `error_description`/`error`/`message` of a JSON answer; never its page or its
+    /// schema's error list (the log has those).
+    pub fn short_reason(&self) -> String {
+        let (status, text) = match self {
+            RegistryRefusal::Request { status, text, .. }
+            | RegistryRefusal::Credentials { status, text, .. } => (*status, text.as_str()),
+            _ => return String::new(),
+        };
+        let phrase = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("refused");
+        let said = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| {
+                ["error_description", "error", "message"]
+                    .iter()
+                    .find_map(|m| v.get(m).and_then(|s| s.as_str()).map(str::to_string))
+            })
+            .map(|s| {
+                s.chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || " .,:;()'-_/[]".contains(*c))
+                    .take(SHORT_REASON)
+                    .collect::<String>()
+            })
+            .filter(|s| !s.trim().is_empty());
+        match said {
+            Some(said) => format!("{phrase}: {said}"),
+            None => phrase.to_string(),
+        }
+    }
+}
+
+/// The longest reason of a registry's own that a consumer is shown.
+const SHORT_REASON: usize = 160;
+
+/// How a failed call is taken: for now (503) or for good (502).
+fn classify(e: PeerError) -> RegistryError {
+    let refused = |r| RegistryError::Refused(r);
+    match e {
+        PeerError::Redirected { .. } => refused(RegistryRefusal::Redirected(e)),
+        PeerError::Status {
+            url,
+            status: 404,
+            body,
+        } => refused(RegistryRefusal::NoEndpoint { url, text: body }),
+        PeerError::Status {
+            url,
+            status: status @ 401,
+            body,
+        } => refused(RegistryRefusal::Credentials {
+            url,
+            status,
+            text: body,
+        }),
+        PeerError::Status {
+            url,
+            status: status @ (400 | 402..=499),
+            body,
+        } => refused(RegistryRefusal::Request {
+            url,
+            status,
+            text: body,
+        }),
+        other => RegistryError::Failed(RegistryFailure::Call(other)),
+    }
+}
+
+/// Whether a delegation call's failure may be the token's: a registry that forgot it (a reset
+/// database) answers 401, 403 or even 500 (FIWARE Keyrock); a fresh token is tried once (and at
+/// most once per `RENEWAL_INTERVAL`).
+fn may_be_the_token(e: &PeerError) -> bool {
+    matches!(e, PeerError::Status { status, .. } if matches!(status, 401 | 403 | 500..=599))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +214,8 @@ pub enum RegistryError {
     NoRegistry(#[from] NoRegistry),
     #[error(transparent)]
     Failed(#[from] RegistryFailure),
+    #[error(transparent)]
+    Refused(#[from] RegistryRefusal),
     #[error(transparent)]
     SchemeOwner(#[from] TrustError),
     /// The registry wants a client assertion of the mask's parties in `previous_steps`, and none
@@ -106,6 +231,18 @@ pub enum RegistryError {
     HeldAssertionsUnavailable(String),
 }
 
+reason_codes! {
+    RegistryError {
+        RegistryError::NoPreviousStep { .. } => "previous_steps_unavailable",
+        RegistryError::HeldAssertionsUnavailable(_) => "replay_store_unavailable",
+    } nested {
+        RegistryError::NoRegistry(e) => e: NoRegistry,
+        RegistryError::Failed(e) => e: RegistryFailure,
+        RegistryError::Refused(e) => e: RegistryRefusal,
+        RegistryError::SchemeOwner(e) => e: TrustError,
+    }
+}
+
 /// Whose consent to ask a registry about the consumer's delegations the gateway forwards, where
 /// the registry wants it (`previous_steps = "consumer_assertion"`).
 #[derive(Clone, Copy, Debug)]
@@ -116,6 +253,22 @@ pub enum Consent<'a> {
     /// to the broker, checked with the request), then the broker's client assertion from its
     /// token request (addressed to us): a chain of consent from the consumer to the gateway.
     Broker { broker: &'a str, assertion: &'a str },
+}
+
+/// What a registry is asked for: the evidence of a request from the data owner through the
+/// delegation path to the consumer.
+#[derive(Clone, Copy)]
+pub struct ChainAsk<'a> {
+    /// The `[[registry]]` the route names; none: the one the data owner designated.
+    pub configured: Option<&'a str>,
+    pub owner: &'a PartyId,
+    /// The parties between the data owner and the consumer, in order.
+    pub path: &'a [String],
+    pub request: &'a AccessRequest,
+    /// The names of the request's parties, each to its record's id.
+    pub aliases: &'a Aliases,
+    /// Whose consent is forwarded to a registry that wants previous steps.
+    pub consent: Consent<'a>,
 }
 
 /// That a registry holds a data owner's delegations.
@@ -135,9 +288,14 @@ pub struct RegistryClient {
     rules: EvidenceTokenRules,
     configured: BTreeMap<String, Registry>,
     tokens: TokenCache,
+    /// Token endpoints whose token was renewed after a failure within `RENEWAL_INTERVAL`.
+    renewed: moka::sync::Cache<String, ()>,
     forwarded: Arc<ForwardedAssertions>,
     metrics: Metrics,
 }
+
+/// How often a registry's token is renewed after a failed call at most.
+const RENEWAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RegistryClient {
     pub fn new(
@@ -158,6 +316,10 @@ impl RegistryClient {
             rules,
             configured,
             tokens: TokenCache::default(),
+            renewed: moka::sync::Cache::builder()
+                .max_capacity(1024)
+                .time_to_live(RENEWAL_INTERVAL)
+                .build(),
             forwarded,
             metrics,
         }
@@ -330,33 +492,52 @@ impl RegistryClient {
             true => PartyId::parse(&ar_record.id).unwrap_or(ar_id),
             false => ar_id,
         };
-        // A registry found in a record is asked as a [[registry]] of its party id is configured.
-        let settings = self.configured.values().find(|r| r.party_id == ar_id);
-        let registry = Registry {
-            name: ar_id.to_string(),
-            url: listed.url.trim_end_matches('/').to_string(),
-            scheme_version: self.readers.version_of(ar_id.as_str()),
-            party_id: ar_id,
-            token_path: TOKEN_PATH.into(),
-            delegation_path: DELEGATION_PATH.into(),
-            mask_licences: settings.is_none_or(|r| r.mask_licences),
-            previous_steps: settings.map_or(PreviousSteps::None, |r| r.previous_steps),
+        // A registry found in a record is asked as a [[registry]] of its party id is configured
+        // (its paths, version, masks and the rest; of several, the one at the record's address),
+        // at the address the record gives.
+        let url = listed.url.trim_end_matches('/').to_string();
+        let settings = self.configured.values().filter(|r| r.party_id == ar_id);
+        let chosen = settings
+            .clone()
+            .find(|r| r.url.trim_end_matches('/') == url)
+            .or_else(|| settings.clone().next());
+        let registry = match chosen {
+            Some(settings) => Registry {
+                url,
+                ..settings.clone()
+            },
+            None => Registry {
+                name: ar_id.to_string(),
+                url,
+                scheme_version: self.readers.version_of(ar_id.as_str()),
+                party_id: ar_id,
+                token_path: TOKEN_PATH.into(),
+                delegation_path: DELEGATION_PATH.into(),
+                mask_licences: true,
+                previous_steps: PreviousSteps::None,
+                addresses_us_as: None,
+            },
         };
         Ok((registry, holding))
     }
 
-    /// The registry asked, and the evidence of every step from the data owner through `path` to
-    /// the consumer from the data owner's registry (which holds the linked policies). None: a step
-    /// has no policy.
+    /// The registry asked, and the evidence of every step from the data owner through the path to
+    /// the consumer from the data owner's registry (which holds the linked policies), each call
+    /// by `deadline`. None: a step has no policy.
     pub async fn chain(
         &self,
-        configured: Option<&str>,
-        owner: &PartyId,
-        path: &[String],
-        request: &AccessRequest,
-        (aliases, consent): (&Aliases, Consent<'_>),
+        ask: ChainAsk<'_>,
         trust: &TrustStore,
+        deadline: tokio::time::Instant,
     ) -> Result<(PartyId, Option<Vec<DelegationEvidence>>), RegistryError> {
+        let ChainAsk {
+            configured,
+            owner,
+            path,
+            request,
+            aliases,
+            consent,
+        } = ask;
         let mut aliases = aliases.clone();
         let (registry, holding) = self
             .registry_for(configured, owner, &mut aliases, trust, Timestamp::now())
@@ -375,7 +556,10 @@ impl RegistryClient {
             // chose registries of its own did not choose this one for us.
             let for_us = holding.for_us
                 && (chain.is_empty() || !self.designates_any(&step.policy_issuer, trust).await?);
-            match self.evidence(&registry, &step, consent, trust).await? {
+            match self
+                .evidence(&registry, &step, consent, trust, deadline)
+                .await?
+            {
                 Some(mut ev) => {
                     ev.read_as.designated_for_us = for_us;
                     chain.push(ev)
@@ -386,29 +570,41 @@ impl RegistryClient {
         Ok((registry.party_id, Some(chain)))
     }
 
-    /// Ask `registry` for the evidence of `step` of a request, with the `consent` it may want.
-    /// None: the registry holds no policy (404).
+    /// Ask `registry` for the evidence of `step` of a request, with the `consent` it may want,
+    /// by `deadline`. None: the registry holds no policy (404). A call is counted by how it
+    /// ended; a request refused before any call (no previous step held) is not a call.
     pub async fn evidence(
         &self,
         registry: &Registry,
         step: &AccessRequest,
         consent: Consent<'_>,
         trust: &TrustStore,
+        deadline: tokio::time::Instant,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
+        let previous_steps = match registry.previous_steps {
+            PreviousSteps::ConsumerAssertion => self.consent(registry, step, consent).await?,
+            PreviousSteps::None => Vec::new(),
+        };
         let started = Instant::now();
         let span = Step::start(
             SpanKind::Client,
             || "registry evidence",
             || call_attributes(registry),
         );
-        let result = span.within(self.call(registry, step, consent, trust)).await;
+        let call = span.within(self.call(registry, step, previous_steps, trust));
+        let result = match tokio::time::timeout_at(deadline, call).await {
+            Ok(result) => result,
+            Err(_) => Err(RegistryFailure::Call(PeerError::Timeout {
+                url: join(&registry.url, &registry.delegation_path),
+            })
+            .into()),
+        };
         let outcome = match &result {
             Ok(Some(_)) => "evidence",
             Ok(None) => "no_policy",
-            Err(RegistryError::Failed(f)) => f.code(),
-            Err(_) => "refused",
+            Err(e) => e.code(),
         };
-        span.end(|| (outcome, matches!(result, Err(RegistryError::Failed(_)))));
+        span.end(|| (outcome, result.is_err()));
         self.metrics
             .registry_calls
             .with_label_values(&[&registry.name, outcome])
@@ -420,20 +616,18 @@ impl RegistryClient {
         result
     }
 
+    /// Our token at `registry`, then the delegation call with it. A failure that may be the
+    /// token's (a registry that forgot it) drops it and tries once more with a fresh one; a
+    /// token fetched for this call is not tried twice.
     async fn call(
         &self,
         registry: &Registry,
         step: &AccessRequest,
-        consent: Consent<'_>,
+        previous_steps: Vec<String>,
         trust: &TrustStore,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
-        let failed = |e: PeerError| RegistryFailure::Call(e);
         let token_url = join(&registry.url, &registry.token_path);
-        let token = self
-            .tokens
-            .get(&self.peer, &token_url, registry.party_id.as_str())
-            .await
-            .map_err(failed)?;
+        let audience = registry.party_id.as_str();
         let version = registry.scheme_version;
         // Without licences in the mask, the evidence's licences are still judged against the
         // route's (`evaluation`).
@@ -449,26 +643,38 @@ impl RegistryClient {
             }
         };
         let mut body = DelegationBody::new(step.to_mask(version), version);
-        if registry.previous_steps == PreviousSteps::ConsumerAssertion {
-            body.previous_steps = self.consent(registry, step, consent).await?;
-        }
-        let answer = self
-            .peer
-            .delegation(
-                &join(&registry.url, &registry.delegation_path),
-                &token,
-                &body,
-            )
-            .await;
-        if let Err(PeerError::Status { status: 401, .. }) = &answer {
-            self.tokens
-                .forget(&token_url, registry.party_id.as_str())
-                .await;
-        }
-        let Some(token) = answer.map_err(failed)? else {
+        body.previous_steps = previous_steps;
+        let url = join(&registry.url, &registry.delegation_path);
+        let (mut token, mut fresh) = self
+            .tokens
+            .get_fresh(&self.peer, &token_url, audience)
+            .await
+            .map_err(classify)?;
+        let answer = loop {
+            match self.peer.delegation(&url, &token, &body).await {
+                Err(e) if may_be_the_token(&e) && !fresh && self.may_renew(&token_url) => {
+                    self.tokens.forget(&token_url, audience).await;
+                    (token, _) = self
+                        .tokens
+                        .get_fresh(&self.peer, &token_url, audience)
+                        .await
+                        .map_err(classify)?;
+                    fresh = true;
+                }
+                answer => break answer,
+            }
+        };
+        let Some(token) = answer.map_err(classify)? else {
             return Ok(None);
         };
         self.verify_answer(&token, registry, trust).await.map(Some)
+    }
+
+    /// Whether the token for `token_url` may be renewed after a failure: once per
+    /// `RENEWAL_INTERVAL`, so that a registry failing every call costs no signature per request.
+    fn may_renew(&self, token_url: &str) -> bool {
+        let entry = self.renewed.entry_by_ref(token_url).or_insert(());
+        entry.is_fresh()
     }
 
     /// The previous steps for a registry that wants them: the consumer's client assertion from
@@ -524,12 +730,23 @@ impl RegistryClient {
         if decoded.str_claim("iss") != Some(registry.party_id.as_str()) {
             return Err(garbled("iss is not the registry".into()).into());
         }
-        if decoded.audience_includes(self.our_id.as_str()) == Some(false) {
-            return Err(garbled(format!(
-                "the answer is addressed to {} (aud), not to {}",
-                decoded.audience(),
-                self.our_id
-            ))
+        // Addressed to us, or to the id this registry keeps for us where its [[registry]] names
+        // one (answers to our own call only: evidence a client presents is never read so).
+        let for_us = decoded.audience_includes(self.our_id.as_str()) != Some(false)
+            || registry
+                .addresses_us_as
+                .as_deref()
+                .is_some_and(|id| decoded.audience_includes(id) == Some(true));
+        if !for_us {
+            return Err(RegistryRefusal::NotForUs {
+                registry: registry.party_id.to_string(),
+                addressed: decoded.audience(),
+                ours: self.our_id.to_string(),
+                hint: match registry.addresses_us_as {
+                    None => ADDRESSED_HINT,
+                    Some(_) => "",
+                },
+            }
             .into());
         }
         check_token_claims(&decoded, &self.rules, now).map_err(|e| garbled(e.to_string()))?;

@@ -50,9 +50,24 @@ impl TokenCache {
         token_url: &str,
         audience: &str,
     ) -> Result<Arc<str>, PeerError> {
+        self.get_fresh(peer, token_url, audience)
+            .await
+            .map(|(token, _)| token)
+    }
+
+    /// A token as `get` gives it, and whether it was asked for by this call (a fresh token:
+    /// a refusal of it is not the cache's doing).
+    pub async fn get_fresh(
+        &self,
+        peer: &PeerClient,
+        token_url: &str,
+        audience: &str,
+    ) -> Result<(Arc<str>, bool), PeerError> {
         let key = format!("{audience} {token_url}");
+        let asked = std::sync::atomic::AtomicBool::new(false);
         self.cache
             .try_get_with(key, async {
+                asked.store(true, std::sync::atomic::Ordering::Relaxed);
                 let t = peer.token(token_url, audience).await?;
                 Ok::<_, PeerError>(Cached {
                     token: Arc::from(t.access_token.as_str()),
@@ -60,7 +75,7 @@ impl TokenCache {
                 })
             })
             .await
-            .map(|c| c.token)
+            .map(|c| (c.token, asked.load(std::sync::atomic::Ordering::Relaxed)))
             .map_err(|e| (*e).clone())
     }
 

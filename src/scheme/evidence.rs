@@ -793,13 +793,12 @@ impl AccessRequest {
             }),
             unknown: Unknown::default(),
         });
-        let service_providers =
-            (!version.conditions() && !self.service_providers.is_empty()).then(|| {
-                PolicyEnvironment {
-                    service_providers: Some(self.service_providers.clone()),
-                    unknown: Unknown::default(),
-                }
-            });
+        let service_providers = (version.masks_name_service_providers()
+            && !self.service_providers.is_empty())
+        .then(|| PolicyEnvironment {
+            service_providers: Some(self.service_providers.clone()),
+            unknown: Unknown::default(),
+        });
         let values: BTreeMap<String, Value> = self
             .operands
             .iter()

@@ -77,6 +77,13 @@ impl SchemeVersion {
         self >= SchemeVersion::V2_2
     }
 
+    /// A mask's policies name the service providers asking (`target.environment.serviceProviders`):
+    /// 1.9's. The 2.0 to 2.2 documents give a mask's policy target its resource and actions
+    /// only (`Policy_request_evidence`), 3.0's a `context`.
+    pub fn masks_name_service_providers(self) -> bool {
+        self < SchemeVersion::V2_0
+    }
+
     /// Rules may carry `conditions` and policy targets a `context` (3.0).
     pub fn conditions(self) -> bool {
         self >= SchemeVersion::V3_0

@@ -4,6 +4,7 @@
 use super::config::{ConfigError, PartyConfig, Serve, TestbedConfig};
 use super::echo;
 use super::identity_provider;
+use super::keyrock;
 use super::keys::{self, KeysError, TestbedKeys};
 use super::participant::{self, Participant, Shared};
 use super::party_register::{party_record, Register, Scheme};
@@ -23,6 +24,7 @@ use axum::Router;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -216,7 +218,10 @@ fn participant(
         party_id,
         name: party.name.clone(),
         serve,
-        strict: party.strict,
+        strict: party.strict || party.keyrock,
+        keyrock: party
+            .keyrock
+            .then(|| keyrock::Known::new(Duration::from_secs(participant::ACCESS_TOKEN_LIFETIME))),
         base_url: url.to_string(),
         jti: Default::default(),
         shared: shared.clone(),
@@ -234,6 +239,7 @@ fn router(
 ) -> Result<Router, TestbedError> {
     Ok(match participant.serve {
         Serve::SchemeOwner => scheme_owner::router(participant),
+        Serve::AuthorisationRegistry if party.keyrock => keyrock::router(participant),
         Serve::AuthorisationRegistry | Serve::EntitledParty => {
             let router = registry::router(participant.clone());
             match &config.admin {

@@ -5,6 +5,7 @@
 pub mod config;
 pub mod echo;
 pub mod identity_provider;
+pub mod keyrock;
 pub mod keys;
 pub mod launch;
 pub mod lockout;

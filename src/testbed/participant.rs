@@ -64,6 +64,8 @@ pub struct Participant {
     pub serve: Serve,
     /// A registry as strict as Keyrock (`PartyConfig::strict`).
     pub strict: bool,
+    /// A registry that answers as Keyrock does (`PartyConfig::keyrock`): the tokens it knows.
+    pub keyrock: Option<super::keyrock::Known>,
     pub base_url: String,
     pub identity: SigningIdentity,
     pub tokens: AccessTokens,
@@ -324,13 +326,19 @@ impl Participant {
                     "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B01",
                     "delegation",
                     "Answers a delegation mask with delegation evidence",
-                    DELEGATION_PATH,
+                    match self.keyrock {
+                        Some(_) => super::keyrock::DELEGATION_PATH,
+                        None => DELEGATION_PATH,
+                    },
                 ),
                 self.feature(
                     "3D4E9F6B-1A7C-4E8F-8B2D-4C6E8A0F2B02",
                     "policy",
                     "Adds a policy issued by the caller",
-                    "/policy",
+                    match self.keyrock {
+                        Some(_) => super::keyrock::POLICY_PATH,
+                        None => "/policy",
+                    },
                 ),
             ]),
             Serve::IdentityProvider => {}
@@ -421,6 +429,9 @@ pub async fn token(
         .verify_client_assertion(&checked.assertion, &checked.client_id, now)
         .await?;
     let access_token = p.tokens.issue(&assertion.client_id, &checked.scopes, now);
+    if let Some(keyrock) = &p.keyrock {
+        keyrock.issued(&access_token);
+    }
     let mut resp = axum::Json(TokenResponse::bearer(
         access_token,
         p.tokens.lifetime_secs(),

@@ -369,7 +369,7 @@ fn check_delegation_path(path: &[&str], mask: &DelegationRequest) -> Result<(), 
 }
 
 /// POST /delegation.
-async fn delegation(
+pub async fn delegation(
     State(p): State<Arc<Participant>>,
     method: Method,
     headers: HeaderMap,
@@ -455,11 +455,16 @@ async fn delegation(
         true => (p.party_id.as_str(), member::DELEGATION_3),
         false => (asked.target.access_subject.as_str(), member::DELEGATION),
     };
+    // Keyrock addresses its evidence to the id it keeps for the caller.
+    let aud = match &p.keyrock {
+        Some(_) => super::keyrock::user_id(&caller),
+        None => caller,
+    };
     let token = p
         .identity
         .sign_token(
             sub,
-            Some(&caller),
+            Some(&aud),
             &json!({ DELEGATION_EVIDENCE_CLAIM: evidence }),
             now,
             super::participant::RESPONSE_TOKEN_LIFETIME,
@@ -505,7 +510,7 @@ pub fn new_policy(p: &Participant, body: &[u8]) -> Result<DelegationEvidence, Ap
 }
 
 /// POST /policy: store a policy the caller issues (an entitled party stores only its own).
-async fn add_policy(
+pub async fn add_policy(
     State(p): State<Arc<Participant>>,
     method: Method,
     headers: HeaderMap,

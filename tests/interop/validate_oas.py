@@ -1,12 +1,16 @@
 """Validate JSON documents against a schema of the scheme's official OpenAPI document.
 
-Usage: validate_oas.py SPEC.yaml POINTER < documents.json
+Usage: validate_oas.py SPEC.yaml POINTER [closed] < documents.json
 
 POINTER is a JSON pointer into the OpenAPI document (e.g.
 /components/schemas/delegationRequestBody/properties/delegationRequest); standard input holds a
 JSON array of documents. Every document is validated with the OpenAPI 3.0 dialect of
 openapi-schema-validator; the errors are printed, one per line, and the exit status is the
 number of documents that did not validate.
+
+With `closed`, an object schema that lists its properties and says nothing of others admits no
+others: a member the document does not define (a misplaced one) is an error, as a registry that
+reads its schema strictly finds it.
 """
 
 import json
@@ -35,10 +39,25 @@ Yaml12Loader.add_implicit_resolver(
 )
 
 
+def close(node):
+    """Every object schema with properties and no word on others admits no others."""
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        for value in node.values():
+            close(value)
+    elif isinstance(node, list):
+        for value in node:
+            close(value)
+
+
 def main():
     spec_path, pointer = sys.argv[1], sys.argv[2]
+    closed = sys.argv[3:] == ["closed"]
     with open(spec_path, encoding="utf-8") as f:
         spec = yaml.load(f, Loader=Yaml12Loader)
+    if closed:
+        close(spec.get("components", {}))
     root = "urn:ishare-openapi"
     registry = Registry().with_resource(root, Resource(contents=spec, specification=DRAFT4))
     validator = OAS30Validator({"$ref": root + "#" + pointer}, registry=registry)

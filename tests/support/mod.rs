@@ -51,11 +51,24 @@ pub fn interop_python() -> PathBuf {
 /// Validate `documents` against the schema at `pointer` of the scheme's official OpenAPI
 /// document (tests/fixtures/ishare-openapi): the validator's complaints, empty when they hold.
 pub fn schema_errors(pointer: &str, documents: &[serde_json::Value]) -> String {
+    schema_errors_in("ishare_openapi_spec.yaml", pointer, documents, false)
+}
+
+/// Validate `documents` against the schema at `pointer` of the document `spec` (its path under
+/// tests/fixtures/ishare-openapi: `v2.1/ishare_openapi_spec.yaml` for 2.1's); `closed`: members
+/// the schema does not list are errors (`validate_oas.py`).
+pub fn schema_errors_in(
+    spec: &str,
+    pointer: &str,
+    documents: &[serde_json::Value],
+    closed: bool,
+) -> String {
     use std::io::Write;
     let mut child = std::process::Command::new(interop_python())
         .arg(repo().join("tests/interop/validate_oas.py"))
-        .arg(repo().join("tests/fixtures/ishare-openapi/ishare_openapi_spec.yaml"))
+        .arg(repo().join("tests/fixtures/ishare-openapi").join(spec))
         .arg(pointer)
+        .args(closed.then_some("closed"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -141,6 +154,7 @@ pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
             also_known_as: vec![],
             registries_for: Default::default(),
             strict: false,
+            keyrock: false,
         });
     }
     config
@@ -256,6 +270,26 @@ impl Bed {
         assert_eq!(resp.status(), 200, "token for {client} at {server}");
         let body: serde_json::Value = resp.json().await.unwrap();
         body["access_token"].as_str().unwrap().to_string()
+    }
+
+    /// A token for `client` from the gateway whose listener is at `base` (panics unless 200).
+    pub async fn token_at(&self, base: &str, client: &str) -> String {
+        let form = token_form(&self.identity(client), SP, None);
+        let (status, body) = status_json(request_token(&self.http, base, form).await).await;
+        assert_eq!(status, 200, "token for {client} at {base}: {body}");
+        body["access_token"].as_str().unwrap().to_string()
+    }
+
+    /// What a participant counted (`GET /testing/stats`).
+    pub async fn stats(&self, party: &str) -> serde_json::Value {
+        self.http
+            .get(format!("{}/testing/stats", self.url(party)))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// POST a token request with an assertion (made by `identity` unless given) to `server`.
@@ -444,6 +478,21 @@ pub fn gateway_dir(
     )
     .unwrap();
     (dir, ports)
+}
+
+/// The binary with `rules` and `extra` (as `gateway_dir` makes its directory) in front of `bed`,
+/// ready: the process and its plain listener's address.
+pub async fn binary_in_front(
+    bed: &Bed,
+    binary: &str,
+    rules: &str,
+    extra: &str,
+) -> (process::GatewayProcess, String) {
+    let (dir, ports) = gateway_dir(bed, binary, rules, extra, |t| t);
+    let mut gateway =
+        process::GatewayProcess::start(binary, &dir.join("gateway.toml"), ports.admin);
+    gateway.wait_ready().await;
+    (gateway, format!("http://127.0.0.1:{}", ports.plain))
 }
 
 /// Build the gateway of `dir` and start it in this process (without waiting for it to be ready).
@@ -902,6 +951,18 @@ pub fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
         actions: vec!["iSHARE.READ".into()],
         ..AccessRequest::default()
     }
+}
+
+/// GET `url` with a bearer `token`: the status, headers and JSON body of the answer.
+pub async fn get_bearing(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> (u16, reqwest::header::HeaderMap, serde_json::Value) {
+    let resp = http.get(url).bearer_auth(token).send().await.unwrap();
+    let headers = resp.headers().clone();
+    let (status, body) = status_json(resp).await;
+    (status, headers, body)
 }
 
 /// Assert that an answer is the refusal `(status, reason)`, showing its body when it is not.

@@ -184,6 +184,14 @@ impl GatewayProcess {
         Some((r.status().as_u16(), r.json().await.ok()?))
     }
 
+    /// The metrics text of its admin listener.
+    pub async fn metrics(&self) -> String {
+        let resp = reqwest::get(format!("{}/metrics", self.admin))
+            .await
+            .unwrap();
+        resp.text().await.unwrap()
+    }
+
     /// The configuration generation /ready reports, if it answers.
     pub async fn generation(&self) -> Option<u64> {
         self.ready().await?.1["config_generation"].as_u64()

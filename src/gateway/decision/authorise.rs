@@ -11,7 +11,7 @@ use super::route::Routed;
 use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage, Taken};
 use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, MissingValue, Reject, RuleValue};
-use crate::peers::registry::Consent;
+use crate::peers::registry::{ChainAsk, Consent};
 use crate::reading::text::has_control;
 use crate::request::template::{RequestValues, Template};
 use crate::request::{single_header, value_ambiguities, Ambiguities};
@@ -190,20 +190,11 @@ pub struct Expected<'a> {
     pub aliases: &'a Aliases,
 }
 
-/// What is asked of the data owner's registry.
+/// What is asked of the data owner's registry, for which route and caller.
 pub struct RegistryAsk<'a> {
     pub route: &'a str,
     pub caller: &'a str,
-    /// The registry the route names, if any.
-    pub registry: Option<&'a str>,
-    pub owner: &'a PartyId,
-    /// The parties between the data owner and the consumer, in order.
-    pub path: &'a [String],
-    pub request: &'a AccessRequest,
-    /// The names of the request's parties, each to its record's id.
-    pub aliases: &'a Aliases,
-    /// Whose consent is forwarded to a registry that wants previous steps.
-    pub consent: Consent<'a>,
+    pub chain: ChainAsk<'a>,
     /// The longest the route's decision is served from the cache.
     pub max_age: Option<std::time::Duration>,
 }
@@ -668,12 +659,14 @@ async fn evidence(
             let ask = RegistryAsk {
                 route: &d.route,
                 caller: facts.caller,
-                registry: rule.registry.as_deref(),
-                owner: &resolved.owner,
-                path,
-                request,
-                aliases: &resolved.aliases,
-                consent,
+                chain: ChainAsk {
+                    configured: rule.registry.as_deref(),
+                    owner: &resolved.owner,
+                    path,
+                    request,
+                    aliases: &resolved.aliases,
+                    consent,
+                },
                 max_age: rule.max_decision_age,
             };
             source.registry(&ask).await

@@ -123,7 +123,7 @@ impl Evidence for Given {
         let evaluated = match &self.registry {
             Some(RegistryAnswer::Evidence(chain, from)) => {
                 let source = EvidenceSource::Given { from: from.clone() };
-                evaluate(chain, ask.request, source, self.now)
+                evaluate(chain, ask.chain.request, source, self.now)
             }
             Some(RegistryAnswer::NoPolicy) => no_policy(EvidenceSource::Given {
                 from: "the registry's answer: no policy (404)".into(),

@@ -178,13 +178,13 @@ impl Evidence for Fakes {
             registry: REGISTRY.into(),
         };
         let found = self.policies.iter().find(|ev| {
-            ev.policy_issuer == ask.request.policy_issuer
-                && ev.target.access_subject == ask.request.access_subject
+            ev.policy_issuer == ask.chain.request.policy_issuer
+                && ev.target.access_subject == ask.chain.request.access_subject
         });
         let evaluated = match found {
             Some(ev) => evaluate(
                 std::slice::from_ref(ev),
-                ask.request,
+                ask.chain.request,
                 source,
                 Timestamp::from_secs(NOW),
             ),

@@ -168,16 +168,12 @@ impl Live<'_> {
                 retry_after,
             });
         }
+        // Each call ends by the deadline (counted as a registry timeout); the lookups between
+        // them at the scheme owner too.
         let timeout = inner.registry_timeout;
-        let chain = inner.registries.chain(
-            ask.registry,
-            ask.owner,
-            ask.path,
-            ask.request,
-            (ask.aliases, ask.consent),
-            self.trust,
-        );
-        let (registry, chain) = tokio::time::timeout(timeout, chain)
+        let deadline = tokio::time::Instant::now() + timeout;
+        let chain = inner.registries.chain(ask.chain, self.trust, deadline);
+        let (registry, chain) = tokio::time::timeout_at(deadline, chain)
             .await
             .map_err(|_| Reject::Unavailable(Unavailable::RegistryTimeout(timeout)))??;
         let source = EvidenceSource::Registry {
@@ -187,12 +183,17 @@ impl Live<'_> {
             return Ok(no_policy(source));
         };
         if !self.trust.resolves_aliases() {
-            return Ok(evaluate(&chain, ask.request, source, Timestamp::now()));
+            return Ok(evaluate(
+                &chain,
+                ask.chain.request,
+                source,
+                Timestamp::now(),
+            ));
         }
         // Its parties by the ids they stand for (3.0): issuers and subjects by the names the
         // request's parties' records list, service providers by those the gateway's lists.
-        let mut aliases = ask.aliases.clone();
-        let request = ask.request;
+        let mut aliases = ask.chain.aliases.clone();
+        let request = ask.chain.request;
         let ours: Vec<&str> = request
             .service_providers
             .iter()
@@ -211,7 +212,12 @@ impl Live<'_> {
         for ev in chain.iter_mut() {
             ev.resolve(&aliases)?;
         }
-        Ok(evaluate(&chain, ask.request, source, Timestamp::now()))
+        Ok(evaluate(
+            &chain,
+            ask.chain.request,
+            source,
+            Timestamp::now(),
+        ))
     }
 }
 
@@ -274,9 +280,9 @@ impl Evidence for Live<'_> {
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
         let key = DecisionKey {
             route: ask.route,
-            request: ask.request,
-            registry: ask.registry.unwrap_or_default(),
-            path: ask.path,
+            request: ask.chain.request,
+            registry: ask.chain.configured.unwrap_or_default(),
+            path: ask.chain.path,
             max_age: ask.max_age,
         };
         let decisions = &self.authz.0.decisions;
