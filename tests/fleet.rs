@@ -2,7 +2,8 @@
 //! and back under load (and back empty), an instance killed under load, reloads of every instance
 //! in turn under load, and one client assertion presented to both instances at once; a policy
 //! withdrawn at the registry, and the purge at one instance that makes every instance ask again
-//! (also with Redis down), and a route's bound on how long a decision is cached.
+//! (also with Redis down), and a route's bound on how long a decision is cached; the consumer's
+//! consent a registry wants, kept on Redis by one instance and forwarded by the other.
 
 mod support;
 
@@ -1041,4 +1042,60 @@ async fn with_redis_down_a_purge_applies_here_and_says_the_fleet_was_not_told() 
     fleet.restart_redis().await;
     assert!(eventually(Duration::from_secs(10), || async { purge().0 }).await);
     bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consumers_consent_kept_on_redis_is_forwarded_by_the_other_instance() {
+    let mut config = testbed_config(BIN);
+    for party in &mut config.parties {
+        party.strict |= party.id == AR;
+    }
+    let bed = Bed::start_of(config).await;
+    let registry = format!(
+        "\n[[registry]]\nname = \"strict\"\nparty_id = \"{AR}\"\nurl = \"{}\"\nmask_licences = false\nprevious_steps = \"consumer_assertion\"\n\n[rules]\n",
+        bed.url(AR)
+    );
+    // The delegated route, asked of the strict registry with the consumer's consent.
+    let consented = DELEGATED.replace("registry = \"ar\"", "registry = \"strict\"");
+    let mut fleet = Fleet::start_edited(&bed, BIN, &consented, 2, |toml| {
+        toml.replacen("\n[rules]\n", &registry, 1)
+    })
+    .await;
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+    let get = |base: &str, id: &str, token: &str| {
+        let request = bed
+            .http
+            .get(format!("{base}/api/containers/{id}"))
+            .bearer_auth(token.to_string());
+        async move { status_json(request.send().await.unwrap()).await }
+    };
+    // The consumer asks A for its token; B, which never saw that request, forwards the
+    // assertion A kept on Redis: the strict registry takes it, and answers.
+    let token = token(&bed, &a).await;
+    let (status, body) = get(&b, "C1", &token).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get(&b, "SECRET-1", &token).await;
+    assert_refused(status, &body, (403, "denied_by_rule"));
+    // Redis down: B cannot read the consent it needs, and says so (fails closed), also for
+    // what it decided before (deaf to purges, it dropped its decisions).
+    fleet.redis.take().unwrap().kill();
+    for id in ["C2", "C1"] {
+        let (status, body) = get(&b, id, &token).await;
+        assert_refused(status, &body, (503, "replay_store_unavailable"));
+    }
+    // Back (and A reconnected): a new token's consent, kept on Redis, is forwarded again.
+    fleet.restart_redis().await;
+    let fresh = std::sync::Mutex::new(None);
+    let answered = eventually(Duration::from_secs(10), || async {
+        let form = token_form(&bed.identity(CONSUMER), SP, None);
+        let (status, body) = status_json(request_token(&bed.http, &a, form).await).await;
+        let Some(token) = body["access_token"].as_str().filter(|_| status == 200) else {
+            return false;
+        };
+        *fresh.lock().unwrap() = Some(token.to_string());
+        get(&b, "C2", token).await.0 == 200
+    })
+    .await;
+    let fresh = fresh.lock().unwrap().clone();
+    assert!(answered, "{fresh:?}");
 }
