@@ -118,6 +118,22 @@ impl Service {
 /// The `[decision_api]` table for the testbed's key material in `data`, on these ports.
 type Table = fn(data: &Path, decisions: u16, grpc: u16) -> String;
 
+/// A route whose evidence's conditions are decided on a value of the request and a constant.
+const LOCATED_ROUTE: &str = r#"
+[[route]]
+name = "containers-located"
+methods = ["GET"]
+path = "/located/containers/{id}"
+upstream = "legacy"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+[route.delegation.conditions]
+requesterLocation = "{header.X-Region}"
+tier = "gold"
+"#;
+
 /// The identifier AuthZEN's discovery document publishes.
 const PDP: &str = "https://pdp.example";
 
@@ -141,6 +157,7 @@ async fn start(table: Table) -> Service {
     std::fs::write(dir.join("pep.secret"), SECRET).unwrap();
     let config = dir.join("gateway.toml");
     let rules = rules_with_a_shadow_route(&dir);
+    std::fs::write(rules.join("located.toml"), LOCATED_ROUTE).unwrap();
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
     let text = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
         .replace(&shipped.display().to_string(), &rules.display().to_string())
@@ -348,6 +365,47 @@ async fn nginx_auth_request_lets_through_what_the_gateway_allows_and_nothing_els
         "the backend answered: {text}"
     );
     assert_eq!(decision_log_line(&s.log, &id).await["outcome"], "denied");
+
+    // A client's look-alike of X-Original-URI, which nginx passes on (underscores_in_headers on)
+    // and a backend that folds names reads as the one nginx set: refused, the backend not reached.
+    let resp = get("/api/containers/C1")
+        .header("X_Original_URI", "/api/containers/SECRET-1")
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    assert!(
+        status != 200 && !text.contains("\"headers\""),
+        "{status}: {text}"
+    );
+    // At the decision service directly, each spelling that folds into either name nginx sets.
+    for name in [
+        "X_Original_URI",
+        "X.Original.URI",
+        "XOriginalURI",
+        "x_original_method",
+    ] {
+        let resp = s
+            .http
+            .get(format!("{}/nginx", s.url))
+            .header("X-Original-URI", "/api/containers/C1")
+            .header("X-Original-Method", "GET")
+            .header(name, "/api/containers/SECRET-1")
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        assert_refused(status, &body, (400, "header_not_passable"));
+        assert!(
+            body["error_description"]
+                .as_str()
+                .unwrap()
+                .contains(&name.to_ascii_lowercase()),
+            "{name}: {body}"
+        );
+    }
 
     // No token: 401, with the challenge.
     let resp = http
@@ -927,6 +985,47 @@ async fn authzen_echoes_the_request_id_on_every_answer() {
         .unwrap();
     assert!(resp.headers().get("x-request-id").is_none());
     assert_eq!(status_json(resp).await.1["context"]["reason"], "granted");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_route_named_the_operands_of_conditions_are_the_routes() {
+    let s = start(plain).await;
+    let located = |conditions: Value| {
+        let mut evaluation = container_read("C1");
+        evaluation["resource"]["properties"]["route"] = json!("containers-located");
+        evaluation["context"] = json!({ "conditions": conditions });
+        evaluation
+    };
+    let path = "/access/v1/evaluation";
+    // The value the route takes from the request, as the PEP gives it: decided.
+    let given = located(json!({"requesterLocation": "NL"}));
+    let (status, answer) = ask(&s, path, &given, Some(SECRET)).await;
+    assert_eq!(
+        (status, &answer["decision"]),
+        (200, &json!(true)),
+        "{answer}"
+    );
+    // An operand the route does not declare, a value for its constant, none for its request
+    // value: each refused by name.
+    let route = "the route containers-located";
+    let cases = [
+        (
+            json!({"requesterLocation": "NL", "orderStatus": "paid"}),
+            format!("context.conditions.orderStatus: {route} declares no such operand"),
+        ),
+        (
+            json!({"requesterLocation": "NL", "tier": "silver"}),
+            format!("context.conditions.tier: {route} fixes it"),
+        ),
+        (
+            json!({}),
+            format!("context.conditions.requesterLocation is missing: {route} takes it from {{header.X-Region}}"),
+        ),
+    ];
+    for (conditions, said) in cases {
+        assert_invalid(&s, path, &located(conditions), &said).await;
+    }
     s.stop().await;
 }
 

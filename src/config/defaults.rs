@@ -44,7 +44,7 @@ pub const ORIGINAL_CONSUMER_HEADER: &str = "X-Original-Consumer-Party-Id";
 /// Client headers the backend never receives: method and path overrides, forwarding details a
 /// client could forge (host, scheme, address), and the client certificate or user that a proxy in
 /// front would vouch for.
-pub const STRIP_HEADERS: [&str; 31] = [
+pub const STRIP_HEADERS: [&str; 32] = [
     "X-HTTP-Method-Override",
     "X-HTTP-Method",
     "X-Method-Override",
@@ -52,6 +52,7 @@ pub const STRIP_HEADERS: [&str; 31] = [
     "X-Forwarded-Method",
     "X-Override-Method",
     "X-Original-URL",
+    "X-Original-URI",
     "X-Rewrite-URL",
     "Forwarded",
     "X-Forwarded-Host",

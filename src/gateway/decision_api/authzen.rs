@@ -4,7 +4,9 @@
 //! subject it names is its claim, not a proof. An evaluation is the mask of a rule whose values
 //! are the request's (`subject.id` the access subject, `resource.type` and `id`,
 //! `properties.attributes`, `properties.policy_issuer`, `action.name`) — or, given the body of the
-//! request (`properties.body`), the named route's own rule on it — decided by the proxy's
+//! request (`properties.body`), the named route's own rule on it; with a route named, its
+//! conditions' operands are the route's (its constants fixed, its request values the PEP's) —
+//! decided by the proxy's
 //! delegation stages (`decision::decide_evaluation`: the mask, the evidence of the `delegation_evidence`
 //! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
 //!
@@ -456,9 +458,52 @@ fn rule_of(
         attributes.push(t(&format!("{{path.attribute{i}}}"))?);
     }
     let mut conditions = BTreeMap::new();
-    for (i, (operand, value)) in asked.context.conditions.iter().enumerate() {
-        captures.insert(format!("condition{i}"), value.clone());
-        conditions.insert(operand.clone(), t(&format!("{{path.condition{i}}}"))?);
+    let mut given = |i: usize, operand: &str, value: &str| -> Result<(), String> {
+        captures.insert(format!("condition{i}"), value.to_string());
+        conditions.insert(operand.to_string(), t(&format!("{{path.condition{i}}}"))?);
+        Ok(())
+    };
+    match (route, base) {
+        // The route's operands only: its constants as it fixes them, the values it takes from
+        // the request as the enforcement point gives them.
+        (Some(route), Some(rule)) => {
+            let asked_for = &asked.context.conditions;
+            if let Some(operand) = asked_for.keys().find(|o| !rule.conditions.contains_key(*o)) {
+                return Err(format!(
+                    "context.conditions.{operand}: the route {} declares no such operand",
+                    route.name
+                ));
+            }
+            for (i, (operand, template)) in rule.conditions.iter().enumerate() {
+                match (template.is_literal(), asked_for.get(operand)) {
+                    (true, None) => {}
+                    (true, Some(_)) => {
+                        return Err(format!(
+                            "context.conditions.{operand}: the route {} fixes it",
+                            route.name
+                        ))
+                    }
+                    (false, Some(value)) => given(i, operand, value)?,
+                    (false, None) => {
+                        return Err(format!(
+                        "context.conditions.{operand} is missing: the route {} takes it from {}",
+                        route.name,
+                        template.as_str()
+                    ))
+                    }
+                }
+            }
+            for (operand, template) in &rule.conditions {
+                if template.is_literal() {
+                    conditions.insert(operand.clone(), template.clone());
+                }
+            }
+        }
+        _ => {
+            for (i, (operand, value)) in asked.context.conditions.iter().enumerate() {
+                given(i, operand, value)?;
+            }
+        }
     }
     let mut licences = asked.context.licences.clone();
     licences.extend(base.iter().flat_map(|r| r.licences.iter().cloned()));

@@ -6,8 +6,9 @@
 
 use super::{decide, invalid_original, Interface, Verdict, REASON_HEADER};
 use crate::gateway::decision::dry_run::DryRequest;
-use crate::gateway::reject::{Answer, Reject};
+use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
+use crate::scheme::same_letters;
 use http::{HeaderMap, Method, Response};
 
 /// nginx's path, and the prefix Envoy's `path_prefix` names.
@@ -71,19 +72,38 @@ fn required<'a>(headers: &'a HeaderMap, key: &str) -> Result<&'a str, Reject> {
     }
 }
 
+/// A header that reads as one nginx sets (`X_Original_URI`, `X.Original.URI`, `XOriginalURI`)
+/// to a backend that folds names: a client's, passed on by nginx (`underscores_in_headers on`),
+/// or sent to the decision service directly. Refused whatever `strip_headers` says: the one
+/// nginx sets is what is decided on.
+fn look_alike(headers: &HeaderMap) -> Result<(), Reject> {
+    let set = [ORIGINAL_METHOD, ORIGINAL_URI];
+    let found = headers
+        .keys()
+        .map(|n| n.as_str())
+        .find(|name| !set.contains(name) && set.iter().any(|ours| same_letters(name, ours)));
+    match found {
+        Some(name) => Err(ServiceRefusal::HeaderNotPassable(name.to_string()).into()),
+        None => Ok(()),
+    }
+}
+
 /// nginx's `auth_request`: the original request from `X-Original-Method` and `X-Original-URI`
-/// (`$request_uri`, the raw target, read as the proxy reads a request line).
+/// (`$request_uri`, the raw target, read as the proxy reads a request line); no look-alike of
+/// either.
 pub async fn nginx(state: &GatewayState, headers: &HeaderMap) -> Response<Vec<u8>> {
-    let asked = required(headers, ORIGINAL_METHOD).and_then(|method| {
-        let target = required(headers, ORIGINAL_URI)?;
-        Ok(DryRequest {
-            method: method.to_string(),
-            target: target.to_string(),
-            headers: original_headers(headers, &[ORIGINAL_METHOD, ORIGINAL_URI])?,
-            caller: None,
-            body: None,
-        })
-    });
+    let asked = look_alike(headers)
+        .and_then(|()| required(headers, ORIGINAL_METHOD))
+        .and_then(|method| {
+            let target = required(headers, ORIGINAL_URI)?;
+            Ok(DryRequest {
+                method: method.to_string(),
+                target: target.to_string(),
+                headers: original_headers(headers, &[ORIGINAL_METHOD, ORIGINAL_URI])?,
+                caller: None,
+                body: None,
+            })
+        });
     answer(state, Interface::Nginx, asked).await
 }
 
