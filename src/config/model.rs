@@ -84,14 +84,13 @@ pub struct DecisionApiSettings {
 pub struct BearerSecret(pub [u8; 32]);
 
 impl BearerSecret {
-    /// Whether `headers` carry the secret as `Authorization: Bearer …`, compared in constant
-    /// time: every byte of both digests is read.
+    /// Whether `headers` carry the secret as `Authorization: Bearer …` (the scheme's name in any
+    /// case, as RFC 9110 has it), compared in constant time: every byte of both digests is read.
     pub fn admits(&self, headers: &http::HeaderMap) -> bool {
-        let presented = headers
+        let authorization = headers
             .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(|v| v.to_str().ok());
+        let presented = crate::access_token::bearer_token(authorization).ok();
         presented.is_some_and(|p| {
             let digest = digest(p.as_bytes());
             digest

@@ -12,7 +12,7 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest a purge request's body may take to arrive.
 const BODY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -79,7 +79,10 @@ impl Admin {
             return refusal(Reject::MethodNotAllowed(vec![http::Method::POST]));
         }
         if !secret.admits(&session.req_header().headers) {
-            tracing::warn!("a purge was refused: no or a wrong secret");
+            let lines = &self.state.shared.dependency_lines;
+            if let Some(left_out) = lines.admit("purge_unauthenticated", Instant::now()) {
+                tracing::warn!(left_out, "a purge was refused: no or a wrong secret");
+            }
             self.count_refused();
             return refusal(ServiceRefusal::PurgeUnauthenticated.into());
         }

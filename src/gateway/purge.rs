@@ -11,7 +11,7 @@ use pingora::services::background::BackgroundService;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The largest purge request body.
 pub const MAX_BODY_BYTES: usize = 4096;
@@ -124,7 +124,21 @@ impl FleetPurges {
 
     async fn apply(&self, payload: &[u8]) {
         let Ok(published) = serde_json::from_slice::<Published>(payload) else {
-            tracing::warn!("a purge on the fleet's channel could not be read; ignored");
+            let shared = &self.state.shared;
+            shared
+                .metrics
+                .purges
+                .with_label_values(&["none", "fleet", "unreadable"])
+                .inc();
+            if let Some(left_out) = shared
+                .dependency_lines
+                .admit("purge_unreadable", Instant::now())
+            {
+                tracing::warn!(
+                    left_out,
+                    "a purge on the fleet's channel could not be read; ignored"
+                );
+            }
             return;
         };
         if published.from == instance() {

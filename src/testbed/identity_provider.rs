@@ -572,11 +572,10 @@ async fn userinfo(
         false => {}
     }
     let invalid = || ApiError::unauthorized(crate::access_token::AccessTokenError::Invalid);
-    let bearer = headers
+    let authorization = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(invalid)?;
+        .and_then(|v| v.to_str().ok());
+    let bearer = crate::access_token::bearer_token(authorization).map_err(|_| invalid())?;
     let grant = idp.tokens.get(bearer).ok_or_else(invalid)?;
     let now = Timestamp::now();
     let mut claims = Map::new();

@@ -27,11 +27,13 @@ pub enum PurgeScope {
 }
 
 impl PurgeScope {
-    /// Whether a decision on a request of `policy_issuer` for `access_subject` is dropped.
+    /// Whether a decision on a request of `policy_issuer` for `access_subject` is dropped: a
+    /// party named in any case (1.9 EORIs name one party in every case; to drop more than one
+    /// party's decisions where case does tell them apart is only to ask again).
     pub fn covers(&self, policy_issuer: &str, access_subject: &str) -> bool {
         match self {
-            PurgeScope::PolicyIssuer(p) => p == policy_issuer,
-            PurgeScope::AccessSubject(s) => s == access_subject,
+            PurgeScope::PolicyIssuer(p) => p.eq_ignore_ascii_case(policy_issuer),
+            PurgeScope::AccessSubject(s) => s.eq_ignore_ascii_case(access_subject),
             PurgeScope::All => true,
         }
     }
