@@ -985,6 +985,34 @@ async fn authzen_echoes_the_request_id_on_every_answer() {
         .unwrap();
     assert!(resp.headers().get("x-request-id").is_none());
     assert_eq!(status_json(resp).await.1["context"]["reason"], "granted");
+    // One too long to echo, or not plain text: refused, and not echoed.
+    let long = "a".repeat(129);
+    for refused in [long.as_str(), "id\twith-tab", "caf\u{e9}", "two words"] {
+        let resp = s
+            .http
+            .post(format!("{}{EVALUATION}", s.url))
+            .bearer_auth(SECRET)
+            .header("x-request-id", refused.as_bytes())
+            .json(&container_read("C1"))
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.headers().get("x-request-id").is_none(), "{refused:?}");
+        let (status, body) = status_json(resp).await;
+        assert_refused(status, &body, (400, "invalid_request_id"));
+    }
+    // 128 characters are echoed whole.
+    let longest = "b".repeat(128);
+    let resp = s
+        .http
+        .post(format!("{}{EVALUATION}", s.url))
+        .bearer_auth(SECRET)
+        .header("x-request-id", &longest)
+        .json(&container_read("C1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&resp, "x-request-id"), longest);
     s.stop().await;
 }
 

@@ -330,6 +330,8 @@ pub enum ServiceRefusal {
     PepUnauthenticated(&'static str),
     #[error("the body is sent as Content-Type: application/json")]
     NotJson,
+    #[error("X-Request-ID is echoed on the answer: send one of 1 to {0} visible ASCII characters (no spaces or controls), or none")]
+    InvalidRequestId(usize),
     #[error("{0}")]
     InvalidEvaluation(String),
     #[error("{0}")]
@@ -360,6 +362,7 @@ reason_codes! {
         ServiceRefusal::NoDiscovery => "no_policy_decision_point",
         ServiceRefusal::PepUnauthenticated(_) => "pep_unauthenticated",
         ServiceRefusal::NotJson => "unsupported_content_type",
+        ServiceRefusal::InvalidRequestId(_) => "invalid_request_id",
         ServiceRefusal::InvalidEvaluation(_) => "invalid_evaluation",
         ServiceRefusal::RepeatedMember(_) => "duplicate_member",
         ServiceRefusal::DecisionTimeout(_) => "decision_timeout",
@@ -385,6 +388,7 @@ impl ServiceRefusal {
             | S::BodyUnseen
             | S::HeaderNotPassable(_)
             | S::NotJson
+            | S::InvalidRequestId(_)
             | S::InvalidEvaluation(_)
             | S::RepeatedMember(_)
             | S::InvalidPurge(_) => (400, "invalid_request", Outcome::BadRequest),

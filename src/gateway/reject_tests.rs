@@ -181,6 +181,7 @@ fn every_service_refusal() -> impl Iterator<Item = ServiceRefusal> {
         ServiceRefusal::NoDiscovery,
         ServiceRefusal::PepUnauthenticated("no secret"),
         ServiceRefusal::NotJson,
+        ServiceRefusal::InvalidRequestId(128),
         ServiceRefusal::InvalidEvaluation("subject is missing".into()),
         ServiceRefusal::RepeatedMember("subject".into()),
         ServiceRefusal::DecisionTimeout(Duration::from_secs(2)),
@@ -205,6 +206,7 @@ fn every_service_refusal() -> impl Iterator<Item = ServiceRefusal> {
             | ServiceRefusal::NoDiscovery
             | ServiceRefusal::PepUnauthenticated(_)
             | ServiceRefusal::NotJson
+            | ServiceRefusal::InvalidRequestId(_)
             | ServiceRefusal::InvalidEvaluation(_)
             | ServiceRefusal::RepeatedMember(_)
             | ServiceRefusal::DecisionTimeout(_)

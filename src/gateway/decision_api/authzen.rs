@@ -128,6 +128,10 @@ pub async fn route(
             "the decision service answers /nginx, /ext_authz/…, /access/v1/evaluation(s) and /.well-known/authzen-configuration",
         ));
     }
+    let id = req.headers().get(super::REQUEST_ID_HEADER);
+    if id.is_some_and(|id| !super::echoable(id)) {
+        return refused(ServiceRefusal::InvalidRequestId(super::REQUEST_ID_MAX));
+    }
     let snap = state.current.load_full();
     let Some(settings) = snap.config.decision_api.clone() else {
         return refused(ServiceRefusal::NotServed("no [decision_api]"));

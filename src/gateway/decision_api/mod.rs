@@ -28,6 +28,15 @@ use std::time::{Duration, Instant};
 pub const REASON_HEADER: &str = "x-decision-reason";
 /// The caller's identifier of a request, echoed on its answer.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// The longest `X-Request-ID` echoed: UUIDs, nginx's `$request_id` and trace ids fit well.
+pub const REQUEST_ID_MAX: usize = 128;
+
+/// Whether an `X-Request-ID` is echoed: 1 to `REQUEST_ID_MAX` visible ASCII characters, so that
+/// what the answer carries is bounded and what a log or a PEP reads back is plain text.
+pub fn echoable(id: &http::HeaderValue) -> bool {
+    let bytes = id.as_bytes();
+    (1..=REQUEST_ID_MAX).contains(&bytes.len()) && bytes.iter().all(u8::is_ascii_graphic)
+}
 
 /// Which interface asked: the `interface` label of `decision_api_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

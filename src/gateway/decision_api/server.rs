@@ -171,13 +171,18 @@ async fn serve_connection<S>(
 }
 
 /// One request, within the configured deadline; its `X-Request-ID` is echoed on the answer, as
-/// AuthZEN requires (whatever the answer is).
+/// AuthZEN requires (whatever the answer is), where it is one to echo (`echoable`; AuthZEN
+/// refuses another).
 async fn answer(
     state: &GatewayState,
     conn: Connection,
     req: http::Request<axum::body::Body>,
 ) -> http::Response<axum::body::Body> {
-    let request_id = req.headers().get(REQUEST_ID_HEADER).cloned();
+    let request_id = req
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .filter(|id| super::echoable(id))
+        .cloned();
     let mut response = within_deadline(state, conn, req).await;
     if let Some(id) = request_id {
         response.headers_mut().insert(REQUEST_ID_HEADER, id);
