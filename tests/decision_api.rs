@@ -149,6 +149,12 @@ fn mutual_tls(data: &Path, decisions: u16, grpc: u16) -> String {
 }
 
 async fn start(table: Table) -> Service {
+    start_with(table, "", &[]).await
+}
+
+/// `start`, with `more` after the `[decision_api]` table's keys (more of its keys, then other
+/// tables) and `rules` files (name, text) beside the shipped ones.
+async fn start_with(table: Table, more: &str, rules: &[(&str, &str)]) -> Service {
     let bed = Bed::start(BIN).await;
     let ports = Ports::free();
     let (decisions, grpc) = (free_port(), free_port());
@@ -156,13 +162,17 @@ async fn start(table: Table) -> Service {
     let log = dir.join("decisions.log");
     std::fs::write(dir.join("pep.secret"), SECRET).unwrap();
     let config = dir.join("gateway.toml");
+    let extra_rules = rules;
     let rules = rules_with_a_shadow_route(&dir);
     std::fs::write(rules.join("located.toml"), LOCATED_ROUTE).unwrap();
+    for (name, text) in extra_rules {
+        std::fs::write(rules.join(name), text).unwrap();
+    }
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
     let text = shipped_gateway(&bed.keys.data_dir, &Urls::of_bed(&bed), &ports)
         .replace(&shipped.display().to_string(), &rules.display().to_string())
         + &format!(
-            "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\n{}",
+            "\n[decision_log]\npath = \"{}\"\n\n[decision_api]\n{}{more}",
             log.display(),
             table(&bed.keys.data_dir, decisions, grpc)
         );
@@ -825,6 +835,75 @@ async fn envoy_ext_authz_and_authzen_are_answered_by_the_same_decisions() {
         "{}",
         new.1
     );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_check_past_its_deadline_or_too_large_gets_the_tables_refusal() {
+    // A registry that accepts connections and never answers: the decision waits for it.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_at = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let more = format!("timeout = \"500ms\"\n\n[[registry]]\nname = \"silent\"\nparty_id = \"{AR}\"\nurl = \"https://{silent_at}\"\n");
+    let slow = r#"
+[[route]]
+name = "slow"
+methods = ["GET"]
+path = "/slow/containers/{id}"
+upstream = "legacy"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{path.id}"]
+registry = "silent"
+"#;
+    let s = start_with(plain, &more, &[("slow.toml", slow)]).await;
+    let bearer = format!("Bearer {}", s.token);
+    let mut grpc = AuthorizationClient::connect(format!("http://127.0.0.1:{}", s.grpc))
+        .await
+        .unwrap();
+    let denied = |answer: &envoy_types::pb::envoy::service::auth::v3::CheckResponse| {
+        let Some(check_response::HttpResponse::DeniedResponse(denied)) = &answer.http_response
+        else {
+            panic!("not denied: {answer:?}");
+        };
+        let body: Value = serde_json::from_str(&denied.body).unwrap();
+        (
+            answer.status.as_ref().unwrap().code,
+            denied.status.as_ref().unwrap().code,
+            body["reason"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    // Past the deadline: the table's decision_timeout, UNAVAILABLE (14), not the transport's
+    // CANCELLED.
+    let answer = check(&mut grpc, "/slow/containers/C1", Some(&bearer)).await;
+    assert_eq!(denied(&answer), (14, 503, "decision_timeout".to_string()));
+    // Larger than a head and the body the service reads: the table's 413, RESOURCE_EXHAUSTED (8).
+    let mut large = check_request("POST", "/api/containers/C1", &[("authorization", &bearer)]);
+    let http = large.attributes.as_mut().unwrap().request.as_mut().unwrap();
+    http.http.as_mut().unwrap().raw_body = vec![b'x'; 400 << 10];
+    let answer = grpc.check(large).await.unwrap().into_inner();
+    assert_eq!(denied(&answer), (8, 413, "body_too_large".to_string()));
+    // Counted as refusals of the gRPC interface.
+    let metrics = s.gateway.metrics().await;
+    let refused = |outcome| {
+        metric(
+            &metrics,
+            "ishare_gateway_decision_api_requests_total",
+            &[("interface", "ext_authz_grpc"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (refused("unavailable"), refused("bad_request")),
+        (1.0, 1.0),
+        "{metrics}"
+    );
+    held.abort();
     s.stop().await;
 }
 

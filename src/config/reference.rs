@@ -677,7 +677,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["max_body_bytes"],
                 unset: Unset::Defaults,
-                meaning: r#"the largest AuthZEN body; larger: 413"#,
+                meaning: r#"the largest AuthZEN body, and the largest body Envoy's checks carry (HTTP, or gRPC: a `CheckRequest` of more than this and 256 KiB of head is answered 413 `body_too_large`, `RESOURCE_EXHAUSTED`; of more than four times that at start-up, the transport refuses it unread, `OUT_OF_RANGE`); larger: 413"#,
             },
             Key {
                 names: &["max_batch"],
@@ -687,7 +687,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["timeout"],
                 unset: Unset::Defaults,
-                meaning: r#"a request's header must arrive, and its decision be made, within this (503 `decision_timeout`)"#,
+                meaning: r#"a request's header must arrive, and its decision be made, within this (503 `decision_timeout`; over gRPC the same refusal, `UNAVAILABLE`, as the table answers it; a check that arrives more than a second later than this is dropped by the transport)"#,
             },
             Key {
                 names: &["policy_decision_point"],

@@ -6,17 +6,23 @@
 use super::connection::next_connection;
 use super::{decide, forwarded, Interface, Verdict, REASON_HEADER};
 use crate::gateway::decision::dry_run::DryRequest;
+use crate::gateway::reject::{Reject, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use envoy_types::ext_authz::v3::pb::{
     Authorization, AuthorizationServer, CheckRequest, CheckResponse, DeniedHttpResponse,
     HeaderAppendAction, HeaderValue, HeaderValueOption, HttpResponse, HttpStatus, OkHttpResponse,
 };
+use envoy_types::pb::envoy::service::auth::v3::attribute_context;
 use envoy_types::pb::google::rpc;
 use pingora::server::ShutdownWatch;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// How much later than the decision's deadline the transport gives up on a check (one that
+/// arrives too slowly to be decided).
+const TRANSPORT_GRACE: Duration = Duration::from_secs(1);
 
 /// gRPC status codes of the answer (google.rpc.Code): OK allows; a refusal's row names its own.
 const OK: i32 = 0;
@@ -36,7 +42,7 @@ impl Checks {
 /// The request Envoy holds, as the stages read it, with its body when Envoy sends it;
 /// pseudo-headers (`:path`, …) and the headers of the hop are left out.
 fn asked(check: &CheckRequest) -> Option<DryRequest> {
-    let http = check.attributes.as_ref()?.request.as_ref()?.http.as_ref()?;
+    let http = http_of(check)?;
     let headers = http
         .headers
         .iter()
@@ -56,6 +62,20 @@ fn asked(check: &CheckRequest) -> Option<DryRequest> {
         caller: None,
         body,
     })
+}
+
+/// The request a check describes.
+fn http_of(check: &CheckRequest) -> Option<&attribute_context::HttpRequest> {
+    check.attributes.as_ref()?.request.as_ref()?.http.as_ref()
+}
+
+/// The size of the request a check describes: its method, path, headers and body.
+fn size(check: &CheckRequest) -> usize {
+    let Some(http) = http_of(check) else {
+        return 0;
+    };
+    let headers: usize = http.headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+    http.method.len() + http.path.len() + headers + http.raw_body.len() + http.body.len()
 }
 
 fn header(name: &str, value: &str) -> HeaderValueOption {
@@ -132,13 +152,26 @@ impl Authorization for Checks {
         request: tonic::Request<CheckRequest>,
     ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
         let interface = Interface::ExtAuthzGrpc;
-        let verdict = match asked(request.get_ref()) {
-            Some(req) => decide(&self.state, interface, req).await,
-            None => super::refused_unread(
-                &self.state,
-                interface,
-                super::invalid_original("the CheckRequest has no attributes.request.http"),
-            ),
+        let state = &self.state;
+        // Refusals of the check itself are the table's, as on the HTTP forms: a check larger than
+        // a head and the body the service reads, and a decision past the deadline.
+        let refused = |reject| super::refused_unread(state, interface, reject);
+        let check = request.get_ref();
+        let verdict = if size(check) > max_check_bytes(super::max_body(state)) {
+            refused(Reject::BodyTooLarge)
+        } else {
+            match asked(check) {
+                Some(req) => {
+                    let deadline = super::deadline(state);
+                    match tokio::time::timeout(deadline, decide(state, interface, req)).await {
+                        Ok(verdict) => verdict,
+                        Err(_) => refused(ServiceRefusal::DecisionTimeout(deadline).into()),
+                    }
+                }
+                None => refused(super::invalid_original(
+                    "the CheckRequest has no attributes.request.http",
+                )),
+            }
         };
         Ok(tonic::Response::new(check_response(verdict)))
     }
@@ -205,8 +238,21 @@ fn tls_connections(
     })
 }
 
-/// The largest CheckRequest read: a request's head, as Envoy describes it.
-const MAX_CHECK_BYTES: usize = 256 << 10;
+/// What a CheckRequest holds besides the request's body: its head, as Envoy describes it.
+const HEAD_BYTES: usize = 256 << 10;
+
+/// The largest CheckRequest decided on: a head and the body the service reads; a larger one is
+/// refused by the table (413).
+fn max_check_bytes(max_body: usize) -> usize {
+    max_body.saturating_add(HEAD_BYTES)
+}
+
+/// The largest CheckRequest the transport decodes at all: four times what is decided on at
+/// start-up, so that the table answers any check a configuration reload may bound lower; beyond
+/// it, the transport refuses (`OUT_OF_RANGE`) without reading it.
+fn max_decoded_bytes(max_body: usize) -> usize {
+    max_check_bytes(max_body).saturating_mul(4)
+}
 
 /// Serve the Authorization service on `listener` (h2c, or TLS with `tls`) until shutdown.
 pub async fn serve(
@@ -216,12 +262,13 @@ pub async fn serve(
     mut shutdown: ShutdownWatch,
 ) {
     let timeout = super::deadline(&state);
-    // A check is a request's head: bounded in size, in streams per connection, and idle
-    // connections are found out and closed.
-    let service =
-        AuthorizationServer::new(Checks::new(state)).max_decoding_message_size(MAX_CHECK_BYTES);
+    // A check is a request's head and body: bounded in size, in streams per connection, and
+    // idle connections are found out and closed. The decision's deadline is the check's own
+    // (answered by the table); the transport's, a little later, bounds a check read slowly.
+    let decoded = max_decoded_bytes(super::max_body(&state));
+    let service = AuthorizationServer::new(Checks::new(state)).max_decoding_message_size(decoded);
     let server = tonic::transport::Server::builder()
-        .timeout(timeout)
+        .timeout(timeout.saturating_add(TRANSPORT_GRACE))
         .concurrency_limit_per_connection(100)
         .max_concurrent_streams(100)
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
