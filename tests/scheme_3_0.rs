@@ -691,28 +691,29 @@ async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_configured_for_1_9_is_not_ready_with_a_3_0_scheme_owner_and_says_why() {
+    use support::process::GatewayProcess;
     let bed = bed().await;
     let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
         t.replace(SO, SO3).replace(SP, SP3)
     });
-    let gateway = launch(&dir);
-    let admin = format!("http://127.0.0.1:{}", ports.admin);
-    // The 1.9 trusted list's path is not a 3.0 scheme owner's: no list, not ready, no tokens.
-    let mut said = Value::Null;
-    for _ in 0..100 {
-        let (status, body) = readiness(&admin).await;
-        said = body;
-        if status == 503 && said.to_string().contains("404") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
+    // The 1.9 trusted list's path is not a 3.0 scheme owner's, whose own path answers: not
+    // ready, saying which version the scheme owner appears to speak and what to set.
+    let setting = r#"set [scheme_owner] scheme_version = \"3.0\""#;
+    let (status, said) = gateway.wait_ready_saying("appears to speak 3.0").await;
+    assert_eq!(status, 503, "{said}");
     let said = said.to_string();
     assert!(
-        said.contains("trusted list") && said.contains("404"),
+        said.contains("trusted list") && said.contains("404") && said.contains(setting),
         "{said}"
     );
-    gateway.stop();
+    // A request that needs the scheme owner is refused as unavailable, and the log says why.
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let form = token_form(&bed.identity(CONSUMER3), SP3, None);
+    let (status, body) = status_json(request_token(&bed.http, &plain, form).await).await;
+    assert_refused(status, &body, (503, "scheme_owner_unavailable"));
+    let (_, log) = gateway.terminate().await;
+    assert!(log.contains("appears to speak 3.0"), "{log}");
     bed.stop().await;
 }
 

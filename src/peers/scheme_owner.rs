@@ -385,10 +385,39 @@ impl TrustStore {
     }
 
     /// The trusted list as the scheme owner's version writes it: `/trusted_list` with
-    /// `trusted_list_token`, or 3.0's `/trustedList` with `trustedListToken`.
+    /// `trusted_list_token`, or 3.0's `/trustedList` with `trustedListToken`. A 404 where the
+    /// other version's path answers is a scheme owner of another version than configured: the
+    /// error says so, and which setting to change.
     async fn fetch_trusted_list(&self) -> Result<Vec<TrustedListEntry>, TrustError> {
+        let camel = self.config.scheme_version.camel_case();
+        let fetched = self.fetch_trusted_list_as(camel).await;
+        let Err(TrustError::Unavailable(PeerError::Status {
+            url, status: 404, ..
+        })) = &fetched
+        else {
+            return fetched;
+        };
+        if self.fetch_trusted_list_as(!camel).await.is_err() {
+            return fetched;
+        }
+        let hint = match camel {
+            false => "the scheme owner appears to speak 3.0 (its /trustedList answers): set [scheme_owner] scheme_version = \"3.0\"",
+            true => "the scheme owner appears to speak a version before 3.0 (its /trusted_list answers): set [scheme_owner] scheme_version to it (\"1.9\", \"2.0\", \"2.1\" or \"2.2\")",
+        };
+        Err(TrustError::Unavailable(PeerError::Status {
+            url: url.clone(),
+            status: 404,
+            body: hint.into(),
+        }))
+    }
+
+    /// The trusted list at 3.0's path and member (`camel`), or at those of the versions before.
+    async fn fetch_trusted_list_as(
+        &self,
+        camel: bool,
+    ) -> Result<Vec<TrustedListEntry>, TrustError> {
         use crate::scheme::vocabulary::{member, TRUSTED_LIST_PATH, TRUSTED_LIST_PATH_3};
-        if self.config.scheme_version.camel_case() {
+        if camel {
             let payload: TrustedListPayload3 = self
                 .fetch(
                     "trusted_list",
