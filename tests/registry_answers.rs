@@ -3,7 +3,7 @@
 //! the gateway, 500 for a token it lost), found in the data owner's record and asked with the
 //! settings of its `[[registry]]`; and each way a registry can fail, worded and counted as it
 //! happened: for now (503, with a 429's `Retry-After`) or for good (502, with the registry's own
-//! page in the log only).
+//! page in the log only); a body batch asked of a slow registry within the consumer's consent.
 
 mod support;
 
@@ -432,5 +432,81 @@ async fn each_registry_fault_has_its_own_status_reason_words_and_count() {
     for t in tasks {
         t.abort();
     }
+    bed.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_batch_is_asked_of_a_slow_registry_within_the_consumers_consent() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let bed = Bed::start(BIN).await;
+    // A registry that takes 1.1 s for each answer (30 one after another outlive the consumer's
+    // 30 s assertion), mirroring the mask with a Permit; how many it answers at once.
+    let (asking, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let registry = bed.identity(AR);
+    let (now_asking, at_most) = (asking.clone(), most.clone());
+    let answer = move |axum::Json(body): axum::Json<Value>| {
+        let (asking, most, registry) = (now_asking.clone(), at_most.clone(), registry.clone());
+        async move {
+            let now = asking.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+            asking.fetch_sub(1, Ordering::SeqCst);
+            let mask = &body["delegationRequest"];
+            let at = ishare_gateway::scheme::Timestamp::now();
+            let evidence = json!({
+                "notBefore": at.secs() - 10, "notOnOrAfter": at.secs() + 600,
+                "policyIssuer": mask["policyIssuer"], "target": mask["target"],
+                "policySets": mask["policySets"],
+            });
+            let subject = mask["target"]["accessSubject"].as_str().unwrap_or_default();
+            let claims = json!({ "delegationEvidence": evidence });
+            let token = registry
+                .sign_token(subject, Some(SP), &claims, at, 30)
+                .unwrap();
+            axum::Json(json!({ "delegation_token": token }))
+        }
+    };
+    let token = || async {
+        axum::Json(json!({"access_token": "t", "token_type": "Bearer", "expires_in": 3600}))
+    };
+    let router = axum::Router::new()
+        .route("/connect/token", axum::routing::post(token))
+        .route("/delegation", axum::routing::post(answer));
+    let standin = support::served::Served::start(router).await;
+    let rules = format!("[[route]]\nname = \"batch\"\nmethods = [\"POST\"]\npath = \"/batch\"\nupstream = \"echo\"\n[route.delegation]\npolicy_issuer = \"{OWNER}\"\nresource_type = \"CONTAINER\"\nidentifiers = [\"{{body.json./*/id}}\"]\naction = \"iSHARE.READ\"\nregistry = \"slow\"\n");
+    let settings = format!(
+        "[[registry]]\nname = \"slow\"\nparty_id = \"{AR}\"\nurl = \"{}\"\nprevious_steps = \"consumer_assertion\"\n",
+        standin.url()
+    );
+    let (gateway, plain) = binary(&bed, &rules, &settings).await;
+    let token = bed.token_at(&plain, CONSUMER).await;
+    let batch: Vec<Value> = (0..30).map(|i| json!({"id": format!("B{i}")})).collect();
+    let resp = bed
+        .http
+        .post(format!("{plain}/batch"))
+        .bearer_auth(&token)
+        .json(&batch)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        status, 200,
+        "the batch is decided within the consent's life: {body}"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) > 1,
+        "the elements are asked together"
+    );
+    let m = gateway.metrics().await;
+    let calls = metric(
+        &m,
+        "ishare_gateway_registry_calls_total",
+        &[("registry", "slow"), ("outcome", "evidence")],
+    );
+    assert_eq!(calls, 30.0, "{m}");
+    gateway.terminate().await;
+    standin.stop().await.unwrap();
     bed.stop().await;
 }
