@@ -1,7 +1,8 @@
 //! `ishare-gateway check` as operators run it, on a small configuration like the README's first
 //! one (in ten lines): every problem of a run listed together, a misspelled key named at its line with the key it
 //! resembles, route names the gateway counts its own answers under refused, and participants whose
-//! certificates only the platform's roots can verify warned of; and the configuration of the
+//! certificates only the platform's roots can verify warned of, as are an admin listener on every
+//! interface and secret files others may read; and the configuration of the
 //! Kubernetes manifests accepted.
 
 use ishare_gateway::testbed::pki::TestPki;
@@ -163,6 +164,40 @@ fn participants_on_https_verified_only_against_the_platform_roots_are_warned_of(
         !lines.iter().any(|l| l.contains("platform's root")),
         "{lines:#?}"
     );
+}
+
+#[test]
+fn an_open_admin_listener_and_secret_files_others_may_read_are_warned_of() {
+    use std::os::unix::fs::PermissionsExt;
+    let gateway = format!(
+        "{GATEWAY}[admin]\naddress = \"0.0.0.0:9901\"\npurge_secret_file = \"purge.secret\"\n"
+    );
+    let dir = config_dir(&gateway, ROUTE);
+    let secret = dir.path().join("purge.secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-purge").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    let warned = |needle: &str| {
+        lines
+            .iter()
+            .any(|l| l.starts_with("warning: ") && l.contains(needle))
+    };
+    assert!(
+        warned("admin.address: 0.0.0.0:9901 listens on every interface")
+            && warned("/purge")
+            && warned(
+                "admin.purge_secret_file: purge.secret is open to others than its owner (mode 644)"
+            ),
+        "{lines:#?}"
+    );
+    // Kept by its owner alone, on a private address: nothing to say.
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = gateway.replace("0.0.0.0:9901", "127.0.0.1:9901");
+    std::fs::write(dir.path().join("gateway.toml"), private).unwrap();
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("admin.")), "{lines:#?}");
 }
 
 /// The Kubernetes base's configuration and rules (deploy/kubernetes/base) pass `check` as the

@@ -6,7 +6,7 @@ use super::defaults as default;
 use super::file::DecisionApiFile;
 use super::issues::Issues;
 use super::model::{digest, BearerSecret, DecisionApiSettings};
-use super::values::{resolve, socket_addr};
+use super::values::{resolve, socket_addr, warn_open_secret};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -118,6 +118,7 @@ pub(super) fn addresses(settings: &DecisionApiSettings) -> Vec<(String, SocketAd
 /// The SHA-256 of the secret in `path` (`key` names it in errors): at least 32 bytes,
 /// surrounding white space ignored.
 pub(super) fn bearer_secret(path: &Path, key: &str, issues: &mut Issues) -> Option<BearerSecret> {
+    warn_open_secret(key, path, issues);
     let checked = std::fs::read(path)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|bytes| {

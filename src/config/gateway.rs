@@ -170,6 +170,16 @@ fn services(
             super::decision_api::bearer_secret(&resolve(base, p), "admin.purge_secret_file", issues)
         });
     let admin = admin.and_then(|a| issues.check("admin.address", socket_addr(&a.address)));
+    if let Some(open) = admin.filter(|a| a.ip().is_unspecified()) {
+        let purge = match purge_secret {
+            Some(_) => ", and may try secrets at /purge",
+            None => "",
+        };
+        issues.warn(
+            "admin.address",
+            format!("{open} listens on every interface: whoever reaches it reads /metrics and /ready{purge}; bind it to 127.0.0.1 or a private address, or let only the scrapers reach it (a firewall, a Kubernetes NetworkPolicy)"),
+        );
+    }
     let decision_api = decision_api.and_then(|f| super::decision_api::build(base, f, issues));
     let service_addresses: Vec<(String, SocketAddr)> = admin
         .map(|a| ("admin.address".to_string(), a))

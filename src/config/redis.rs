@@ -5,7 +5,7 @@ use super::defaults as default;
 use super::file::{ReplayFile, ReplayStoreKind};
 use super::issues::Issues;
 use super::model::{RedisCredentials, RedisSettings, RedisTarget, ReplaySettings};
-use super::values::{nonzero, resolve};
+use super::values::{nonzero, resolve, warn_open_secret};
 use std::path::Path;
 
 pub(super) fn replay(base: &Path, mut r: ReplayFile, issues: &mut Issues) -> ReplaySettings {
@@ -77,6 +77,7 @@ fn redis(base: &Path, r: ReplayFile, issues: &mut Issues) -> Option<RedisSetting
     };
     let credentials = r.credentials_file.and_then(|file| {
         let path = resolve(base, &file);
+        warn_open_secret("replay.credentials_file", &path, issues);
         issues.check("replay.credentials_file", credentials(&path))
     });
     let tls = match &target {

@@ -453,7 +453,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["credentials_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"`PASSWORD` (the default user) or `USER:PASSWORD` (an ACL user) on its first line, for Redis and the Sentinels alike; keep it readable by the gateway alone"#,
+                meaning: r#"`PASSWORD` (the default user) or `USER:PASSWORD` (an ACL user) on its first line, for Redis and the Sentinels alike; keep it readable by the gateway alone (`check` warns otherwise)"#,
             },
             Key {
                 names: &["ca_file"],
@@ -480,12 +480,12 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["address"],
                 unset: Unset::Means(r#"required"#),
-                meaning: r#"`/metrics`, `/live`, `/ready`, `POST /purge`; keep it private"#,
+                meaning: r#"`/metrics`, `/live`, `/ready`, `POST /purge`; keep it private (`check` warns of an address on every interface, `0.0.0.0` or `[::]`)"#,
             },
             Key {
                 names: &["purge_secret_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"a file of 32 bytes or more of secret text that `POST /purge` callers send as `Authorization: Bearer …`; without it `/purge` answers 404 `purge_not_configured`"#,
+                meaning: r#"a file of 32 bytes or more of secret text that `POST /purge` callers send as `Authorization: Bearer …`; without it `/purge` answers 404 `purge_not_configured`. `check` warns of a file others than its owner may read (`chmod 600`)"#,
             },
         ],
     },
@@ -672,7 +672,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["bearer_secret_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"a file of 32 bytes or more of secret text that AuthZEN callers send as `Authorization: Bearer …`; without it or a client certificate, AuthZEN answers 401"#,
+                meaning: r#"a file of 32 bytes or more of secret text that AuthZEN callers send as `Authorization: Bearer …`; without it or a client certificate, AuthZEN answers 401. `check` warns of a file others than its owner may read (`chmod 600`)"#,
             },
             Key {
                 names: &["max_body_bytes"],

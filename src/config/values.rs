@@ -62,6 +62,22 @@ pub(crate) fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
     }
 }
 
+/// A file of secret text that others than its owner may read or change: warned of, as ssh
+/// refuses a key kept so. The gateway runs as that owner; nothing else needs it.
+pub(crate) fn warn_open_secret(key: &str, path: &Path, issues: &mut Issues) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        issues.warn(
+            key,
+            format!("{} is open to others than its owner (mode {mode:03o}): whoever reads it holds the secret; `chmod 600` it", path.display()),
+        );
+    }
+}
+
 /// An https address of a participant whose certificate is verified against the platform's roots
 /// alone: one from a private CA fails every call (`UnknownIssuer`), so say where that CA goes.
 pub(crate) fn warn_platform_roots(key: &str, url: &str, issues: &mut Issues) {
