@@ -354,6 +354,11 @@ async fn a_denied_attribute_is_denied_in_every_spelling_a_binder_reads_as_it() {
             "{\"temp\":1,\"\u{17F}ecret\":2}",
             (400, "ambiguous_request"),
         ),
+        // serde_json built with raw_value reads this object as {"secret":2}.
+        (
+            r#"{"$serde_json::private::RawValue":"{\"secret\":2}"}"#,
+            (400, "body_duplicate_member"),
+        ),
     ] {
         let (status, body) = g.call("PATCH", path, &evidence, Some(patch)).await;
         assert_refused(status, &body, refusal);

@@ -137,6 +137,7 @@ fn check_cookie_name(cookie_name: &str, issues: &mut Issues) {
 
 /// The key sessions are sealed with: the SHA-256 of at least 32 bytes of secret in `path`.
 fn session_secret(path: &Path, issues: &mut Issues) -> Option<SessionSecret> {
+    super::values::warn_open_secret("login.session_secret_file", path, issues);
     let checked = std::fs::read(path)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|bytes| {

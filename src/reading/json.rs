@@ -18,7 +18,9 @@ use std::fmt;
 pub enum JsonProblem {
     /// Not JSON at all (syntax, encoding, nesting too deep, nothing after all).
     NotJson(String),
-    /// An object names a member twice.
+    /// An object names a member twice (or under two names a binder reads as one), or names a
+    /// member serde_json reads as an instruction (`$serde_json::private::RawValue`): an object
+    /// read two ways.
     RepeatedMember(String),
     /// Something other than white space follows the value (a second value, garbage).
     Trailing,
@@ -46,6 +48,10 @@ impl std::fmt::Display for JsonProblem {
         }
     }
 }
+
+/// How serde_json's own tokens begin: an object whose member is named so is read by serde_json
+/// (with its `raw_value` or `arbitrary_precision` feature) as the value the member holds.
+const SERDE_TOKEN: &str = "$serde_json::private::";
 
 /// The deepest nesting serde_json reads itself.
 const SERDE_DEPTH: usize = 128;
@@ -228,6 +234,12 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
         let mut members = Map::new();
         let mut keys: HashSet<String> = HashSet::new();
         while let Some(name) = map.next_key::<String>()? {
+            if name.starts_with(SERDE_TOKEN) {
+                return Err(de::Error::custom(format!(
+                    "the member {name:?} is serde_json's own token: a binder built with its \
+                     raw_value or arbitrary_precision feature reads the object as another value"
+                )));
+            }
             if !keys.insert(binding_key(&name).into_owned()) {
                 let first = members
                     .keys()
@@ -280,6 +292,23 @@ mod tests {
         }
         // The same name in two objects is no repetition.
         assert!(read_unique(br#"[{"a": 1}, {"a": 2}]"#).is_ok());
+    }
+
+    #[test]
+    fn a_member_serde_json_reads_as_its_own_token_is_refused() {
+        // serde_json with `raw_value` reads the first as {"id": "SECRET-1"}.
+        for text in [
+            r#"{"$serde_json::private::RawValue": "{\"id\": \"SECRET-1\"}"}"#,
+            r#"[{"id": "C1"}, {"$serde_json::private::Number": "1e999"}]"#,
+        ] {
+            let read = read_unique(text.as_bytes());
+            assert!(
+                matches!(&read, Err(JsonProblem::RepeatedMember(m)) if m.contains("serde_json's own token")),
+                "{text}: {read:?}"
+            );
+        }
+        // In a value it is text like any other.
+        assert!(read_unique(br#"{"note": "$serde_json::private::RawValue"}"#).is_ok());
     }
 
     #[test]
