@@ -899,6 +899,74 @@ async fn admin_listener_serves_metrics_liveness_and_readiness() {
     env.stop().await;
 }
 
+/// A TCP relay on a port of its own to `to`, until dropped (its connections with it): a peer
+/// that can go away and come back at the same address.
+struct Relay(tokio::task::JoinHandle<()>);
+
+impl Relay {
+    async fn start(port: u16, to: std::net::SocketAddr) -> Relay {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        Relay(tokio::spawn(async move {
+            let mut links = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                links.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        }))
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_is_deciding_now_and_recovers_on_its_own_after_a_scheme_owner_blip() {
+    use support::process::{eventually, GatewayProcess};
+    let bed = Bed::start(BIN).await;
+    let so: url::Url = bed.url(SO).parse().unwrap();
+    let so_addr =
+        std::net::SocketAddr::new(so.host_str().unwrap().parse().unwrap(), so.port().unwrap());
+    let port = free_port();
+    let relay = Relay::start(port, so_addr).await;
+    let (dir, ports) = gateway_dir(&bed, BIN, RULES, "", |t| {
+        t.replace(&bed.url(SO), &format!("https://127.0.0.1:{port}"))
+    });
+    let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
+    gateway.wait_ready().await;
+    // The scheme owner goes away: a call that needs it fails closed...
+    drop(relay);
+    let tls = format!("https://127.0.0.1:{}", ports.tls);
+    let form = token_form(&bed.identity(CONSUMER), SP, None);
+    let (status, body) = status_json(request_token(&bed.http, &tls, form).await).await;
+    assert_refused(status, &body, (503, "scheme_owner_unavailable"));
+    // ...but the gateway can still decide on what it knows: it stays ready.
+    let (status, body) = gateway.ready().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    // Back: the gateway finds out on its own (no request needs it), within seconds, not at its
+    // next refresh (5 minutes): the consumer's token request works again.
+    let _relay = Relay::start(port, so_addr).await;
+    let refreshed = eventually(std::time::Duration::from_secs(10), || async {
+        let m = gateway.metrics().await;
+        let ok = [("endpoint", "trusted_list"), ("outcome", "ok")];
+        metric(&m, "ishare_gateway_scheme_owner_calls_total", &ok) >= 2.0
+    })
+    .await;
+    assert!(refreshed, "{}", gateway.process.tail());
+    let form = token_form(&bed.identity(CONSUMER), SP, None);
+    let (status, body) = status_json(request_token(&bed.http, &tls, form).await).await;
+    assert_eq!(status, 200, "{body}");
+    gateway.terminate().await;
+    bed.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
     let bed = Bed::start(BIN).await;

@@ -209,7 +209,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["refresh"],
                 unset: Unset::Defaults,
-                meaning: r#"trusted-list refresh; also on an unknown root (at most every 30 s). A list older than 3 × `refresh` is not used: trust fails closed (503) until it is refreshed"#,
+                meaning: r#"trusted-list refresh; also on an unknown root (at most every 30 s), and after a failed call to the scheme owner (after 1 s, then 2, 4 … up to 30 s, until it answers). A list older than 3 × `refresh` is not used: trust fails closed (503) until it is refreshed"#,
             },
             Key {
                 names: &["party_cache_ttl"],

@@ -89,8 +89,10 @@ pub fn reload_and_report(state: &GatewayState, path: &std::path::Path) {
     }
 }
 
-/// How soon a failed trusted-list refresh is tried again.
-const RETRY_REFRESH: Duration = Duration::from_secs(5);
+/// How soon the scheme owner is asked again after a failed call: the first wait, doubled after
+/// each failure up to the longest.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_LONGEST: Duration = Duration::from_secs(30);
 
 pub struct Maintenance {
     state: Arc<GatewayState>,
@@ -128,9 +130,11 @@ impl BackgroundService for Maintenance {
             None
         };
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        // The first refresh happens right away, so that /ready turns true early; a failed one is
-        // retried soon.
+        // The first refresh happens right away, so that /ready turns true early. A failed one,
+        // or any failed call to the scheme owner, is followed by a refresh soon, with backoff, so
+        // that the gateway learns on its own when the scheme owner is back.
         let mut next_refresh = tokio::time::Instant::now();
+        let mut retry = RETRY_FIRST;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
@@ -145,13 +149,22 @@ impl BackgroundService for Maintenance {
                     for pool in snap.upstreams.values() {
                         pool.check_health(&self.state.shared.metrics).await;
                     }
-                    if tokio::time::Instant::now() >= next_refresh {
+                    let now = tokio::time::Instant::now();
+                    if snap.trust.last_call_failed() {
+                        next_refresh = next_refresh.min(now + retry);
+                    }
+                    if now >= next_refresh {
                         let interval = snap.config.scheme_owner.refresh;
                         next_refresh = tokio::time::Instant::now() + match snap.trust.refresh().await {
-                            Ok(_) => interval,
+                            Ok(_) => {
+                                retry = RETRY_FIRST;
+                                interval
+                            }
                             Err(e) => {
-                                tracing::warn!(error = %e, "trusted list refresh failed");
-                                interval.min(RETRY_REFRESH)
+                                tracing::warn!(error = %e, retry_in = ?retry, "trusted list refresh failed");
+                                let wait = interval.min(retry);
+                                retry = (retry * 2).min(RETRY_LONGEST);
+                                wait
                             }
                         };
                     }

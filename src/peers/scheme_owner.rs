@@ -191,6 +191,15 @@ impl TrustStore {
         &self.config
     }
 
+    /// Whether the scheme owner failed the last call made to it (it is then asked again, with
+    /// backoff, until it answers).
+    pub fn last_call_failed(&self) -> bool {
+        matches!(
+            *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()),
+            Some((_, false))
+        )
+    }
+
     fn contact(&self, ok: bool) {
         *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), ok));
     }
@@ -572,8 +581,10 @@ impl TrustStore {
         Ok(Some(party))
     }
 
-    /// Whether we can serve: a trusted list not older than three refresh intervals, and the scheme
-    /// owner answering. The reasons when not.
+    /// Whether we can decide now: a trusted list not older than three refresh intervals that
+    /// trusts our own chain. A scheme owner that failed a call is not a reason: what is known
+    /// still decides, and the gateway asks it again on its own (`last_call_failed`). The reasons
+    /// when not.
     pub fn readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         match self.trusted.load().as_ref() {
@@ -596,12 +607,6 @@ impl TrustStore {
                 ))
             }
             Some(s) => problems.extend(self.own_chain_problem(&s.list)),
-        }
-        if let Some((_, false)) = *self.last_contact.lock().unwrap_or_else(|e| e.into_inner()) {
-            problems.push(format!(
-                "the scheme owner at {} did not answer the last call",
-                self.config.url
-            ));
         }
         if problems.is_empty() {
             Ok(())
