@@ -117,9 +117,10 @@ $(MDBOOK):
 	cargo install mdbook --locked --version $(MDBOOK_VERSION) --no-default-features \
 		--features search --root target/tools/mdbook-$(MDBOOK_VERSION)
 
-# The binary, as the systemd unit expects it: /usr/local/bin/ishare-gateway.
+# The binary, as the systemd unit expects it: /usr/local/bin/ishare-gateway, stripped of its
+# line tables and symbols (which target/release keeps for profiles and backtraces).
 PREFIX ?= /usr/local
 
 install: setup
 	cargo build --release --locked
-	install -D -m 0755 target/release/ishare-gateway $(DESTDIR)$(PREFIX)/bin/ishare-gateway
+	install -D -s -m 0755 target/release/ishare-gateway $(DESTDIR)$(PREFIX)/bin/ishare-gateway

@@ -89,6 +89,9 @@ enum Command {
     /// Drop cached decisions at a running gateway (and every instance of its fleet) by policy
     /// issuer, access subject or all, through its admin listener; exits non-zero unless done.
     Purge(cli::purge::PurgeArgs),
+    /// Whether a running gateway is live and ready, asked of its admin listener (the container's
+    /// health check); exits non-zero with the reasons when not.
+    Health(cli::health::HealthArgs),
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -266,6 +269,7 @@ fn main() -> ExitCode {
         },
         Command::RoutesFromOpenapi(args) => cli::openapi::run(args),
         Command::Purge(args) => runtime().block_on(cli::purge::run(args)),
+        Command::Health(args) => runtime().block_on(cli::health::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

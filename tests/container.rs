@@ -225,6 +225,17 @@ async fn the_image_runs_the_testbed_and_the_gateway_through_the_demos_walk() {
     assert_eq!(live.status(), 200);
     let (healthy, said) = podman_output(&["healthcheck", "run", &gateway.name]);
     assert!(healthy, "the image's health check: {said}");
+    // The binary checks its own health: no HTTP tool in the image.
+    for tool in ["curl", "wget"] {
+        let (found, _) = podman_output(&[
+            "exec",
+            &gateway.name,
+            "sh",
+            "-c",
+            &format!("command -v {tool}"),
+        ]);
+        assert!(!found, "the image carries {tool}");
+    }
     let (_, uid) = podman_output(&["exec", &gateway.name, "id", "-u"]);
     assert_eq!(uid.trim(), UID.to_string());
     let (written, said) = podman_output(&["exec", &gateway.name, "touch", &format!("{ETC}/x")]);

@@ -9,6 +9,7 @@ pub mod conformance;
 pub mod demo;
 pub mod display;
 pub mod explain;
+pub mod health;
 pub mod openapi;
 pub mod purge;
 pub mod rule_tests;

@@ -62,18 +62,19 @@ pub(crate) fn warn_plain(key: &str, url: &str, issues: &mut Issues) {
     }
 }
 
-/// A file of secret text that others than its owner may read or change: warned of, as ssh
-/// refuses a key kept so. The gateway runs as that owner; nothing else needs it.
+/// A file of secret text that every user of the machine may read or change: warned of. Its owner
+/// and its group may (the gateway's group under systemd, `fsGroup` on Kubernetes); no one else
+/// needs it.
 pub(crate) fn warn_open_secret(key: &str, path: &Path, issues: &mut Issues) {
     use std::os::unix::fs::PermissionsExt;
     let Ok(meta) = std::fs::metadata(path) else {
         return;
     };
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if mode & 0o007 != 0 {
         issues.warn(
             key,
-            format!("{} is open to others than its owner (mode {mode:03o}): whoever reads it holds the secret; `chmod 600` it", path.display()),
+            format!("{} is open to every user (mode {mode:03o}): whoever reads it holds the secret; `chmod o-rwx` it (its owner and its group suffice)", path.display()),
         );
     }
 }
