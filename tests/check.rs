@@ -186,13 +186,12 @@ fn an_open_admin_listener_and_secret_files_others_may_read_are_warned_of() {
     assert!(
         warned("admin.address: 0.0.0.0:9901 listens on every interface")
             && warned("/purge")
-            && warned(
-                "admin.purge_secret_file: purge.secret is open to others than its owner (mode 644)"
-            ),
+            && warned("admin.purge_secret_file: purge.secret is open to every user (mode 644)"),
         "{lines:#?}"
     );
-    // Kept by its owner alone, on a private address: nothing to say.
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Kept by its owner and its group (the gateway's, as under systemd or with Kubernetes'
+    // fsGroup), on a private address: nothing to say.
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
     let private = gateway.replace("0.0.0.0:9901", "127.0.0.1:9901");
     std::fs::write(dir.path().join("gateway.toml"), private).unwrap();
     let (ok, lines) = check(dir.path());
@@ -200,10 +199,65 @@ fn an_open_admin_listener_and_secret_files_others_may_read_are_warned_of() {
     assert!(!lines.iter().any(|l| l.contains("admin.")), "{lines:#?}");
 }
 
+#[test]
+fn certificates_near_or_past_their_expiry_are_warned_of() {
+    use ishare_gateway::testbed::pki::LeafSpec;
+    use time::{Duration, OffsetDateTime};
+    let pki = TestPki::shared();
+    let now = OffsetDateTime::now_utc();
+    let mut identity = LeafSpec::party("EU.EORI.NL000000003", "Gateway", now);
+    identity.not_after = now + Duration::days(20);
+    let identity = pki.issue(&identity).unwrap();
+    let mut tls = LeafSpec::tls_server(&["localhost"], now);
+    tls.not_before = now - Duration::days(400);
+    tls.not_after = now - Duration::days(2);
+    let tls = pki.issue(&tls).unwrap();
+    let gateway = GATEWAY.replace(
+        "address = \"127.0.0.1:8443\"\n",
+        "address = \"127.0.0.1:8443\"\n[listener.tls]\ncertificate = \"tls.crt\"\nkey = \"tls.key\"\n",
+    );
+    let dir = config_dir(&gateway, ROUTE);
+    for (name, text) in [
+        ("id.key.pem", &identity.key_pem),
+        ("id.chain.pem", &identity.chain_pem),
+        ("tls.key", &tls.key_pem),
+        ("tls.crt", &tls.chain_pem),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "warnings only: {lines:#?}");
+    let date = |at: OffsetDateTime| at.date().to_string();
+    let expiring = format!(
+        "warning: gateway.toml: identity.certificate_chain: the identity certificate expires on {}, in ",
+        date(now + Duration::days(20))
+    );
+    let expired = format!(
+        "warning: gateway.toml: listener[0].tls.certificate: the listener 127.0.0.1:8443 certificate expired on {}: renew it",
+        date(now - Duration::days(2))
+    );
+    for needle in [&expiring, &expired] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(needle.as_str()) && l.contains(" renew it")),
+            "{needle}\n{lines:#?}"
+        );
+    }
+    // The CAs live ten years: nothing to say of them.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("identity_issuer") || l.contains("scheme_root")),
+        "{lines:#?}"
+    );
+}
+
 /// The Kubernetes base's configuration and rules (deploy/kubernetes/base) pass `check` as the
 /// Deployment mounts them, with keys of the test PKI where the Secret puts them.
 #[test]
 fn the_kubernetes_configuration_and_rules_pass_check() {
+    use std::os::unix::fs::PermissionsExt;
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/base");
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
@@ -217,9 +271,14 @@ fn the_kubernetes_configuration_and_rules_pass_check() {
     ] {
         std::fs::write(keys.join(name), text).unwrap();
     }
+    // The Redis Secret's password, mounted as the Secret mounts it (0440).
+    let password = keys.join("password");
+    std::fs::write(&password, "a-redis-password-for-the-check").unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o440)).unwrap();
     let gateway = std::fs::read_to_string(base.join("gateway.toml"))
         .unwrap()
         .replace("/etc/ishare-gateway/keys", keys.to_str().unwrap())
+        .replace("/etc/ishare-gateway/redis", keys.to_str().unwrap())
         .replace(
             "/etc/ishare-gateway/policies",
             base.join("policies").to_str().unwrap(),

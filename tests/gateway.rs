@@ -899,6 +899,16 @@ async fn admin_listener_serves_metrics_liveness_and_readiness() {
     env.stop().await;
 }
 
+/// `ishare-gateway health` against an admin listener, as the container's health check runs it.
+async fn health_check(admin: &str) -> std::process::Output {
+    let admin = admin.to_string();
+    tokio::task::spawn_blocking(move || {
+        binary_output(&["health", "--admin", &admin, "--timeout", "2"])
+    })
+    .await
+    .unwrap()
+}
+
 /// A TCP relay on a port of its own to `to`, until dropped (its connections with it): a peer
 /// that can go away and come back at the same address.
 struct Relay(tokio::task::JoinHandle<()>);
@@ -941,6 +951,33 @@ async fn readiness_is_deciding_now_and_recovers_on_its_own_after_a_scheme_owner_
     });
     let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
     gateway.wait_ready().await;
+    // What the alerts watch: the certificates' expiry (the test PKI's leaves live five years, its
+    // CAs ten) and the age past which the trusted list is not used (3 × the default refresh, 5 m).
+    let m = gateway.metrics().await;
+    let days = |certificate: &str| {
+        metric(
+            &m,
+            "ishare_gateway_certificate_expiry_seconds",
+            &[("certificate", certificate)],
+        ) / 86_400.0
+    };
+    let listener = format!("listener 127.0.0.1:{}", ports.tls);
+    for (certificate, from, to) in [
+        ("identity", 5.0 * 365.0 - 2.0, 5.0 * 365.0),
+        ("identity_issuer", 10.0 * 365.0 - 2.0, 10.0 * 365.0 + 3.0),
+        ("scheme_root", 10.0 * 365.0 - 2.0, 10.0 * 365.0 + 3.0),
+        (listener.as_str(), 5.0 * 365.0 - 2.0, 5.0 * 365.0),
+    ] {
+        let left = days(certificate);
+        assert!(
+            (from..=to).contains(&left),
+            "{certificate}: {left} days\n{m}"
+        );
+    }
+    let max_age = m
+        .lines()
+        .find_map(|l| l.strip_prefix("ishare_gateway_trusted_list_max_age_seconds "));
+    assert_eq!(max_age, Some("900"), "{m}");
     // The scheme owner goes away: a call that needs it fails closed...
     drop(relay);
     let tls = format!("https://127.0.0.1:{}", ports.tls);
@@ -950,6 +987,9 @@ async fn readiness_is_deciding_now_and_recovers_on_its_own_after_a_scheme_owner_
     // ...but the gateway can still decide on what it knows: it stays ready.
     let (status, body) = gateway.ready().await.unwrap();
     assert_eq!(status, 200, "{body}");
+    let admin = format!("http://127.0.0.1:{}", ports.admin);
+    let health = health_check(&admin).await;
+    assert!(health.status.success(), "{health:?}");
     // Back: the gateway finds out on its own (no request needs it), within seconds, not at its
     // next refresh (5 minutes): the consumer's token request works again.
     let _relay = Relay::start(port, so_addr).await;
@@ -980,6 +1020,15 @@ async fn readiness_fails_while_the_scheme_owner_is_unreachable() {
     assert!(
         body["problems"].to_string().contains("trusted list"),
         "{body}"
+    );
+    // The container's health check says so, with the reason.
+    let admin = format!("http://127.0.0.1:{}", ports.admin);
+    let health = health_check(&admin).await;
+    let said = String::from_utf8_lossy(&health.stderr);
+    assert!(!health.status.success(), "{said}");
+    assert!(
+        said.contains("/ready answered 503") && said.contains("trusted list"),
+        "{said}"
     );
     // Token requests fail closed with 503, saying the scheme owner is unavailable: the first tries
     // it, the next ones within the retry pause do not, and all say the same.

@@ -77,6 +77,12 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         login: login.is_some(),
     };
     let routes = load_rules(&rules_dir, &known, issues.all);
+    let certificates = super::pem::certificate_expiries(
+        identity.as_ref(),
+        &listeners,
+        services.decision_api.as_ref(),
+        issues,
+    );
     Some(Config {
         source: path.to_path_buf(),
         scheme,
@@ -107,6 +113,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
         decision_log,
         tracing,
         decision_api: services.decision_api,
+        certificates,
     })
 }
 

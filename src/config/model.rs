@@ -56,6 +56,19 @@ pub struct Config {
     /// OpenTelemetry tracing, when `[tracing]` is configured.
     pub tracing: Option<TracingSettings>,
     pub decision_api: Option<DecisionApiSettings>,
+    /// The certificates the gateway presents or stands on, with when each expires.
+    pub certificates: Vec<CertificateExpiry>,
+}
+
+/// A certificate the gateway presents (its identity, its listeners' TLS) or stands on (the scheme's
+/// root its identity chains to), and when it stops being valid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertificateExpiry {
+    /// What it is, as the metric's `certificate` label names it: `identity`, `identity_issuer`,
+    /// `scheme_root`, `listener ADDRESS`, `decision_api ADDRESS`.
+    pub certificate: String,
+    /// Its notAfter (of a chain, the first to expire), in seconds since the epoch.
+    pub not_after: i64,
 }
 
 /// The decision service: the proxy's decisions answered to other proxies (nginx `auth_request`,

@@ -453,7 +453,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["credentials_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"`PASSWORD` (the default user) or `USER:PASSWORD` (an ACL user) on its first line, for Redis and the Sentinels alike; keep it readable by the gateway alone (`check` warns otherwise)"#,
+                meaning: r#"`PASSWORD` (the default user) or `USER:PASSWORD` (an ACL user) on its first line, for Redis and the Sentinels alike; keep it readable by the gateway's user or group alone (`check` warns of one every user may read)"#,
             },
             Key {
                 names: &["ca_file"],
@@ -485,7 +485,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["purge_secret_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"a file of 32 bytes or more of secret text that `POST /purge` callers send as `Authorization: Bearer …`; without it `/purge` answers 404 `purge_not_configured`. `check` warns of a file others than its owner may read (`chmod 600`)"#,
+                meaning: r#"a file of 32 bytes or more of secret text that `POST /purge` callers send as `Authorization: Bearer …`; without it `/purge` answers 404 `purge_not_configured`. `check` warns of a file every user may read (`chmod o-rwx`)"#,
             },
         ],
     },
@@ -672,7 +672,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["bearer_secret_file"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"a file of 32 bytes or more of secret text that AuthZEN callers send as `Authorization: Bearer …`; without it or a client certificate, AuthZEN answers 401. `check` warns of a file others than its owner may read (`chmod 600`)"#,
+                meaning: r#"a file of 32 bytes or more of secret text that AuthZEN callers send as `Authorization: Bearer …`; without it or a client certificate, AuthZEN answers 401. `check` warns of a file every user may read (`chmod o-rwx`)"#,
             },
             Key {
                 names: &["max_body_bytes"],

@@ -147,6 +147,7 @@ impl ServeHttp for Admin {
             "/metrics" => {
                 let snap = self.state.current.load();
                 snap.trust.report_age();
+                snap.report_certificate_expiry(&self.state.shared.metrics);
                 answer(
                     200,
                     "text/plain; version=0.0.4",

@@ -152,6 +152,19 @@ impl Snapshot {
         }
     }
 
+    /// Seconds until each certificate of this configuration expires, as of now; certificates of
+    /// an earlier configuration are no longer reported.
+    pub fn report_certificate_expiry(&self, metrics: &crate::telemetry::metrics::Metrics) {
+        let now = crate::scheme::Timestamp::now().secs();
+        metrics.certificate_expiry.reset();
+        for c in &self.config.certificates {
+            metrics
+                .certificate_expiry
+                .with_label_values(&[c.certificate.as_str()])
+                .set(c.not_after.saturating_sub(now));
+        }
+    }
+
     /// What decisions are made under.
     pub fn policy(&self) -> Policy<'_> {
         Policy {

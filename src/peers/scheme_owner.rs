@@ -684,6 +684,12 @@ impl TrustStore {
 
     /// Update the age gauge; called periodically.
     pub fn report_age(&self) {
+        // An offline trusted list (configured, not fetched) is never too old.
+        let max_age = match self.config.trusted_list {
+            Some(_) => i64::MAX,
+            None => i64::try_from(self.max_age().as_secs()).unwrap_or(i64::MAX),
+        };
+        self.metrics.trusted_list_max_age.set(max_age);
         if let Some(s) = self.trusted.load().as_ref() {
             self.metrics
                 .trusted_list_age

@@ -122,6 +122,10 @@ pub struct Metrics {
     pub decision_api: IntCounterVec,
     /// Age of the trusted list in seconds.
     pub trusted_list_age: IntGauge,
+    /// The age past which the trusted list is not used (3 × `refresh`): trust fails closed.
+    pub trusted_list_max_age: IntGauge,
+    /// Seconds until each certificate the gateway presents or stands on expires, by certificate.
+    pub certificate_expiry: IntGaugeVec,
     /// Backends by upstream and health (1 healthy, 0 not).
     pub backend_health: IntGaugeVec,
     /// Open client connections by listener.
@@ -219,6 +223,8 @@ struct Trust {
     tokens: IntCounterVec,
     scheme_owner_calls: IntCounterVec,
     trusted_list_age: IntGauge,
+    trusted_list_max_age: IntGauge,
+    certificate_expiry: IntGaugeVec,
 }
 
 impl Trust {
@@ -240,6 +246,17 @@ impl Trust {
                 registry,
                 "trusted_list_age_seconds",
                 "Age of the trusted list",
+            ),
+            trusted_list_max_age: gauge(
+                registry,
+                "trusted_list_max_age_seconds",
+                "Age past which the trusted list is not used and trust fails closed (3 x refresh)",
+            ),
+            certificate_expiry: gauge_vec(
+                registry,
+                "certificate_expiry_seconds",
+                "Seconds until a certificate the gateway presents or stands on expires (negative: expired), by certificate",
+                &["certificate"],
             ),
         }
     }
@@ -393,6 +410,8 @@ impl Metrics {
             tokens,
             scheme_owner_calls,
             trusted_list_age,
+            trusted_list_max_age,
+            certificate_expiry,
         } = Trust::register(&registry);
         let Delegation {
             decisions,
@@ -434,6 +453,8 @@ impl Metrics {
             decision_log,
             decision_api,
             trusted_list_age,
+            trusted_list_max_age,
+            certificate_expiry,
             backend_health,
             connections,
             connections_closed,
