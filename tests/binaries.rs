@@ -642,6 +642,71 @@ async fn the_binaries_get_permit_and_deny_from_a_strict_registry_with_the_consum
     assert_eq!(status.code(), Some(0), "SIGTERM ends it cleanly\n{log}");
 }
 
+/// The binary on a Redis Cluster that speaks TLS only (to clients, between replicas and on its
+/// bus), as an ACL user allowed the party's keys alone: started as `check` accepts it, one
+/// assertion accepted once, its keys under the party's hash tag on one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_over_tls_as_an_acl_user() {
+    const PASSWORD: &str = "cluster-tls-test-password";
+    let bed = Bed::start(BIN).await;
+    // Each node's certificate is also its client certificate on the bus: one without an extended
+    // key usage serves both.
+    let pki = ishare_gateway::testbed::pki::TestPki::shared();
+    let mut spec = ishare_gateway::testbed::pki::LeafSpec::tls_server(
+        &["127.0.0.1"],
+        time::OffsetDateTime::now_utc(),
+    );
+    spec.server_auth = false;
+    let node = pki.issue(&spec).unwrap();
+    let files = scratch_dir(BIN);
+    let file = |name: &str, text: &str| {
+        let path = files.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let tls = TlsFiles {
+        certificate: file("node.chain.pem", &node.chain_pem),
+        key: file("node.key.pem", &node.key_pem),
+        ca: file("ca.pem", pki.root_pem()),
+    };
+    let cluster = RedisCluster::start_with_tls(PASSWORD, SP, Some(&tls)).await;
+    let dir = scratch_dir(BIN);
+    let credentials = dir.join("redis.credentials");
+    std::fs::write(&credentials, format!("gateway:{PASSWORD}\n")).unwrap();
+    let extra = format!(
+        "[replay]\nstore = \"redis\"\ncluster = {}\ntls = true\ncredentials_file = \"{}\"\nca_file = \"{}\"\n",
+        cluster.toml_nodes(),
+        credentials.display(),
+        tls.ca
+    );
+    let (dir, ports) = gateway_dir(&bed, BIN, "", &extra, |t| t);
+    let gateway =
+        accepted_and_served("rediss-cluster", &dir.join("gateway.toml"), ports.admin).await;
+    let plain = format!("http://127.0.0.1:{}", ports.plain);
+    let once = bed
+        .identity(CONSUMER)
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    assert_eq!(token_with(&plain, &once).await.0, 200);
+    let (status, body) = token_with(&plain, &once).await;
+    assert_refused(status, &body, (400, "replayed_jti"));
+    // The epoch, the latest acceptance and the jti: on the slot of the party's hash tag.
+    let tag = format!("{{{SP}}}");
+    let master = cluster.master_of(&tag).await;
+    let slot = cluster
+        .command(master, &["CLUSTER", "KEYSLOT", &tag])
+        .await
+        .unwrap();
+    let held = cluster
+        .command(master, &["CLUSTER", "COUNTKEYSINSLOT", &slot])
+        .await
+        .unwrap();
+    assert_eq!(held, "3", "keys on slot {slot}");
+    let (status, log) = gateway.terminate().await;
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(!log.contains(PASSWORD), "{log}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_over_tls_with_an_acl_user_whose_password_is_in_a_file() {
     let bed = Bed::start(BIN).await;

@@ -3,7 +3,8 @@
 //! in turn under load, and one client assertion presented to both instances at once; a policy
 //! withdrawn at the registry, and the purge at one instance that makes every instance ask again
 //! (also with Redis down), and a route's bound on how long a decision is cached; the consumer's
-//! consent a registry wants, kept on Redis by one instance and forwarded by the other.
+//! consent a registry wants, kept on Redis by one instance and forwarded by the other; and the
+//! fleet on a Redis Cluster, through the death of the master that holds its keys.
 
 mod support;
 
@@ -1158,4 +1159,181 @@ async fn the_consumers_consent_kept_on_redis_is_forwarded_by_the_other_instance(
     .await;
     let fresh = fresh.lock().unwrap().clone();
     assert!(answered, "{fresh:?}");
+}
+
+/// Two instances on a Redis Cluster (three masters, a replica each) as an ACL user: replays and
+/// purges shared across the cluster's shards, and the master that holds the gateways' keys killed
+/// under load: assertions fail closed until its replica takes over, then pass on it, and what was
+/// accepted before is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_redis_cluster_the_fleet_shares_replays_and_purges_and_follows_a_failover() {
+    const PASSWORD: &str = "cluster-test-password";
+    let bed = Bed::start(BIN).await;
+    let mut cluster = support::RedisCluster::start(PASSWORD, SP).await;
+    let dir = scratch_dir(BIN);
+    let credentials = dir.join("redis.credentials");
+    std::fs::write(&credentials, format!("gateway:{PASSWORD}\n")).unwrap();
+    let secret_file = dir.join("purge.secret");
+    std::fs::write(&secret_file, PURGE_SECRET).unwrap();
+    let replay = format!(
+        "cluster = {}\ncredentials_file = {:?}",
+        cluster.toml_nodes(),
+        credentials.to_str().unwrap()
+    );
+    let admin = format!(
+        "\n[admin]\npurge_secret_file = {:?}\n",
+        secret_file.to_str().unwrap()
+    );
+    let fleet = Fleet::start_edited(&bed, BIN, RULES, 2, |t| {
+        let t = t.replacen("\n[admin]\n", &admin, 1);
+        let lines: Vec<String> = t
+            .lines()
+            .map(|l| match l.starts_with("url = \"redis://") {
+                true => replay.clone(),
+                false => l.to_string(),
+            })
+            .collect();
+        lines.join("\n") + "\n"
+    })
+    .await;
+    let (a, b) = (fleet.instances[0].plain(), fleet.instances[1].plain());
+    let http = reqwest::Client::new();
+    let assertion = || {
+        let identity = bed.identity(CONSUMER);
+        let assertion = identity
+            .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+            .unwrap();
+        token_form(&identity, SP, Some(assertion))
+    };
+
+    // One assertion at both instances at once, ten times: exactly one token each time.
+    for _ in 0..10 {
+        let form = assertion();
+        let (at_a, at_b) = tokio::join!(
+            request_token(&http, &a, form.clone()),
+            request_token(&http, &b, form)
+        );
+        let mut statuses = [at_a.status().as_u16(), at_b.status().as_u16()];
+        statuses.sort();
+        assert_eq!(statuses, [200, 400]);
+    }
+    // The gateways' keys are on one slot, of one master: the party's hash tag.
+    let tag = format!("{{{SP}}}");
+    let master = cluster.master_of(&tag).await;
+    let held = cluster
+        .command(
+            master,
+            &[
+                "CLUSTER",
+                "COUNTKEYSINSLOT",
+                &cluster
+                    .command(master, &["CLUSTER", "KEYSLOT", &tag])
+                    .await
+                    .unwrap(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(
+        held.parse::<u32>().unwrap() >= 12,
+        "keys on the slot: {held}"
+    );
+
+    // A purge at A is heard at B, through whichever node B subscribed at.
+    let admin_a = format!("http://127.0.0.1:{}", fleet.instances[0].ports.admin);
+    let admin_b = format!("http://127.0.0.1:{}", fleet.instances[1].ports.admin);
+    let (ok, said) = purge_command(&[
+        "--admin",
+        &admin_a,
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+        "--all",
+    ]);
+    assert!(ok && said.contains("published to the fleet"), "{said}");
+    let heard = support::process::eventually(Duration::from_secs(10), || async {
+        let m = admin_metrics(&admin_b).await;
+        metric(
+            &m,
+            "ishare_gateway_decision_purges_total",
+            &[("scope", "all"), ("origin", "fleet"), ("outcome", "ok")],
+        ) >= 1.0
+    })
+    .await;
+    assert!(heard, "{}", admin_metrics(&admin_b).await);
+
+    // An assertion accepted before the failover, to present again after it.
+    let before = assertion();
+    assert_eq!(request_token(&http, &a, before.clone()).await.status(), 200);
+    // The replica has it before its master dies (replication is asynchronous: a write in the
+    // last instant before a crash may be lost, which the store's epoch check answers for).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.kill(master);
+    let killed = Instant::now();
+    let mut refused = 0;
+    let recovered = loop {
+        let (status, body) = status_json(
+            request_token(
+                &http,
+                &fleet.url,
+                token_form(&bed.identity(CONSUMER), SP, None),
+            )
+            .await,
+        )
+        .await;
+        match status {
+            200 => break Some(killed.elapsed()),
+            503 => {
+                assert_eq!(body["reason"], "replay_store_unavailable", "{body}");
+                refused += 1;
+            }
+            other => panic!("{other}: {body}"),
+        }
+        if killed.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let recovered = recovered.unwrap_or_else(|| {
+        panic!(
+            "no token within 60 s of the master's death\n{}",
+            fleet.instances[0].gateway.process.tail()
+        )
+    });
+    println!(
+        "cluster failover: {refused} token requests refused, service back after {recovered:?}"
+    );
+    assert!(refused > 0, "the master's death was not noticed");
+    assert_ne!(
+        cluster.master_of(&tag).await,
+        master,
+        "no replica took over"
+    );
+    // On the new master: what was accepted before is refused, at either instance, and a new
+    // assertion is accepted once.
+    for base in [&a, &b] {
+        let (status, body) = status_json(request_token(&http, base, before.clone()).await).await;
+        assert_refused(status, &body, (400, "replayed_jti"));
+    }
+    let form = assertion();
+    assert_eq!(request_token(&http, &b, form.clone()).await.status(), 200);
+    let (status, body) = status_json(request_token(&http, &a, form).await).await;
+    assert_refused(status, &body, (400, "replayed_jti"));
+    // The purge channel too: B hears A's next purge, subscribed again where it was lost.
+    let heard_again = support::process::eventually(Duration::from_secs(20), || async {
+        let (ok, said) = purge_command(&[
+            "--admin",
+            &admin_a,
+            "--secret-file",
+            secret_file.to_str().unwrap(),
+            "--all",
+        ]);
+        assert!(ok, "{said}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let m = admin_metrics(&admin_b).await;
+        let labels = [("scope", "all"), ("origin", "fleet"), ("outcome", "ok")];
+        metric(&m, "ishare_gateway_decision_purges_total", &labels) >= 2.0
+    })
+    .await;
+    assert!(heard_again, "{}", admin_metrics(&admin_b).await);
+    bed.stop().await;
 }

@@ -330,9 +330,11 @@ pub struct ReplayFile {
     pub sentinels: Option<Vec<String>>,
     /// The master's name at the Sentinels.
     pub master_name: Option<String>,
+    /// `host:port` of some nodes of a Redis Cluster, instead of `url`.
+    pub cluster: Option<Vec<String>>,
     /// The database on the Sentinels' master.
     pub db: Option<i64>,
-    /// TLS to the Sentinels and the master.
+    /// TLS to the Sentinels and the master, or to the cluster's nodes.
     pub tls: Option<bool>,
     /// `PASSWORD` or `USER:PASSWORD` (an ACL user), for Redis (and the Sentinels).
     pub credentials_file: Option<PathBuf>,

@@ -296,6 +296,13 @@ pub enum RedisTarget {
         db: i64,
         tls: bool,
     },
+    /// A Redis Cluster, known by some of its nodes; the rest, and which holds which slot, are
+    /// learnt from them.
+    Cluster {
+        /// `host:port` of each node given.
+        nodes: Vec<(String, u16)>,
+        tls: bool,
+    },
 }
 
 #[derive(Clone, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! `[replay]`: where the jtis (and people's sessions) are kept; for a fleet, the Redis it shares:
-//! one server by URL, or the master that Redis Sentinels name, with credentials from a file.
+//! one server by URL, the master that Redis Sentinels name, or a Redis Cluster, with credentials
+//! from a file.
 
 use super::defaults as default;
 use super::file::{ReplayFile, ReplayStoreKind};
@@ -27,6 +28,7 @@ pub(super) fn replay(base: &Path, mut r: ReplayFile, issues: &mut Issues) -> Rep
             ("url", r.url.is_some()),
             ("sentinels", r.sentinels.is_some()),
             ("master_name", r.master_name.is_some()),
+            ("cluster", r.cluster.is_some()),
             ("db", r.db.is_some()),
             ("tls", r.tls.is_some()),
             ("credentials_file", r.credentials_file.is_some()),
@@ -45,6 +47,33 @@ pub(super) fn replay(base: &Path, mut r: ReplayFile, issues: &mut Issues) -> Rep
 }
 
 fn redis(base: &Path, r: ReplayFile, issues: &mut Issues) -> Option<RedisSettings> {
+    let given = [r.url.is_some(), r.sentinels.is_some(), r.cluster.is_some()];
+    if given.iter().filter(|g| **g).count() > 1 {
+        issues.add(
+            "replay",
+            "give one of url (one server), sentinels or cluster, not several",
+        );
+        return None;
+    }
+    if let Some(nodes) = r.cluster {
+        let not_here = [
+            (
+                "master_name",
+                r.master_name.is_some(),
+                "a cluster names no master: its nodes say which holds each slot",
+            ),
+            ("db", r.db.is_some(), "a cluster has database 0 only"),
+        ];
+        for (key, _, why) in not_here.iter().filter(|(_, given, _)| *given) {
+            issues.add(format!("replay.{key}"), *why);
+        }
+        let nodes = node_list("replay.cluster", "node of the cluster", nodes, issues);
+        let target = nodes.map(|nodes| RedisTarget::Cluster {
+            nodes,
+            tls: r.tls.unwrap_or(false),
+        });
+        return settings(base, target, r.credentials_file, r.ca_file, issues);
+    }
     let target = match (r.url, r.sentinels) {
         (Some(url), None) => {
             let sentinel_only = [
@@ -63,35 +92,43 @@ fn redis(base: &Path, r: ReplayFile, issues: &mut Issues) -> Option<RedisSetting
                 .map(RedisTarget::Server)
         }
         (None, Some(nodes)) => sentinel(nodes, r.master_name, r.db, r.tls, issues),
-        (Some(_), Some(_)) => {
-            issues.add("replay", "give url (one server) or sentinels, not both");
-            None
-        }
+        (Some(_), Some(_)) => None,
         (None, None) => {
             issues.add(
                 "replay.url",
-                "the Redis server to keep jtis on is needed (or sentinels)",
+                "the Redis server to keep jtis on is needed (or sentinels, or cluster)",
             );
             None
         }
     };
-    let credentials = r.credentials_file.and_then(|file| {
+    settings(base, target, r.credentials_file, r.ca_file, issues)
+}
+
+/// The target with its credentials and CA.
+fn settings(
+    base: &Path,
+    target: Option<RedisTarget>,
+    credentials_file: Option<std::path::PathBuf>,
+    ca_file: Option<std::path::PathBuf>,
+    issues: &mut Issues,
+) -> Option<RedisSettings> {
+    let credentials = credentials_file.and_then(|file| {
         let path = resolve(base, &file);
         warn_open_secret("replay.credentials_file", &path, issues);
         issues.check("replay.credentials_file", credentials(&path))
     });
     let tls = match &target {
         Some(RedisTarget::Server(url)) => url.starts_with("rediss://"),
-        Some(RedisTarget::Sentinel { tls, .. }) => *tls,
+        Some(RedisTarget::Sentinel { tls, .. } | RedisTarget::Cluster { tls, .. }) => *tls,
         None => true,
     };
-    if r.ca_file.is_some() && !tls {
+    if ca_file.is_some() && !tls {
         issues.add(
             "replay.ca_file",
-            "only with TLS to Redis (rediss://, or tls = true with sentinels)",
+            "only with TLS to Redis (rediss://, or tls = true with sentinels or cluster)",
         );
     }
-    let ca_pem = r.ca_file.and_then(|file| {
+    let ca_pem = ca_file.and_then(|file| {
         let path = resolve(base, &file);
         let pem = std::fs::read(&path)
             .map_err(|e| format!("{}: {e}", path.display()))
@@ -136,8 +173,36 @@ fn sentinel(
     tls: Option<bool>,
     issues: &mut Issues,
 ) -> Option<RedisTarget> {
+    let parsed = node_list("replay.sentinels", "Sentinel", nodes, issues);
+    let master = master.filter(|m| !m.trim().is_empty());
+    if master.is_none() {
+        issues.add(
+            "replay.master_name",
+            "needed with sentinels: the name the Sentinels know the master by",
+        );
+    }
+    let db = db.unwrap_or(0);
+    if db < 0 {
+        issues.add("replay.db", "a database number: 0 or more");
+    }
+    Some(RedisTarget::Sentinel {
+        nodes: parsed?,
+        master: master?,
+        db: (db >= 0).then_some(db)?,
+        tls: tls.unwrap_or(false),
+    })
+}
+
+/// `host:port` of each node (at least one), each problem reported under `key[i]`; None unless
+/// every one reads.
+fn node_list(
+    key: &str,
+    what: &str,
+    nodes: Vec<String>,
+    issues: &mut Issues,
+) -> Option<Vec<(String, u16)>> {
     if nodes.is_empty() {
-        issues.add("replay.sentinels", "name at least one Sentinel (host:port)");
+        issues.add(key, format!("name at least one {what} (host:port)"));
     }
     let parsed: Vec<(String, u16)> = nodes
         .iter()
@@ -155,27 +220,10 @@ fn sentinel(
                     }
                     false => format!("{node:?} is not host:port"),
                 });
-            issues.check(&format!("replay.sentinels[{i}]"), parsed)
+            issues.check(&format!("{key}[{i}]"), parsed)
         })
         .collect();
-    let master = master.filter(|m| !m.trim().is_empty());
-    if master.is_none() {
-        issues.add(
-            "replay.master_name",
-            "needed with sentinels: the name the Sentinels know the master by",
-        );
-    }
-    let db = db.unwrap_or(0);
-    if db < 0 {
-        issues.add("replay.db", "a database number: 0 or more");
-    }
-    (parsed.len() == nodes.len() && !nodes.is_empty() && db >= 0).then_some(())?;
-    Some(RedisTarget::Sentinel {
-        nodes: parsed,
-        master: master?,
-        db,
-        tls: tls.unwrap_or(false),
-    })
+    (parsed.len() == nodes.len() && !nodes.is_empty()).then_some(parsed)
 }
 
 /// `PASSWORD` or `USER:PASSWORD` on the first line of a file.

@@ -446,9 +446,14 @@ pub const TABLES: &[Table] = &[
                 meaning: r#"with `sentinels`: the database on the master"#,
             },
             Key {
+                names: &["cluster"],
+                unset: Unset::Means(r#"none"#),
+                meaning: r#"instead of `url`: a Redis Cluster (Valkey's speaks the same protocol; the tests run Redis 7), by some of its nodes (`["10.0.0.7:6379", …]`); the gateway learns the rest from them, follows slots as they move and masters as replicas take over, without a restart. Every key of one gateway's party carries the same hash tag (`{PARTY}:…`), so that each operation stays on one slot; purges are published to the cluster and heard on any node ([Several instances](../guides/instances.md))"#,
+            },
+            Key {
                 names: &["tls"],
                 unset: Unset::Means(r#"`false`"#),
-                meaning: r#"with `sentinels`: TLS to the Sentinels and the master"#,
+                meaning: r#"with `sentinels` or `cluster`: TLS to the Sentinels and the master, or to every node of the cluster"#,
             },
             Key {
                 names: &["credentials_file"],

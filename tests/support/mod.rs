@@ -939,6 +939,232 @@ impl RedisServer {
     }
 }
 
+/// A real Redis Cluster on loopback, for as long as the value lives: three masters and a replica
+/// of each, a failover a second after a master stops answering, the default user's password and
+/// an ACL user `gateway` with the same password on every node (ACLs are per node), allowed the
+/// keys and channels of `party` and the commands the book lists, no more.
+pub struct RedisCluster {
+    /// Each node, by its port; None once killed.
+    pub nodes: Vec<Option<RedisServer>>,
+    pub password: String,
+    /// The CA of the nodes' certificates, when they speak TLS only (to clients, to replicas and on
+    /// the cluster's bus, where each node's certificate is its client certificate too).
+    pub ca: Option<String>,
+}
+
+/// A TLS server certificate, its key and the CA that issued it: files.
+pub struct TlsFiles {
+    pub certificate: String,
+    pub key: String,
+    pub ca: String,
+}
+
+impl RedisCluster {
+    pub async fn start(password: &str, party: &str) -> RedisCluster {
+        Self::start_with_tls(password, party, None).await
+    }
+
+    /// `start`, every node speaking TLS only with `tls`'s certificate when given.
+    pub async fn start_with_tls(
+        password: &str,
+        party: &str,
+        tls: Option<&TlsFiles>,
+    ) -> RedisCluster {
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let (port, bus) = (free_port(), free_port());
+            let (p, b) = (port.to_string(), bus.to_string());
+            let mut args = match tls {
+                None => vec!["--port", &p],
+                Some(t) => vec![
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &p,
+                    "--tls-cluster",
+                    "yes",
+                    "--tls-replication",
+                    "yes",
+                    "--tls-cert-file",
+                    &t.certificate,
+                    "--tls-key-file",
+                    &t.key,
+                    "--tls-ca-cert-file",
+                    &t.ca,
+                    "--tls-auth-clients",
+                    "no",
+                ],
+            };
+            args.extend([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &b,
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "1000",
+                "--requirepass",
+                password,
+                "--masterauth",
+                password,
+                "--repl-diskless-sync-delay",
+                "0",
+            ]);
+            nodes.push(Some(RedisServer::start_with(port, &args).await));
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.as_ref().unwrap().port))
+            .collect();
+        let tls_args = match tls {
+            None => vec![],
+            Some(t) => vec!["--tls", "--cacert", t.ca.as_str()],
+        };
+        let created = std::process::Command::new("redis-cli")
+            .args(&tls_args)
+            .args(["-a", password, "--no-auth-warning", "--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .unwrap();
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create: {}",
+            printed(&created)
+        );
+        let cluster = RedisCluster {
+            nodes,
+            password: password.to_string(),
+            ca: tls.map(|t| t.ca.clone()),
+        };
+        for port in cluster.ports() {
+            let acl = [
+                "ACL",
+                "SETUSER",
+                "gateway",
+                "on",
+                &format!(">{password}"),
+                &format!("~{{{party}}}:*"),
+                &format!("&{{{party}}}:*"),
+                "+set",
+                "+get",
+                "+getdel",
+                "+del",
+                "+exists",
+                "+eval",
+                "+publish",
+                "+subscribe",
+                "+ping",
+                "+cluster|slots",
+            ];
+            cluster.command(port, &acl).await.unwrap();
+        }
+        // Up, and every replica in sync with its master (a replica that never was cannot take over).
+        let ok = process::eventually(Duration::from_secs(30), || async {
+            let mut all = true;
+            for port in cluster.ports() {
+                all &= cluster
+                    .command(port, &["CLUSTER", "INFO"])
+                    .await
+                    .is_ok_and(|info| info.contains("cluster_state:ok"));
+                all &= cluster
+                    .command(port, &["INFO", "replication"])
+                    .await
+                    .is_ok_and(|info| {
+                        info.contains("role:master") || info.contains("master_link_status:up")
+                    });
+            }
+            all
+        })
+        .await;
+        assert!(ok, "the cluster did not come up");
+        cluster
+    }
+
+    /// The ports of the nodes still running.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().flatten().map(|n| n.port).collect()
+    }
+
+    /// `["127.0.0.1:PORT", …]` of the nodes still running, for `[replay] cluster`.
+    pub fn toml_nodes(&self) -> String {
+        let nodes: Vec<String> = self
+            .ports()
+            .iter()
+            .map(|p| format!("\"127.0.0.1:{p}\""))
+            .collect();
+        format!("[{}]", nodes.join(", "))
+    }
+
+    /// A command at one node, its answer as text.
+    pub async fn command(&self, port: u16, args: &[&str]) -> Result<String, String> {
+        let client = match &self.ca {
+            None => redis::Client::open(format!("redis://:{}@127.0.0.1:{port}/0", self.password)),
+            Some(ca) => redis::Client::build_with_tls(
+                format!("rediss://:{}@127.0.0.1:{port}/0", self.password),
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(std::fs::read(ca).map_err(|e| e.to_string())?),
+                },
+            ),
+        }
+        .map_err(|e| e.to_string())?;
+        let mut c = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut command = redis::cmd(args[0]);
+        for a in &args[1..] {
+            command.arg(*a);
+        }
+        let value: redis::Value = command
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(match value {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text,
+            redis::Value::Int(i) => i.to_string(),
+            other => format!("{other:?}"),
+        })
+    }
+
+    /// The port of the master that holds `key`'s slot now.
+    pub async fn master_of(&self, key: &str) -> u16 {
+        let port = self.ports()[0];
+        let slot: u16 = self
+            .command(port, &["CLUSTER", "KEYSLOT", key])
+            .await
+            .unwrap()
+            .parse()
+            .unwrap();
+        let nodes = self.command(port, &["CLUSTER", "NODES"]).await.unwrap();
+        nodes
+            .lines()
+            .filter(|l| l.contains("master") && !l.contains("fail"))
+            .find_map(|l| {
+                let fields: Vec<&str> = l.split(' ').collect();
+                let holds = fields[8..].iter().any(|range| {
+                    let (from, to) = range.split_once('-').unwrap_or((range, range));
+                    matches!((from.parse::<u16>(), to.parse::<u16>()), (Ok(f), Ok(t)) if (f..=t).contains(&slot))
+                });
+                let port = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
+                holds.then_some(port)
+            })
+            .unwrap_or_else(|| panic!("no master holds slot {slot}:\n{nodes}"))
+    }
+
+    /// Kill the node on `port` at once (as a crash would).
+    pub fn kill(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.as_ref().is_some_and(|n| n.port == port));
+        node.and_then(Option::take).expect("a running node").kill();
+    }
+}
+
 /// The mask of `subject` reading container `id` (every attribute) of the data owner, for `sps`.
 pub fn read_request(subject: &str, id: &str, sps: &[&str]) -> AccessRequest {
     AccessRequest {

@@ -1,5 +1,7 @@
 //! The Redis a fleet shares (replays, sign-ins, sessions, consumers' assertions for registries):
-//! one server, or the master that Redis Sentinels name, on one connection for all of them. Every
+//! one server, the master that Redis Sentinels name, or a Redis Cluster, on one connection for
+//! all of them (to a cluster: one that routes each command to the node holding its slot, and
+//! follows slots and failovers as the nodes announce them). Every
 //! command runs on a runtime of its own, bounded in time and aborted when its caller stops
 //! waiting; a call that fails is an error for the caller to fail closed on. A connection that
 //! fails (or lands on a master demoted to replica) is dropped, and the next call makes a new one,
@@ -11,6 +13,8 @@ use crate::peers::forwarded::SharedAssertions;
 use crate::telemetry::metrics::Metrics;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ConnectionAddr, IntoConnectionInfo, TlsCertificates, TlsMode};
 use std::sync::{Arc, OnceLock};
@@ -39,14 +43,24 @@ fn redis_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 enum Target {
     Server(redis::Client),
     Sentinel(tokio::sync::Mutex<SentinelClient>),
+    /// The cluster, and a client of each node given, for the purge channel's subscription (a
+    /// message published to a cluster reaches every node).
+    Cluster(ClusterClient, Vec<redis::Client>),
+}
+
+/// A connection: to one server (or master), or to a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
 }
 
 struct Inner {
     target: Target,
     timeout: Duration,
-    /// The connection in use and its generation; None: made (with Sentinels: the master found)
-    /// on the next call.
-    connection: tokio::sync::Mutex<Option<(u64, ConnectionManager)>>,
+    /// The connection in use and its generation; None: made (with Sentinels: the master found;
+    /// with a cluster: its slots learnt) on the next call.
+    connection: tokio::sync::Mutex<Option<(u64, Connection)>>,
     generations: std::sync::atomic::AtomicU64,
 }
 
@@ -148,6 +162,68 @@ impl RedisStore {
                 let client = builder.build().map_err(|e| format!("replay store: {e}"))?;
                 Target::Sentinel(tokio::sync::Mutex::new(client))
             }
+            RedisTarget::Cluster { nodes, tls } => {
+                let info = |host: &str, port: u16| {
+                    let addr = match tls {
+                        false => ConnectionAddr::Tcp(host.to_string(), port),
+                        true => ConnectionAddr::TcpTls {
+                            host: host.to_string(),
+                            port,
+                            insecure: false,
+                            tls_params: None,
+                        },
+                    };
+                    let mut info = addr
+                        .into_connection_info()
+                        .map_err(|e| format!("replay store: {e}"))?;
+                    if let Some(c) = &settings.credentials {
+                        let mut redis = info.redis_settings().clone().set_password(&c.password);
+                        if let Some(user) = &c.username {
+                            redis = redis.set_username(user);
+                        }
+                        info = info.set_redis_settings(redis);
+                    }
+                    Ok::<_, String>(info)
+                };
+                let infos = nodes
+                    .iter()
+                    .map(|(host, port)| info(host, *port))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut builder = ClusterClientBuilder::new(infos.clone())
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .retries(1)
+                    .min_retry_wait(50)
+                    .max_retry_wait(500);
+                if *tls {
+                    builder = builder.tls(TlsMode::Secure);
+                    if settings.ca_pem.is_some() {
+                        builder = builder.certs(certificates());
+                    }
+                }
+                if let Some(c) = &settings.credentials {
+                    builder = builder.password(&c.password);
+                    if let Some(user) = &c.username {
+                        builder = builder.username(user);
+                    }
+                }
+                let cluster = builder.build().map_err(|e| format!("replay store: {e}"))?;
+                let node_clients = infos
+                    .into_iter()
+                    .map(|info| match settings.ca_pem.is_some() && *tls {
+                        true => redis::Client::build_with_tls(info, certificates()),
+                        false => redis::Client::open(info),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("replay store: {e}"))?;
+                Target::Cluster(cluster, node_clients)
+            }
+        };
+        // On a cluster every key of this party carries one hash tag, so that a script's keys (the
+        // replay store's epoch, latest acceptance and jti) are on one slot.
+        let namespace = match settings.target {
+            RedisTarget::Cluster { .. } => format!("{{{namespace}}}"),
+            _ => namespace.to_string(),
         };
         Ok(RedisStore {
             inner: Arc::new(Inner {
@@ -156,7 +232,7 @@ impl RedisStore {
                 connection: tokio::sync::Mutex::new(None),
                 generations: std::sync::atomic::AtomicU64::new(0),
             }),
-            namespace: namespace.to_string(),
+            namespace,
             epoch_seen: std::sync::atomic::AtomicI64::new(0),
             reset_seen: std::sync::atomic::AtomicI64::new(-1),
             written: std::sync::atomic::AtomicI64::new(0),
@@ -196,8 +272,12 @@ impl RedisStore {
 
 impl Inner {
     async fn query(&self, command: redis::Cmd) -> Result<redis::Value, String> {
-        let (generation, mut connection) = self.connection().await?;
-        match command.query_async(&mut connection).await {
+        let (generation, connection) = self.connection().await?;
+        let answer = match connection {
+            Connection::Single(mut c) => command.query_async(&mut c).await,
+            Connection::Cluster(mut c) => command.query_async(&mut c).await,
+        };
+        match answer {
             Ok(value) => Ok(value),
             Err(e) => {
                 if fails_over(&e) {
@@ -212,13 +292,31 @@ impl Inner {
         }
     }
 
-    /// The connection in use, or a new one: to the server, or to the master the Sentinels name
-    /// (asked within the timeout).
-    async fn connection(&self) -> Result<(u64, ConnectionManager), String> {
+    /// The connection in use, or a new one: to the server, to the master the Sentinels name
+    /// (asked within the timeout), or to the cluster (its slots learnt from the nodes given).
+    async fn connection(&self) -> Result<(u64, Connection), String> {
         let mut current = self.connection.lock().await;
         if let Some(c) = current.as_ref() {
             return Ok(c.clone());
         }
+        let connection = match &self.target {
+            Target::Cluster(cluster, _) => Connection::Cluster(
+                tokio::time::timeout(self.timeout, cluster.get_async_connection())
+                    .await
+                    .map_err(|_| format!("no cluster's slots within {:?}", self.timeout))?
+                    .map_err(|e| format!("no cluster's slots: {e}"))?,
+            ),
+            _ => Connection::Single(self.manager().await?),
+        };
+        let generation = self
+            .generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *current = Some((generation, connection.clone()));
+        Ok((generation, connection))
+    }
+
+    /// A connection to the server, or to the master the Sentinels name now, kept up by a manager.
+    async fn manager(&self) -> Result<ConnectionManager, String> {
         let client = self.client().await?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
@@ -226,21 +324,35 @@ impl Inner {
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
-        let manager =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())?;
-        let generation = self
-            .generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        *current = Some((generation, manager.clone()));
-        Ok((generation, manager))
+        ConnectionManager::new_lazy_with_config(client, config).map_err(|e| e.to_string())
     }
 }
 
 impl Inner {
     /// A client of the server, or of the master the Sentinels name now (asked within the timeout).
+    /// Of a cluster: of the first node given that answers (to subscribe on: a message published
+    /// to the cluster reaches every node).
     async fn client(&self) -> Result<redis::Client, String> {
         match &self.target {
             Target::Server(client) => Ok(client.clone()),
+            Target::Cluster(_, nodes) => {
+                let mut failed = Vec::new();
+                for node in nodes {
+                    let ping = async {
+                        let mut c = node.get_multiplexed_async_connection().await?;
+                        redis::cmd("PING").query_async::<()>(&mut c).await
+                    };
+                    match tokio::time::timeout(self.timeout, ping).await {
+                        Ok(Ok(())) => return Ok(node.clone()),
+                        Ok(Err(e)) => failed.push(e.to_string()),
+                        Err(_) => failed.push(format!("no answer within {:?}", self.timeout)),
+                    }
+                }
+                Err(format!(
+                    "no node of the cluster answers: {}",
+                    failed.join("; ")
+                ))
+            }
             Target::Sentinel(sentinel) => {
                 let mut sentinel = sentinel.lock().await;
                 tokio::time::timeout(self.timeout, sentinel.async_get_client())
@@ -345,12 +457,17 @@ fn command_name(command: &redis::Cmd) -> &'static str {
     }
 }
 
-/// An error after which the connection is made anew (with Sentinels: to the master they name now):
-/// it failed, or its server is a replica now (a failover, also one a managed service makes behind
-/// one name). A slow answer is not one.
+/// An error after which the connection is made anew (with Sentinels: to the master they name now;
+/// to a cluster: with its slots asked again of the nodes that answer): it failed, or its server is
+/// a replica now (a failover, also one a managed service makes behind one name), or a cluster's
+/// slot has no node it can reach. A slow answer is not one.
 fn fails_over(e: &redis::RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
-        || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+                | redis::ErrorKind::ClusterConnectionNotFound
+        )
 }
