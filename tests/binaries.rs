@@ -79,6 +79,18 @@ async fn accepted_and_served(name: &str, config: &Path, admin: u16) -> GatewayPr
     gateway
 }
 
+/// A fresh assertion of the consumer at `plain`: a token, then the same assertion refused as a
+/// replay.
+async fn accepted_once(bed: &Bed, plain: &str) {
+    let once = bed
+        .identity(CONSUMER)
+        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
+        .unwrap();
+    assert_eq!(token_with(plain, &once).await.0, 200);
+    let (status, body) = token_with(plain, &once).await;
+    assert_refused(status, &body, (400, "replayed_jti"));
+}
+
 /// A configuration `check` refuses: `run` exits non-zero, and every problem `check` names is in
 /// what `run` says.
 async fn refused_alike(name: &str, config: &Path) {
@@ -683,13 +695,7 @@ async fn a_redis_cluster_over_tls_as_an_acl_user() {
     let gateway =
         accepted_and_served("rediss-cluster", &dir.join("gateway.toml"), ports.admin).await;
     let plain = format!("http://127.0.0.1:{}", ports.plain);
-    let once = bed
-        .identity(CONSUMER)
-        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-        .unwrap();
-    assert_eq!(token_with(&plain, &once).await.0, 200);
-    let (status, body) = token_with(&plain, &once).await;
-    assert_refused(status, &body, (400, "replayed_jti"));
+    accepted_once(&bed, &plain).await;
     // The epoch, the latest acceptance and the jti: on the slot of the party's hash tag.
     let tag = format!("{{{SP}}}");
     let master = cluster.master_of(&tag).await;
@@ -757,13 +763,7 @@ async fn redis_over_tls_with_an_acl_user_whose_password_is_in_a_file() {
     let config = dir.join("gateway.toml");
     let mut gateway = accepted_and_served("rediss", &config, ports.admin).await;
     let plain = format!("http://127.0.0.1:{}", ports.plain);
-    let once = bed
-        .identity(CONSUMER)
-        .client_assertion(SP, ishare_gateway::scheme::Timestamp::now())
-        .unwrap();
-    assert_eq!(token_with(&plain, &once).await.0, 200);
-    let (status, body) = token_with(&plain, &once).await;
-    assert_refused(status, &body, (400, "replayed_jti"));
+    accepted_once(&bed, &plain).await;
 
     // A wrong password: the store cannot answer, /ready says so, tokens fail closed; the password
     // never reaches the log.

@@ -410,6 +410,31 @@ async fn redis_info(port: u16, password: &str, section: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Token requests at `url` from the moment Redis's master was lost until one is served: each
+/// refused 503 `replay_store_unavailable` meanwhile (never anything else). How many were refused
+/// and how long it took; None after 60 s.
+async fn refused_until_served(bed: &Bed, url: &str) -> Option<(usize, Duration)> {
+    let http = reqwest::Client::new();
+    let lost = Instant::now();
+    let mut refused = 0;
+    loop {
+        let form = token_form(&bed.identity(CONSUMER), SP, None);
+        let (status, body) = status_json(request_token(&http, url, form).await).await;
+        match status {
+            200 => return Some((refused, lost.elapsed())),
+            503 => {
+                assert_eq!(body["reason"], "replay_store_unavailable", "{body}");
+                refused += 1;
+            }
+            other => panic!("{other}: {body}"),
+        }
+        if lost.elapsed() > Duration::from_secs(60) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// redis-server as a Sentinel on `port`, watching the master `fleet` at `master`.
 fn sentinel(port: u16, master: u16, password: &str) -> support::process::ChildProcess {
     let config = scratch_dir(BIN).join("sentinel.conf");
@@ -544,27 +569,7 @@ async fn on_sentinels_a_gateway_follows_a_failover_without_restart_failing_close
     // The master dies: until the Sentinels promote the replica, token requests fail closed; then
     // they pass again, on the new master, with no restart.
     master.take().unwrap().kill();
-    let killed = Instant::now();
-    let mut refused = 0;
-    let recovered = loop {
-        let (status, body) = status_json(
-            request_token(&http, &plain, token_form(&bed.identity(CONSUMER), SP, None)).await,
-        )
-        .await;
-        match status {
-            200 => break Some(killed.elapsed()),
-            503 => {
-                assert_eq!(body["reason"], "replay_store_unavailable", "{body}");
-                refused += 1;
-            }
-            other => panic!("{other}: {body}"),
-        }
-        if killed.elapsed() > Duration::from_secs(60) {
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let recovered = recovered.unwrap_or_else(|| {
+    let (refused, recovered) = refused_until_served(&bed, &plain).await.unwrap_or_else(|| {
         panic!(
             "no token within 60 s of the failover\n{}",
             gateway.process.tail()
@@ -1268,37 +1273,14 @@ async fn on_a_redis_cluster_the_fleet_shares_replays_and_purges_and_follows_a_fa
     // last instant before a crash may be lost, which the store's epoch check answers for).
     tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.kill(master);
-    let killed = Instant::now();
-    let mut refused = 0;
-    let recovered = loop {
-        let (status, body) = status_json(
-            request_token(
-                &http,
-                &fleet.url,
-                token_form(&bed.identity(CONSUMER), SP, None),
+    let (refused, recovered) = refused_until_served(&bed, &fleet.url)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no token within 60 s of the master's death\n{}",
+                fleet.instances[0].gateway.process.tail()
             )
-            .await,
-        )
-        .await;
-        match status {
-            200 => break Some(killed.elapsed()),
-            503 => {
-                assert_eq!(body["reason"], "replay_store_unavailable", "{body}");
-                refused += 1;
-            }
-            other => panic!("{other}: {body}"),
-        }
-        if killed.elapsed() > Duration::from_secs(60) {
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let recovered = recovered.unwrap_or_else(|| {
-        panic!(
-            "no token within 60 s of the master's death\n{}",
-            fleet.instances[0].gateway.process.tail()
-        )
-    });
+        });
     println!(
         "cluster failover: {refused} token requests refused, service back after {recovered:?}"
     );

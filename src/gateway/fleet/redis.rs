@@ -101,40 +101,14 @@ impl RedisStore {
             root_cert: settings.ca_pem.clone(),
         };
         let target = match &settings.target {
-            RedisTarget::Server(url) => {
-                let mut info = url
-                    .as_str()
-                    .into_connection_info()
-                    .map_err(|e| format!("replay store: {e}"))?;
-                if let Some(c) = &settings.credentials {
-                    let mut redis = info.redis_settings().clone().set_password(&c.password);
-                    if let Some(user) = &c.username {
-                        redis = redis.set_username(user);
-                    }
-                    info = info.set_redis_settings(redis);
-                }
-                let client = if settings.ca_pem.is_some() {
-                    redis::Client::build_with_tls(info, certificates())
-                } else {
-                    redis::Client::open(info)
-                };
-                Target::Server(client.map_err(|e| format!("replay store: {e}"))?)
-            }
+            RedisTarget::Server(url) => Target::Server(client_of(settings, url.as_str())?),
             RedisTarget::Sentinel {
                 nodes,
                 master,
                 db,
                 tls,
             } => {
-                let addresses = nodes.iter().map(|(host, port)| match tls {
-                    false => ConnectionAddr::Tcp(host.clone(), *port),
-                    true => ConnectionAddr::TcpTls {
-                        host: host.clone(),
-                        port: *port,
-                        insecure: false,
-                        tls_params: None,
-                    },
-                });
+                let addresses = nodes.iter().map(|(host, port)| address(host, *port, *tls));
                 let mut builder =
                     SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
                         .map_err(|e| format!("replay store: {e}"))?
@@ -163,32 +137,10 @@ impl RedisStore {
                 Target::Sentinel(tokio::sync::Mutex::new(client))
             }
             RedisTarget::Cluster { nodes, tls } => {
-                let info = |host: &str, port: u16| {
-                    let addr = match tls {
-                        false => ConnectionAddr::Tcp(host.to_string(), port),
-                        true => ConnectionAddr::TcpTls {
-                            host: host.to_string(),
-                            port,
-                            insecure: false,
-                            tls_params: None,
-                        },
-                    };
-                    let mut info = addr
-                        .into_connection_info()
-                        .map_err(|e| format!("replay store: {e}"))?;
-                    if let Some(c) = &settings.credentials {
-                        let mut redis = info.redis_settings().clone().set_password(&c.password);
-                        if let Some(user) = &c.username {
-                            redis = redis.set_username(user);
-                        }
-                        info = info.set_redis_settings(redis);
-                    }
-                    Ok::<_, String>(info)
-                };
                 let infos = nodes
                     .iter()
-                    .map(|(host, port)| info(host, *port))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .map(|(host, port)| address(host, *port, *tls))
+                    .collect::<Vec<_>>();
                 let mut builder = ClusterClientBuilder::new(infos.clone())
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
@@ -210,12 +162,8 @@ impl RedisStore {
                 let cluster = builder.build().map_err(|e| format!("replay store: {e}"))?;
                 let node_clients = infos
                     .into_iter()
-                    .map(|info| match settings.ca_pem.is_some() && *tls {
-                        true => redis::Client::build_with_tls(info, certificates()),
-                        false => redis::Client::open(info),
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("replay store: {e}"))?;
+                    .map(|addr| client_of(settings, addr))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Target::Cluster(cluster, node_clients)
             }
         };
@@ -444,6 +392,48 @@ impl SharedAssertions for RedisStore {
                 .map_err(|_| "a kept assertion is not text".into()),
         }
     }
+}
+
+/// The address of a node (a Sentinel, a node of a cluster), over TLS or not.
+fn address(host: &str, port: u16, tls: bool) -> ConnectionAddr {
+    match tls {
+        false => ConnectionAddr::Tcp(host.to_string(), port),
+        true => ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: false,
+            tls_params: None,
+        },
+    }
+}
+
+/// A client of one server (by URL or address) with the settings' credentials, and their CA over
+/// TLS.
+fn client_of(
+    settings: &RedisSettings,
+    at: impl IntoConnectionInfo,
+) -> Result<redis::Client, String> {
+    let mut info = at
+        .into_connection_info()
+        .map_err(|e| format!("replay store: {e}"))?;
+    if let Some(c) = &settings.credentials {
+        let mut redis = info.redis_settings().clone().set_password(&c.password);
+        if let Some(user) = &c.username {
+            redis = redis.set_username(user);
+        }
+        info = info.set_redis_settings(redis);
+    }
+    let client = match &settings.ca_pem {
+        Some(ca) => redis::Client::build_with_tls(
+            info,
+            TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca.clone()),
+            },
+        ),
+        None => redis::Client::open(info),
+    };
+    client.map_err(|e| format!("replay store: {e}"))
 }
 
 /// The command's name, for metric labels (a closed set: the commands the stores send).
