@@ -668,7 +668,36 @@ async fn capabilities_are_written_as_3_0_and_hold_to_its_schema() {
         assert!(body.get("capabilities_token").is_none(), "{body}");
         let claims = claims(body["capabilitiesToken"].as_str().unwrap());
         assert_eq!(claims["iss"], SP3);
+        // Addressed to its caller, or anonymous to the provider itself: 3.0 requires an `aud`.
+        assert_eq!(claims["aud"], bearer.map_or(SP3, |_| CONSUMER3), "{claims}");
+        let skeleton = "/components/schemas/jwtPayloadSkeleton";
+        assert_eq!(schema_errors(skeleton, std::slice::from_ref(&claims)), "");
         infos.push(claims["capabilitiesInfo"].clone());
+    }
+    // So does every participant of the 3.0 testbed that serves.
+    let serving: Vec<_> = [SO3, AR3, SP3, OWNER3, STELLAR3, IDP3]
+        .into_iter()
+        .filter_map(|party| Some((party, env.bed.testbed.url(party)?)))
+        .collect();
+    assert!(serving.len() >= 5, "{serving:?}");
+    for (party, url) in serving {
+        let resp = env
+            .bed
+            .http
+            .get(format!("{url}/capabilities"))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        assert_eq!(status, 200, "{party}: {body}");
+        let claims = claims(body["capabilitiesToken"].as_str().unwrap());
+        assert_eq!(claims["aud"], party, "{claims}");
+        let skeleton = "/components/schemas/jwtPayloadSkeleton";
+        assert_eq!(
+            schema_errors(skeleton, std::slice::from_ref(&claims)),
+            "",
+            "{party}"
+        );
     }
     let identifiers = |info: &Value, list: &str| -> Vec<String> {
         info[list]

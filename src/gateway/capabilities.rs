@@ -114,12 +114,14 @@ impl Capabilities {
                 &self.public
             };
             let sub = self.signing.party_id().to_string();
-            let claims = match self.version.camel_case() {
-                true => info.token_claims_3_0(),
-                false => info.token_claims(),
+            // 3.0's token skeleton requires `aud`: an anonymous answer is addressed to the
+            // provider itself, the one party it is known to be for.
+            let (claims, aud) = match self.version.camel_case() {
+                true => (info.token_claims_3_0(), audience.or(Some(sub.as_str()))),
+                false => (info.token_claims(), audience),
             };
             self.signing
-                .sign_token(&sub, audience, &claims, Timestamp::now(), TOKEN_LIFETIME)
+                .sign_token(&sub, aud, &claims, Timestamp::now(), TOKEN_LIFETIME)
                 .map(Arc::from)
         });
         metrics.cache_hit("capabilities", !signed);
