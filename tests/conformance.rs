@@ -201,7 +201,13 @@ async fn broken_participant(untrusted: SigningIdentity) -> String {
             }
             let info = CapabilitiesInfo::of_party("iSHARE", SP, Role::ServiceProvider, "", None);
             let token = untrusted
-                .sign_token(SP, None, &info.token_claims(), Timestamp::now(), 30)
+                .sign_token(
+                    SP,
+                    None,
+                    &info.token_claims(ishare_gateway::scheme::version::SchemeVersion::V1_9),
+                    Timestamp::now(),
+                    30,
+                )
                 .expect("signing");
             Json(json!({ "capabilities_token": token })).into_response()
         }

@@ -769,3 +769,52 @@ async fn the_binary_logs_explains_and_tests_which_condition_decided() {
     assert!(said.contains("in NL") && said.contains("in BE"), "{said}");
     bed.stop().await;
 }
+
+/// The binary's `/capabilities` as each version it can speak writes it: 1.9's and 2.0's features
+/// under the configured version; 2.1's and 2.2's `capabilities_info` of services, named by the
+/// operationIds of their own documents and held, closed, to those documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_are_written_as_each_version_defines_them() {
+    let bed = Bed::start(BIN).await;
+    for v in ["1.9", "2.0", "2.1", "2.2"] {
+        let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &unreachable_standin(), |t| {
+            format!("scheme_version = \"{v}\"\n{t}")
+        });
+        let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
+        gateway.wait_ready().await;
+        let url = format!("http://127.0.0.1:{}/capabilities", ports.plain);
+        let (status, body) = status_json(bed.http.get(&url).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{v}: {body}");
+        let claims = claims(body["capabilities_token"].as_str().unwrap());
+        let info = &claims["capabilities_info"];
+        let spec = format!("v{v}/ishare_openapi_spec.yaml");
+        match v {
+            "2.1" | "2.2" => {
+                let ids: Vec<&str> = info["publicServices"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["identifier"].as_str().unwrap())
+                    .collect();
+                assert_eq!(ids, ["/capabilities", "/connect/token"], "{v}: {info}");
+                for s in info["publicServices"].as_array().unwrap() {
+                    assert_eq!(s["version"]["compliesWithFrameworkVersions"], json!([v]));
+                }
+                let pointer = "/components/schemas/CapabilitiesInfo";
+                let errors = schema_errors_in(&spec, pointer, std::slice::from_ref(info), true);
+                assert_eq!(errors, "", "{v}: {info}");
+            }
+            _ => {
+                assert_eq!(info["supported_versions"][0]["version"], v, "{info}");
+                assert!(info.get("publicServices").is_none(), "{v}: {info}");
+            }
+        }
+        if v != "1.9" {
+            let pointer = "/components/schemas/jwt_payload_capabilities_token";
+            let errors = schema_errors_in(&spec, pointer, std::slice::from_ref(&claims), false);
+            assert_eq!(errors, "", "{v}: {claims}");
+        }
+        gateway.terminate().await;
+    }
+    bed.stop().await;
+}

@@ -452,7 +452,7 @@ pub(super) const VERIFIED: &str = "signature, chain, iss, aud, exp = iat + 30 ve
 fn check_capabilities(o: &Options, a: &Answer, audience: Option<&str>) -> Verdict {
     let name = o.member(member::CAPABILITIES);
     let claims = signed_member(o, a, name, audience)?;
-    if o.version.camel_case() {
+    if o.version.capabilities_as_services() {
         let services = services::check(&claims, o.version, audience.is_some())?;
         return Ok(format!("{name}: {VERIFIED}; {services}"));
     }

@@ -1,14 +1,13 @@
-//! Capabilities as 3.0 writes them (`capabilitiesInfo`): public services to anyone, restricted
-//! ones only to a caller with a token, each service held to the scheme's schema, and the token
-//! service listed under the operationId clients look it up by.
+//! Capabilities as services, as 2.1, 2.2 (`capabilities_info`) and 3.0 (`capabilitiesInfo`) write
+//! them: public services to anyone, restricted ones only to a caller with a token, each service
+//! held to the scheme's schema, and the token service listed under the operationId clients look
+//! it up by in the version's document.
 
 use super::names::claim_of;
 use crate::scheme::version::SchemeVersion;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
-/// The operationId of the token service in the scheme's OpenAPI document.
-const TOKEN_SERVICE: &str = "request-oauth-token";
 const STATUSES: [&str; 2] = ["active", "deprecated"];
 const SERVICE_TYPES: [&str; 3] = ["framework-defined", "dataspace-defined", "self-defined"];
 /// The members every service has, as text.
@@ -98,7 +97,7 @@ fn service(s: &Map<String, Value>) -> Result<&str, String> {
     Ok(identifier)
 }
 
-/// `capabilitiesInfo` of a 3.0 capabilities token: what was verified, or what is wrong.
+/// The services of a capabilities token of 2.1 or later: what was verified, or what is wrong.
 pub(super) fn check(
     claims: &Map<String, Value>,
     version: SchemeVersion,
@@ -126,18 +125,24 @@ pub(super) fn check(
             }
         }
     }
+    let token_service = crate::scheme::capabilities::token_service(version);
     if !public
         .iter()
-        .any(|s| s.get("identifier").and_then(Value::as_str) == Some(TOKEN_SERVICE))
+        .any(|s| s.get("identifier").and_then(Value::as_str) == Some(token_service))
     {
         return Err(format!(
-            "publicServices list no {TOKEN_SERVICE} (the token service's operationId)"
+            "publicServices list no {token_service} (the token service's operationId)"
         ));
     }
+    let name = match version.camel_case() {
+        true => "capabilitiesInfo",
+        false => "capabilities_info",
+    };
     Ok(format!(
-        "capabilitiesInfo: {} public and {} restricted services as 3.0's schema has them, {TOKEN_SERVICE} among them",
+        "{name}: {} public and {} restricted services as {}'s schema has them, {token_service} among them",
         public.len(),
-        restricted.len()
+        restricted.len(),
+        version.as_str()
     ))
 }
 
@@ -172,7 +177,7 @@ mod tests {
             base,
             restricted,
         );
-        Value::Object(info.token_claims_3_0())
+        Value::Object(info.token_claims(crate::scheme::version::SchemeVersion::V3_0))
     }
 
     #[test]

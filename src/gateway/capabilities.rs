@@ -116,9 +116,10 @@ impl Capabilities {
             let sub = self.signing.party_id().to_string();
             // 3.0's token skeleton requires `aud`: an anonymous answer is addressed to the
             // provider itself, the one party it is known to be for.
-            let (claims, aud) = match self.version.camel_case() {
-                true => (info.token_claims_3_0(), audience.or(Some(sub.as_str()))),
-                false => (info.token_claims(), audience),
+            let claims = info.token_claims(self.version);
+            let aud = match self.version.camel_case() {
+                true => audience.or(Some(sub.as_str())),
+                false => audience,
             };
             self.signing
                 .sign_token(&sub, aud, &claims, Timestamp::now(), TOKEN_LIFETIME)

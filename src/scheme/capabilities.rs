@@ -1,5 +1,6 @@
 //! The capabilities payload: who a party is, its roles, and the features it offers per version.
 
+use super::version::SchemeVersion;
 use super::vocabulary::{self, feature};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -35,9 +36,9 @@ impl Feature {
         }
     }
 
-    /// This feature as a 3.0 service.
-    fn service_3_0(&self) -> Value {
-        let framework = operation_id(&self.id, &self.url);
+    /// This feature as a service of `version` (2.1 and later).
+    fn service(&self, version: SchemeVersion) -> Value {
+        let framework = operation_id(&self.id, &self.url, version);
         let mut service = Map::new();
         let identifier = framework.unwrap_or(&self.feature);
         service.insert("identifier".into(), identifier.into());
@@ -51,7 +52,10 @@ impl Feature {
         let (kind, version) = match framework {
             Some(_) => (
                 "framework-defined",
-                serde_json::json!({"capabilityVersion": "3.0", "compliesWithFrameworkVersions": ["3.0"]}),
+                serde_json::json!({
+                    "capabilityVersion": version.as_str(),
+                    "compliesWithFrameworkVersions": [version.as_str()]
+                }),
             ),
             None => (
                 "self-defined",
@@ -88,19 +92,52 @@ impl Feature {
 
 /// The operationId of the scheme's 3.0 OpenAPI document for a feature of the scheme: the common
 /// features by their id, the others by their path.
-fn operation_id(id: &str, url: &str) -> Option<&'static str> {
-    let by_id = match id {
-        feature::CAPABILITIES => Some("get-capabilities-token"),
-        feature::ACCESS_TOKEN => Some("request-oauth-token"),
-        _ => None,
-    };
+fn operation_id(id: &str, url: &str, version: SchemeVersion) -> Option<&'static str> {
     let path = url::Url::parse(url).ok().map(|u| u.path().to_string());
-    by_id.or(match path.as_deref() {
-        Some(vocabulary::DELEGATION_PATH) => Some("request-delegation-evidence"),
-        Some(vocabulary::PARTIES_PATH) => Some("get-parties-list-token"),
-        Some(vocabulary::TRUSTED_LIST_PATH_3) => Some("get-trusted-list"),
-        _ => None,
-    })
+    let service = match (id, path.as_deref()) {
+        (feature::CAPABILITIES, _) => Service::Capabilities,
+        (feature::ACCESS_TOKEN, _) => Service::Token,
+        (_, Some(vocabulary::DELEGATION_PATH)) => Service::Delegation,
+        (_, Some(vocabulary::PARTIES_PATH)) => Service::Parties,
+        (_, Some(vocabulary::TRUSTED_LIST_PATH_3 | vocabulary::TRUSTED_LIST_PATH)) => {
+            Service::TrustedList
+        }
+        _ => return None,
+    };
+    Some(service.operation_id(version))
+}
+
+/// The scheme's own services, which a capabilities answer identifies by the operationId of the
+/// version's document: 3.0 names them, 2.1 and 2.2 give their paths.
+#[derive(Clone, Copy)]
+enum Service {
+    Capabilities,
+    Token,
+    Delegation,
+    Parties,
+    TrustedList,
+}
+
+impl Service {
+    fn operation_id(self, version: SchemeVersion) -> &'static str {
+        match (self, version.camel_case()) {
+            (Service::Capabilities, true) => "get-capabilities-token",
+            (Service::Token, true) => "request-oauth-token",
+            (Service::Delegation, true) => "request-delegation-evidence",
+            (Service::Parties, true) => "get-parties-list-token",
+            (Service::TrustedList, true) => "get-trusted-list",
+            (Service::Capabilities, false) => "/capabilities",
+            (Service::Token, false) => "/connect/token",
+            (Service::Delegation, false) => "/delegation",
+            (Service::Parties, false) => "/parties",
+            (Service::TrustedList, false) => "/trusted_list",
+        }
+    }
+}
+
+/// The identifier of the token service in a capabilities answer of `version` (2.1 and later).
+pub fn token_service(version: SchemeVersion) -> &'static str {
+    Service::Token.operation_id(version)
 }
 
 /// Features by access level.
@@ -181,21 +218,35 @@ impl CapabilitiesInfo {
         m
     }
 
-    /// The claims of a `capabilities_token`: the payload nested as `capabilities_info` (what scheme
-    /// clients read) and its members at the top as well (the generic reference's shape).
-    pub fn token_claims(&self) -> Map<String, Value> {
-        let mut m = self.to_map();
-        m.insert("capabilities_info".into(), Value::Object(self.to_map()));
+    /// The claims of a capabilities token as `version` writes them: 3.0's `capabilitiesInfo`
+    /// and 2.1's and 2.2's `capabilities_info` of services ([`Self::services`]); before, the
+    /// payload nested as `capabilities_info` (what scheme clients read) and its members at the top
+    /// as well (the generic reference's shape), its features listed under that version.
+    pub fn token_claims(&self, version: SchemeVersion) -> Map<String, Value> {
+        if version.capabilities_as_services() {
+            let name = match version.camel_case() {
+                true => "capabilitiesInfo",
+                false => "capabilities_info",
+            };
+            return Map::from_iter([(name.to_string(), self.services(version))]);
+        }
+        let mut written = self.clone();
+        for v in &mut written.supported_versions {
+            v.version = version.as_str().to_string();
+        }
+        let mut m = written.to_map();
+        m.insert("capabilities_info".into(), Value::Object(written.to_map()));
         m
     }
 
-    /// The payload as 3.0 writes it (`capabilitiesInfo`): no party id or roles, and the features
-    /// as services, `publicServices` and (for token holders) `restrictedServices`. A service of
-    /// the scheme's own (capabilities, token, delegation …) is identified by its operationId in
-    /// the scheme's OpenAPI document and is framework-defined; any other by its name, self-defined.
-    pub fn to_3_0(&self) -> Value {
-        let services =
-            |features: &[Feature]| -> Value { features.iter().map(Feature::service_3_0).collect() };
+    /// The payload as services (2.1 and later): no party id or roles, `publicServices` and (for
+    /// token holders) `restrictedServices`. A service of the scheme's own (capabilities, token,
+    /// delegation …) is identified by its operationId in the version's OpenAPI document and is
+    /// framework-defined; any other by its name, self-defined.
+    pub fn services(&self, version: SchemeVersion) -> Value {
+        let services = |features: &[Feature]| -> Value {
+            features.iter().map(|f| f.service(version)).collect()
+        };
         let mut public = Vec::new();
         let mut restricted = Vec::new();
         for f in self
@@ -212,11 +263,6 @@ impl CapabilitiesInfo {
             info.insert("restrictedServices".into(), services(&restricted));
         }
         Value::Object(info)
-    }
-
-    /// The claims of a 3.0 `capabilitiesToken`: `capabilitiesInfo`.
-    pub fn token_claims_3_0(&self) -> Map<String, Value> {
-        Map::from_iter([("capabilitiesInfo".to_string(), self.to_3_0())])
     }
 
     /// Every feature of every version and level, for lookups by clients.
@@ -308,7 +354,7 @@ mod tests {
     fn roles_member_follows_the_scheme_name_and_the_token_nests_a_copy() {
         let mut c: CapabilitiesInfo = serde_json::from_value(example()).unwrap();
         c.scheme = "iSHARE".into();
-        let claims = Value::Object(c.token_claims());
+        let claims = Value::Object(c.token_claims(SchemeVersion::V2_0));
         assert_eq!(claims["ishare_roles"][0]["role"], "ServiceProvider");
         assert_eq!(
             claims["capabilities_info"]["ishare_roles"][0]["role"],
@@ -316,9 +362,47 @@ mod tests {
         );
         let back: CapabilitiesInfo = serde_json::from_value(claims).unwrap();
         assert_eq!(back.scheme, "ishare");
-        assert_eq!(
-            (back.roles, back.supported_versions),
-            (c.roles, c.supported_versions)
+        assert_eq!(back.roles, c.roles);
+        // The features under the version written.
+        for (written, given) in back.supported_versions.iter().zip(&c.supported_versions) {
+            assert_eq!(written.version, "2.0");
+            assert_eq!(written.supported_features, given.supported_features);
+        }
+    }
+
+    #[test]
+    fn from_2_1_capabilities_are_services_named_by_the_versions_operation_ids() {
+        let c = CapabilitiesInfo::of_party(
+            "iSHARE",
+            "EU.EORI.NL000000003",
+            vocabulary::Role::ServiceProvider,
+            "https://sp.example",
+            None,
         );
+        for (version, member, token) in [
+            (SchemeVersion::V2_1, "capabilities_info", "/connect/token"),
+            (SchemeVersion::V2_2, "capabilities_info", "/connect/token"),
+            (
+                SchemeVersion::V3_0,
+                "capabilitiesInfo",
+                "request-oauth-token",
+            ),
+        ] {
+            let claims = c.token_claims(version);
+            assert_eq!(claims.keys().collect::<Vec<_>>(), [member]);
+            let public = claims[member]["publicServices"].as_array().unwrap();
+            let ids: Vec<&str> = public
+                .iter()
+                .map(|s| s["identifier"].as_str().unwrap())
+                .collect();
+            assert!(ids.contains(&token), "{version:?}: {ids:?}");
+            assert_eq!(token_service(version), token);
+            assert_eq!(
+                public[0]["version"]["compliesWithFrameworkVersions"],
+                serde_json::json!([version.as_str()])
+            );
+        }
+        let older = c.token_claims(SchemeVersion::V1_9);
+        assert_eq!(older["supported_versions"][0]["version"], "1.9");
     }
 }

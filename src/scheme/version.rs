@@ -62,6 +62,12 @@ impl SchemeVersion {
         self >= SchemeVersion::V2_0
     }
 
+    /// Capabilities as services (`publicServices`, `restrictedServices`), each identified by the
+    /// operationId of the version's own document (from 2.1); before, features per version.
+    pub fn capabilities_as_services(self) -> bool {
+        self >= SchemeVersion::V2_1
+    }
+
     /// RS384 and RS512 beside RS256 (from 2.1).
     pub fn signs_with_rs384_rs512(self) -> bool {
         self >= SchemeVersion::V2_1

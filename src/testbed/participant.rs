@@ -402,13 +402,17 @@ pub async fn capabilities(
     let caller = p.optional_caller(&headers)?;
     let info = p.capabilities(caller.is_some());
     let aud = caller.as_ref().map(|c| c.sub.as_str());
-    if p.shared.register.version().camel_case() {
+    let version = p.shared.register.version();
+    if version.camel_case() {
         // 3.0's token skeleton requires `aud`: an anonymous answer is addressed to the party
         // itself, as the gateway's is.
-        let token = p.sign(aud.or(Some(p.party_id.as_str())), &info.token_claims_3_0())?;
+        let token = p.sign(
+            aud.or(Some(p.party_id.as_str())),
+            &info.token_claims(version),
+        )?;
         return Ok(token_answer(member::CAPABILITIES_3, token));
     }
-    let token = p.sign(aud, &info.token_claims())?;
+    let token = p.sign(aud, &info.token_claims(version))?;
     Ok(token_answer(member::CAPABILITIES, token))
 }
 
