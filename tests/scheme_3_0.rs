@@ -751,7 +751,7 @@ async fn the_3_0_participant_registry_answers_the_3_0_search_and_refuses_what_3_
     let bed = bed().await;
     let so = bed.url(SO3);
     let token = bed.token(SO3, CONSUMER3).await;
-    let search = |query: &'static str| {
+    let search = |query: &str| {
         bed.http
             .get(format!("{so}/parties?{query}"))
             .bearer_auth(&token)
@@ -777,6 +777,43 @@ async fn the_3_0_participant_registry_answers_the_3_0_search_and_refuses_what_3_
         "",
         "{records:?}"
     );
+    // Filtered by claims, as the product's client asks: the parties whose registry is AR3 (the
+    // data owner's designation), the service providers by their role, both at once.
+    let ids = |body: &Value| -> Vec<String> {
+        let info = &claims(body["partiesToken"].as_str().unwrap())["partiesInfo"];
+        info["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let designated = format!("claimFilter%5BauthRegistry.authRegistryId%5D={AR3}");
+    let (status, body) = status_json(search(&designated).await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        ids(&body).contains(&OWNER3.to_string()) && !ids(&body).contains(&SP3.to_string()),
+        "{body}"
+    );
+    let role = "claimFilter%5BframeworkRole.roleId%5D=ServiceProvider";
+    let (status, body) = status_json(search(role).await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        ids(&body).contains(&SP3.to_string()) && !ids(&body).contains(&CONSUMER3.to_string()),
+        "{body}"
+    );
+    let both = format!("{designated}&{role}&name=*");
+    let (status, body) = status_json(search(&both).await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!ids(&body).contains(&OWNER3.to_string()), "{body}");
+    for wrong in [
+        "claimFilter%5B%5D=x",
+        "claimFilter%5B.roleId%5D=x",
+        "claimFilter%5BroleId%5D=a*b*",
+    ] {
+        let (status, body) = status_json(search(wrong).await.unwrap()).await;
+        assert_eq!(status, 400, "{wrong}: {body}");
+    }
     // The parameters 3.0 removed are refused, never ignored into an unfiltered page.
     for removed in [
         "eori=EU.EORI.NL000000001",

@@ -123,6 +123,10 @@ impl Register {
             .parties
             .iter()
             .filter(|p| {
+                query.claim_filters.is_empty()
+                    || claims_match(&self.record_3_0(p), &query.claim_filters)
+            })
+            .filter(|p| {
                 let aliases = self.aliases_of(&p.party_id);
                 query.id.as_ref().is_none_or(|w| {
                     wildcard_match(w, &p.party_id) || aliases.iter().any(|a| wildcard_match(w, a))
@@ -199,15 +203,71 @@ impl Trust for Register {
 }
 
 /// The 3.0 query of `GET /parties`: `id`, `alsoKnownAs`, `name` (each with at most one `*`),
-/// `page` from 1 and `pageSize` from 1 to 100. A parameter 3.0 does not have is refused: a
-/// register that ignored it would answer an unfiltered page.
+/// `claimFilter[CLAIMTYPE.PROPERTY]` or `claimFilter[PROPERTY]` (a deep object: a claim of that
+/// type, or any claim, whose property matches, with at most one `*`), `page` from 1 and
+/// `pageSize` from 1 to 100. A parameter 3.0 does not have is refused: a register that ignored
+/// it would answer an unfiltered page.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartiesQuery3 {
     pub id: Option<String>,
     pub also_known_as: Option<String>,
     pub name: Option<String>,
+    pub claim_filters: Vec<ClaimFilter>,
     pub page: u64,
     pub page_size: u64,
+}
+
+/// One `claimFilter` of the 3.0 party search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimFilter {
+    /// The claim's `type`; None: any claim.
+    pub claim_type: Option<String>,
+    pub property: String,
+    /// The value, with at most one `*`.
+    pub pattern: String,
+}
+
+impl ClaimFilter {
+    /// `claimFilter[KEY]=value`, KEY being `CLAIMTYPE.PROPERTY` or `PROPERTY`.
+    fn parse(key: &str, value: &str) -> Result<Self, String> {
+        let inside = key
+            .strip_prefix("claimFilter[")
+            .and_then(|rest| rest.strip_suffix(']'))
+            .filter(|k| !k.is_empty() && !k.contains(['[', ']']))
+            .ok_or_else(|| {
+                format!("{key} is not claimFilter[CLAIMTYPE.PROPERTY] nor claimFilter[PROPERTY]")
+            })?;
+        let (claim_type, property) = match inside.split_once('.') {
+            Some((t, p)) if !t.is_empty() && !p.is_empty() => (Some(t.to_string()), p),
+            Some(_) => return Err(format!("{key}: a claim type and a property, both named")),
+            None => (None, inside),
+        };
+        Ok(ClaimFilter {
+            claim_type,
+            property: property.to_string(),
+            pattern: wildcard(value, key)?,
+        })
+    }
+}
+
+/// Whether a 3.0 record has, for every filter, a claim (of its type) whose property matches.
+fn claims_match(record: &Value, filters: &[ClaimFilter]) -> bool {
+    let claims = record["claims"].as_array().map_or(&[][..], Vec::as_slice);
+    filters.iter().all(|f| {
+        claims.iter().any(|c| {
+            let typed = f
+                .claim_type
+                .as_deref()
+                .is_none_or(|t| c["type"].as_str() == Some(t));
+            let value = match &c[f.property.as_str()] {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            };
+            typed && value.is_some_and(|v| wildcard_match(&f.pattern, &v))
+        })
+    })
 }
 
 impl PartiesQuery3 {
@@ -216,6 +276,7 @@ impl PartiesQuery3 {
             id: None,
             also_known_as: None,
             name: None,
+            claim_filters: Vec::new(),
             page: 1,
             page_size: 10,
         };
@@ -236,11 +297,20 @@ impl PartiesQuery3 {
                 "name" => q.name = Some(wildcard(value, "name")?),
                 "page" => q.page = number(value, "page", u64::MAX)?,
                 "pageSize" => q.page_size = number(value, "pageSize", 100)?,
-                other => return Err(format!("{other} is not a parameter of the 3.0 party search (id, alsoKnownAs, name, page, pageSize)")),
+                filter if filter.starts_with("claimFilter[") => {
+                    q.claim_filters.push(ClaimFilter::parse(filter, value)?)
+                }
+                other => return Err(format!("{other} is not a parameter of the 3.0 party search (id, alsoKnownAs, name, claimFilter[…], page, pageSize)")),
             }
         }
-        if q.id.is_none() && q.also_known_as.is_none() && q.name.is_none() {
-            return Err("give id, alsoKnownAs or name (name=* for all parties)".into());
+        if q.id.is_none()
+            && q.also_known_as.is_none()
+            && q.name.is_none()
+            && q.claim_filters.is_empty()
+        {
+            return Err(
+                "give id, alsoKnownAs, name or claimFilter[…] (name=* for all parties)".into(),
+            );
         }
         Ok(q)
     }
