@@ -939,3 +939,54 @@ async fn the_shipped_3_0_configuration_runs_as_the_binary_reloads_and_stops() {
     assert!(status.success(), "{log}");
     testbed.kill();
 }
+
+/// The 3.0 registry stores only what 3.0 defines: a policy naming its service providers as 1.9
+/// did (`environment.serviceProviders`, which 3.0 dropped), or holding a member no version has,
+/// is refused with the member named, where stored it would never match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_3_0_registry_refuses_to_store_members_3_0_does_not_define() {
+    let bed = bed().await;
+    let token = bed.token(AR3, OWNER3).await;
+    let add = |body: Value| {
+        bed.http
+            .post(format!("{}/policy", bed.url(AR3)))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    let policy = |target_extra: Value| {
+        let mut target = json!({
+            "resource": {"type": "CONTAINER", "identifiers": ["C9"], "attributes": ["*"]},
+            "actions": ["iSHARE.READ"]
+        });
+        if let (Value::Object(t), Value::Object(extra)) = (&mut target, target_extra) {
+            t.extend(extra);
+        }
+        json!({
+            "notBefore": 0, "notOnOrAfter": 4102444800i64,
+            "policyIssuer": OWNER3, "target": {"accessSubject": CONSUMER3},
+            "policySets": [{"policies": [{"target": target, "rules": [{"effect": "Permit"}]}]}]
+        })
+    };
+    for (extra, member) in [
+        (
+            json!({"environment": {"serviceProviders": [SP3]}}),
+            "policySets[0].policies[0].target.environment.serviceProviders",
+        ),
+        (
+            json!({"purpose": "x"}),
+            "policySets[0].policies[0].target.purpose",
+        ),
+    ] {
+        let (status, body) = status_json(add(policy(extra)).await.unwrap()).await;
+        assert_eq!(status, 400, "{body}");
+        let said = body["error_description"].as_str().unwrap_or_default();
+        assert!(
+            said.starts_with(&format!("{member} is not a member")),
+            "{body}"
+        );
+    }
+    let (status, body) = status_json(add(policy(json!({}))).await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
+    bed.stop().await;
+}

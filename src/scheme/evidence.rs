@@ -147,6 +147,34 @@ impl DelegationEvidence {
         ])
     }
 
+    /// The first member, as a path, that `version` does not define: one no version defines, one
+    /// a later version brought ([`Self::first_beyond`]), or a policy's
+    /// `environment.serviceProviders` from 3.0, which dropped it. What a registry of `version`
+    /// refuses to store: a policy it could never match.
+    pub fn first_undefined_in(&self, version: SchemeVersion) -> Option<String> {
+        let within = |at: String, member: Option<String>| member.map(|m| format!("{at}.{m}"));
+        let in_sets = self.policy_sets.iter().enumerate().find_map(|(s, set)| {
+            let set_at = format!("policySets[{s}]");
+            within(set_at.clone(), set.not_understood()).or_else(|| {
+                set.policies.iter().enumerate().find_map(|(p, policy)| {
+                    let at = format!("{set_at}.policies[{p}]");
+                    let dropped = !version.policies_name_service_providers()
+                        && policy
+                            .target
+                            .environment
+                            .as_ref()
+                            .is_some_and(|e| e.service_providers.is_some());
+                    within(at.clone(), policy.not_understood()).or_else(|| {
+                        dropped.then(|| format!("{at}.target.environment.serviceProviders"))
+                    })
+                })
+            })
+        });
+        self.not_understood()
+            .or(in_sets)
+            .or_else(|| self.first_beyond(version))
+    }
+
     /// The first member, as a path, that `version` does not have: licence expressions before
     /// 2.2, conditions and contexts before 3.0. A peer configured for `version` that writes one
     /// is not guessed to speak another.

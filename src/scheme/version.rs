@@ -68,6 +68,12 @@ impl SchemeVersion {
         self >= SchemeVersion::V2_1
     }
 
+    /// A policy's target may name the service providers it is for (`environment.serviceProviders`:
+    /// before 3.0, which dropped it).
+    pub fn policies_name_service_providers(self) -> bool {
+        self < SchemeVersion::V3_0
+    }
+
     /// RS384 and RS512 beside RS256 (from 2.1).
     pub fn signs_with_rs384_rs512(self) -> bool {
         self >= SchemeVersion::V2_1

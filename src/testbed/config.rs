@@ -330,7 +330,7 @@ impl TestbedConfig {
 
     /// Load the policies file and check every policy; the number of policies.
     pub fn check_policies(&self) -> Result<usize, ConfigError> {
-        load_policies(self.policies.as_ref())
+        load_policies(self.policies.as_ref(), self.scheme_version)
             .map(|p| p.len())
             .map_err(|e| ConfigError::Invalid {
                 path: self

@@ -3,6 +3,7 @@
 
 use crate::scheme::evidence::{DelegationEvidence, Effect, PolicySet};
 use crate::scheme::party::PartyId;
+use crate::scheme::version::SchemeVersion;
 use std::path::PathBuf;
 use std::sync::RwLock;
 
@@ -40,8 +41,12 @@ pub fn check_policy_shape(
     Ok(())
 }
 
-/// The policies of the file at `path`, each checked for its shape; none without a file.
-pub fn load_policies(path: Option<&PathBuf>) -> Result<Vec<DelegationEvidence>, PolicyFileError> {
+/// The policies of the file at `path`, each checked for its shape and held to what `version`
+/// defines; none without a file.
+pub fn load_policies(
+    path: Option<&PathBuf>,
+    version: SchemeVersion,
+) -> Result<Vec<DelegationEvidence>, PolicyFileError> {
     let Some(path) = path else {
         return Ok(Vec::new());
     };
@@ -55,6 +60,12 @@ pub fn load_policies(path: Option<&PathBuf>) -> Result<Vec<DelegationEvidence>, 
     for (i, p) in policies.iter().enumerate() {
         check_policy_shape(&p.policy_issuer, &p.target.access_subject, &p.policy_sets)
             .map_err(|e| err(format!("policy {i}: {e}")))?;
+        if let Some(member) = p.first_undefined_in(version) {
+            return Err(err(format!(
+                "policy {i}: {member} is not a member of delegation evidence in {}",
+                version.as_str()
+            )));
+        }
     }
     Ok(policies)
 }

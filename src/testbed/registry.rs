@@ -494,6 +494,16 @@ pub fn new_policy(p: &Participant, body: &[u8]) -> Result<DelegationEvidence, Ap
         &evidence.policy_sets,
     )
     .map_err(|e| ApiError::bad_request("invalid_request", e))?;
+    let version = p.shared.register.version();
+    if let Some(member) = evidence.first_undefined_in(version) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "{member} is not a member of delegation evidence in {}: a policy holding it would never match",
+                version.as_str()
+            ),
+        ));
+    }
     if evidence.not_on_or_after <= evidence.not_before {
         return Err(ApiError::bad_request(
             "invalid_request",
