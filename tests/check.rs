@@ -253,6 +253,45 @@ fn certificates_near_or_past_their_expiry_are_warned_of() {
     );
 }
 
+#[test]
+fn party_ids_the_configured_version_does_not_have_are_warned_of() {
+    // A did:ishare scheme owner spoken to as 1.9 (no scheme_version): a 3.0 scheme, most likely.
+    let did = "did:ishare:EU.NL.NTRNL-10000000";
+    let gateway = GATEWAY.replace("\"EU.EORI.NL000000000\"", &format!("\"{did}\""));
+    let dir = config_dir(&gateway, ROUTE);
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    let warned = |lines: &[String], needle: &str| {
+        lines
+            .iter()
+            .any(|l| l.starts_with("warning: ") && l.contains(needle))
+    };
+    let expected = format!("scheme_owner.party_id: {did} is a did:ishare, which the scheme has from 2.1, but it is spoken to in 1.9: if the scheme speaks 3.0, set [scheme_owner] scheme_version = \"3.0\"");
+    assert!(warned(&lines, &expected), "{lines:#?}");
+    assert!(!warned(&lines, "identity.party_id"), "{lines:#?}");
+    // EORI ids spoken to as 3.0: 3.0 names its parties by did:ishare.
+    let gateway = GATEWAY.replace(
+        "root_certificate = \"root.pem\"",
+        "root_certificate = \"root.pem\"\nscheme_version = \"3.0\"",
+    );
+    let dir = config_dir(&gateway, ROUTE);
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+    for key in [
+        "scheme_owner.party_id: EU.EORI.NL000000000",
+        "identity.party_id: EU.EORI.NL000000003",
+    ] {
+        assert!(
+            warned(&lines, &format!("{key} is no did:ishare")),
+            "{key}\n{lines:#?}"
+        );
+    }
+    // As configured: nothing to say of ids.
+    let dir = config_dir(GATEWAY, ROUTE);
+    let (_, lines) = check(dir.path());
+    assert!(!warned(&lines, "did:ishare"), "{lines:#?}");
+}
+
 /// The Kubernetes base's configuration and rules (deploy/kubernetes/base) pass `check` as the
 /// Deployment mounts them, with keys of the test PKI where the Secret puts them.
 #[test]

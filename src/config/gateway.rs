@@ -50,6 +50,31 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let own_version =
         scheme_version("scheme_version", file.scheme_version, issues).unwrap_or(peers_version);
     let registries = registries(file.registries, peers_version, issues);
+    if let Some(so) = &scheme_owner {
+        let ids = [(
+            "scheme_owner.party_id".to_string(),
+            so.party_id.as_str(),
+            so.scheme_version,
+        )]
+        .into_iter()
+        .chain(identity.iter().map(|id| {
+            (
+                "identity.party_id".into(),
+                id.party_id.as_str(),
+                so.scheme_version,
+            )
+        }))
+        .chain(registries.iter().map(|(name, r)| {
+            (
+                format!("registry.{name}.party_id"),
+                r.party_id.as_str(),
+                r.scheme_version,
+            )
+        }));
+        for (key, id, version) in ids {
+            warn_id_of_another_version(&key, id, version, issues);
+        }
+    }
     let delegation = delegation(file.delegation, issues);
     let replay = super::redis::replay(&base, file.replay, issues);
     let services = services(&base, file.admin, file.decision_api, &listeners, issues);
@@ -326,6 +351,29 @@ fn check_chain(chain: &[Vec<u8>]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A party id that the version it is spoken to in does not have: a `did:ishare` before 2.1 (the
+/// version that brought it), an EORI where 3.0's parties are `did:ishare` (an EORI is only an
+/// alias there). The configuration runs, but the peer at that version would not know the id, or
+/// the peer is of another version than configured: say which setting to look at.
+fn warn_id_of_another_version(key: &str, id: &str, version: SchemeVersion, issues: &mut Issues) {
+    let did = PartyId::is_did_ishare(id);
+    let setting = match key.starts_with("registry.") {
+        true => "its [[registry]] scheme_version",
+        false => "[scheme_owner] scheme_version",
+    };
+    if did && version < SchemeVersion::V2_1 {
+        issues.warn(
+            key,
+            format!("{id} is a did:ishare, which the scheme has from 2.1, but it is spoken to in {}: if the scheme speaks 3.0, set {setting} = \"3.0\"", version.as_str()),
+        );
+    } else if !did && version.camel_case() {
+        issues.warn(
+            key,
+            format!("{id} is no did:ishare, while 3.0 names its parties by did:ishare (an EORI is an alias there): use the party's did:ishare, or check {setting}"),
+        );
+    }
 }
 
 /// Whether the identity's root is one the scheme owner trusts, as far as the configuration tells.
