@@ -359,6 +359,17 @@ fn run_fixture(page: &Path, block: &str) -> Result<(), String> {
 fn check_example(page: &Path, gateway: &str, rules: &[&str]) -> Result<(), String> {
     let dir = scratch_dir(BIN);
     let (mut config, data) = offline_shipped();
+    // The key material of the 3.0 testbed where the example is of a 3.0 scheme.
+    let gateway = match gateway.contains("../data/testbed-3.0") {
+        true => {
+            let keys = prepare_keys(&testbed_config_of(
+                "book-check-3.0",
+                "conf/testbed-3.0.toml",
+            ));
+            gateway.replace("../data/testbed-3.0", &keys.data_dir.display().to_string())
+        }
+        false => gateway.to_string(),
+    };
     let gateway = gateway.replace("../data/testbed", &data.display().to_string());
     let mut fragment: toml::Table = gateway
         .parse()
@@ -399,13 +410,25 @@ fn check_example(page: &Path, gateway: &str, rules: &[&str]) -> Result<(), Strin
     }
 }
 
-/// Every `toml` example of a page, checked as what it is: rule fixtures run with `test`; a
-/// whole `gateway.toml` checked with the page's rules files; a part of one checked in the shipped
-/// configuration, with the rules that follow it in its block (`# policies/NAME.toml` says where
-/// they start); a rules file of a page without a whole configuration checked in the shipped one.
+/// Every `toml` example of a page, checked as what it is, section by section (`## `): rule
+/// fixtures run with `test`; a whole `gateway.toml` checked with its section's rules files; a part
+/// of one checked in the shipped configuration, with the rules that follow it in its block
+/// (`# policies/NAME.toml` says where they start); a rules file of a section without a whole
+/// configuration checked in the shipped one.
 fn check_page(page: &Path) -> (usize, Vec<String>) {
     let text = std::fs::read_to_string(repo().join(page)).unwrap();
-    let examples = blocks(&text, "toml");
+    let mut checked = 0;
+    let mut failed = Vec::new();
+    for section in text.split("\n## ") {
+        let (examples, failures) = check_section(page, section);
+        checked += examples;
+        failed.extend(failures);
+    }
+    (checked, failed)
+}
+
+fn check_section(page: &Path, text: &str) -> (usize, Vec<String>) {
+    let examples = blocks(text, "toml");
     let whole: Vec<&str> = examples
         .iter()
         .copied()
@@ -566,23 +589,33 @@ async fn ready_gateway(name: &str, config: &Path, admin: u16) -> GatewayProcess 
 
 /// A directory to run a page's commands in, where `data/testbed` is the testbed's key material.
 fn beside_the_testbed(bed: &Bed) -> PathBuf {
+    beside_the_testbed_as(bed, "testbed")
+}
+
+/// The same, the key material at `data/NAME`.
+fn beside_the_testbed_as(bed: &Bed, name: &str) -> PathBuf {
     let dir = scratch_dir(BIN);
     std::fs::create_dir_all(dir.join("data")).unwrap();
-    std::os::unix::fs::symlink(&bed.keys.data_dir, dir.join("data/testbed")).unwrap();
+    std::os::unix::fs::symlink(&bed.keys.data_dir, dir.join("data").join(name)).unwrap();
     dir
+}
+
+/// The echo backend's `host:port`, for a page's backend address.
+fn echo_address(bed: &Bed) -> String {
+    bed.testbed
+        .echo_url
+        .trim_start_matches("http://")
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_start_runs_as_written() {
-    let page = std::fs::read_to_string(book_src().join("quick-start.md")).unwrap();
+    let whole = std::fs::read_to_string(book_src().join("quick-start.md")).unwrap();
+    let (page, _) = whole.split_once(THE_SAME_IN_3_0).unwrap();
     let bed = Bed::start(BIN).await;
     let dir = beside_the_testbed(&bed);
     let (tls, admin) = (free_port(), free_port());
-    let echo = bed
-        .testbed
-        .echo_url
-        .trim_start_matches("http://")
-        .to_string();
+    let echo = echo_address(&bed);
     // Only the addresses change: the testbed's, the gateway's ports, and the backend (the echo).
     let ours = |text: &str| {
         text.replace("https://127.0.0.1:9100", &bed.url(SO))
@@ -610,7 +643,7 @@ async fn the_quick_start_runs_as_written() {
     ];
     for (section, start, file) in files {
         let (kind, first) = start.split_once('\n').unwrap_or((start, ""));
-        let rest = page_block(&page, section, &format!("```{kind}\n{first}"), "\n```");
+        let rest = page_block(page, section, &format!("```{kind}\n{first}"), "\n```");
         let text = match first {
             "" => rest.to_string(),
             first => format!("{first}{rest}"),
@@ -618,7 +651,7 @@ async fn the_quick_start_runs_as_written() {
         std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
         std::fs::write(dir.join(file), ours(&text) + "\n").unwrap();
     }
-    let commands: Vec<String> = blocks(&page, "sh").into_iter().map(ours).collect();
+    let commands: Vec<String> = blocks(page, "sh").into_iter().map(ours).collect();
     let [install, check_and_run, refused, grant, served] = commands.as_slice() else {
         panic!("the quick start's commands: {commands:?}")
     };
@@ -653,7 +686,7 @@ async fn the_quick_start_runs_as_written() {
     );
 
     // The next step the page names: explain, asking the registry.
-    let next = page_block(&page, "## Next", "`ishare-gateway explain", "`");
+    let next = page_block(&whole, "## Next", "`ishare-gateway explain", "`");
     let out = bash(
         &dir,
         &ours(&format!("ishare-gateway explain{next}").replace('\n', " ")),
@@ -661,6 +694,79 @@ async fn the_quick_start_runs_as_written() {
     let text = printed(&out);
     assert!(out.status.success() && text.contains("permitted"), "{text}");
 
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{status}\n{log}");
+    bed.stop().await;
+}
+
+/// The quick start's section that walks the same steps in a scheme of 3.0.
+const THE_SAME_IN_3_0: &str = "## 6. The same in 3.0";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_starts_3_0_section_runs_as_written() {
+    let whole = std::fs::read_to_string(book_src().join("quick-start.md")).unwrap();
+    let page = whole.split_once(THE_SAME_IN_3_0).unwrap().1;
+    let page = page.split_once("## Next").unwrap().0;
+    let bed = Bed::start_of(testbed_config_of("book-quick-3.0", "conf/testbed-3.0.toml")).await;
+    let dir = beside_the_testbed_as(&bed, "testbed-3.0");
+    let (tls, admin) = (free_port(), free_port());
+    let echo = echo_address(&bed);
+    let (so, ar) = (
+        "did:ishare:EU.NL.NTRNL-10000000",
+        "did:ishare:EU.NL.NTRNL-10000004",
+    );
+    let ours = |text: &str| {
+        text.replace("https://127.0.0.1:9200", &bed.url(so))
+            .replace("https://127.0.0.1:9204", &bed.url(ar))
+            .replace("127.0.0.1:7444", &format!("127.0.0.1:{tls}"))
+            .replace("127.0.0.1:7902", &format!("127.0.0.1:{admin}"))
+            .replace("127.0.0.1:3000", &echo)
+    };
+    let tomls = blocks(page, "toml");
+    let [config, route] = tomls.as_slice() else {
+        panic!("the section's files: {tomls:?}")
+    };
+    let [policy] = blocks(page, "json")[..] else {
+        panic!("the section's policy")
+    };
+    for (file, text) in [
+        ("my-gateway-3.0/gateway.toml", *config),
+        ("my-gateway-3.0/policies/orders.toml", *route),
+        ("my-gateway-3.0/order-policy.json", policy),
+    ] {
+        std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(file), ours(text) + "\n").unwrap();
+    }
+    let commands: Vec<String> = blocks(page, "sh").into_iter().map(ours).collect();
+    let [testbed, check_and_run, walk] = commands.as_slice() else {
+        panic!("the section's commands: {commands:?}")
+    };
+    assert!(
+        testbed.contains("testbed --config conf/testbed-3.0.toml"),
+        "{testbed}"
+    );
+    let (check, run) = check_and_run.split_once('\n').unwrap();
+    let out = bash(&dir, check);
+    assert!(out.status.success(), "{check}\n{}", printed(&out));
+    assert!(
+        !printed(&out).contains("warning"),
+        "a 3.0 configuration as the book gives it: {}",
+        printed(&out)
+    );
+    assert!(run.starts_with("ishare-gateway run --config my-gateway-3.0/gateway.toml"));
+    let config = dir.join("my-gateway-3.0/gateway.toml");
+    let gateway = ready_gateway("quick-start-3.0", &config, admin).await;
+    let (ended, said) = run_each_command(&dir, &each_command_said(walk));
+    assert_eq!(ended.len(), 3, "{said}");
+    let steps: Vec<&str> = said.split("<<exit ").collect();
+    assert!(steps[0].contains("-> 403"), "refused: {said}");
+    assert!(steps[1].contains("201"), "granted: {said}");
+    assert!(
+        steps[2].contains("-> 200")
+            && steps[2]
+                .contains("licensepurpose: https://licenses.ishare.eu/general-internal-use/1.0"),
+        "served: {said}"
+    );
     let (status, log) = gateway.terminate().await;
     assert!(status.success(), "{status}\n{log}");
     bed.stop().await;

@@ -187,7 +187,10 @@ fn shared(
             trusted,
         ),
         identities,
-        policies: PolicyStore::new(load_policies(config.policies.as_ref(), config.scheme_version)?),
+        policies: PolicyStore::new(load_policies(
+            config.policies.as_ref(),
+            config.scheme_version,
+        )?),
         leeway_secs: 5.0,
         algorithms: AlgorithmPolicy::default(),
         signers: Arc::new(Readers {
