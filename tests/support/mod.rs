@@ -1132,14 +1132,22 @@ impl RedisCluster {
 
     /// The port of the master that holds `key`'s slot now.
     pub async fn master_of(&self, key: &str) -> u16 {
+        match self.master_now(key).await {
+            Ok(port) => port,
+            Err(nodes) => panic!("no master holds the slot of {key}:\n{nodes}"),
+        }
+    }
+
+    /// The port of the master that holds `key`'s slot, as a running node sees the cluster now
+    /// (after a failover, once the news has reached it); else what it sees.
+    pub async fn master_now(&self, key: &str) -> Result<u16, String> {
         let port = self.ports()[0];
         let slot: u16 = self
             .command(port, &["CLUSTER", "KEYSLOT", key])
-            .await
-            .unwrap()
+            .await?
             .parse()
-            .unwrap();
-        let nodes = self.command(port, &["CLUSTER", "NODES"]).await.unwrap();
+            .map_err(|e| format!("{e}"))?;
+        let nodes = self.command(port, &["CLUSTER", "NODES"]).await?;
         nodes
             .lines()
             .filter(|l| l.contains("master") && !l.contains("fail"))
@@ -1152,7 +1160,7 @@ impl RedisCluster {
                 let port = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
                 holds.then_some(port)
             })
-            .unwrap_or_else(|| panic!("no master holds slot {slot}:\n{nodes}"))
+            .ok_or(nodes)
     }
 
     /// Kill the node on `port` at once (as a crash would).
