@@ -990,3 +990,108 @@ async fn the_3_0_registry_refuses_to_store_members_3_0_does_not_define() {
     assert_eq!(status, 201, "{body}");
     bed.stop().await;
 }
+
+/// The three endpoints 3.0 tags "Participant Registry (Required)" beside the party search: a
+/// party's claims, the scheme's data spaces (two in the testbed) and its frameworks, each as the
+/// official document has it, paged where it pages, and only to a caller with a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_3_0_participant_registry_serves_claims_dataspaces_and_frameworks() {
+    let bed = bed().await;
+    let so = bed.url(SO3);
+    let token = bed.token(SO3, CONSUMER3).await;
+    let get = |path: &str| {
+        bed.http
+            .get(format!("{so}{path}"))
+            .bearer_auth(&token)
+            .send()
+    };
+    let answer = |body: &Value, member: &str, info: &str| {
+        let claims = claims(body[member].as_str().unwrap());
+        assert_eq!(
+            (&claims["iss"], &claims["aud"]),
+            (&json!(SO3), &json!(CONSUMER3))
+        );
+        claims[info].clone()
+    };
+    // A party's claims, by any of its identifiers: those of its record.
+    let (status, body) = status_json(
+        get(&format!("/parties/{CONSUMER_EORI}/claims"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let claims_info = answer(&body, "claimsToken", "claimsInfo");
+    let pointer = "/components/schemas/jwtPayloadClaimsToken/allOf/1/properties/claimsInfo";
+    assert_eq!(
+        schema_errors(pointer, std::slice::from_ref(&claims_info)),
+        ""
+    );
+    let types: Vec<&str> = claims_info["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"frameworkCompliance") && types.contains(&"x509Certificate"),
+        "{types:?}"
+    );
+    let (status, _) = status_json(
+        get("/parties/did:ishare:EU.NL.NTRNL-99999999/claims")
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+    // The data spaces: two, one a page. (`jwtPayloadDataspacesToken` requires both
+    // `dataspacesInfo` and, in its second part, `dataspaceInfo`: a defect of the document; the
+    // answer's `dataspacesInfo` is held to the schema it names.)
+    let (status, body) = status_json(get("/dataspaces?pageSize=1&page=2").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let spaces = answer(&body, "dataspacesToken", "dataspacesInfo");
+    assert_eq!(
+        schema_errors(
+            "/components/schemas/dataspacesInfo",
+            std::slice::from_ref(&spaces)
+        ),
+        ""
+    );
+    assert_eq!(
+        (
+            &spaces["totalCount"],
+            &spaces["count"],
+            &spaces["data"][0]["id"]
+        ),
+        (&json!(2), &json!(1), &json!("EU.DS.GND.NL.PETCARE"))
+    );
+    // The framework every record's claims name.
+    let (status, body) = status_json(get("/frameworks").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let frameworks = answer(&body, "frameworksToken", "frameworksInfo");
+    let pointer = "/components/schemas/jwtPayloadFrameworksToken/allOf/1/properties/frameworksInfo";
+    assert_eq!(
+        schema_errors(pointer, std::slice::from_ref(&frameworks)),
+        ""
+    );
+    let named = &claims_info["claims"][0]["frameworkId"];
+    assert_eq!(&frameworks["data"][0]["id"], named, "{frameworks}");
+    // Only with a token; only the parameters they have.
+    for path in [
+        "/dataspaces",
+        "/frameworks",
+        &format!("/parties/{CONSUMER3}/claims"),
+    ] {
+        let resp = bed.http.get(format!("{so}{path}")).send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{path}");
+    }
+    for wrong in [
+        "/dataspaces?size=20",
+        "/frameworks?pageSize=101",
+        "/dataspaces?page=0",
+    ] {
+        let (status, body) = status_json(get(wrong).await.unwrap()).await;
+        assert_eq!(status, 400, "{wrong}: {body}");
+    }
+    bed.stop().await;
+}

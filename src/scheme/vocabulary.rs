@@ -59,6 +59,10 @@ pub mod member {
     pub const USERINFO: &str = "userinfo_token";
     pub const USERINFO_3: &str = "userinfoToken";
     pub const VERSIONS: &str = "versions_token";
+    /// 3.0's participant registry only: a party's claims, the data spaces and the frameworks.
+    pub const CLAIMS_3: &str = "claimsToken";
+    pub const DATASPACES_3: &str = "dataspacesToken";
+    pub const FRAMEWORKS_3: &str = "frameworksToken";
 
     /// The same member under the other versions' name: `partyToken` for `party_token`, and back.
     pub fn counterpart(member: &str) -> Option<&'static str> {

@@ -123,6 +123,42 @@ pub struct TestbedConfig {
     /// The sign-in of the registry's and entitled party's policy page (/admin).
     #[serde(default)]
     pub admin: Option<AdminConfig>,
+    /// The data spaces of a 3.0 scheme, which its participant registry lists (`/dataspaces`).
+    #[serde(default, rename = "dataspace")]
+    pub dataspaces: Vec<DataspaceConfig>,
+}
+
+/// A data space of the scheme (3.0).
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DataspaceConfig {
+    /// `<continent>.DS.<sector>.<country>.<name>`, as 3.0 writes it: `EU.DS.MOB.NL.LOGISTICS`.
+    pub id: String,
+    pub title: String,
+    #[serde(
+        default,
+        rename = "description_url",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub description_url: Option<String>,
+}
+
+impl DataspaceConfig {
+    /// Whether the id has 3.0's form: a two-letter continent, `DS`, a three-letter sector, a
+    /// two-letter country and a name of at most 15 letters and digits.
+    fn id_problem(&self) -> Option<String> {
+        let parts: Vec<&str> = self.id.split('.').collect();
+        let letters = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_uppercase());
+        let fits = matches!(parts.as_slice(), [continent, "DS", sector, country, name]
+            if letters(continent, 2) && letters(sector, 3) && letters(country, 2)
+                && (1..=15).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric()));
+        (!fits).then(|| {
+            format!(
+                "{:?} is not <continent>.DS.<sector>.<country>.<name> (EU.DS.MOB.NL.LOGISTICS)",
+                self.id
+            )
+        })
+    }
 }
 
 /// Test-only credentials of the policy administration page.
@@ -274,6 +310,21 @@ impl TestbedConfig {
                 "exactly one party must serve as scheme_owner, found {owners}"
             ));
         }
+        let mut dataspaces = std::collections::HashSet::new();
+        for (i, d) in self.dataspaces.iter().enumerate() {
+            if let Some(problem) = d.id_problem() {
+                errors.push(format!("dataspace[{i}].id: {problem}"));
+            }
+            if !dataspaces.insert(&d.id) {
+                errors.push(format!("dataspace[{i}].id: {} is listed twice", d.id));
+            }
+            if d.title.trim().is_empty() {
+                errors.push(format!("dataspace[{i}].title: empty"));
+            }
+        }
+        if !self.dataspaces.is_empty() && !self.scheme_version.camel_case() {
+            errors.push("dataspace: data spaces are 3.0's (scheme_version = \"3.0\")".into());
+        }
         let mut usernames = std::collections::HashSet::new();
         for (i, u) in self.users.iter().enumerate() {
             if !usernames.insert(&u.username) || u.username.is_empty() {
@@ -347,5 +398,50 @@ impl TestbedConfig {
             .iter()
             .find(|p| p.serve == Some(Serve::SchemeOwner))
             .expect("validated: one scheme owner")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_spaces_are_3_0_s_with_ids_of_its_form_each_once() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/testbed-3.0.toml");
+        let mut config = TestbedConfig::load(&path).expect("the shipped 3.0 testbed");
+        assert_eq!(config.dataspaces.len(), 2);
+        let space = |id: &str| DataspaceConfig {
+            id: id.into(),
+            title: "A data space".into(),
+            description_url: None,
+        };
+        config.dataspaces = vec![
+            space("EU.DS.MOB.NL.LOGISTICS"),
+            space("EU.DS.MOB.NL.LOGISTICS"),
+            space("EU.DS.MOBILITY.NL.X"),
+            space("EU.DS.MOB.NL.NAME-WITH-DASH"),
+        ];
+        let errors = config.validate().unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("dataspace[1].id: EU.DS.MOB.NL.LOGISTICS is listed twice")),
+            "{errors:?}"
+        );
+        for i in [2, 3] {
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| e.starts_with(&format!("dataspace[{i}].id: "))),
+                "{errors:?}"
+            );
+        }
+        config.scheme_version = SchemeVersion::V1_9;
+        config.dataspaces = vec![space("EU.DS.MOB.NL.LOGISTICS")];
+        let errors = config.validate().unwrap_err();
+        assert!(
+            errors.iter().any(|e| e.contains("data spaces are 3.0's")),
+            "{errors:?}"
+        );
     }
 }

@@ -169,6 +169,7 @@ fn shared(
         .collect::<Result<BTreeMap<String, SigningIdentity>, _>>()?;
     Ok(Shared {
         scheme: config.scheme.clone(),
+        dataspaces: config.dataspaces.clone(),
         register: Register::new(
             records,
             (

@@ -37,6 +37,8 @@ pub const ACCESS_TOKEN_LIFETIME: u64 = 3600;
 /// (the testbed holds them all), and the stored policies.
 pub struct Shared {
     pub scheme: String,
+    /// The scheme's data spaces (3.0).
+    pub dataspaces: Vec<super::config::DataspaceConfig>,
     pub register: Register,
     pub identities: BTreeMap<String, SigningIdentity>,
     pub policies: PolicyStore,

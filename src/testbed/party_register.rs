@@ -98,6 +98,11 @@ impl Register {
         }
     }
 
+    /// The scheme the register keeps records for: its framework and registrar.
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
     fn aliases_of(&self, id: &str) -> &[String] {
         self.aliases.get(id).map_or(&[], Vec::as_slice)
     }

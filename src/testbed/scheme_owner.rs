@@ -16,7 +16,7 @@ use axum::response::IntoResponse;
 use axum::routing::any;
 use axum::Router;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 pub fn router(p: Arc<Participant>) -> Router {
@@ -24,6 +24,9 @@ pub fn router(p: Arc<Participant>) -> Router {
         return common_routes()
             .route("/parties", any(parties_3))
             .route("/parties/{party_id}", any(party_3))
+            .route("/parties/{party_id}/claims", any(claims_3))
+            .route("/dataspaces", any(dataspaces_3))
+            .route("/frameworks", any(frameworks_3))
             .route(TRUSTED_LIST_PATH_3, any(trusted_list))
             .route("/testing/generate-jws", any(generate_jws))
             .with_state(p);
@@ -146,17 +149,145 @@ async fn party_3(
     headers: HeaderMap,
     Path(party_id): Path<String>,
 ) -> ApiResult {
-    require(&method, Method::GET)?;
-    let caller = p.authenticate(&headers)?;
+    let (caller, record) = record_3_0(&p, &method, &headers, &party_id)?;
+    let token = p.sign(Some(&caller), &json!({ "partyInfo": record }))?;
+    Ok(token_answer(member::PARTY_3, token))
+}
+
+/// For a GET with a valid token: its caller, and the 3.0 record of the party any of its
+/// identifiers names (404 for none).
+fn record_3_0(
+    p: &Participant,
+    method: &Method,
+    headers: &HeaderMap,
+    party_id: &str,
+) -> Result<(String, Value), ApiError> {
+    require(method, Method::GET)?;
+    let caller = p.authenticate(headers)?;
     let register = &p.shared.register;
     let record = register
-        .party(&party_id)
+        .party(party_id)
         .ok_or_else(|| ApiError::not_found(format!("no party {party_id}")))?;
+    Ok((caller.sub.clone(), register.record_3_0(record)))
+}
+
+/// GET /parties/{partyId}/claims (3.0): the claims of the party any of its identifiers names,
+/// 404 for none; `claimsToken` with `claimsInfo`.
+async fn claims_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    Path(party_id): Path<String>,
+) -> ApiResult {
+    let (caller, record) = record_3_0(&p, &method, &headers, &party_id)?;
     let token = p.sign(
-        Some(&caller.sub),
-        &json!({ "partyInfo": register.record_3_0(record) }),
+        Some(&caller),
+        &json!({ "claimsInfo": {"claims": record["claims"]} }),
     )?;
-    Ok(token_answer(member::PARTY_3, token))
+    Ok(token_answer(member::CLAIMS_3, token))
+}
+
+/// GET /dataspaces (3.0): the scheme's data spaces, a page of them (`page`, `pageSize`; any
+/// other parameter is a 400); `dataspacesToken` with `dataspacesInfo`.
+async fn dataspaces_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    let listed: Vec<Value> = p
+        .shared
+        .dataspaces
+        .iter()
+        .map(|d| {
+            let mut space = json!({"id": d.id, "title": d.title});
+            if let Some(url) = &d.description_url {
+                space["dataSpaceDescriptionUrl"] = url.clone().into();
+            }
+            space
+        })
+        .collect();
+    let answer = (member::DATASPACES_3, "dataspacesInfo");
+    list_3(&p, &method, &headers, raw, answer, listed)
+}
+
+/// GET /frameworks (3.0): the framework every party's claims name (the scheme's), as a page;
+/// `frameworksToken` with `frameworksInfo`.
+async fn frameworks_3(
+    State(p): State<Arc<Participant>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    let owner = p.shared.register.scheme();
+    let framework = json!({
+        "id": owner.framework,
+        "title": format!("{} trust framework", owner.framework),
+        "frameworkOwnerId": owner.registrar,
+    });
+    let answer = (member::FRAMEWORKS_3, "frameworksInfo");
+    list_3(&p, &method, &headers, raw, answer, vec![framework])
+}
+
+/// A list of 3.0's to a GET with a valid token: the answer's member holding, under `info`, the
+/// page of `all` the query asks for.
+fn list_3(
+    p: &Participant,
+    method: &Method,
+    headers: &HeaderMap,
+    raw: Option<String>,
+    (member, info): (&str, &str),
+    all: Vec<Value>,
+) -> ApiResult {
+    require(method, Method::GET)?;
+    let caller = p.authenticate(headers)?;
+    let page = paged(&query_pairs(raw), all)?;
+    let claims = serde_json::Map::from_iter([(info.to_string(), page)]);
+    let token = p.sign(Some(&caller.sub), &claims)?;
+    Ok(token_answer(member, token))
+}
+
+/// One page of `all` as 3.0's lists are paged (`page` from 1, `pageSize` from 1 to 100, 10 by
+/// default), with its paging; 400 for another parameter or a number out of range.
+fn paged(pairs: &[(String, String)], all: Vec<Value>) -> Result<Value, ApiError> {
+    let (mut page, mut size) = (1u64, 10u64);
+    for (key, value) in pairs {
+        let max = match key.as_str() {
+            "page" => u64::MAX,
+            "pageSize" => 100,
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!("{other} is not a parameter of this list (page, pageSize)"),
+                ))
+            }
+        };
+        let n = value
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_request",
+                    format!("{key} must be a whole number from 1 to {max}, not {value:?}"),
+                )
+            })?;
+        match key.as_str() {
+            "page" => page = n,
+            _ => size = n,
+        }
+    }
+    let total = all.len() as u64;
+    let data: Vec<Value> = all
+        .into_iter()
+        .skip(usize::try_from(page.saturating_sub(1).saturating_mul(size)).unwrap_or(usize::MAX))
+        .take(size as usize)
+        .collect();
+    Ok(json!({
+        "currentPage": page, "pageSize": size, "totalPages": total.div_ceil(size).max(1),
+        "totalCount": total, "count": data.len(), "data": data,
+    }))
 }
 
 /// GET /versions: the specification versions of the scheme, to anyone; with a token, the answer is
