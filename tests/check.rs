@@ -332,3 +332,24 @@ fn the_kubernetes_configuration_and_rules_pass_check() {
         "{lines:#?}"
     );
 }
+
+#[test]
+fn data_spaces_are_named_by_their_3_0_ids_each_once() {
+    let gateway = format!(
+        "dataspaces = [\"EU.DS.MOB.NL.LOGISTICS\", \"LOGISTICS\", \"EU.DS.MOB.NL.LOGISTICS\"]\n{GATEWAY}"
+    );
+    let lines = refused(&gateway, ROUTE);
+    for expected in [
+        "dataspaces[1]: \"LOGISTICS\" is not <continent>.DS.<sector>.<country>.<name>",
+        "dataspaces[2]: EU.DS.MOB.NL.LOGISTICS is listed twice",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "{expected}\n{lines:#?}"
+        );
+    }
+    let gateway = format!("dataspaces = [\"EU.DS.MOB.NL.LOGISTICS\"]\n{GATEWAY}");
+    let dir = config_dir(&gateway, ROUTE);
+    let (ok, lines) = check(dir.path());
+    assert!(ok, "{lines:#?}");
+}

@@ -253,6 +253,8 @@ fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConf
         registries: Vec::new(),
         also_known_as: aliases.iter().map(|a| a.to_string()).collect(),
         registries_for: Default::default(),
+        registries_in: Default::default(),
+        dataspaces: Vec::new(),
         strict: false,
         keyrock: false,
     }
@@ -1094,4 +1096,60 @@ async fn the_3_0_participant_registry_serves_claims_dataspaces_and_frameworks() 
         assert_eq!(status, 400, "{wrong}: {body}");
     }
     bed.stop().await;
+}
+
+/// Happy Pets designates a registry for the pet care data space beside its default (here without
+/// its designation for Warehouse 13): a gateway serving in that data space asks the registry
+/// designated for it, whose evidence binds to it though 3.0 evidence names no service provider;
+/// a gateway serving in no data space asks the default, which answers only the service providers
+/// it is designated for, and so refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_its_evidence() {
+    const PETCARE: &str = "EU.DS.GND.NL.PETCARE";
+    const PETCARE_AR: &str = "did:ishare:EU.NL.NTRNL-10000008";
+    for serving in [Some(PETCARE), None] {
+        let mut config = testbed_config_of(BIN, "conf/testbed-3.0.toml");
+        let owner = config.parties.iter_mut().find(|p| p.id == OWNER3).unwrap();
+        owner.registries_for.clear();
+        assert_eq!(
+            owner.registries_in.get(PETCARE).map(String::as_str),
+            Some(PETCARE_AR)
+        );
+        let bed = Bed::start_of(config).await;
+        let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
+            let t = t.replace(SO, SO3).replace(SP, SP3).replace(
+                "[scheme_owner]\n",
+                "[scheme_owner]\nscheme_version = \"3.0\"\n",
+            );
+            match serving {
+                Some(space) => format!("dataspaces = [\"{space}\"]\n{t}"),
+                None => t,
+            }
+        });
+        let env = Env::launch(bed, dir, &ports).await;
+        let token = env.token(CONSUMER3).await;
+        let (status, body) = env
+            .get("/api/containers/C1", &token, &[("X-Region", "NL")])
+            .await;
+        let m = env.metrics().await;
+        let asked = |registry: &str| {
+            metric(
+                &m,
+                "ishare_gateway_registry_calls_total",
+                &[("registry", registry)],
+            )
+        };
+        match serving {
+            Some(_) => {
+                assert_eq!(status, 200, "{body}");
+                assert_eq!((asked(PETCARE_AR), asked(AR3)), (1.0, 0.0), "{m}");
+            }
+            None => {
+                assert_eq!(status, 502, "{body}");
+                assert_eq!(body["reason"], "registry_refused_request", "{body}");
+                assert_eq!((asked(PETCARE_AR), asked(AR3)), (0.0, 1.0), "{m}");
+            }
+        }
+        env.stop().await;
+    }
 }

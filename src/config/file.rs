@@ -89,6 +89,10 @@ pub enum EvidenceSourceFile {
 #[derive(Debug, Default, Deserialize)]
 pub struct GatewayFile {
     pub scheme: Option<String>,
+    /// The data spaces the gateway serves in (3.0 ids), for the registries data owners designate
+    /// per data space.
+    #[serde(default)]
+    pub dataspaces: Vec<String>,
     /// The version of the scheme the gateway's own endpoints speak (/capabilities, the sign-in of
     /// people): "1.9" … "3.0"; the scheme owner's if not given.
     pub scheme_version: Option<String>,

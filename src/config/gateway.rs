@@ -30,6 +30,17 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     let issues = &mut issues;
     let participants = participant_urls(&file);
     let scheme = scheme(file.scheme, issues);
+    let mut dataspaces: Vec<String> = Vec::new();
+    for (i, space) in file.dataspaces.into_iter().enumerate() {
+        let key = format!("dataspaces[{i}]");
+        match crate::scheme::party_record::dataspace_id_problem(&space) {
+            Some(problem) => issues.add(key, problem),
+            None if dataspaces.contains(&space) => {
+                issues.add(key, format!("{space} is listed twice"))
+            }
+            None => dataspaces.push(space),
+        }
+    }
     let identity = required_identity(&base, file.identity, issues);
     let listeners = listeners(&base, file.listeners, issues);
     let scheme_owner = required_scheme_owner(&base, file.scheme_owner, issues);
@@ -111,6 +122,7 @@ pub(super) fn build(path: &Path, file: GatewayFile, all: &mut Vec<ConfigIssue>) 
     Some(Config {
         source: path.to_path_buf(),
         scheme,
+        dataspaces,
         scheme_version: own_version,
         public_url,
         identity: identity?,

@@ -20,6 +20,8 @@ pub struct Config {
     /// The file it was read from.
     pub source: PathBuf,
     pub scheme: String,
+    /// The data spaces the gateway serves in (3.0 ids).
+    pub dataspaces: Vec<String>,
     /// The version the gateway's own endpoints speak.
     pub scheme_version: SchemeVersion,
     /// The base URL clients reach the gateway at.

@@ -111,6 +111,11 @@ pub const TABLES: &[Table] = &[
                 meaning: r#"the scheme's name: the token scope, the action prefix (`iSHARE.READ`) and, in 3.0, the framework's id its records' claims name"#,
             },
             Key {
+                names: &["dataspaces"],
+                unset: Unset::Means(r#"none"#),
+                meaning: r#"the data spaces the gateway serves in, by their 3.0 ids (`["EU.DS.MOB.NL.LOGISTICS"]`, the participant registry's `/dataspaces`): a data owner's registry designated for one of them is asked before its framework-wide or default one, after one designated for this service provider (3.0 records)"#,
+            },
+            Key {
                 names: &["scheme_version"],
                 unset: Unset::Means(r#"the scheme owner's"#),
                 meaning: r#"the version the gateway's own endpoints speak: `/capabilities` as `capabilitiesToken` with 3.0's `publicServices`/`restrictedServices`, or 1.9's `capabilities_token`; the return path of people's sign-in (`/openid_connect1.0/return` in 1.9, `/return` from 2.0)"#,

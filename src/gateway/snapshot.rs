@@ -295,11 +295,10 @@ impl Snapshot {
                 .max(config.delegation.registry_timeout),
         )
         .map_err(|e| format!("outbound TLS: {e}"))?;
-        Ok(PeerClient::new(
-            http,
-            config.identity.signing.clone(),
-            config.scheme.clone(),
-        ))
+        Ok(
+            PeerClient::new(http, config.identity.signing.clone(), config.scheme.clone())
+                .in_dataspaces(config.dataspaces.clone()),
+        )
     }
 
     /// The scheme owner's trust store (and its caches): kept while the peers, the scheme owner

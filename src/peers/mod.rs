@@ -117,6 +117,8 @@ pub struct PeerClient {
     http: reqwest::Client,
     identity: SigningIdentity,
     scheme: String,
+    /// The scheme's framework and the data spaces we serve in.
+    membership: crate::scheme::party_record::Membership,
 }
 
 /// Join a base URL and a path without doubling or losing a slash.
@@ -140,11 +142,27 @@ impl PeerClient {
         identity: SigningIdentity,
         scheme: impl Into<String>,
     ) -> Self {
+        let scheme: String = scheme.into();
         PeerClient {
             http,
             identity,
-            scheme: scheme.into(),
+            membership: crate::scheme::party_record::Membership {
+                framework: scheme.clone(),
+                dataspaces: Vec::new(),
+            },
+            scheme,
         }
+    }
+
+    /// The same, serving in `dataspaces` (3.0 ids).
+    pub fn in_dataspaces(mut self, dataspaces: Vec<String>) -> Self {
+        self.membership.dataspaces = dataspaces;
+        self
+    }
+
+    /// What we are a member of: the framework, and the data spaces we serve in.
+    pub fn membership(&self) -> &crate::scheme::party_record::Membership {
+        &self.membership
     }
 
     pub fn identity(&self) -> &SigningIdentity {

@@ -372,7 +372,7 @@ impl RegistryClient {
         // provider, nor its default where it designated another for us.
         let is_us = self.is_us(aliases, exact);
         let listed: Vec<&Designation> = record
-            .designated_for(&is_us, self.peer.scheme(), now)
+            .designated_for(&is_us, self.peer.membership(), now)
             .into_iter()
             .filter(|d| {
                 same(&d.id, signer) || (exact && aliases.names(&d.id, &registry.id) == Ok(true))
@@ -383,7 +383,7 @@ impl RegistryClient {
         }
         let for_us = listed
             .iter()
-            .any(|d| d.service_provider.as_deref().is_some_and(&is_us));
+            .any(|d| d.for_us(&is_us, self.peer.membership()));
         Ok(Some(Holding { for_us }))
     }
 
@@ -455,7 +455,11 @@ impl RegistryClient {
         self.confirm_ours(&designations, aliases, trust).await?;
         let exact = trust.resolves_aliases();
         let listed = record
-            .registry_for(self.is_us(aliases, exact), self.peer.scheme(), now.secs())
+            .registry_for(
+                self.is_us(aliases, exact),
+                self.peer.membership(),
+                now.secs(),
+            )
             .ok_or_else(|| NoRegistry::NoneNamed(owner.to_string()))?;
         let ar_id = PartyId::parse(&listed.id)
             .map_err(|_| NoRegistry::NotAnActiveRegistry(listed.id.clone()))?;
@@ -482,10 +486,7 @@ impl RegistryClient {
             .into());
         }
         let holding = Holding {
-            for_us: listed
-                .service_provider
-                .as_deref()
-                .is_some_and(self.is_us(aliases, exact)),
+            for_us: listed.for_us(self.is_us(aliases, exact), self.peer.membership()),
         };
         // A 3.0 registry designated by an alias is asked, and answers, as its record's id.
         let ar_id = match trust.resolves_aliases() {

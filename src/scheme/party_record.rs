@@ -48,7 +48,41 @@ pub struct Designation {
     pub valid: Span,
 }
 
+/// What a service provider is a member of, for the designations that fit it: the scheme's
+/// framework (its name, `iSHARE`) and the data spaces it serves in (3.0 ids).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Membership {
+    pub framework: String,
+    pub dataspaces: Vec<String>,
+}
+
+/// Why a data space id is not of 3.0's form (`<continent>.DS.<sector>.<country>.<name>`: two
+/// letters, `DS`, three letters, two letters, a name of up to 15 letters and digits).
+pub fn dataspace_id_problem(id: &str) -> Option<String> {
+    let parts: Vec<&str> = id.split('.').collect();
+    let letters = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_uppercase());
+    let fits = matches!(parts.as_slice(), [continent, "DS", sector, country, name]
+        if letters(continent, 2) && letters(sector, 3) && letters(country, 2)
+            && (1..=15).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric()));
+    (!fits).then(|| {
+        format!("{id:?} is not <continent>.DS.<sector>.<country>.<name> (EU.DS.MOB.NL.LOGISTICS)")
+    })
+}
+
 impl Designation {
+    /// Whether the data owner chose this registry for us: for this service provider (`is_us`),
+    /// or for a data space we serve in. Its evidence then binds to us though 3.0's names no
+    /// service provider.
+    pub fn for_us(&self, is_us: impl Fn(&str) -> bool, ours: &Membership) -> bool {
+        match &self.service_provider {
+            Some(sp) => is_us(sp),
+            None => self
+                .dataspace
+                .as_ref()
+                .is_some_and(|space| ours.dataspaces.contains(space)),
+        }
+    }
+
     /// How specific the designation is: for one service provider, a data space, a framework, or
     /// the party's default.
     pub fn specificity(&self) -> u8 {
@@ -126,28 +160,33 @@ impl Party {
     }
 
     /// The registries this party chose for its delegations at the service provider `is_us`
-    /// names, in `framework`, at `now`: of the designations that fit, those of the highest
-    /// specificity, in the record's order. From a 3.0 record a designation fits when it is for
-    /// this service provider or none, and for this framework or none (one for a data space fits
-    /// only where it also names this service provider: the gateway does not know its data
-    /// spaces); the most specific are for this service provider,
-    /// then for the framework, then the party's default. From a 1.9/2.x record, every one listed
-    /// with an address fits but one for another service provider, and one for ours comes first.
-    /// A designation for another service provider never fits: the data owner chose another
-    /// registry for it.
+    /// names, a member of `ours` (its framework and data spaces), at `now`: of the designations
+    /// that fit, those of the highest specificity, in the record's order. From a 3.0 record a
+    /// designation fits when it is for this service provider or none, for one of our data spaces
+    /// or none (one for a data space not ours fits only where it names this service provider),
+    /// and for our framework or none; the most specific are for this service provider, then for
+    /// a data space, then for the framework, then the party's default. From a 1.9/2.x record,
+    /// every one listed with an address fits but one for another service provider, and one for
+    /// ours comes first. A designation for another service provider never fits: the data owner
+    /// chose another registry for it.
     pub fn designated_for(
         &self,
         is_us: impl Fn(&str) -> bool,
-        framework: &str,
+        ours: &Membership,
         now: i64,
     ) -> Vec<&Designation> {
         let claims = self.claims_based();
+        let in_our_space = |d: &Designation| {
+            d.dataspace
+                .as_ref()
+                .is_none_or(|space| ours.dataspaces.contains(space))
+        };
         let fits = |d: &&Designation| {
             !d.url.is_empty()
                 && d.service_provider.as_deref().is_none_or(&is_us)
                 && (!claims
-                    || ((d.dataspace.is_none() || d.service_provider.is_some())
-                        && d.framework.as_deref().is_none_or(|f| f == framework)))
+                    || ((in_our_space(d) || d.service_provider.is_some())
+                        && d.framework.as_deref().is_none_or(|f| f == ours.framework)))
         };
         let rank = |d: &Designation| match claims {
             true => d.specificity(),
@@ -162,16 +201,14 @@ impl Party {
     }
 
     /// The registry to ask about this party's delegations for the service provider `is_us` names
-    /// in `framework` at `now`: the first of those it chose ([`Party::designated_for`]).
+    /// as a member of `ours` at `now`: the first of those it chose ([`Party::designated_for`]).
     pub fn registry_for(
         &self,
         is_us: impl Fn(&str) -> bool,
-        framework: &str,
+        ours: &Membership,
         now: i64,
     ) -> Option<&Designation> {
-        self.designated_for(is_us, framework, now)
-            .into_iter()
-            .next()
+        self.designated_for(is_us, ours, now).into_iter().next()
     }
 
     /// What the record holds in memory, roughly (for the cache's bound).

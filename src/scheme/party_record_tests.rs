@@ -134,9 +134,17 @@ fn malformed_claims_make_the_record_unreadable_not_absent() {
     }
 }
 
+/// A member of `framework` serving in `dataspaces`.
+fn member_of(framework: &str, dataspaces: &[&str]) -> Membership {
+    Membership {
+        framework: framework.into(),
+        dataspaces: dataspaces.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
 /// The ids of the registries `party` designated for the service provider `sp` in iSHARE.
 fn chosen_for(party: &Party, sp: &str) -> Vec<String> {
-    let designations = party.designated_for(|x| x == sp, "iSHARE", NOW);
+    let designations = party.designated_for(|x| x == sp, &member_of("iSHARE", &[]), NOW);
     designations.iter().map(|d| d.id.clone()).collect()
 }
 
@@ -172,20 +180,23 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
     )
     .unwrap();
     assert_eq!(
-        party.registry_for(|x| x == sp, "iSHARE", NOW).unwrap().id,
+        party
+            .registry_for(|x| x == sp, &member_of("iSHARE", &[]), NOW)
+            .unwrap()
+            .id,
         "ours"
     );
     let another = "did:ishare:EU.NL.NTRNL-10000009";
     assert_eq!(
         party
-            .registry_for(|x| x == another, "iSHARE", NOW)
+            .registry_for(|x| x == another, &member_of("iSHARE", &[]), NOW)
             .unwrap()
             .id,
         "framework"
     );
     assert_eq!(
         party
-            .registry_for(|x| x == another, "Other", NOW)
+            .registry_for(|x| x == another, &member_of("Other", &[]), NOW)
             .unwrap()
             .id,
         "default"
@@ -196,6 +207,22 @@ fn the_most_specific_registry_designation_that_fits_is_asked() {
     assert_eq!(chosen(sp), ["ours", "ours-in-a-dataspace"]);
     assert_eq!(chosen(another), ["framework"]);
     assert_eq!(chosen("did:ishare:EU.NL.NTRNL-10000002"), ["other-sp"]);
+    // Serving in the data space: its designation comes before the framework's and the default,
+    // after ours.
+    let in_ds = member_of("iSHARE", &["DS"]);
+    let asked = |sp: &str, ours: &Membership| {
+        party
+            .registry_for(|x| x == sp, ours, NOW)
+            .unwrap()
+            .id
+            .clone()
+    };
+    assert_eq!(asked(another, &in_ds), "dataspace");
+    assert_eq!(asked(sp, &in_ds), "ours");
+    assert_eq!(
+        asked(another, &member_of("iSHARE", &["OTHER"])),
+        "framework"
+    );
 }
 
 #[test]
@@ -217,7 +244,11 @@ fn a_2_x_record_designates_registries_per_service_provider_or_for_all() {
     assert_eq!(chosen("EU.EORI.NL000000003"), ["EU.EORI.NL000000041"]);
     assert_eq!(chosen("EU.EORI.NL000000002"), ["EU.EORI.NL000000042"]);
     assert_eq!(chosen("EU.EORI.NL000000009"), ["EU.EORI.NL000000044"]);
-    let asked = party.registry_for(|x| x == "EU.EORI.NL000000003", "iSHARE", NOW);
+    let asked = party.registry_for(
+        |x| x == "EU.EORI.NL000000003",
+        &member_of("iSHARE", &[]),
+        NOW,
+    );
     assert_eq!(asked.unwrap().url, "https://north.example");
 }
 

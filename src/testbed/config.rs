@@ -48,6 +48,14 @@ pub struct PartyConfig {
     /// registry's id. Its `registries` are its default ones.
     #[serde(default)]
     pub registries_for: std::collections::BTreeMap<String, String>,
+    /// The registry it designated for a data space of the scheme (3.0): the data space's id →
+    /// the registry's id.
+    #[serde(default)]
+    pub registries_in: std::collections::BTreeMap<String, String>,
+    /// The data spaces of the scheme it is a member of (3.0): a registry a data owner designated
+    /// for one of them answers it.
+    #[serde(default)]
+    pub dataspaces: Vec<String>,
     /// A registry that reads delegation requests as strictly as FIWARE Keyrock does (`strict.rs`):
     /// a body outside its request schema is refused with a 400 naming the member (such as a policy
     /// set's `target`, which carries a mask's licences); `previous_steps` holds client assertions
@@ -141,24 +149,6 @@ pub struct DataspaceConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub description_url: Option<String>,
-}
-
-impl DataspaceConfig {
-    /// Whether the id has 3.0's form: a two-letter continent, `DS`, a three-letter sector, a
-    /// two-letter country and a name of at most 15 letters and digits.
-    fn id_problem(&self) -> Option<String> {
-        let parts: Vec<&str> = self.id.split('.').collect();
-        let letters = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_uppercase());
-        let fits = matches!(parts.as_slice(), [continent, "DS", sector, country, name]
-            if letters(continent, 2) && letters(sector, 3) && letters(country, 2)
-                && (1..=15).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric()));
-        (!fits).then(|| {
-            format!(
-                "{:?} is not <continent>.DS.<sector>.<country>.<name> (EU.DS.MOB.NL.LOGISTICS)",
-                self.id
-            )
-        })
-    }
 }
 
 /// Test-only credentials of the policy administration page.
@@ -290,6 +280,25 @@ impl TestbedConfig {
             if !self.careless_aliases {
                 errors.extend(self.claims_of_others(i, p));
             }
+            for space in &p.dataspaces {
+                if !self.dataspaces.iter().any(|d| &d.id == space) {
+                    errors.push(format!(
+                        "party[{i}].dataspaces: {space} is not a data space of the testbed"
+                    ));
+                }
+            }
+            for (space, r) in &p.registries_in {
+                if !self.dataspaces.iter().any(|d| &d.id == space) {
+                    errors.push(format!(
+                        "party[{i}].registries_in: {space} is not a data space of the testbed"
+                    ));
+                }
+                if !self.parties.iter().any(|q| &q.id == r) {
+                    errors.push(format!(
+                        "party[{i}].registries_in: {r} is not a party of the testbed"
+                    ));
+                }
+            }
             for (sp, r) in &p.registries_for {
                 for id in [sp, r] {
                     if !self.parties.iter().any(|q| &q.id == id) {
@@ -312,7 +321,7 @@ impl TestbedConfig {
         }
         let mut dataspaces = std::collections::HashSet::new();
         for (i, d) in self.dataspaces.iter().enumerate() {
-            if let Some(problem) = d.id_problem() {
+            if let Some(problem) = crate::scheme::party_record::dataspace_id_problem(&d.id) {
                 errors.push(format!("dataspace[{i}].id: {problem}"));
             }
             if !dataspaces.insert(&d.id) {

@@ -170,6 +170,11 @@ fn shared(
     Ok(Shared {
         scheme: config.scheme.clone(),
         dataspaces: config.dataspaces.clone(),
+        memberships: config
+            .parties
+            .iter()
+            .map(|p| (p.id.clone(), p.dataspaces.clone()))
+            .collect(),
         register: Register::new(
             records,
             (

@@ -570,6 +570,9 @@ fn record_3_0(p: &PartyInfo, aliases: &[String], scheme: &Scheme) -> Value {
         if let Some(sp) = &r.service_provider {
             designation["serviceProviderPartyId"] = sp.clone().into();
         }
+        if let Some(space) = &r.dataspace_id {
+            designation["dataspaceId"] = space.clone().into();
+        }
         claims.push(claim("authRegistry", "active", designation));
     }
     serde_json::json!({"id": p.party_id, "name": p.party_name, "alsoKnownAs": aliases, "claims": claims})
@@ -616,13 +619,19 @@ pub fn party_record(
         auth_registries: party
             .registries_for
             .iter()
-            .map(|(sp, id)| (id, Some(sp)))
-            .chain(party.registries.iter().map(|id| (id, None)))
-            .map(|(id, service_provider)| AuthRegistryRef {
+            .map(|(sp, id)| (id, Some(sp), None))
+            .chain(
+                party
+                    .registries_in
+                    .iter()
+                    .map(|(space, id)| (id, None, Some(space))),
+            )
+            .chain(party.registries.iter().map(|id| (id, None, None)))
+            .map(|(id, service_provider, dataspace)| AuthRegistryRef {
                 id: id.clone(),
                 name: names.get(id).cloned().unwrap_or_default(),
                 url: urls.get(id).cloned().unwrap_or_default(),
-                dataspace_id: None,
+                dataspace_id: dataspace.cloned(),
                 dataspace_name: None,
                 service_provider: service_provider.cloned(),
             })

@@ -305,10 +305,21 @@ fn caller_is_named(caller: &str, mask: &DelegationRequest) -> bool {
 /// RFC056): its 3.0 mask cannot name the caller, and the designation says it may ask.
 fn designated_for(p: &Participant, caller: &str, mask: &DelegationRequest) -> bool {
     let register = &p.shared.register;
+    let member_of = |space: &str| {
+        p.shared
+            .memberships
+            .get(caller)
+            .is_some_and(|spaces| spaces.iter().any(|s| s == space))
+    };
     register.version().camel_case()
         && register.party(&mask.policy_issuer).is_some_and(|owner| {
             owner.registries().any(|r| {
-                r.id == p.party_id.as_str() && r.service_provider.as_deref() == Some(caller)
+                r.id == p.party_id.as_str()
+                    && match (&r.service_provider, &r.dataspace_id) {
+                        (Some(sp), _) => sp == caller,
+                        (None, Some(space)) => member_of(space),
+                        (None, None) => false,
+                    }
             })
         })
 }

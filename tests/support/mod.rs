@@ -153,6 +153,8 @@ pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
             registries: vec![],
             also_known_as: vec![],
             registries_for: Default::default(),
+            registries_in: Default::default(),
+            dataspaces: Vec::new(),
             strict: false,
             keyrock: false,
         });
