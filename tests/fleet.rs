@@ -775,6 +775,17 @@ fn purge_command(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `ishare-gateway purge --all` at the admin listener `admin` with the secret in `secret`.
+fn purge_all(admin: &str, secret: &std::path::Path) -> (bool, String) {
+    purge_command(&[
+        "--admin",
+        admin,
+        "--secret-file",
+        secret.to_str().unwrap(),
+        "--all",
+    ])
+}
+
 /// `REVOKED` reading C1 at one instance, with a token of that instance.
 struct Reader {
     base: String,
@@ -881,13 +892,7 @@ async fn a_purge_at_one_instance_makes_every_instance_ask_the_registry_again() {
     );
     let wrong = fleet.instances[0].dir.join("wrong.secret");
     std::fs::write(&wrong, "not-the-secret").unwrap();
-    let (ok, said) = purge_command(&[
-        "--admin",
-        &admin_a,
-        "--secret-file",
-        wrong.to_str().unwrap(),
-        "--all",
-    ]);
+    let (ok, said) = purge_all(&admin_a, &wrong);
     assert!(!ok && said.contains("401 unauthenticated"), "{said}");
     // Refusals are logged at most once every 10 s each, however many come.
     for _ in 0..20 {
@@ -1247,13 +1252,7 @@ async fn on_a_redis_cluster_the_fleet_shares_replays_and_purges_and_follows_a_fa
     // A purge at A is heard at B, through whichever node B subscribed at.
     let admin_a = format!("http://127.0.0.1:{}", fleet.instances[0].ports.admin);
     let admin_b = format!("http://127.0.0.1:{}", fleet.instances[1].ports.admin);
-    let (ok, said) = purge_command(&[
-        "--admin",
-        &admin_a,
-        "--secret-file",
-        secret_file.to_str().unwrap(),
-        "--all",
-    ]);
+    let (ok, said) = purge_all(&admin_a, &secret_file);
     assert!(ok && said.contains("published to the fleet"), "{said}");
     let heard = support::process::eventually(Duration::from_secs(10), || async {
         let m = admin_metrics(&admin_b).await;
@@ -1310,13 +1309,7 @@ async fn on_a_redis_cluster_the_fleet_shares_replays_and_purges_and_follows_a_fa
     assert_refused(status, &body, (400, "replayed_jti"));
     // The purge channel too: B hears A's next purge, subscribed again where it was lost.
     let heard_again = support::process::eventually(Duration::from_secs(20), || async {
-        let (ok, said) = purge_command(&[
-            "--admin",
-            &admin_a,
-            "--secret-file",
-            secret_file.to_str().unwrap(),
-            "--all",
-        ]);
+        let (ok, said) = purge_all(&admin_a, &secret_file);
         assert!(ok, "{said}");
         tokio::time::sleep(Duration::from_millis(500)).await;
         let m = admin_metrics(&admin_b).await;
