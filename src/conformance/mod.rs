@@ -12,12 +12,12 @@ mod participant_registry;
 mod probe;
 mod registry;
 pub mod report;
-mod run;
 mod scheme_owner;
 mod service_provider;
 mod services;
+mod session;
 mod signed;
 
 pub use options::{Broker, Masks, Options, Person, Role};
 pub use report::{CaseResult, Outcome, Report};
-pub use run::run;
+pub use session::run;

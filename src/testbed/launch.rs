@@ -228,9 +228,9 @@ fn participant(
         name: party.name.clone(),
         serve,
         strict: party.strict || party.keyrock,
-        keyrock: party
-            .keyrock
-            .then(|| keyrock::Known::new(Duration::from_secs(participant::ACCESS_TOKEN_LIFETIME))),
+        keyrock: party.keyrock.then(|| {
+            keyrock::ways::Known::new(Duration::from_secs(participant::ACCESS_TOKEN_LIFETIME))
+        }),
         base_url: url.to_string(),
         jti: Default::default(),
         shared: shared.clone(),

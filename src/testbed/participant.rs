@@ -69,7 +69,7 @@ pub struct Participant {
     /// A registry as strict as Keyrock (`PartyConfig::strict`).
     pub strict: bool,
     /// A registry that answers as Keyrock does (`PartyConfig::keyrock`): the tokens it knows.
-    pub keyrock: Option<super::keyrock::Known>,
+    pub keyrock: Option<super::keyrock::ways::Known>,
     pub base_url: String,
     pub identity: SigningIdentity,
     pub tokens: AccessTokens,
@@ -331,7 +331,7 @@ impl Participant {
                     "delegation",
                     "Answers a delegation mask with delegation evidence",
                     match self.keyrock {
-                        Some(_) => super::keyrock::DELEGATION_PATH,
+                        Some(_) => super::keyrock::ways::DELEGATION_PATH,
                         None => DELEGATION_PATH,
                     },
                 ),
@@ -340,7 +340,7 @@ impl Participant {
                     "policy",
                     "Adds a policy issued by the caller",
                     match self.keyrock {
-                        Some(_) => super::keyrock::POLICY_PATH,
+                        Some(_) => super::keyrock::ways::POLICY_PATH,
                         None => "/policy",
                     },
                 ),

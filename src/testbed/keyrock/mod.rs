@@ -6,6 +6,8 @@
 //! it: `POST /testing/forget-tokens`) answered 500 with an error page. It reads requests as the
 //! strict registry does (`strict.rs`).
 
+pub mod ways;
+
 use super::participant::{self, ApiResult, Participant};
 use super::registry;
 use crate::access_token::bearer_token;
@@ -15,48 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use axum::Router;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Keyrock's token endpoint.
-pub const TOKEN_PATH: &str = "/oauth2/token";
-/// Keyrock's delegation endpoint.
-pub const DELEGATION_PATH: &str = "/ar/delegation";
-/// Keyrock's endpoint for new policies.
-pub const POLICY_PATH: &str = "/ar/policy";
-
-/// The tokens a Keyrock-like registry issued and still knows (its database's).
-pub struct Known {
-    tokens: moka::sync::Cache<Box<str>, ()>,
-}
-
-impl Known {
-    /// Tokens known for `lifetime`, at most as many as a test can ask for.
-    pub fn new(lifetime: Duration) -> Self {
-        Known {
-            tokens: moka::sync::Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(lifetime)
-                .build(),
-        }
-    }
-
-    /// Remember a token it issued.
-    pub fn issued(&self, token: &str) {
-        self.tokens.insert(token.into(), ());
-    }
-
-    fn knows(&self, token: &str) -> bool {
-        self.tokens.contains_key(token)
-    }
-}
-
-/// The id a Keyrock-like registry keeps for the client `party`, which it writes in `aud` of the
-/// evidence it gives that client: `user-` and the first 16 hex digits of the SHA-256 of the
-/// party id.
-pub fn user_id(party: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, party.as_bytes());
-    format!("user-{}", hex::encode(&digest.as_ref()[..8]))
-}
+use ways::{DELEGATION_PATH, POLICY_PATH, TOKEN_PATH};
 
 pub fn router(p: Arc<Participant>) -> Router {
     Router::new()
@@ -98,7 +59,7 @@ async fn delegation(
 /// POST /testing/forget-tokens (test only): the registry's database loses every token it issued.
 async fn forget_tokens(State(p): State<Arc<Participant>>) -> StatusCode {
     if let Some(k) = &p.keyrock {
-        k.tokens.invalidate_all();
+        k.forget_all();
     }
     StatusCode::NO_CONTENT
 }
