@@ -255,6 +255,7 @@ fn claiming(id: &str, name: &str, roles: &[&str], aliases: &[&str]) -> PartyConf
         registries_for: Default::default(),
         registries_in: Default::default(),
         dataspaces: Vec::new(),
+        dataspace_roles: Default::default(),
         strict: false,
         keyrock: false,
     }
@@ -1102,12 +1103,13 @@ async fn the_3_0_participant_registry_serves_claims_dataspaces_and_frameworks() 
 /// its designation for Warehouse 13): a gateway serving in that data space asks the registry
 /// designated for it, whose evidence binds to it though 3.0 evidence names no service provider;
 /// a gateway serving in no data space asks the default, which answers only the service providers
-/// it is designated for, and so refuses it.
+/// it is designated for, and so refuses it. The pet care registry is a registry in its data space
+/// only (a `dataspaceRole`): where its record does not say so, it is asked nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_its_evidence() {
     const PETCARE: &str = "EU.DS.GND.NL.PETCARE";
     const PETCARE_AR: &str = "did:ishare:EU.NL.NTRNL-10000008";
-    for serving in [Some(PETCARE), None] {
+    for (serving, its_role) in [(Some(PETCARE), true), (None, true), (Some(PETCARE), false)] {
         let mut config = testbed_config_of(BIN, "conf/testbed-3.0.toml");
         let owner = config.parties.iter_mut().find(|p| p.id == OWNER3).unwrap();
         owner.registries_for.clear();
@@ -1115,6 +1117,18 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
             owner.registries_in.get(PETCARE).map(String::as_str),
             Some(PETCARE_AR)
         );
+        let registry = config
+            .parties
+            .iter_mut()
+            .find(|p| p.id == PETCARE_AR)
+            .unwrap();
+        assert!(
+            registry.roles.is_empty(),
+            "a registry in its data space only"
+        );
+        if !its_role {
+            registry.dataspace_roles.clear();
+        }
         let bed = Bed::start_of(config).await;
         let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
             let t = t.replace(SO, SO3).replace(SP, SP3).replace(
@@ -1140,9 +1154,21 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
             )
         };
         match serving {
-            Some(_) => {
+            Some(_) if its_role => {
                 assert_eq!(status, 200, "{body}");
                 assert_eq!((asked(PETCARE_AR), asked(AR3)), (1.0, 0.0), "{m}");
+            }
+            Some(_) => {
+                assert_eq!(status, 403, "{body}");
+                assert_eq!(body["reason"], "no_registry", "{body}");
+                let said = body["error_description"].as_str().unwrap_or_default();
+                assert!(
+                    said.contains(&format!(
+                        "{PETCARE_AR} is not an active authorisation registry"
+                    )),
+                    "{body}"
+                );
+                assert_eq!((asked(PETCARE_AR), asked(AR3)), (0.0, 0.0), "{m}");
             }
             None => {
                 assert_eq!(status, 502, "{body}");

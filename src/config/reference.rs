@@ -113,7 +113,7 @@ pub const TABLES: &[Table] = &[
             Key {
                 names: &["dataspaces"],
                 unset: Unset::Means(r#"none"#),
-                meaning: r#"the data spaces the gateway serves in, by their 3.0 ids (`["EU.DS.MOB.NL.LOGISTICS"]`, the participant registry's `/dataspaces`): a data owner's registry designated for one of them is asked before its framework-wide or default one, after one designated for this service provider (3.0 records)"#,
+                meaning: r#"the data spaces the gateway serves in, by their 3.0 ids (`["EU.DS.MOB.NL.LOGISTICS"]`, the participant registry's `/dataspaces`): a data owner's registry designated for one of them is asked before its framework-wide or default one, after one designated for this service provider (3.0 records, and 2.x `auth_registries` by their `dataspace_id`; one designated for another data space is not asked), and a role a party holds in one of them (3.0 `dataspaceRole`, while a member) counts as its role"#,
             },
             Key {
                 names: &["scheme_version"],

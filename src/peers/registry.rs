@@ -325,6 +325,11 @@ impl RegistryClient {
         }
     }
 
+    /// What we are a member of: the framework, and the data spaces we serve in.
+    pub fn membership(&self) -> &crate::scheme::party_record::Membership {
+        self.peer.membership()
+    }
+
     /// Whether `registry` (the record of the evidence's signer, `signer` as the token names it)
     /// holds the delegations of `owner` at this service provider: it is the configured registry
     /// (when a rule names one), or one the owner's party record designates for us (the most
@@ -468,7 +473,11 @@ impl RegistryClient {
             .await?
             .filter(|r| {
                 r.is_active_at(now.secs())
-                    && r.has_role(Role::AuthorisationRegistry.as_str(), now.secs())
+                    && r.holds_role(
+                        Role::AuthorisationRegistry.as_str(),
+                        self.peer.membership(),
+                        now.secs(),
+                    )
             })
             .ok_or_else(|| NoRegistry::NotAnActiveRegistry(ar_id.to_string()))?;
         let https_origin = |u: &str| {

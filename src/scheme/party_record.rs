@@ -1,9 +1,9 @@
 //! A party as the gateway decides on it, whichever version's record it was read from: its
-//! identifiers, when it adheres to the framework, its roles, the certificates registered for it,
-//! the authorisation registries it designated and its capabilities address. Read from a 1.9/2.x
-//! `party_info` (`PartyInfo`) or a 3.0 claims-based `partyInfo` (RFC064), where every fact is a
-//! claim of its own with a status and a validity, and only `active` claims within their dates
-//! count.
+//! identifiers, when it adheres to the framework, its roles (in the framework, and in the data
+//! spaces it is a member of), the certificates registered for it, the authorisation registries it
+//! designated and its capabilities address. Read from a 1.9/2.x `party_info` (`PartyInfo`) or a
+//! 3.0 claims-based `partyInfo` (RFC064), where every fact is a claim of its own with a status and
+//! a validity, and only `active` claims within their dates count.
 
 use super::models::{PartyInfo, SchemeTime};
 use super::party::PartyId;
@@ -109,6 +109,12 @@ pub struct Party {
     pub adherence: Vec<Span>,
     /// Its roles in the framework, each with its validity.
     pub roles: Vec<(String, Span)>,
+    /// The data spaces it is a member of, each with its validity (3.0 `dataspaceMembership`).
+    pub memberships: Vec<(String, Span)>,
+    /// Its roles in a data space: the data space, the role and its validity (3.0
+    /// `dataspaceRole`). Such a role counts only where that data space is ours and only while
+    /// the party is a member of it.
+    pub dataspace_roles: Vec<(String, String, Span)>,
     pub certificates: Vec<RegisteredCertificate>,
     pub registries: Vec<Designation>,
     pub capability_url: Option<String>,
@@ -138,6 +144,26 @@ impl Party {
             .any(|(r, span)| same_role(r, role) && span.contains(now))
     }
 
+    /// Whether the party holds `role` at `now` for a service provider that is a member of `ours`:
+    /// as a role in the framework, or as a role in one of our data spaces while it is a member of
+    /// that data space.
+    pub fn holds_role(&self, role: &str, ours: &Membership, now: i64) -> bool {
+        self.has_role(role, now)
+            || self.dataspace_roles.iter().any(|(space, r, span)| {
+                same_role(r, role)
+                    && span.contains(now)
+                    && ours.dataspaces.contains(space)
+                    && self.is_member_of(space, now)
+            })
+    }
+
+    /// Whether the party is a member of the data space `space` at `now`.
+    pub fn is_member_of(&self, space: &str, now: i64) -> bool {
+        self.memberships
+            .iter()
+            .any(|(s, span)| s == space && span.contains(now))
+    }
+
     /// Whether the record is 3.0's, made of claims: a certificate is then bound to the party
     /// by its claim's `x5t#s256` alone (1.9/2.x records also by `x5c`, and where they register
     /// none, by the subject naming the party).
@@ -165,10 +191,12 @@ impl Party {
     /// designation fits when it is for this service provider or none, for one of our data spaces
     /// or none (one for a data space not ours fits only where it names this service provider),
     /// and for our framework or none; the most specific are for this service provider, then for
-    /// a data space, then for the framework, then the party's default. From a 1.9/2.x record,
-    /// every one listed with an address fits but one for another service provider, and one for
-    /// ours comes first. A designation for another service provider never fits: the data owner
-    /// chose another registry for it.
+    /// a data space, then for the framework, then the party's default. From a 1.9/2.x record
+    /// (whose `auth_registries` name a data space but no framework), the same holds where we
+    /// serve in data spaces; a gateway that names none cannot tell one data space from another,
+    /// and there every designation listed with an address fits but one for another service
+    /// provider, one for ours first. A designation for another service provider never fits: the
+    /// data owner chose another registry for it.
     pub fn designated_for(
         &self,
         is_us: impl Fn(&str) -> bool,
@@ -181,14 +209,14 @@ impl Party {
                 .as_ref()
                 .is_none_or(|space| ours.dataspaces.contains(space))
         };
+        let spaces_told = claims || !ours.dataspaces.is_empty();
         let fits = |d: &&Designation| {
             !d.url.is_empty()
                 && d.service_provider.as_deref().is_none_or(&is_us)
-                && (!claims
-                    || ((in_our_space(d) || d.service_provider.is_some())
-                        && d.framework.as_deref().is_none_or(|f| f == ours.framework)))
+                && (!spaces_told || in_our_space(d) || d.service_provider.is_some())
+                && d.framework.as_deref().is_none_or(|f| f == ours.framework)
         };
-        let rank = |d: &Designation| match claims {
+        let rank = |d: &Designation| match spaces_told {
             true => d.specificity(),
             false => u8::from(d.service_provider.is_some()),
         };
@@ -290,6 +318,8 @@ pub fn from_1_9(record: &PartyInfo, version: SchemeVersion) -> Party {
         version,
         adherence,
         roles,
+        memberships: Vec::new(),
+        dataspace_roles: Vec::new(),
         certificates: record
             .certificates
             .iter()
@@ -327,8 +357,9 @@ pub const MAX_ALIASES: usize = 64;
 /// A 3.0 `partyInfo`: `id`, `name`, `alsoKnownAs` and `claims`. Of the claims, only those with
 /// status `active` within their dates count, and of the framework's ones only those of
 /// `framework` (the scheme's name): `frameworkCompliance` (adherence, and the capabilities
-/// address), `frameworkRole`, `x509Certificate` (by its `x5t#s256`) and `authRegistry`. Other
-/// claim types say nothing the gateway decides on. A claim of a known type that is malformed
+/// address), `frameworkRole`, `x509Certificate` (by its `x5t#s256`) and `authRegistry`; of any
+/// data space, `dataspaceMembership` and `dataspaceRole`. Other claim types say nothing the
+/// gateway decides on. A claim of a known type that is malformed
 /// (no dates where the scheme requires them, dates that are no dates) makes the record unreadable:
 /// it is not read as absent.
 pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
@@ -348,6 +379,8 @@ pub fn read_3_0(info: &Value, framework: &str) -> Result<Party, RecordError> {
         version: SchemeVersion::V3_0,
         adherence: Vec::new(),
         roles: Vec::new(),
+        memberships: Vec::new(),
+        dataspace_roles: Vec::new(),
         certificates: Vec::new(),
         registries: Vec::new(),
         capability_url: None,
@@ -396,7 +429,12 @@ fn read_claim(
     let kind = text(c, "type").ok_or_else(|| at("has no type"))?;
     if !matches!(
         kind.as_str(),
-        "frameworkCompliance" | "frameworkRole" | "x509Certificate" | "authRegistry"
+        "frameworkCompliance"
+            | "frameworkRole"
+            | "dataspaceMembership"
+            | "dataspaceRole"
+            | "x509Certificate"
+            | "authRegistry"
     ) {
         return Ok(());
     }
@@ -418,6 +456,20 @@ fn read_claim(
         "frameworkRole" if of_framework() => {
             let role = text(c, "roleId").ok_or_else(|| at("(frameworkRole) has no roleId"))?;
             party.roles.push((role, valid));
+        }
+        "dataspaceMembership" => {
+            let space = text(c, "dataspaceId")
+                .ok_or_else(|| at("(dataspaceMembership) has no dataspaceId"))?;
+            if valid.from.is_none() || valid.until.is_none() {
+                return Err(at("(dataspaceMembership) has no startDate and endDate"));
+            }
+            party.memberships.push((space, valid));
+        }
+        "dataspaceRole" => {
+            let space =
+                text(c, "dataspaceId").ok_or_else(|| at("(dataspaceRole) has no dataspaceId"))?;
+            let role = text(c, "roleId").ok_or_else(|| at("(dataspaceRole) has no roleId"))?;
+            party.dataspace_roles.push((space, role, valid));
         }
         "x509Certificate" => {
             let thumbprint = text(c, "x5t#s256")

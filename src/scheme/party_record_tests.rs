@@ -250,6 +250,84 @@ fn a_2_x_record_designates_registries_per_service_provider_or_for_all() {
         NOW,
     );
     assert_eq!(asked.unwrap().url, "https://north.example");
+    // A gateway that names its data spaces reads the data space too: the one designated for ours
+    // fits, one for another data space does not, and ours as a service provider still comes first.
+    let designated = |sp: &str, spaces: &[&str]| -> Vec<String> {
+        let ours = member_of("iSHARE", spaces);
+        let chosen = party.designated_for(|x| x == sp, &ours, NOW);
+        chosen.iter().map(|d| d.id.clone()).collect()
+    };
+    assert_eq!(
+        designated("EU.EORI.NL000000009", &["DS"]),
+        ["EU.EORI.NL000000044"]
+    );
+    assert!(designated("EU.EORI.NL000000009", &["OTHER"]).is_empty());
+    assert_eq!(
+        designated("EU.EORI.NL000000003", &["OTHER"]),
+        ["EU.EORI.NL000000041"]
+    );
+}
+
+#[test]
+fn a_role_held_in_a_data_space_counts_only_in_ours_and_while_a_member() {
+    let membership = |space: &str, end: &str| {
+        let mut c = claim(
+            "dataspaceMembership",
+            "active",
+            json!({"dataspaceId": space, "legalAdherence": "yes"}),
+        );
+        c["endDate"] = json!(end);
+        c
+    };
+    let role = |space: &str| {
+        claim(
+            "dataspaceRole",
+            "active",
+            json!({"dataspaceId": space, "roleId": "AuthorisationRegistry"}),
+        )
+    };
+    let party = read_3_0(
+        &record(vec![
+            compliant(),
+            membership("EU.DS.GND.NL.PETCARE", "2030-01-01T00:00:00Z"),
+            role("EU.DS.GND.NL.PETCARE"),
+            membership("EU.DS.MOB.NL.LOGISTICS", "2026-01-01T00:00:00Z"),
+            role("EU.DS.MOB.NL.LOGISTICS"),
+            role("EU.DS.AGR.NL.FARMING"),
+        ]),
+        "iSHARE",
+    )
+    .unwrap();
+    let holds = |spaces: &[&str]| {
+        party.holds_role("Authorisation Registry", &member_of("iSHARE", spaces), NOW)
+    };
+    assert!(
+        !party.has_role("AuthorisationRegistry", NOW),
+        "not in the framework"
+    );
+    assert!(holds(&["EU.DS.GND.NL.PETCARE"]));
+    assert!(!holds(&[]), "a gateway serving in no data space");
+    assert!(!holds(&["EU.DS.MOB.NL.LOGISTICS"]), "its membership ended");
+    assert!(
+        !holds(&["EU.DS.AGR.NL.FARMING"]),
+        "a role without a membership"
+    );
+    assert!(party.is_member_of("EU.DS.GND.NL.PETCARE", NOW));
+    assert!(!party.is_member_of("EU.DS.MOB.NL.LOGISTICS", NOW));
+    // A membership without its dates, or a role without its data space, is a broken record.
+    let mut undated = membership("EU.DS.GND.NL.PETCARE", "2030-01-01T00:00:00Z");
+    undated.as_object_mut().unwrap().remove("startDate");
+    let nowhere = claim(
+        "dataspaceRole",
+        "active",
+        json!({"roleId": "ServiceProvider"}),
+    );
+    for broken in [undated, nowhere] {
+        assert!(
+            read_3_0(&record(vec![compliant(), broken.clone()]), "iSHARE").is_err(),
+            "{broken}"
+        );
+    }
 }
 
 #[test]

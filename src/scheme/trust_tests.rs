@@ -211,6 +211,7 @@ fn record(certificates: Vec<RegisteredCertificate>) -> Party {
         certificates,
         registries: vec![],
         capability_url: None,
+        ..Party::default()
     }
 }
 

@@ -56,6 +56,11 @@ pub struct PartyConfig {
     /// for one of them answers it.
     #[serde(default)]
     pub dataspaces: Vec<String>,
+    /// The roles it holds in a data space it is a member of (3.0 `dataspaceRole`): the data
+    /// space's id → its roles there. A role held only there counts for a service provider that
+    /// serves in that data space.
+    #[serde(default)]
+    pub dataspace_roles: std::collections::BTreeMap<String, Vec<String>>,
     /// A registry that reads delegation requests as strictly as FIWARE Keyrock does (`strict.rs`):
     /// a body outside its request schema is refused with a 400 naming the member (such as a policy
     /// set's `target`, which carries a mask's licences); `previous_steps` holds client assertions
@@ -287,6 +292,13 @@ impl TestbedConfig {
                     ));
                 }
             }
+            for space in p.dataspace_roles.keys() {
+                if !p.dataspaces.contains(space) {
+                    errors.push(format!(
+                        "party[{i}].dataspace_roles: {space} is not one of its dataspaces"
+                    ));
+                }
+            }
             for (space, r) in &p.registries_in {
                 if !self.dataspaces.iter().any(|d| &d.id == space) {
                     errors.push(format!(
@@ -445,6 +457,14 @@ mod tests {
                 "{errors:?}"
             );
         }
+        let registry = config.parties.iter_mut().find(|p| p.port == 9208).unwrap();
+        registry.dataspaces.clear();
+        let errors = config.validate().unwrap_err();
+        assert!(
+            errors.iter().any(|e| e
+                .contains("dataspace_roles: EU.DS.GND.NL.PETCARE is not one of its dataspaces")),
+            "{errors:?}"
+        );
         config.scheme_version = SchemeVersion::V1_9;
         config.dataspaces = vec![space("EU.DS.MOB.NL.LOGISTICS")];
         let errors = config.validate().unwrap_err();

@@ -7,7 +7,7 @@ use super::identity_provider;
 use super::keyrock;
 use super::keys::{self, KeysError, TestbedKeys};
 use super::participant::{self, Participant, Shared};
-use super::party_register::{party_record, Register, Scheme};
+use super::party_register::{party_record, Register, Scheme, Standing};
 use super::pki::PartyCredentials;
 use super::policy_admin;
 use super::policy_store::{load_policies, PolicyFileError, PolicyStore};
@@ -170,11 +170,6 @@ fn shared(
     Ok(Shared {
         scheme: config.scheme.clone(),
         dataspaces: config.dataspaces.clone(),
-        memberships: config
-            .parties
-            .iter()
-            .map(|p| (p.id.clone(), p.dataspaces.clone()))
-            .collect(),
         register: Register::new(
             records,
             (
@@ -185,6 +180,17 @@ fn shared(
                     .collect(),
                 config.careless_aliases,
             ),
+            config
+                .parties
+                .iter()
+                .map(|p| {
+                    let standing = Standing {
+                        dataspaces: p.dataspaces.clone(),
+                        roles: p.dataspace_roles.clone(),
+                    };
+                    (p.id.clone(), standing)
+                })
+                .collect(),
             Scheme {
                 version: config.scheme_version,
                 framework: config.scheme.clone(),

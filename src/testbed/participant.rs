@@ -39,8 +39,6 @@ pub struct Shared {
     pub scheme: String,
     /// The scheme's data spaces (3.0).
     pub dataspaces: Vec<super::config::DataspaceConfig>,
-    /// The data spaces each party is a member of, by its id.
-    pub memberships: BTreeMap<String, Vec<String>>,
     pub register: Register,
     pub identities: BTreeMap<String, SigningIdentity>,
     pub policies: PolicyStore,

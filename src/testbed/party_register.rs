@@ -33,10 +33,20 @@ pub struct Scheme {
     pub registrar: String,
 }
 
+/// A party's standing in the scheme's data spaces (3.0): those it is a member of, and the roles
+/// it holds in them.
+#[derive(Clone, Debug, Default)]
+pub struct Standing {
+    pub dataspaces: Vec<String>,
+    pub roles: BTreeMap<String, Vec<String>>,
+}
+
 pub struct Register {
     parties: Vec<PartyInfo>,
     /// Each party's other identifiers (3.0 `alsoKnownAs`), by its id.
     aliases: BTreeMap<String, Vec<String>>,
+    /// Each party's standing in the data spaces, by its id.
+    standing: BTreeMap<String, Standing>,
     /// Answer a name with the first record that lists it, as a careless participant registry
     /// would (`careless_aliases`), not with the party whose own id it is.
     careless: bool,
@@ -49,6 +59,7 @@ impl Register {
     pub fn new(
         mut parties: Vec<PartyInfo>,
         (aliases, careless): (BTreeMap<String, Vec<String>>, bool),
+        standing: BTreeMap<String, Standing>,
         scheme: Scheme,
         trusted_entries: Vec<TrustedListEntry>,
     ) -> Self {
@@ -56,6 +67,7 @@ impl Register {
         Register {
             parties,
             aliases,
+            standing,
             careless,
             scheme,
             trusted: TrustedList::new(trusted_entries.clone()),
@@ -107,9 +119,17 @@ impl Register {
         self.aliases.get(id).map_or(&[], Vec::as_slice)
     }
 
+    /// Whether the party `id` is a member of the data space `space`.
+    pub fn is_member(&self, id: &str, space: &str) -> bool {
+        self.standing
+            .get(id)
+            .is_some_and(|s| s.dataspaces.iter().any(|d| d == space))
+    }
+
     /// The 3.0 record (`partyInfo`) of a party: its facts as claims the register made.
     pub fn record_3_0(&self, p: &PartyInfo) -> Value {
-        record_3_0(p, self.aliases_of(&p.party_id), &self.scheme)
+        let standing = self.standing.get(&p.party_id).cloned().unwrap_or_default();
+        record_3_0(p, (self.aliases_of(&p.party_id), &standing), &self.scheme)
     }
 
     /// A party as the register's version reads it.
@@ -506,8 +526,13 @@ fn date(value: &Option<String>, default: &str) -> Option<SchemeTime> {
 
 /// A party's record in 3.0 form (RFC064): `id`, `name`, `alsoKnownAs` and one claim per fact,
 /// each registered by the register: framework compliance (adherence, with the capabilities
-/// address), a framework role per role, the certificate, and the designated registries.
-fn record_3_0(p: &PartyInfo, aliases: &[String], scheme: &Scheme) -> Value {
+/// address), a framework role per role, a membership per data space and a role per role held
+/// there, the certificate, and the designated registries.
+fn record_3_0(
+    p: &PartyInfo,
+    (aliases, standing): (&[String], &Standing),
+    scheme: &Scheme,
+) -> Value {
     let time = |t: &Option<SchemeTime>, default: &str| {
         t.as_ref().map_or(default.to_string(), |t| {
             SchemeTime::from_unix(t.unix()).as_str().to_string()
@@ -555,6 +580,23 @@ fn record_3_0(p: &PartyInfo, aliases: &[String], scheme: &Scheme) -> Value {
             serde_json::json!({"frameworkId": framework, "roleId": c.role, "loa": "high",
                 "compliancyVerified": "yes", "legalAdherence": "yes"}),
         ));
+    }
+    for space in &standing.dataspaces {
+        claims.push(claim(
+            "dataspaceMembership",
+            status,
+            serde_json::json!({"dataspaceId": space, "legalAdherence": "yes"}),
+        ));
+    }
+    for (space, roles) in &standing.roles {
+        for role in roles {
+            claims.push(claim(
+                "dataspaceRole",
+                "active",
+                serde_json::json!({"dataspaceId": space, "roleId": role, "loa": "high",
+                    "compliancyVerified": "yes", "legalAdherence": "yes"}),
+            ));
+        }
     }
     for c in &p.certificates {
         claims.push(claim(

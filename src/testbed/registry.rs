@@ -305,12 +305,7 @@ fn caller_is_named(caller: &str, mask: &DelegationRequest) -> bool {
 /// RFC056): its 3.0 mask cannot name the caller, and the designation says it may ask.
 fn designated_for(p: &Participant, caller: &str, mask: &DelegationRequest) -> bool {
     let register = &p.shared.register;
-    let member_of = |space: &str| {
-        p.shared
-            .memberships
-            .get(caller)
-            .is_some_and(|spaces| spaces.iter().any(|s| s == space))
-    };
+    let member_of = |space: &str| register.is_member(caller, space);
     register.version().camel_case()
         && register.party(&mask.policy_issuer).is_some_and(|owner| {
             owner.registries().any(|r| {

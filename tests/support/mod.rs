@@ -155,6 +155,7 @@ pub fn testbed_config_of(binary: &str, file: &str) -> TestbedConfig {
             registries_for: Default::default(),
             registries_in: Default::default(),
             dataspaces: Vec::new(),
+            dataspace_roles: Default::default(),
             strict: false,
             keyrock: false,
         });

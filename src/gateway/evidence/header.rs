@@ -457,8 +457,8 @@ fn evaluation_key(
     Ok(key.0)
 }
 
-/// Evidence signed by a registry, not by its data owner: the signer is a registry, and one the
-/// owner designated (or, for a later step of a chain, the route's data owner did, where the step's
+/// Evidence signed by a registry, not by its data owner: the signer is a registry (in the
+/// framework, or in a data space we serve in), and one the owner designated (or, for a later step of a chain, the route's data owner did, where the step's
 /// own owner designated none). Whether that designation names us.
 async fn holds_for(
     (signer, record): (&PartyId, &Party),
@@ -468,7 +468,8 @@ async fn holds_for(
     (registries, trust): (&RegistryClient, &TrustStore),
     now: Timestamp,
 ) -> Result<bool, Reject> {
-    if !record.has_role(Role::AuthorisationRegistry.as_str(), now.secs()) {
+    let role = Role::AuthorisationRegistry.as_str();
+    if !record.holds_role(role, registries.membership(), now.secs()) {
         return Err(EvidenceRefusal::IssuerNotARegistry(signer.clone()).into());
     }
     for of in [owner, &expected.request.policy_issuer] {
