@@ -91,7 +91,7 @@ async fn every_3_0_testbed_participant_passes_in_its_role() {
             "parties: PARTIES WITHOUT A QUERY",
             "3.0's query parameters are all optional",
         )],
-        45,
+        53,
     );
     for (name, reason) in [
         ("capabilities: PUBLIC CAPABILITIES", "capabilitiesToken: signature"),
@@ -108,12 +108,25 @@ async fn every_3_0_testbed_participant_passes_in_its_role() {
         ("party: PARTY NOT ACTIVE", "no active frameworkCompliance"),
         ("trustedList: TRUSTED LIST", "trustedListToken: signature"),
         ("trustedList: TRUSTED LIST", "entries by certificateFingerprint, our root valid and granted"),
+        ("claims: CLAIMS WITHOUT A TOKEN", "the status the scheme expects"),
+        ("claims: OUR CLAIMS", "claimsInfo: active, with our certificate"),
+        ("claims: CLAIMS OF AN UNKNOWN PARTY", "the status the scheme expects"),
+        ("dataspaces: DATA SPACES WITHOUT A TOKEN", "the status the scheme expects"),
+        ("dataspaces: DATA SPACES", "dataspacesToken: signature"),
+        ("dataspaces: DATA SPACES", "2 data spaces of 2, paging consistent"),
+        ("dataspaces: DATA SPACES PAGE SIZE OVER 100", "the status the scheme expects"),
+        ("frameworks: FRAMEWORKS WITHOUT A TOKEN", "the status the scheme expects"),
+        ("frameworks: FRAMEWORKS", "iSHARE listed, paging consistent"),
         ("token: UNKNOWN CLIENT ID", "the status the scheme expects"),
         ("token: CLIENT ID NOT ACTIVE", "the status the scheme expects"),
     ] {
         checked.assert_case(name, "pass", reason);
     }
     assert!(checked.row("party: UNKNOWN PARTY").got.starts_with("404"));
+    assert!(checked
+        .row("claims: CLAIMS OF AN UNKNOWN PARTY")
+        .got
+        .starts_with("404"));
 
     // Service providers: the testbed's offer no broker pattern.
     for sp in [SP3, STELLAR3] {

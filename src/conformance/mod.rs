@@ -8,6 +8,7 @@ mod defects;
 mod identity_provider;
 mod names;
 mod options;
+mod participant_lists;
 mod participant_registry;
 mod probe;
 mod registry;

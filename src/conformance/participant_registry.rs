@@ -1,12 +1,13 @@
 //! The cases of a 3.0 participant registry (the scheme owner's role in 3.0): the party search and
 //! its paging, one party by its id and by an alias with the claims that bind our certificate, a
-//! party nobody registered and one that is not active, and `/trustedList`. No case sends a query
-//! parameter 3.0 does not have (`eori`, `certificate_subject_name`, …): a registry that ignored
-//! one would answer an unfiltered page.
+//! party nobody registered and one that is not active, and `/trustedList` (its other lists in
+//! `participant_lists.rs`). No case sends a query parameter 3.0 does not have (`eori`,
+//! `certificate_subject_name`, …): a registry that ignored one would answer an unfiltered page.
 
 use super::cases::{signed_member, Run, Verdict, TOKEN_DEFECTS, VERIFIED};
 use super::names::{claim_of, missing};
 use super::options::Options;
+use super::participant_lists::listed;
 use super::probe::Answer;
 use crate::peers::{join, party_path};
 use crate::scheme::party_record::{read_3_0, Party};
@@ -43,47 +44,22 @@ struct Page {
     parties: Vec<Party>,
 }
 
-/// The signed page of a search answer, its paging consistent: `count` the parties of this page,
-/// no more than `pageSize`, and `totalPages` what `totalCount` makes of pages of `pageSize`.
+/// The signed page of a search answer, its paging consistent (`participant_lists::listed`).
 fn page(o: &Options, a: &Answer) -> Result<Page, String> {
     let claims = signed_member(o, a, o.member(member::PARTIES), Some(client(o)))?;
-    let info = claim_of(&claims, "parties_info", o.version)?
-        .as_object()
-        .ok_or("partiesInfo is not an object")?;
-    let number = |k: &str| {
-        info.get(k)
-            .and_then(Value::as_u64)
-            .ok_or(format!("partiesInfo has no {k} (a whole number)"))
-    };
-    let parties = info
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or("partiesInfo has no data (a list)")?
+    let info = claim_of(&claims, "parties_info", o.version)?;
+    let listed = listed(info, "partiesInfo")?;
+    let parties = listed
+        .data
         .iter()
         .map(|record| read_3_0(record, &o.scheme).map_err(|e| e.to_string()))
         .collect::<Result<Vec<Party>, String>>()?;
-    let page = Page {
-        current: number("currentPage")?,
-        size: number("pageSize")?,
-        total_count: number("totalCount")?,
+    Ok(Page {
+        current: listed.current,
+        size: listed.size,
+        total_count: listed.total_count,
         parties,
-    };
-    let (count, total_pages) = (number("count")?, number("totalPages")?);
-    let held = page.parties.len() as u64;
-    if count != held || held > page.size {
-        return Err(format!(
-            "count is {count} and pageSize {}, where data holds {held}",
-            page.size
-        ));
-    }
-    let pages = page.total_count.div_ceil(page.size.max(1));
-    if total_pages != pages && !(page.total_count == 0 && total_pages == 1) {
-        return Err(format!(
-            "totalPages is {total_pages}, where {} parties make {pages} pages of {}",
-            page.total_count, page.size
-        ));
-    }
-    Ok(page)
+    })
 }
 
 /// The signed record of a party answer (`partyInfo`, claims-based).
@@ -104,6 +80,13 @@ fn our_record(o: &Options, a: &Answer) -> Result<Party, String> {
     if !party.names(us) {
         return Err(format!("asked for {us}, got the record of {}", party.id));
     }
+    our_standing(o, &party)?;
+    Ok(party)
+}
+
+/// What our record's claims must say: we are active now, and an active `x509Certificate` claim
+/// binds our certificate.
+pub(super) fn our_standing(o: &Options, party: &Party) -> Result<(), String> {
     let now = Timestamp::now().secs();
     if !party.is_active_at(now) {
         return Err(format!(
@@ -121,7 +104,7 @@ fn our_record(o: &Options, a: &Answer) -> Result<Party, String> {
     if !bound {
         return Err("no active x509Certificate claim holds our certificate's x5t#s256".into());
     }
-    Ok(party)
+    Ok(())
 }
 
 fn check_trusted_list(o: &Options, a: &Answer) -> Verdict {
@@ -172,6 +155,7 @@ impl Run<'_> {
         let token = token.map_err(|_| NO_TOKEN);
         self.party_records(token).await;
         self.trusted_list_3(token).await;
+        self.participant_lists(token).await;
     }
 
     /// GET /parties: by our id (without a token, with one, and with access tokens not the

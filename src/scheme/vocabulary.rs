@@ -13,6 +13,10 @@ pub const DELEGATION_PATH: &str = "/delegation";
 pub const PARTIES_PATH: &str = "/parties";
 pub const TRUSTED_LIST_PATH: &str = "/trusted_list";
 pub const TRUSTED_LIST_PATH_3: &str = "/trustedList";
+/// 3.0's participant registry: the scheme's data spaces and its frameworks (a party's claims are
+/// at `/parties/{partyId}/claims`).
+pub const DATASPACES_PATH: &str = "/dataspaces";
+pub const FRAMEWORKS_PATH: &str = "/frameworks";
 
 /// The version of the specification our capabilities list.
 pub const SPEC_VERSION: &str = "2.0";

@@ -8,7 +8,9 @@ use crate::scheme::models::{
     TrustedListPayload3, VersionInfo, VersionsPayload,
 };
 use crate::scheme::trust::{fingerprint, validate_chain};
-use crate::scheme::vocabulary::{member, SPEC_VERSION, TRUSTED_LIST_PATH_3};
+use crate::scheme::vocabulary::{
+    member, DATASPACES_PATH, FRAMEWORKS_PATH, SPEC_VERSION, TRUSTED_LIST_PATH_3,
+};
 use crate::scheme::Timestamp;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, Method};
@@ -25,8 +27,8 @@ pub fn router(p: Arc<Participant>) -> Router {
             .route("/parties", any(parties_3))
             .route("/parties/{party_id}", any(party_3))
             .route("/parties/{party_id}/claims", any(claims_3))
-            .route("/dataspaces", any(dataspaces_3))
-            .route("/frameworks", any(frameworks_3))
+            .route(DATASPACES_PATH, any(dataspaces_3))
+            .route(FRAMEWORKS_PATH, any(frameworks_3))
             .route(TRUSTED_LIST_PATH_3, any(trusted_list))
             .route("/testing/generate-jws", any(generate_jws))
             .with_state(p);
