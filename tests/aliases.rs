@@ -11,12 +11,6 @@ use support::process::GatewayProcess;
 use support::*;
 
 const BIN: &str = "aliases";
-const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
-const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
-const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
-const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
-const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
-const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 const OWNER_EORI: &str = "EU.EORI.NL000000005";
 
 fn rules() -> String {

@@ -9,14 +9,6 @@ use support::checker::{run_checker, Checked};
 use support::*;
 
 const BIN: &str = "conformance_3_0";
-const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
-const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
-const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
-const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
-const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
-const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
-const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
-const IDP3: &str = "did:ishare:EU.NL.NTRNL-10000007";
 
 async fn bed() -> Bed {
     Bed::start_of(testbed_config_of(BIN, "conf/testbed-3.0.toml")).await

@@ -12,11 +12,6 @@ use support::process::GatewayProcess;
 use support::*;
 
 const BIN: &str = "readers";
-const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
-const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
-const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
-const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
-const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 const PEP_SECRET: &str = "0123456789abcdef0123456789abcdef-readers-pep";
 const HUGE: [&str; 4] = [
     "1e9223372036854775807",

@@ -6,22 +6,13 @@
 
 mod support;
 
-use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::testbed::config::PartyConfig;
 use serde_json::{json, Value};
 use support::*;
 
 const BIN: &str = "scheme_3_0";
-const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
-const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
 const CONSUMER_EORI: &str = "EU.EORI.NL000000001";
-const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
-const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
-const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 const OWNER_EORI: &str = "EU.EORI.NL000000005";
-const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
-const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
-const IDP3: &str = "did:ishare:EU.NL.NTRNL-10000007";
 const LICENCE: &str = "https://licenses.ishare.eu/general-internal-use/1.0";
 
 fn rules() -> String {
@@ -109,22 +100,6 @@ async fn env_on(bed: Bed, version: &str) -> Env {
     Env::launch(bed, dir, &ports).await
 }
 
-fn read(subject: &str, id: &str) -> AccessRequest {
-    let mut request = AccessRequest {
-        policy_issuer: OWNER3.into(),
-        access_subject: subject.into(),
-        resource_type: "CONTAINER".into(),
-        identifiers: vec![id.into()],
-        attributes: vec!["*".into()],
-        actions: vec!["iSHARE.READ".into()],
-        ..AccessRequest::default()
-    };
-    request
-        .operands
-        .insert("requesterLocation".into(), Some("NL".into()));
-    request
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
     let env = env("3.0").await;
@@ -172,7 +147,7 @@ async fn a_3_0_consumer_is_served_on_its_did_and_on_its_alias() {
     // though it names no service provider.
     let evidence = env
         .bed
-        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C3"))
+        .evidence_of(CONSUMER3, AR3, &container_read_3(CONSUMER3, "C3"))
         .await;
     let claims = claims(&evidence);
     assert_eq!(
@@ -204,7 +179,7 @@ async fn parties_named_by_their_aliases_are_the_parties_their_records_name() {
     let token = env.token(CONSUMER3).await;
     // Evidence the consumer asked for by the EORI aliases of the data owner and itself: the
     // registry mirrors the mask as asked.
-    let mut asked = read(CONSUMER_EORI, "C4");
+    let mut asked = container_read_3(CONSUMER_EORI, "C4");
     asked.policy_issuer = OWNER_EORI.into();
     let evidence = env.bed.evidence_of(CONSUMER3, AR3, &asked).await;
     let ev = &claims(&evidence)["delegationEvidence"];
@@ -354,7 +329,7 @@ async fn a_name_stands_only_for_the_party_its_own_lookup_finds() {
     // The consumer is served as ever: its own registry's evidence.
     let evidence = env
         .bed
-        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C1"))
+        .evidence_of(CONSUMER3, AR3, &container_read_3(CONSUMER3, "C1"))
         .await;
     let with = [
         ("delegationEvidence", evidence.as_str()),
@@ -833,7 +808,7 @@ async fn the_3_0_participant_registry_answers_the_3_0_search_and_refuses_what_3_
 async fn the_testbed_registry_answers_3_0_evidence_that_holds_to_its_schema() {
     let bed = bed().await;
     let evidence = bed
-        .evidence_of(CONSUMER3, AR3, &read(CONSUMER3, "C1"))
+        .evidence_of(CONSUMER3, AR3, &container_read_3(CONSUMER3, "C1"))
         .await;
     let claims = claims(&evidence);
     let pointer = "/components/schemas/jwtPayloadDelegationEvidenceToken/allOf/1/properties/delegationEvidence";
@@ -1108,19 +1083,18 @@ async fn the_3_0_participant_registry_serves_claims_dataspaces_and_frameworks() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_its_evidence() {
     const PETCARE: &str = "EU.DS.GND.NL.PETCARE";
-    const PETCARE_AR: &str = "did:ishare:EU.NL.NTRNL-10000008";
     for (serving, its_role) in [(Some(PETCARE), true), (None, true), (Some(PETCARE), false)] {
         let mut config = testbed_config_of(BIN, "conf/testbed-3.0.toml");
         let owner = config.parties.iter_mut().find(|p| p.id == OWNER3).unwrap();
         owner.registries_for.clear();
         assert_eq!(
             owner.registries_in.get(PETCARE).map(String::as_str),
-            Some(PETCARE_AR)
+            Some(PETCARE_AR3)
         );
         let registry = config
             .parties
             .iter_mut()
-            .find(|p| p.id == PETCARE_AR)
+            .find(|p| p.id == PETCARE_AR3)
             .unwrap();
         assert!(
             registry.roles.is_empty(),
@@ -1156,7 +1130,7 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
         match serving {
             Some(_) if its_role => {
                 assert_eq!(status, 200, "{body}");
-                assert_eq!((asked(PETCARE_AR), asked(AR3)), (1.0, 0.0), "{m}");
+                assert_eq!((asked(PETCARE_AR3), asked(AR3)), (1.0, 0.0), "{m}");
             }
             Some(_) => {
                 assert_eq!(status, 403, "{body}");
@@ -1164,16 +1138,16 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
                 let said = body["error_description"].as_str().unwrap_or_default();
                 assert!(
                     said.contains(&format!(
-                        "{PETCARE_AR} is not an active authorisation registry"
+                        "{PETCARE_AR3} is not an active authorisation registry"
                     )),
                     "{body}"
                 );
-                assert_eq!((asked(PETCARE_AR), asked(AR3)), (0.0, 0.0), "{m}");
+                assert_eq!((asked(PETCARE_AR3), asked(AR3)), (0.0, 0.0), "{m}");
             }
             None => {
                 assert_eq!(status, 502, "{body}");
                 assert_eq!(body["reason"], "registry_refused_request", "{body}");
-                assert_eq!((asked(PETCARE_AR), asked(AR3)), (0.0, 1.0), "{m}");
+                assert_eq!((asked(PETCARE_AR3), asked(AR3)), (0.0, 1.0), "{m}");
             }
         }
         env.stop().await;

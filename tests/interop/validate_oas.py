@@ -1,12 +1,15 @@
 """Validate JSON documents against a schema of the scheme's official OpenAPI document.
 
 Usage: validate_oas.py SPEC.yaml POINTER [closed] < documents.json
+       validate_oas.py SPEC.yaml --each [closed] < items.json
 
 POINTER is a JSON pointer into the OpenAPI document (e.g.
 /components/schemas/delegationRequestBody/properties/delegationRequest); standard input holds a
 JSON array of documents. Every document is validated with the OpenAPI 3.0 dialect of
 openapi-schema-validator; the errors are printed, one per line, and the exit status is the
-number of documents that did not validate.
+number of documents that did not validate. With --each, standard input holds a JSON array of
+{"what", "pointer", "document"}: each document is validated at its own pointer, and its errors
+are printed after what it is.
 
 With `closed`, an object schema that lists its properties and says nothing of others admits no
 others: a member the document does not define (a misplaced one) is an error, as a registry that
@@ -60,15 +63,23 @@ def main():
         close(spec.get("components", {}))
     root = "urn:ishare-openapi"
     registry = Registry().with_resource(root, Resource(contents=spec, specification=DRAFT4))
-    validator = OAS30Validator({"$ref": root + "#" + pointer}, registry=registry)
+
+    def errors_at(at, document):
+        validator = OAS30Validator({"$ref": root + "#" + at}, registry=registry)
+        return sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+
+    if pointer == "--each":
+        items = [(item["what"], item["pointer"], item["document"]) for item in json.load(sys.stdin)]
+    else:
+        items = [(f"document {i}", pointer, d) for i, d in enumerate(json.load(sys.stdin))]
     failed = 0
-    for i, document in enumerate(json.load(sys.stdin)):
-        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+    for what, at, document in items:
+        errors = errors_at(at, document)
         for e in errors:
             where = "/".join(str(p) for p in e.path)
-            print(f"document {i}: at /{where}: {e.message}")
+            print(f"{what}: at /{where}: {e.message}")
         failed += bool(errors)
-    sys.exit(failed)
+    sys.exit(min(failed, 125))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,35 @@ pub const INACTIVE: &str = "EU.EORI.NL000000006";
 /// A party whose certificate the test PKI issues but that the scheme owner does not know.
 pub const UNKNOWN: &str = "EU.EORI.NL000000099";
 
+/// The parties of the 3.0 testbed (conf/testbed-3.0.toml), by their did:ishare.
+pub const SO3: &str = "did:ishare:EU.NL.NTRNL-10000000";
+pub const CONSUMER3: &str = "did:ishare:EU.NL.NTRNL-10000001";
+pub const STELLAR3: &str = "did:ishare:EU.NL.NTRNL-10000002";
+pub const SP3: &str = "did:ishare:EU.NL.NTRNL-10000003";
+pub const AR3: &str = "did:ishare:EU.NL.NTRNL-10000004";
+pub const OWNER3: &str = "did:ishare:EU.NL.NTRNL-10000005";
+pub const FORMER3: &str = "did:ishare:EU.NL.NTRNL-10000006";
+pub const IDP3: &str = "did:ishare:EU.NL.NTRNL-10000007";
+pub const PETCARE_AR3: &str = "did:ishare:EU.NL.NTRNL-10000008";
+
+/// A read of Happy Pets' container `id` by `subject` from the Netherlands, as the 3.0 testbed's
+/// policies grant it.
+pub fn container_read_3(subject: &str, id: &str) -> AccessRequest {
+    let mut request = AccessRequest {
+        policy_issuer: OWNER3.into(),
+        access_subject: subject.into(),
+        resource_type: "CONTAINER".into(),
+        identifiers: vec![id.into()],
+        attributes: vec!["*".into()],
+        actions: vec!["iSHARE.READ".into()],
+        ..AccessRequest::default()
+    };
+    request
+        .operands
+        .insert("requesterLocation".into(), Some("NL".into()));
+    request
+}
+
 /// The python of the virtual environment `make test-setup` prepares (or ISHARE_INTEROP_PYTHON),
 /// with python-ishare and the validator of the scheme's OpenAPI schemas.
 pub fn interop_python() -> PathBuf {
@@ -63,6 +92,26 @@ pub fn schema_errors_in(
     documents: &[serde_json::Value],
     closed: bool,
 ) -> String {
+    validate_oas(spec, pointer, closed, &serde_json::json!(documents))
+}
+
+/// Validate each `(what, pointer, document)` against the schema at its own pointer of the
+/// document `spec`, in one run of the validator: the complaints, each after what it is.
+pub fn schema_errors_each(
+    spec: &str,
+    items: &[(String, String, serde_json::Value)],
+    closed: bool,
+) -> String {
+    let items: Vec<serde_json::Value> = items
+        .iter()
+        .map(|(what, pointer, document)| {
+            serde_json::json!({"what": what, "pointer": pointer, "document": document})
+        })
+        .collect();
+    validate_oas(spec, "--each", closed, &serde_json::json!(items))
+}
+
+fn validate_oas(spec: &str, pointer: &str, closed: bool, input: &serde_json::Value) -> String {
     use std::io::Write;
     let mut child = std::process::Command::new(interop_python())
         .arg(repo().join("tests/interop/validate_oas.py"))
@@ -74,7 +123,7 @@ pub fn schema_errors_in(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the validator starts");
-    let input = serde_json::to_vec(documents).unwrap();
+    let input = serde_json::to_vec(input).unwrap();
     child.stdin.take().unwrap().write_all(&input).unwrap();
     let out = child.wait_with_output().unwrap();
     let said = format!(
