@@ -1,15 +1,16 @@
 //! The cases of the lists a 3.0 participant registry must serve beside its party search: a party's
 //! claims (`/parties/{partyId}/claims`), the scheme's data spaces (`/dataspaces`) and its
-//! frameworks (`/frameworks`), each without a token (401) and with one; and the paging every 3.0
-//! list shares.
+//! frameworks (`/frameworks`), each without a token (401) and with one; and what every 3.0 list
+//! shares (its paging) and every record of ours must say.
 
 use super::cases::{signed_member, Run, Verdict, VERIFIED};
 use super::options::Options;
-use super::participant_registry::our_standing;
 use super::probe::Answer;
 use crate::peers::{join, party_path};
-use crate::scheme::party_record::{dataspace_id_problem, read_3_0};
+use crate::scheme::party_record::{dataspace_id_problem, read_3_0, Party};
+use crate::scheme::trust::fingerprint;
 use crate::scheme::vocabulary::{member, DATASPACES_PATH, FRAMEWORKS_PATH};
+use crate::scheme::Timestamp;
 use serde_json::{json, Map, Value};
 
 const CLAIMS: &str = "claims";
@@ -67,6 +68,29 @@ pub(super) fn listed<'v>(info: &'v Value, name: &str) -> Result<Listed<'v>, Stri
         ));
     }
     Ok(page)
+}
+
+/// What our record's claims must say: we are active now, and an active `x509Certificate` claim
+/// binds our certificate.
+pub(super) fn our_standing(o: &Options, party: &Party) -> Result<(), String> {
+    let now = Timestamp::now().secs();
+    if !party.is_active_at(now) {
+        return Err(format!(
+            "our record is not active now: no active frameworkCompliance claim of {} in its dates",
+            o.scheme
+        ));
+    }
+    let ours = o.client.chain_der().first().map(|leaf| fingerprint(leaf));
+    let bound = party.certificates_at(now).any(|c| {
+        c.x5t_s256
+            .as_deref()
+            .zip(ours.as_deref())
+            .is_some_and(|(registered, ours)| registered.eq_ignore_ascii_case(ours))
+    });
+    if !bound {
+        return Err("no active x509Certificate claim holds our certificate's x5t#s256".into());
+    }
+    Ok(())
 }
 
 /// Our claims, from a signed `claimsToken`: `claimsInfo.claims`, read as our record, active and

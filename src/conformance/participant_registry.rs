@@ -7,11 +7,10 @@
 use super::cases::{signed_member, Run, Verdict, TOKEN_DEFECTS, VERIFIED};
 use super::names::{claim_of, missing};
 use super::options::Options;
-use super::participant_lists::listed;
+use super::participant_lists::{listed, our_standing};
 use super::probe::Answer;
 use crate::peers::{join, party_path};
 use crate::scheme::party_record::{read_3_0, Party};
-use crate::scheme::trust::fingerprint;
 use crate::scheme::vocabulary::{member, PARTIES_PATH, TRUSTED_LIST_PATH_3};
 use crate::scheme::Timestamp;
 use serde_json::Value;
@@ -82,29 +81,6 @@ fn our_record(o: &Options, a: &Answer) -> Result<Party, String> {
     }
     our_standing(o, &party)?;
     Ok(party)
-}
-
-/// What our record's claims must say: we are active now, and an active `x509Certificate` claim
-/// binds our certificate.
-pub(super) fn our_standing(o: &Options, party: &Party) -> Result<(), String> {
-    let now = Timestamp::now().secs();
-    if !party.is_active_at(now) {
-        return Err(format!(
-            "our record is not active now: no active frameworkCompliance claim of {} in its dates",
-            o.scheme
-        ));
-    }
-    let ours = o.client.chain_der().first().map(|leaf| fingerprint(leaf));
-    let bound = party.certificates_at(now).any(|c| {
-        c.x5t_s256
-            .as_deref()
-            .zip(ours.as_deref())
-            .is_some_and(|(registered, ours)| registered.eq_ignore_ascii_case(ours))
-    });
-    if !bound {
-        return Err("no active x509Certificate claim holds our certificate's x5t#s256".into());
-    }
-    Ok(())
 }
 
 fn check_trusted_list(o: &Options, a: &Answer) -> Verdict {
