@@ -188,6 +188,31 @@ fn the_map_names_every_source_file_by_its_whole_path_and_only_paths_that_exist()
     assert!(absent.is_empty(), "in the map, not in the tree: {absent:?}");
 }
 
+/// "Where to add a test" names every test file, and only files that exist.
+#[test]
+fn the_test_guide_names_every_test_file_and_only_files_that_exist() {
+    let guide = page("docs/src/contributing/tests.md");
+    let files: Vec<String> = std::fs::read_dir(repo().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    let unnamed: Vec<&String> = files
+        .iter()
+        .filter(|f| !guide.contains(&format!("`tests/{f}`")))
+        .collect();
+    assert!(unnamed.is_empty(), "not in the test guide: {unnamed:?}");
+    let absent: Vec<&str> = guide
+        .split('`')
+        .filter(|s| s.ends_with(".rs") && (s.starts_with("tests/") || s.starts_with("src/")))
+        .filter(|p| !p.contains('*') && !repo().join(p).exists())
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "in the test guide, not in the tree: {absent:?}"
+    );
+}
+
 #[test]
 fn the_readme_starts_with_the_two_commands_and_fits_on_two_screens() {
     let readme = readme();

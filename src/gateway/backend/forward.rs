@@ -90,15 +90,6 @@ pub struct Forwarding<'a> {
     pub decision_id: &'a str,
 }
 
-/// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
-/// route forwards it; no credentials of the scheme (evidence, consumer assertions) under any of
-/// their names (`delegation_evidence`, `delegationEvidence`) in any spelling;
-/// the consumer's party id (and the original consumer's, for a broker) in their headers, never a
-/// client's copy; none of the headers the configuration strips (method and path overrides,
-/// forwarding details a client could forge), nor the client's copies of the licence headers a
-/// delegated route answers with; no look-alike (`X_Forwarded_For`, `Delegation-Evidence`) of a
-/// header the gateway sets, vouches for or decided on; and X-Forwarded-For, X-Forwarded-Proto and
-/// X-Decision-Id.
 /// The framing of a body read whole to decide on: its length, sent as a `Content-Length` (a
 /// chunked body's chunks and trailers are not passed on), and no `Expect` (the body is here).
 pub fn frame_decided_body(req: &mut RequestHeader, length: usize) -> pingora::Result<()> {
@@ -108,6 +99,15 @@ pub fn frame_decided_body(req: &mut RequestHeader, length: usize) -> pingora::Re
     req.insert_header(http::header::CONTENT_LENGTH, length.to_string())
 }
 
+/// Rewrite the request for the backend: the path and query decided on; no Authorization unless the
+/// route forwards it; no credentials of the scheme (evidence, consumer assertions) under any of
+/// their names (`delegation_evidence`, `delegationEvidence`) in any spelling;
+/// the consumer's party id (and the original consumer's, for a broker) in their headers, never a
+/// client's copy; none of the headers the configuration strips (method and path overrides,
+/// forwarding details a client could forge), nor the client's copies of the licence headers a
+/// delegated route answers with; no look-alike (`X_Forwarded_For`, `Delegation-Evidence`) of a
+/// header the gateway sets, vouches for or decided on; and X-Forwarded-For, X-Forwarded-Proto and
+/// X-Decision-Id.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
     req.set_uri(f.uri.clone());
     let config = f.config;
