@@ -68,6 +68,7 @@ pub mod models;
 pub mod openid;
 pub mod party;
 pub mod party_record;
+pub mod terms;
 pub mod trust;
 pub mod version;
 pub mod vocabulary;

@@ -3,11 +3,11 @@
 
 use crate::config::model::{Auth, Config, ForwardedFor, Route};
 use crate::gateway::backend::upstream::UpstreamPool;
-use crate::gateway::decision::grant::LicenceValue;
 use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
 use crate::request::query::Query;
 use crate::request::template::RequestValues;
 use crate::scheme::letters;
+use crate::scheme::terms::LicenceValue;
 use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;

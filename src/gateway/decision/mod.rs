@@ -19,6 +19,7 @@ pub use crate::config::model::Mode;
 use crate::gateway::reject::{Reject, Row};
 use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
+use crate::scheme::terms::Terms;
 use crate::telemetry::metrics::Outcome;
 use crate::telemetry::write_hex;
 use serde::Serialize;
@@ -208,13 +209,13 @@ pub struct Evaluated {
     pub evaluation: crate::scheme::evaluation::Evaluation,
     pub evidence: EvidenceUsed,
     /// A Permit's terms, made with the evaluation: every request it answers shares them.
-    pub terms: Option<Arc<grant::Terms>>,
+    pub terms: Option<Arc<Terms>>,
 }
 
 impl Evaluated {
     pub fn new(evaluation: crate::scheme::evaluation::Evaluation, evidence: EvidenceUsed) -> Self {
         let terms = match &evaluation.decision {
-            crate::scheme::evaluation::Decision::Permit(p) => Some(grant::Terms::of(p)),
+            crate::scheme::evaluation::Decision::Permit(p) => Some(Terms::of(p)),
             crate::scheme::evaluation::Decision::Deny(_) => None,
         };
         Evaluated {
@@ -240,7 +241,7 @@ pub struct Grant {
     /// The consumer a broker acts for, when it does (the broker pattern).
     pub original_consumer: Option<String>,
     /// What the evidence grants, shared with its evaluation.
-    pub terms: Arc<grant::Terms>,
+    pub terms: Arc<Terms>,
 }
 
 /// One request's decision.
