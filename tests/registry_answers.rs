@@ -7,7 +7,7 @@
 
 mod support;
 
-use ishare_gateway::testbed::keyrock;
+use ishare_gateway::testbed::keyrock_ways;
 use serde_json::{json, Value};
 use support::process::GatewayProcess;
 use support::*;
@@ -82,7 +82,7 @@ async fn token_requests(bed: &Bed) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owners_keyrock_is_asked_at_its_own_paths_and_recovers_a_lost_token() {
     let bed = keyrock_bed().await;
-    let ours = keyrock::ways::user_id(SP);
+    let ours = keyrock_ways::user_id(SP);
     let (gateway, plain) = binary(&bed, &rules(&[]), &keyrock_settings(&bed, Some(&ours))).await;
     let token = bed.token_at(&plain, CONSUMER).await;
     let (status, headers, body) = get(&bed, &plain, "/api/containers/C1", &token).await;
@@ -184,7 +184,7 @@ async fn without_its_settings_keyrock_is_refused_for_good_and_said_why() {
     assert_refused(status, &body, (502, "registry_evidence_not_for_us"));
     let said = body["error_description"].as_str().unwrap();
     assert!(
-        said.contains(&keyrock::ways::user_id(SP)) && said.contains(SP),
+        said.contains(&keyrock_ways::user_id(SP)) && said.contains(SP),
         "{said}"
     );
     let (_, log) = gateway.terminate().await;

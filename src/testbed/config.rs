@@ -71,7 +71,7 @@ pub struct PartyConfig {
     /// A registry that answers as FIWARE Keyrock 8.3 does (`keyrock.rs`), strict too: its token
     /// endpoint at `/oauth2/token`, its delegation endpoint at `/ar/delegation`, a web page for
     /// a path it does not serve, evidence addressed to the id it keeps for the caller
-    /// (`keyrock::ways::user_id`), and 500 for a token it no longer knows.
+    /// (`keyrock_ways::user_id`), and 500 for a token it no longer knows.
     #[serde(default)]
     pub keyrock: bool,
 }

@@ -4,7 +4,6 @@
 use super::config::{ConfigError, PartyConfig, Serve, TestbedConfig};
 use super::echo;
 use super::identity_provider;
-use super::keyrock;
 use super::keys::{self, KeysError, TestbedKeys};
 use super::participant::{self, Participant, Shared};
 use super::party_register::{party_record, Register, Scheme, Standing};
@@ -15,6 +14,7 @@ use super::registry;
 use super::scheme_owner;
 use super::server;
 use super::service_provider;
+use super::{keyrock, keyrock_ways};
 use crate::access_token::AccessTokens;
 use crate::scheme::evidence_token::Readers;
 use crate::scheme::jwt::{AlgorithmPolicy, SigningIdentity};
@@ -235,7 +235,7 @@ fn participant(
         serve,
         strict: party.strict || party.keyrock,
         keyrock: party.keyrock.then(|| {
-            keyrock::ways::Known::new(Duration::from_secs(participant::ACCESS_TOKEN_LIFETIME))
+            keyrock_ways::Known::new(Duration::from_secs(participant::ACCESS_TOKEN_LIFETIME))
         }),
         base_url: url.to_string(),
         jti: Default::default(),

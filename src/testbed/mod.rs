@@ -6,6 +6,7 @@ pub mod config;
 pub mod echo;
 pub mod identity_provider;
 pub mod keyrock;
+pub mod keyrock_ways;
 pub mod keys;
 pub mod launch;
 pub mod lockout;

@@ -67,7 +67,7 @@ pub struct Participant {
     /// A registry as strict as Keyrock (`PartyConfig::strict`).
     pub strict: bool,
     /// A registry that answers as Keyrock does (`PartyConfig::keyrock`): the tokens it knows.
-    pub keyrock: Option<super::keyrock::ways::Known>,
+    pub keyrock: Option<super::keyrock_ways::Known>,
     pub base_url: String,
     pub identity: SigningIdentity,
     pub tokens: AccessTokens,
@@ -329,7 +329,7 @@ impl Participant {
                     "delegation",
                     "Answers a delegation mask with delegation evidence",
                     match self.keyrock {
-                        Some(_) => super::keyrock::ways::DELEGATION_PATH,
+                        Some(_) => super::keyrock_ways::DELEGATION_PATH,
                         None => DELEGATION_PATH,
                     },
                 ),
@@ -338,7 +338,7 @@ impl Participant {
                     "policy",
                     "Adds a policy issued by the caller",
                     match self.keyrock {
-                        Some(_) => super::keyrock::ways::POLICY_PATH,
+                        Some(_) => super::keyrock_ways::POLICY_PATH,
                         None => "/policy",
                     },
                 ),

@@ -463,7 +463,7 @@ pub async fn delegation(
     };
     // Keyrock addresses its evidence to the id it keeps for the caller.
     let aud = match &p.keyrock {
-        Some(_) => super::keyrock::ways::user_id(&caller),
+        Some(_) => super::keyrock_ways::user_id(&caller),
         None => caller,
     };
     let token = p

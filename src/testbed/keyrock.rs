@@ -6,8 +6,7 @@
 //! it: `POST /testing/forget-tokens`) answered 500 with an error page. It reads requests as the
 //! strict registry does (`strict.rs`).
 
-pub mod ways;
-
+use super::keyrock_ways::{DELEGATION_PATH, POLICY_PATH, TOKEN_PATH};
 use super::participant::{self, ApiResult, Participant};
 use super::registry;
 use crate::access_token::bearer_token;
@@ -17,7 +16,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use axum::Router;
 use std::sync::Arc;
-use ways::{DELEGATION_PATH, POLICY_PATH, TOKEN_PATH};
 
 pub fn router(p: Arc<Participant>) -> Router {
     Router::new()
