@@ -1,9 +1,27 @@
 use super::*;
+use crate::access_token::AccessTokenError;
+use crate::gateway::fleet::replay::ReplayError;
+use crate::peers::identity_provider::{
+    CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
+};
+use crate::peers::registry::{RegistryFailure, RegistryRefusal};
+use crate::peers::trust::TrustError;
 use crate::peers::PeerError;
 use crate::reading::json::JsonProblem;
+use crate::request::body::BodyRefusal;
 use crate::request::body::{BodyValueError, JsonRefusal};
+use crate::request::path::PathError;
+use crate::request::query::QueryError;
+use crate::request::Ambiguity;
+use crate::scheme::assertion::AssertionError;
+use crate::scheme::evaluation::DenyReason;
+use crate::scheme::jwt::SigningError;
 use crate::scheme::openid::IssuedTokenError;
+use crate::scheme::party::PartyId;
+use crate::scheme::trust::SignerError;
+use http::Method;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// One refusal of each kind. The match in `table_rows` below names every variant, so a new one
 /// cannot be added without being looked at here.
