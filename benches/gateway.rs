@@ -9,7 +9,7 @@ use ishare_gateway::config::model::{Auth, Config, DecisionLogSettings, DecisionL
 use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
 use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Decided, Next};
-use ishare_gateway::gateway::decision::log::line_into;
+use ishare_gateway::gateway::decision::log_line::line_into;
 use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::{logged, logged_method, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;

@@ -7,7 +7,7 @@
 use crate::config;
 use crate::gateway::decision::authenticate::CallerArg;
 use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
-use crate::gateway::decision::log::to_json;
+use crate::gateway::decision::log_line::to_json;
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::{Caller, Decision, EvidenceSource, EvidenceUsed};
 use crate::gateway::evidence::live::evidence_readers;

@@ -7,7 +7,7 @@
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
-use super::log::{line_into, to_json};
+use super::log_line::{line_into, to_json};
 use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
 use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};

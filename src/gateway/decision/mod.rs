@@ -10,6 +10,7 @@ pub mod decide;
 pub mod dry_run;
 pub mod grant;
 pub mod log;
+pub mod log_line;
 pub mod route;
 
 #[cfg(test)]
