@@ -70,6 +70,7 @@ pub mod party;
 pub mod party_record;
 pub mod terms;
 pub mod trust;
+pub mod verdict;
 pub mod version;
 pub mod vocabulary;
 

@@ -1,9 +1,9 @@
 //! What a Permit grants: its licences, its end and how much further it may be delegated, with the
 //! values of the scheme's licence headers made once from them.
 
-use super::evaluation::Permit;
 use super::licence::{guaranteed_by, Licence};
 use super::models::SchemeTime;
+use super::verdict::Permit;
 use super::vocabulary::LICENCE_HEADERS;
 use http::HeaderValue;
 use std::borrow::Cow;

@@ -5,7 +5,7 @@
 use super::{Caller, Decision, DecisionId, EvidenceSource, EvidenceUsed, Mode, Stage, Taken};
 use crate::config::model::DecisionLogSettings;
 use crate::gateway::reject::Reject;
-use crate::scheme::evaluation::DecidedBy;
+use crate::scheme::verdict::DecidedBy;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

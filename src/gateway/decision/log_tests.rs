@@ -6,8 +6,8 @@ use crate::gateway::decision::{
 };
 use crate::gateway::reject::{Reject, Unavailable};
 use crate::peers::registry::RegistryFailure;
-use crate::scheme::evaluation::{DecidedBy, Decision as Verdict, DenyReason, Evaluation};
 use crate::scheme::evidence::AccessRequest;
+use crate::scheme::verdict::{DecidedBy, Decision as Verdict, DenyReason, Evaluation};
 use crate::telemetry::Metrics;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};

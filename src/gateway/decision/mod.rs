@@ -18,9 +18,9 @@ mod harness_tests;
 
 pub use crate::config::model::Mode;
 use crate::gateway::reject::{Reject, Row};
-use crate::scheme::evaluation::DecidedBy;
 use crate::scheme::evidence::AccessRequest;
 use crate::scheme::terms::Terms;
+use crate::scheme::verdict::DecidedBy;
 use crate::telemetry::metrics::Outcome;
 use crate::telemetry::write_hex;
 use serde::Serialize;
@@ -207,17 +207,17 @@ pub struct EvidenceUsed {
 /// decision cache keeps this for registry evidence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluated {
-    pub evaluation: crate::scheme::evaluation::Evaluation,
+    pub evaluation: crate::scheme::verdict::Evaluation,
     pub evidence: EvidenceUsed,
     /// A Permit's terms, made with the evaluation: every request it answers shares them.
     pub terms: Option<Arc<Terms>>,
 }
 
 impl Evaluated {
-    pub fn new(evaluation: crate::scheme::evaluation::Evaluation, evidence: EvidenceUsed) -> Self {
+    pub fn new(evaluation: crate::scheme::verdict::Evaluation, evidence: EvidenceUsed) -> Self {
         let terms = match &evaluation.decision {
-            crate::scheme::evaluation::Decision::Permit(p) => Some(Terms::of(p)),
-            crate::scheme::evaluation::Decision::Deny(_) => None,
+            crate::scheme::verdict::Decision::Permit(p) => Some(Terms::of(p)),
+            crate::scheme::verdict::Decision::Deny(_) => None,
         };
         Evaluated {
             evaluation,

@@ -5,8 +5,8 @@
 use crate::config::model::DelegationSettings;
 use crate::gateway::decision::{Assessed, Evaluated};
 use crate::gateway::reject::Reject;
-use crate::scheme::evaluation::Decision;
 use crate::scheme::evidence::AccessRequest;
+use crate::scheme::verdict::Decision;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use moka::Expiry;
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn an_entry_weighs_what_a_deny_quotes_of_the_evidence() {
-        use crate::scheme::evaluation::{DecidedBy, DenyReason, Evaluation};
+        use crate::scheme::verdict::{DecidedBy, DenyReason, Evaluation};
         let member = "m".repeat(60_000);
         let quoting = Evaluated::new(
             Evaluation {

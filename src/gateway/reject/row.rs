@@ -5,7 +5,7 @@ use super::refusals::*;
 use crate::peers::registry::{RegistryFailure, RegistryRefusal};
 use crate::peers::PeerError;
 use crate::rate::whole_seconds;
-use crate::scheme::evaluation::DenyReason;
+use crate::scheme::verdict::DenyReason;
 use crate::telemetry::metrics::Outcome;
 use http::Method;
 
