@@ -1,5 +1,5 @@
 //! Every default of `gateway.toml` and the rules, in one place. The configuration reference page
-//! (`reference.rs` writes it) shows these, which a test holds it to (`documented`).
+//! (`reference/` writes it) shows these, which a test holds it to (`documented`).
 
 use super::model::ForwardedFor;
 use crate::scheme::version::SchemeVersion;

@@ -1,7 +1,7 @@
 //! Configuration: `gateway.toml` and the route rules in `policies/*.toml`. The external types
 //! (`file.rs`) are kept apart from the validated model (`model.rs`); loading (`gateway.rs`, a
 //! function per section, and `rules.rs`) checks everything and reports every problem at once, each
-//! with its file and key. Defaults live in `defaults.rs`, every key's meaning in `reference.rs`;
+//! with its file and key. Defaults live in `defaults.rs`, every key's meaning in `reference/`;
 //! `openapi/` makes a starting rules file from an OpenAPI document.
 
 pub mod decision_api;

@@ -442,7 +442,7 @@ fn the_configuration_reference_page_is_what_the_code_generates() {
     let committed = std::fs::read_to_string(REFERENCE_PAGE).unwrap_or_default();
     assert!(
         committed == generated,
-        "{REFERENCE_PAGE} is not what src/config/reference.rs writes: \
+        "{REFERENCE_PAGE} is not what src/config/reference/ writes: \
          `UPDATE_DOCS=1 cargo test --lib configuration_reference` writes it anew"
     );
 }
