@@ -1,8 +1,9 @@
 //! Configuration: `gateway.toml` and the route rules in `policies/*.toml`. The external types
 //! (`file.rs`) are kept apart from the validated model (`model.rs`); loading (`gateway.rs`, a
-//! function per section, and `rules.rs`) checks everything and reports every problem at once, each
-//! with its file and key. Defaults live in `defaults.rs`, every key's meaning in `reference/`;
-//! `openapi/` makes a starting rules file from an OpenAPI document.
+//! function per section, those of the scheme and its peers in `scheme_sections.rs`, and
+//! `rules.rs`) checks everything and reports every problem at once, each with its file and key.
+//! Defaults live in `defaults.rs`, every key's meaning in `reference/`; `openapi/` makes a
+//! starting rules file from an OpenAPI document.
 
 pub mod decision_api;
 pub mod decision_log;
@@ -19,6 +20,7 @@ mod reader;
 mod redis;
 pub mod reference;
 mod rules;
+mod scheme_sections;
 mod tracing;
 mod values;
 
