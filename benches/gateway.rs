@@ -19,7 +19,7 @@ use ishare_gateway::peers::PeerClient;
 use ishare_gateway::request::query::Query;
 use ishare_gateway::request::template::RequestValues;
 use ishare_gateway::request::Ambiguities;
-use ishare_gateway::scheme::evidence::AccessRequest;
+use ishare_gateway::scheme::mask::AccessRequest;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::version::SchemeVersion;
 use ishare_gateway::scheme::Timestamp;

@@ -4,8 +4,9 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ishare_gateway::scheme::assertion::{check_assertion, AssertionRules};
 use ishare_gateway::scheme::evaluation::evaluate;
-use ishare_gateway::scheme::evidence::{AccessRequest, DelegationEvidence};
+use ishare_gateway::scheme::evidence::DelegationEvidence;
 use ishare_gateway::scheme::jwt::RsaKey;
+use ishare_gateway::scheme::mask::AccessRequest;
 use ishare_gateway::scheme::models::PartyInfo;
 use ishare_gateway::scheme::party::PartyId;
 use ishare_gateway::scheme::party_record::from_1_9;

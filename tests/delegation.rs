@@ -7,7 +7,7 @@ mod support;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use ishare_gateway::scheme::evidence::AccessRequest;
+use ishare_gateway::scheme::mask::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};
 use support::process::GatewayProcess;

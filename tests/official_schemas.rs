@@ -12,7 +12,7 @@
 
 mod support;
 
-use ishare_gateway::scheme::evidence::DelegationBody;
+use ishare_gateway::scheme::mask::DelegationBody;
 use ishare_gateway::scheme::version::SchemeVersion;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};

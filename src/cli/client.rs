@@ -6,8 +6,8 @@
 
 use super::display::describe_jwt;
 use crate::peers::{join, party_path, PeerClient, PeerError};
-use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::jwt::{decode, AlgorithmPolicy, SigningIdentity};
+use crate::scheme::mask::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::models::PartiesPayload;
 use crate::scheme::party::PartyId;
 use crate::scheme::trust::TrustedList;

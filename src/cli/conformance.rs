@@ -2,8 +2,8 @@
 //! print the table (and JUnit XML with --junit).
 
 use crate::conformance::{self, report, Broker, Masks, Options, Person, Role};
-use crate::scheme::evidence::{BodyShape, DelegationBody};
 use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::mask::{BodyShape, DelegationBody};
 use crate::scheme::models::TrustedListEntry;
 use crate::scheme::openid::Flow;
 use crate::scheme::party::PartyId;

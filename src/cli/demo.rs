@@ -10,7 +10,7 @@ use super::walk::{
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
 use crate::peers::{join, PeerClient};
-use crate::scheme::evidence::{AccessRequest, DelegationBody};
+use crate::scheme::mask::{AccessRequest, DelegationBody};
 use crate::scheme::version::SchemeVersion;
 use crate::scheme::vocabulary::{DELEGATION_PATH, EVIDENCE_HEADER, EVIDENCE_HEADER_3, TOKEN_PATH};
 use crate::testbed::config::{Serve, TestbedConfig};

@@ -1,8 +1,8 @@
 //! What a run is told: the role the target is tested in, the version of the scheme it speaks,
 //! the target, who we are, and whom we may also act as.
 
-use crate::scheme::evidence::DelegationBody;
 use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::mask::DelegationBody;
 use crate::scheme::trust::TrustedList;
 use crate::scheme::version::SchemeVersion;
 

@@ -7,7 +7,8 @@ use super::cases::{signed_member, Run, Verdict, VERIFIED};
 use super::defects::defective_assertions;
 use super::options::{Masks, Options};
 use super::probe::Answer;
-use crate::scheme::evidence::{DelegationBody, DelegationEvidence, Effect, PolicyEnvironment};
+use crate::scheme::evidence::{DelegationEvidence, Effect, PolicyEnvironment};
+use crate::scheme::mask::DelegationBody;
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM, DELEGATION_PATH};
 use crate::scheme::Timestamp;
 

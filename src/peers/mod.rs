@@ -9,8 +9,8 @@ pub mod scheme_owner;
 pub mod token_cache;
 pub mod trust;
 
-use crate::scheme::evidence::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::jwt::SigningIdentity;
+use crate::scheme::mask::{AccessRequest, BodyShape, DelegationBody};
 use crate::scheme::models::TokenResponse;
 use crate::scheme::reason_codes;
 use crate::scheme::version::SchemeVersion;

@@ -9,11 +9,12 @@ use super::token_cache::TokenCache;
 use super::trust::{Trust, TrustError, VerifyError};
 use super::{join, PeerClient, PeerError};
 use crate::config::model::{PreviousSteps, Registry};
-use crate::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
+use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::evidence_token::{
     check_token_claims, read_evidence_token, EvidenceTokenRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy};
+use crate::scheme::mask::{AccessRequest, DelegationBody};
 use crate::scheme::party::PartyId;
 use crate::scheme::party_record::{Aliases, Designation, Party};
 use crate::scheme::reason_codes;

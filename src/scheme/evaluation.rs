@@ -6,8 +6,9 @@
 //! or evidence a Deny that names it.
 
 use super::condition::ConditionFailure;
-use super::evidence::{AccessRequest, DelegationEvidence, Effect, Policy, PolicySet, ReadAs, Rule};
+use super::evidence::{DelegationEvidence, Effect, Policy, PolicySet, ReadAs, Rule};
 use super::licence::{self, Licence, LicenceProblem};
+use super::mask::AccessRequest;
 use super::verdict::{DecidedBy, Decision, DenyReason, Evaluation, Permit};
 use super::Timestamp;
 use crate::reading::names::same_name;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::scheme::evidence::*;
+use crate::scheme::mask::{BodyShape, DelegationBody};
 use crate::scheme::version::SchemeVersion;
 use crate::scheme::Timestamp;
 use proptest::prelude::*;

@@ -64,6 +64,7 @@ pub mod evidence_token;
 pub mod jwe;
 pub mod jwt;
 pub mod licence;
+pub mod mask;
 pub mod models;
 pub mod openid;
 pub mod party;

@@ -11,8 +11,8 @@ use super::participant::{
 use super::registry::mirror;
 use crate::html::{escape, page};
 use crate::scheme::assertion::{check_assertion, ASSERTION_TYPE};
-use crate::scheme::evidence::DelegationRequest;
 use crate::scheme::jwe::{is_encrypted, random_value, Decryption, JweError};
+use crate::scheme::mask::DelegationRequest;
 use crate::scheme::models::TokenResponse;
 use crate::scheme::openid::{
     self, attributes_of, check_request_claims, client_of, error_redirect_target, AuthorizeParams,

@@ -130,7 +130,8 @@ impl PolicyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheme::evidence::{DelegationRequest, Rule};
+    use crate::scheme::evidence::Rule;
+    use crate::scheme::mask::DelegationRequest;
     use serde_json::json;
 
     fn mask() -> DelegationRequest {

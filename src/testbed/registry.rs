@@ -10,11 +10,10 @@ use crate::access_token::{bearer_token, AccessTokenError};
 use crate::peers::trust::{Trust, VerifyError};
 use crate::scheme::assertion::check_assertion;
 use crate::scheme::evaluation::evaluate_policy_sets;
-use crate::scheme::evidence::{
-    AccessRequest, DelegationBody, DelegationEvidence, DelegationRequest, Policy, PolicySet, Rule,
-};
+use crate::scheme::evidence::{DelegationEvidence, Policy, PolicySet, Rule};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::licence::Licence;
+use crate::scheme::mask::{AccessRequest, DelegationBody, DelegationRequest};
 use crate::scheme::party::PartyId;
 use crate::scheme::vocabulary::{member, DELEGATION_EVIDENCE_CLAIM};
 use crate::scheme::Timestamp;

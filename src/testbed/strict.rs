@@ -3,7 +3,7 @@
 //! against its request schema (`delegationRequestSchema.json`), and who may ask with a client
 //! assertion in `previous_steps` (`is_valid_prev_steps`).
 
-use crate::scheme::evidence::DelegationRequest;
+use crate::scheme::mask::DelegationRequest;
 use serde_json::Value;
 
 /// What a place in a delegation request body must hold.

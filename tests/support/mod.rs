@@ -13,8 +13,8 @@ pub mod served;
 pub mod shipped;
 
 use ishare_gateway::peers::PeerClient;
-use ishare_gateway::scheme::evidence::AccessRequest;
 use ishare_gateway::scheme::jwt::SigningIdentity;
+use ishare_gateway::scheme::mask::AccessRequest;
 use ishare_gateway::testbed::config::{PartyConfig, TestbedConfig};
 use ishare_gateway::testbed::keys::{self, TestbedKeys};
 use ishare_gateway::testbed::pki::PartyCredentials;

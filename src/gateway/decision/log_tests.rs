@@ -6,7 +6,7 @@ use crate::gateway::decision::{
 };
 use crate::gateway::reject::{Reject, Unavailable};
 use crate::peers::registry::RegistryFailure;
-use crate::scheme::evidence::AccessRequest;
+use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::{DecidedBy, Decision as Verdict, DenyReason, Evaluation};
 use crate::telemetry::Metrics;
 use std::sync::Arc;

@@ -18,7 +18,7 @@ mod harness_tests;
 
 pub use crate::config::model::Mode;
 use crate::gateway::reject::{Reject, Row};
-use crate::scheme::evidence::AccessRequest;
+use crate::scheme::mask::AccessRequest;
 use crate::scheme::terms::Terms;
 use crate::scheme::verdict::DecidedBy;
 use crate::telemetry::metrics::Outcome;

@@ -5,7 +5,7 @@
 use crate::config::model::DelegationSettings;
 use crate::gateway::decision::{Assessed, Evaluated};
 use crate::gateway::reject::Reject;
-use crate::scheme::evidence::AccessRequest;
+use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::Decision;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;

@@ -20,12 +20,12 @@ use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
-use crate::scheme::evidence::AccessRequest;
 use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, EvidenceToken, EvidenceTokenError,
     EvidenceTokenRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
+use crate::scheme::mask::AccessRequest;
 use crate::scheme::party::PartyId;
 use crate::scheme::party_record::{Aliases, AmbiguousName, Party};
 use crate::scheme::trust::{check_party, PartyError, SignerError};

@@ -11,7 +11,8 @@
 use bigdecimal::BigDecimal;
 use ishare_gateway::scheme::condition::{Condition, ConditionFailure, Operand, Operands, Operator};
 use ishare_gateway::scheme::evaluation::evaluate;
-use ishare_gateway::scheme::evidence::{AccessRequest, DelegationEvidence};
+use ishare_gateway::scheme::evidence::DelegationEvidence;
+use ishare_gateway::scheme::mask::AccessRequest;
 use ishare_gateway::scheme::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};

@@ -3,7 +3,8 @@
 #![no_main]
 
 use ishare_gateway::scheme::evaluation::evaluate;
-use ishare_gateway::scheme::evidence::{AccessRequest, DelegationBody, DelegationEvidence};
+use ishare_gateway::scheme::evidence::DelegationEvidence;
+use ishare_gateway::scheme::mask::{AccessRequest, DelegationBody};
 use ishare_gateway::scheme::models::{PartiesPayload, PartyPayload};
 use ishare_gateway::scheme::Timestamp;
 use libfuzzer_sys::fuzz_target;
