@@ -5,6 +5,8 @@ pub mod balancer;
 pub mod child;
 pub mod client;
 pub mod cluster;
+mod cluster_start;
+mod cluster_walk;
 pub mod conformance;
 pub mod demo;
 pub mod display;
