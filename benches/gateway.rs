@@ -7,9 +7,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ishare_gateway::config::model::{Auth, Config, DecisionLogSettings, DecisionLogTarget};
 use ishare_gateway::gateway::decision::authenticate::Live;
-use ishare_gateway::gateway::decision::authorise::{self, RequestFacts};
+use ishare_gateway::gateway::decision::authorise;
 use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Decided, Next};
 use ishare_gateway::gateway::decision::log_line::line_into;
+use ishare_gateway::gateway::decision::mask::RequestFacts;
 use ishare_gateway::gateway::decision::route::Lookup;
 use ishare_gateway::gateway::decision::{logged, logged_method, Decision};
 use ishare_gateway::gateway::fleet::replay::ReplayStore;

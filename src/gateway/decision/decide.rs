@@ -6,7 +6,8 @@
 //! delegation route the delegation stages, then what the route's mode makes of the outcome.
 
 use super::authenticate::Callers;
-use super::authorise::{self, authorise, Evidence, Permitted, RequestFacts};
+use super::authorise::{self, authorise, Evidence, Permitted};
+use super::mask::RequestFacts;
 use super::route::{self, RouteTable, Routed};
 use super::{logged, logged_method, CallerKind, Decision, Stage};
 use crate::config::model::{

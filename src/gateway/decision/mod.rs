@@ -11,6 +11,7 @@ pub mod dry_run;
 pub mod grant;
 pub mod log;
 pub mod log_line;
+pub mod mask;
 pub mod route;
 
 #[cfg(test)]
