@@ -5,6 +5,7 @@
 pub mod forwarded;
 pub mod identity_provider;
 pub mod registry;
+pub mod registry_errors;
 pub mod scheme_owner;
 pub mod token_cache;
 pub mod trust;

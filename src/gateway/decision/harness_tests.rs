@@ -15,7 +15,7 @@ use crate::config::tests::{write, BASE};
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
 use crate::gateway::snapshot::{Shared, Snapshot};
-use crate::peers::registry::RegistryFailure;
+use crate::peers::registry_errors::RegistryFailure;
 use crate::scheme::evidence::DelegationEvidence;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::trust::{ChainError, SignerError};

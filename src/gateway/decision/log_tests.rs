@@ -5,7 +5,7 @@ use crate::gateway::decision::{
     Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Mode, Taken,
 };
 use crate::gateway::reject::{Reject, Unavailable};
-use crate::peers::registry::RegistryFailure;
+use crate::peers::registry_errors::RegistryFailure;
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::{DecidedBy, Decision as Verdict, DenyReason, Evaluation};
 use crate::telemetry::Metrics;

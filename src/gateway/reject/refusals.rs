@@ -7,7 +7,7 @@ use crate::gateway::fleet::replay::ReplayError;
 use crate::peers::identity_provider::{
     CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
 };
-use crate::peers::registry::{NoRegistry, RegistryError, RegistryFailure, RegistryRefusal};
+use crate::peers::registry_errors::{NoRegistry, RegistryError, RegistryFailure, RegistryRefusal};
 use crate::peers::trust::TrustError;
 use crate::peers::PeerError;
 use crate::request::body::BodyRefusal;

@@ -2,7 +2,7 @@
 //! and gRPC status.
 
 use super::refusals::*;
-use crate::peers::registry::{RegistryFailure, RegistryRefusal};
+use crate::peers::registry_errors::{RegistryFailure, RegistryRefusal};
 use crate::peers::PeerError;
 use crate::rate::whole_seconds;
 use crate::scheme::verdict::DenyReason;

@@ -4,7 +4,7 @@ use crate::gateway::fleet::replay::ReplayError;
 use crate::peers::identity_provider::{
     CodeRefusal, IdentityProviderError, ProviderFailure, TokenRefusal, UserinfoRefusal,
 };
-use crate::peers::registry::{RegistryFailure, RegistryRefusal};
+use crate::peers::registry_errors::{RegistryFailure, RegistryRefusal};
 use crate::peers::trust::TrustError;
 use crate::peers::PeerError;
 use crate::reading::json::JsonProblem;
