@@ -244,7 +244,13 @@ impl Party {
         let texts = self.id.len()
             + self.name.len()
             + self.also_known_as.iter().map(String::len).sum::<usize>()
-            + self.roles.iter().map(|(r, _)| r.len() + 32).sum::<usize>();
+            + self.roles.iter().map(|(r, _)| r.len() + 32).sum::<usize>()
+            + (self.memberships.iter())
+                .map(|(space, _)| space.len() + 32)
+                .sum::<usize>()
+            + (self.dataspace_roles.iter())
+                .map(|(space, role, _)| space.len() + role.len() + 48)
+                .sum::<usize>();
         let certificates: usize = self
             .certificates
             .iter()

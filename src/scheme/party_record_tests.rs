@@ -313,6 +313,13 @@ fn a_role_held_in_a_data_space_counts_only_in_ours_and_while_a_member() {
         "a role without a membership"
     );
     assert!(party.is_member_of("EU.DS.GND.NL.PETCARE", NOW));
+    // What it holds of data spaces counts toward the record cache's bound.
+    let bare = read_3_0(&record(vec![compliant()]), "iSHARE").unwrap();
+    assert!(
+        party.weight() >= bare.weight() + 5 * 48,
+        "{}",
+        party.weight()
+    );
     assert!(!party.is_member_of("EU.DS.MOB.NL.LOGISTICS", NOW));
     // A membership without its dates, or a role without its data space, is a broken record.
     let mut undated = membership("EU.DS.GND.NL.PETCARE", "2030-01-01T00:00:00Z");
