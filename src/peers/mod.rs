@@ -4,6 +4,7 @@
 
 pub mod forwarded;
 pub mod identity_provider;
+mod party_lookup;
 pub mod registry;
 pub mod registry_errors;
 pub mod scheme_owner;
