@@ -35,7 +35,7 @@ pub struct Scheme {
 
 /// A party's standing in the scheme's data spaces (3.0): those it is a member of, and the roles
 /// it holds in them.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Standing {
     pub dataspaces: Vec<String>,
     pub roles: BTreeMap<String, Vec<String>>,
@@ -128,8 +128,9 @@ impl Register {
 
     /// The 3.0 record (`partyInfo`) of a party: its facts as claims the register made.
     pub fn record_3_0(&self, p: &PartyInfo) -> Value {
-        let standing = self.standing.get(&p.party_id).cloned().unwrap_or_default();
-        record_3_0(p, (self.aliases_of(&p.party_id), &standing), &self.scheme)
+        let none = Standing::default();
+        let standing = self.standing.get(&p.party_id).unwrap_or(&none);
+        record_3_0(p, (self.aliases_of(&p.party_id), standing), &self.scheme)
     }
 
     /// A party as the register's version reads it.
