@@ -1153,3 +1153,46 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
         env.stop().await;
     }
 }
+
+/// The same data-space designation through the binary (`ishare-gateway run --config …` with
+/// `dataspaces`): only the registry Happy Pets designated for the pet care data space grants
+/// Warehouse 13 (its default registry answers only the service providers it is designated for);
+/// served on after SIGHUP, stopped cleanly by SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_serving_in_a_data_space_runs_as_the_binary() {
+    use support::process::GatewayProcess;
+    let mut config = testbed_config_of(BIN, "conf/testbed-3.0.toml");
+    let owner = config.parties.iter_mut().find(|p| p.id == OWNER3).unwrap();
+    owner.registries_for.clear();
+    let bed = Bed::start_of(config).await;
+    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
+        let t = t.replace(SO, SO3).replace(SP, SP3).replace(
+            "[scheme_owner]\n",
+            "[scheme_owner]\nscheme_version = \"3.0\"\n",
+        );
+        format!("dataspaces = [\"EU.DS.GND.NL.PETCARE\"]\n{t}")
+    });
+    let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
+    let generation = gateway.wait_ready().await;
+    let base = format!("http://127.0.0.1:{}", ports.plain);
+    let form = token_form(&bed.identity(CONSUMER3), SP3, None);
+    let (status, body) = status_json(request_token(&bed.http, &base, form).await).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["access_token"].as_str().unwrap().to_string();
+    let read = || {
+        bed.http
+            .get(format!("{base}/api/containers/C1"))
+            .bearer_auth(&token)
+            .header("X-Region", "NL")
+            .send()
+    };
+    let (status, body) = status_json(read().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
+    gateway.reload(generation).await;
+    let (status, body) = status_json(read().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, log) = gateway.terminate().await;
+    assert!(status.success(), "{log}");
+    bed.stop().await;
+}
