@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use ishare_gateway::config::model::{Auth, Config, DecisionLogSettings, DecisionLogTarget};
 use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise;
-use ishare_gateway::gateway::decision::decide::{decide, Asked, AskedBody, Decided, Next};
+use ishare_gateway::gateway::decision::decide::{decide, Asked, Decided, Held, HeldBody, Next};
 use ishare_gateway::gateway::decision::log_line::line_into;
 use ishare_gateway::gateway::decision::mask::RequestFacts;
 use ishare_gateway::gateway::decision::route::Lookup;
@@ -253,10 +253,10 @@ impl Bench {
     }
 
     fn decided(&self, request: &pingora::http::RequestHeader) -> Decided {
-        let asked = Asked {
+        let mut held = Held {
             header: request,
             has_body: false,
-            body: AskedBody::Unread,
+            body: HeldBody::Unseen,
             described: false,
         };
         let callers = Live {
@@ -268,7 +268,7 @@ impl Bench {
         let now = Timestamp::now();
         self.rt.block_on(decide(
             &self.snap.policy(),
-            &asked,
+            Asked::Request(&mut held),
             &callers,
             &evidence,
             now,

@@ -6,7 +6,7 @@
 
 use crate::config;
 use crate::gateway::decision::authenticate::CallerArg;
-use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
+use crate::gateway::decision::dry_run::{self, DescribedRequest, Given, RegistryAnswer};
 use crate::gateway::decision::log_line::to_json;
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::{Caller, Decision, EvidenceSource, EvidenceUsed};
@@ -103,7 +103,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
         }),
         None => None,
     };
-    let req = DryRequest {
+    let req = DescribedRequest {
         method: args.method,
         target: args.path,
         headers,

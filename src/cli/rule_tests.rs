@@ -6,7 +6,7 @@
 
 use super::explain::snapshot;
 use crate::gateway::decision::authenticate::CallerArg;
-use crate::gateway::decision::dry_run::{self, DryRequest, Given, RegistryAnswer};
+use crate::gateway::decision::dry_run::{self, DescribedRequest, Given, RegistryAnswer};
 use crate::gateway::decision::Decision;
 use crate::gateway::evidence::live::evidence_readers;
 use crate::gateway::snapshot::Snapshot;
@@ -184,7 +184,7 @@ async fn decide(
         readers: evidence_readers(&snap.config),
         now,
     };
-    let req = DryRequest {
+    let req = DescribedRequest {
         method: case.method.clone(),
         target: case.path.clone(),
         headers,

@@ -2,7 +2,6 @@
 //! token) to everyone and the advertised routes to token holders. Signed tokens are cached per
 //! audience, so answering costs no RSA operation per request.
 
-use crate::access_token::AccessTokens;
 use crate::config::model::{Auth, Config};
 use crate::gateway::decision::route::RouteTable;
 use crate::gateway::reject::{Answer, Reject, Unavailable};
@@ -137,31 +136,21 @@ fn methods_of(methods: Option<&[Method]>) -> String {
     }
 }
 
-/// Answer GET /capabilities for the caller (None: anonymous); 401 for a token that is not valid,
-/// 405 for another method.
+/// Answer GET /capabilities for the caller the decision authenticated (None: anonymous); 405 for
+/// another method.
 pub fn answer(
-    request: &pingora::http::RequestHeader,
+    method: &Method,
     capabilities: &Capabilities,
-    tokens: &AccessTokens,
+    caller: Option<&str>,
     metrics: &Metrics,
-) -> Result<(Answer, Option<String>), Reject> {
-    if request.method != Method::GET && request.method != Method::HEAD {
+) -> Result<Answer, Reject> {
+    if method != Method::GET && method != Method::HEAD {
         return Err(Reject::MethodNotAllowed(vec![Method::GET]));
     }
-    let caller = match request.headers.get(http::header::AUTHORIZATION) {
-        None => None,
-        Some(value) => Some(
-            tokens
-                .validate_header(Some(value.to_str().unwrap_or("")), Timestamp::now())
-                .map_err(Reject::Unauthenticated)?
-                .sub
-                .clone(),
-        ),
-    };
-    let token = capabilities.token(caller.as_deref(), metrics)?;
+    let token = capabilities.token(caller, metrics)?;
     let name = match capabilities.version.camel_case() {
         true => member::CAPABILITIES_3,
         false => member::CAPABILITIES,
     };
-    Ok((Answer::ok(json!({ name: &*token })), caller))
+    Ok(Answer::ok(json!({ name: &*token })))
 }

@@ -1,12 +1,11 @@
-//! What the caller may do: the one place a request is authorised. On a route that needs a caller
-//! it must have one (`authorise`); on a delegation route the delegation stages follow, in order:
+//! What the caller may do: the one place a request is authorised, once the authentication stage
+//! (`decide.rs`) has found who calls. On a delegation route the delegation stages follow, in order:
 //! the broker's consumer, the mask (`Stage::Mask`, taken in `mask.rs`), the evidence and its
 //! evaluation. Each records what it found in the `Decision`; where the evidence comes from is an
 //! `Evidence` source: the live gateway's (the header verified through the trust store, the
 //! registry through the decision cache), or a file or fixture for `explain` and rule tests.
 //! `enforce` is what the route's mode makes of the outcome.
 
-use super::authenticate::Callers;
 use super::mask::RequestFacts;
 use super::mask::{mask, rule_value};
 use super::route::Routed;
@@ -29,27 +28,21 @@ use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use pingora::http::RequestHeader;
 
-/// The caller of a route that needs one (a person already found counts), and on a delegation
-/// route the delegation stages: what was granted.
+/// What the caller the authentication stage found may do: anything on a public route or a route
+/// that needs only a caller; on a delegation route, what the delegation stages grant.
 pub async fn authorise(
     config: &Config,
     routed: &Routed,
     req: &RequestHeader,
-    callers: &dyn Callers,
     evidence: &dyn Evidence,
     d: &mut Decision,
     now: Timestamp,
 ) -> Result<Permitted, Reject> {
     let route = &routed.route;
-    if route.auth == Auth::Public {
-        return Ok(Permitted::Public);
-    }
-    d.stage = Stage::Authentication;
-    if d.caller.is_none() {
-        d.called_by_party(callers.party(req, now)?);
-    }
-    let Auth::Delegation(rule) = &route.auth else {
-        return Ok(Permitted::Authenticated);
+    let rule = match &route.auth {
+        Auth::Public => return Ok(Permitted::Public),
+        Auth::Token => return Ok(Permitted::Authenticated),
+        Auth::Delegation(rule) => rule,
     };
     let caller = d.caller_id().unwrap_or_default().to_string();
     let person = d.caller_is_person();

@@ -1,31 +1,30 @@
 //! The one sequence that decides a request, for every caller: the proxy, `explain` and rule
 //! tests, nginx and Envoy (HTTP and gRPC) through the decision service, and AuthZEN. Where the
-//! caller comes from (`Callers`) and where the evidence comes from (`Evidence`) are the seams;
-//! the order is this file's: the request's form and the gateway's own endpoints, the route,
-//! who calls (a signed-in person on a route for people, else a bearer token), and on a
-//! delegation route the delegation stages, then what the route's mode makes of the outcome.
+//! request and its body come from (`Incoming`), where the caller comes from (`Callers`) and where
+//! the evidence comes from (`Evidence`) are the seams; the order is this file's: the route stage
+//! (the request's form, the gateway's own endpoints, the route, and the body only when its rule
+//! reads it; an AuthZEN evaluation's parts, `evaluation.rs`), the authentication stage (a
+//! signed-in person on a route for people, else a bearer token), the authorisation stage
+//! (`authorise.rs`: on a delegation route the delegation stages), then what the route's mode
+//! makes of the outcome.
 
 use super::authenticate::Callers;
-use super::authorise::{self, authorise, Evidence, Permitted};
-use super::mask::RequestFacts;
+use super::authorise::{self, authorise, Evidence};
+use super::evaluation::Evaluation;
 use super::route::{self, RouteTable, Routed};
-use super::{logged, logged_method, CallerKind, Decision, Stage};
-use crate::config::model::{
-    own_route, BodyRule, Config, DelegationRule, LoginSettings, Mode, Route,
-};
+use super::{logged, logged_method, Decision, Stage};
+use crate::config::model::{own_route, Auth, BodyRule, Config, LoginSettings, Route};
 use crate::gateway::connections::body;
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{HeaderRefusal, Reject};
 use crate::request::body::{read_for_rule, BodyRefusal, ReadBody, Reading};
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
-use crate::request::template::{BodyValues, RequestValues};
-use crate::request::Ambiguities;
 use crate::scheme::vocabulary::{BROKER_HEADERS, CAPABILITIES_PATH};
 use crate::scheme::Timestamp;
+use async_trait::async_trait;
+use bytes::Bytes;
 use pingora::http::RequestHeader;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// What a decision is made under: one configuration's settings and routes, and people's
@@ -36,26 +35,74 @@ pub struct Policy<'a> {
     pub sign_in: Option<&'a LoginSettings>,
 }
 
-/// A request to decide.
-pub struct Asked<'a> {
-    pub header: &'a RequestHeader,
+/// A request to decide as its caller holds it: the sequence's third seam, beside `Callers` and
+/// `Evidence`. Its head is read first; its body only once the route stage has found a rule that
+/// reads it (pingora's `request_filter` contract: the proxy reads it off the session then, the
+/// decision service, `explain` and rule tests hold it as bytes).
+#[async_trait]
+pub trait Incoming: Send {
+    fn header(&self) -> &RequestHeader;
+
     /// Whether a body follows (a form or JSON one may hold a `_method` field).
-    pub has_body: bool,
-    /// The body, as far as the caller has it (read on a route whose rule reads it).
-    pub body: AskedBody<'a>,
+    fn has_body(&self) -> bool;
+
     /// Read off the wire (an HTTP/1.1 request names its `Host`), or described by another proxy
     /// or a command, which may leave the `Host` out.
+    fn described(&self) -> bool;
+
+    /// The body whole, of at most `limit` bytes: the bytes decided on, which are the bytes
+    /// forwarded. Asked only of a request a body follows.
+    async fn body(&mut self, limit: usize) -> Result<Bytes, Reject>;
+}
+
+/// A request held whole: described by another proxy, a command or a test.
+pub struct Held<'a> {
+    pub header: &'a RequestHeader,
+    /// Whether a body follows, given or not.
+    pub has_body: bool,
+    pub body: HeldBody<'a>,
+    /// Described, or (a test or benchmark of the proxy's decision) read off the wire.
     pub described: bool,
 }
 
-/// The body of a request to decide, as far as the caller has it.
-pub enum AskedBody<'a> {
-    /// Not read, or not given.
-    Unread,
-    /// Read whole: the bytes decided on, which are the bytes forwarded.
-    Read(&'a [u8]),
-    /// Reading it failed.
-    Failed(Reject),
+/// The body of a described request, as far as it was given.
+pub enum HeldBody<'a> {
+    /// Not given.
+    Unseen,
+    /// Given whole.
+    Given(&'a [u8]),
+    /// Given, and not as it is: why it cannot be decided on.
+    Refused(Reject),
+}
+
+#[async_trait]
+impl Incoming for Held<'_> {
+    fn header(&self) -> &RequestHeader {
+        self.header
+    }
+
+    fn has_body(&self) -> bool {
+        self.has_body
+    }
+
+    fn described(&self) -> bool {
+        self.described
+    }
+
+    async fn body(&mut self, _limit: usize) -> Result<Bytes, Reject> {
+        match &self.body {
+            HeldBody::Unseen => Err(Reject::Body(BodyRefusal::Unseen)),
+            HeldBody::Given(bytes) => Ok(Bytes::copy_from_slice(bytes)),
+            HeldBody::Refused(reject) => Err(reject.clone()),
+        }
+    }
+}
+
+/// What is decided: a request, or an evaluation a policy enforcement point describes by its
+/// parts (AuthZEN), which the route stage turns into the request its route would see.
+pub enum Asked<'a> {
+    Request(&'a mut dyn Incoming),
+    Evaluation(Evaluation),
 }
 
 /// The gateway's own endpoints, answered by the gateway itself.
@@ -93,11 +140,9 @@ pub enum Next {
     Own(Own),
     /// A route for people and nobody signed in: the person is sent to sign in first.
     SignIn,
-    /// An evaluation without a route (AuthZEN) is granted.
-    Granted,
 }
 
-/// A request on its way to the backend (the decision's `routed`).
+/// A request on its way to the backend (the decision's `routed`); an evaluation, granted.
 pub struct Forward {
     /// The person the backend is told about, on a route for people.
     pub person: Option<Person>,
@@ -117,26 +162,15 @@ pub struct Decided {
 /// A refusal is recorded in the decision and is its `Next`; `decided_in` is the time it took.
 pub async fn decide(
     policy: &Policy<'_>,
-    asked: &Asked<'_>,
+    asked: Asked<'_>,
     callers: &dyn Callers,
     evidence: &dyn Evidence,
     now: Timestamp,
 ) -> Decided {
     let started = Instant::now();
     let mut d = Decision::new();
-    d.method = logged_method(&asked.header.method);
     let mut routed = None;
     let next = sequence(policy, asked, callers, evidence, &mut d, &mut routed, now).await;
-    concluded(d, started, routed, next)
-}
-
-/// The decision and what follows from it: a refusal recorded in it, and the time it took.
-fn concluded(
-    mut d: Decision,
-    started: Instant,
-    routed: Option<Routed>,
-    next: Result<Next, Reject>,
-) -> Decided {
     let next = next.unwrap_or_else(|reject| {
         d.refused(&reject);
         Next::Refuse(reject)
@@ -149,49 +183,54 @@ fn concluded(
     }
 }
 
+/// The stages, in order: the route (the request's form and the gateway's own endpoints, or an
+/// evaluation's parts), who calls, what the caller may do, and what the route's mode makes of it.
 async fn sequence(
     policy: &Policy<'_>,
-    asked: &Asked<'_>,
+    asked: Asked<'_>,
     callers: &dyn Callers,
     evidence: &dyn Evidence,
     d: &mut Decision,
     routed: &mut Option<Routed>,
     now: Timestamp,
 ) -> Result<Next, Reject> {
-    let req = asked.header;
-    d.stage = Stage::Answer;
-    check_host(req, asked.described)?;
-    let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
-    d.path = logged(&canonical.path);
-    if let Some(own) = own_endpoint(policy, &canonical.path) {
-        d.route = own.route().into();
-        return Ok(Next::Own(own));
-    }
-    let routed = routed.insert(route::route(
-        policy.routes,
-        req,
-        canonical,
-        asked.has_body,
-        d,
-    )?);
-    if let Some(rule) = &routed.route.body {
-        routed.body = Some(read_body(rule, asked)?);
-    }
-    let method_field = body::method_field_scan(&routed.route, req, asked.has_body)?;
-    let route = routed.route.clone();
-    let mut person = None;
-    if route.login {
-        d.stage = Stage::Authentication;
-        if BROKER_HEADERS.iter().any(|h| req.headers.contains_key(*h)) {
-            return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
+    let described;
+    let (found, req, method_field): (_, &RequestHeader, _) = match asked {
+        Asked::Request(incoming) => match route_request(policy, &mut *incoming, d).await? {
+            Matched::Route(found, method_field) => (found, incoming.header(), method_field),
+            Matched::Own(own) => {
+                if own == Own::Capabilities {
+                    anyone(incoming.header(), callers, d, now)?;
+                }
+                return Ok(Next::Own(own));
+            }
+        },
+        Asked::Evaluation(evaluation) => {
+            let Evaluation {
+                header,
+                routed: mut found,
+                body,
+            } = evaluation;
+            d.method = "AUTHZEN".into();
+            d.route = found.route.name.clone().into();
+            found.body = body.transpose()?;
+            described = header;
+            (found, &described, None)
         }
-        let Some(signed_in) = callers.person(req, now).await? else {
-            return Ok(Next::SignIn);
-        };
-        d.called_by_person(signed_in.sub.clone());
-        person = Some(signed_in);
-    }
-    let authorised = authorise(policy.config, routed, req, callers, evidence, d, now).await;
+    };
+    let found = &*routed.insert(found);
+    let route = &found.route;
+    let mut person = None;
+    let authorised = match authenticate(route, req, callers, d, now).await {
+        Ok(Authenticated::NobodySignedIn) => return Ok(Next::SignIn),
+        Ok(who) => {
+            person = who.person();
+            authorise(policy.config, found, req, evidence, d, now).await
+        }
+        // A person's sign-in holds in either mode: shadow mode rolls out what evidence decides.
+        Err(reject) if route.login => return Err(reject),
+        Err(reject) => Err(reject),
+    };
     authorise::enforce(route.mode, authorised, d)?;
     Ok(Next::Forward(Forward {
         person,
@@ -199,16 +238,114 @@ async fn sequence(
     }))
 }
 
+/// What the route stage found.
+enum Matched {
+    /// A route: the request matched to it, and the scan its body needs for a `_method` field.
+    Route(Routed, Option<MethodFieldScan>),
+    /// One of the gateway's own endpoints.
+    Own(Own),
+}
+
+/// The route stage: one valid `Host`, the canonical path, the gateway's own endpoints, the route,
+/// and the body, read only when the route's rule reads it.
+async fn route_request(
+    policy: &Policy<'_>,
+    incoming: &mut dyn Incoming,
+    d: &mut Decision,
+) -> Result<Matched, Reject> {
+    let req = incoming.header();
+    d.method = logged_method(&req.method);
+    d.stage = Stage::Answer;
+    check_host(req, incoming.described())?;
+    let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
+    d.path = logged(&canonical.path);
+    if let Some(own) = own_endpoint(policy, &canonical.path) {
+        d.route = own.route().into();
+        return Ok(Matched::Own(own));
+    }
+    let has_body = incoming.has_body();
+    let mut routed = route::route(policy.routes, req, canonical, has_body, d)?;
+    if let Some(rule) = &routed.route.body {
+        let read = read_body(rule, incoming).await?;
+        routed.body = Some(read);
+    }
+    let method_field = body::method_field_scan(&routed.route, incoming.header(), has_body)?;
+    Ok(Matched::Route(routed, method_field))
+}
+
+/// Who calls, as the authentication stage found it.
+enum Authenticated {
+    /// Anyone: a public route.
+    Anyone,
+    /// The party the bearer token names.
+    Party,
+    /// The person signed in, on a route for people.
+    Person(Person),
+    /// A route for people, and no one signed in.
+    NobodySignedIn,
+}
+
+impl Authenticated {
+    fn person(self) -> Option<Person> {
+        match self {
+            Authenticated::Person(person) => Some(person),
+            _ => None,
+        }
+    }
+}
+
+/// The authentication stage, the one place a caller is found and recorded: on a route for people
+/// the person signed in (a broker acts for parties, never for a person), on any other route but
+/// a public one the party its bearer token names.
+async fn authenticate(
+    route: &Route,
+    req: &RequestHeader,
+    callers: &dyn Callers,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<Authenticated, Reject> {
+    if route.login {
+        d.stage = Stage::Authentication;
+        if BROKER_HEADERS.iter().any(|h| req.headers.contains_key(*h)) {
+            return Err(Reject::BadHeader(HeaderRefusal::BrokerWithPerson));
+        }
+        let Some(person) = callers.person(req, now).await? else {
+            return Ok(Authenticated::NobodySignedIn);
+        };
+        d.called_by_person(person.sub.clone());
+        return Ok(Authenticated::Person(person));
+    }
+    if route.auth == Auth::Public {
+        return Ok(Authenticated::Anyone);
+    }
+    d.stage = Stage::Authentication;
+    d.called_by_party(callers.party(req, now)?);
+    Ok(Authenticated::Party)
+}
+
+/// The authentication stage where anyone may call and a caller may say who it is
+/// (`/capabilities`): a party, when a bearer token comes with the request (and then a valid one).
+fn anyone(
+    req: &RequestHeader,
+    callers: &dyn Callers,
+    d: &mut Decision,
+    now: Timestamp,
+) -> Result<(), Reject> {
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        d.stage = Stage::Authentication;
+        d.called_by_party(callers.party(req, now)?);
+    }
+    Ok(())
+}
+
 /// The JSON body of a route whose rule reads it: given whole, within the route's bound, read one
 /// way only, with every value the rule takes.
-fn read_body(rule: &BodyRule, asked: &Asked<'_>) -> Result<ReadBody, Reject> {
-    let bytes = match &asked.body {
-        AskedBody::Read(bytes) => *bytes,
-        AskedBody::Failed(reject) => return Err(reject.clone()),
-        AskedBody::Unread if asked.has_body => return Err(Reject::Body(BodyRefusal::Unseen)),
-        AskedBody::Unread => return Err(Reject::Body(BodyRefusal::Missing)),
-    };
-    read_rule_body(rule, &asked.header.headers, bytes)
+async fn read_body(rule: &BodyRule, incoming: &mut dyn Incoming) -> Result<ReadBody, Reject> {
+    if !incoming.has_body() {
+        return Err(Reject::Body(BodyRefusal::Missing));
+    }
+    let bytes = incoming.body(rule.max_bytes).await?;
+    read_rule_body(rule, &incoming.header().headers, &bytes)
 }
 
 /// `bytes`, the body of a request with `headers`, read for a rule: within its bound, read one way
@@ -228,19 +365,6 @@ pub fn read_rule_body(
         max_elements: rule.max_elements,
     };
     read_for_rule(headers, bytes, &reading).map_err(Reject::Body)
-}
-
-/// The largest body the route that takes `req` reads to decide on, if its rule reads the body;
-/// None for any other request (which the route stage will refuse or decide without its body).
-pub fn body_bound(policy: &Policy<'_>, req: &RequestHeader) -> Option<usize> {
-    let canonical = canonical_path(req.uri.path()).ok()?;
-    if own_endpoint(policy, &canonical.path).is_some() {
-        return None;
-    }
-    match policy.routes.lookup(&req.method, &canonical.path) {
-        route::Lookup::Found(route, _) => route.body.as_ref().map(|b| b.max_bytes),
-        _ => None,
-    }
 }
 
 /// The gateway's own endpoint at `path`, if it is one.
@@ -282,75 +406,4 @@ fn check_host(req: &RequestHeader, described: bool) -> Result<(), Reject> {
         return refuse("is not a host name or address with an optional port");
     }
     Ok(())
-}
-
-/// An evaluation without a request: AuthZEN's, a mask named by its parts. Its values are the
-/// captures `rule` reads; its caller the subject the PEP names.
-pub struct Evaluation<'a> {
-    pub rule: &'a DelegationRule,
-    /// The route whose settings apply, if the evaluation names one.
-    pub route: Option<&'a Arc<Route>>,
-    pub captures: BTreeMap<String, String>,
-    /// Evidence given with it, as the header would carry it.
-    pub headers: http::HeaderMap,
-    /// The subject: a party or a person.
-    pub subject: (CallerKind, &'a str),
-    /// The body of the request the PEP holds, read for a rule that reads it (or why it is not).
-    pub body: Option<Result<ReadBody, Reject>>,
-}
-
-/// Decide an evaluation: the delegation stages on its mask, always enforced (a PEP reads the
-/// answer; a route's shadow mode is the gateway's own roll-out, not a permit for whatever an
-/// evaluation names).
-pub async fn decide_evaluation(
-    policy: &Policy<'_>,
-    asked: &Evaluation<'_>,
-    evidence: &dyn Evidence,
-    now: Timestamp,
-) -> Decided {
-    let started = Instant::now();
-    let mut d = Decision::new();
-    d.method = "AUTHZEN".into();
-    d.route = asked
-        .route
-        .map_or(own_route::AUTHZEN.into(), |r| r.name.clone().into());
-    let (kind, id) = asked.subject;
-    match kind {
-        CallerKind::Person => d.called_by_person(id.to_string()),
-        CallerKind::Party => d.called_by_party(id.to_string()),
-    }
-    let body = match &asked.body {
-        None => None,
-        Some(Ok(body)) => Some(body),
-        Some(Err(reject)) => return concluded(d, started, None, Err(reject.clone())),
-    };
-    let query = Default::default();
-    let facts = |element| RequestFacts {
-        method: &http::Method::GET,
-        values: RequestValues {
-            captures: &asked.captures,
-            query: &query,
-            headers: &asked.headers,
-            body: body.map(|b| BodyValues {
-                json: &b.json,
-                element,
-            }),
-        },
-        accepted: asked.route.map_or(Ambiguities::default(), |r| r.accept),
-        caller: id,
-        person: kind == CallerKind::Person,
-    };
-    let elements = body.and_then(|b| b.elements);
-    let granted = authorise::delegation_each(
-        policy.config,
-        asked.rule,
-        facts,
-        elements,
-        evidence,
-        &mut d,
-        now,
-    )
-    .await;
-    let next = authorise::enforce(Mode::Enforce, granted.map(Permitted::Granted), &mut d);
-    concluded(d, started, None, next.map(|()| Next::Granted))
 }

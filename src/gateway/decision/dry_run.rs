@@ -5,7 +5,7 @@
 
 use super::authenticate::{CallerArg, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
-use super::decide::{Asked, AskedBody, Decided, Next, Policy};
+use super::decide::{Asked, Decided, Held, HeldBody, Next, Policy};
 use super::route::Routed;
 use super::{logged, Assessed, Decision, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;
@@ -18,9 +18,10 @@ use crate::scheme::Timestamp;
 use async_trait::async_trait;
 use pingora::http::RequestHeader;
 
-/// A request as `explain` and rule tests describe it.
+/// A request described by its parts: by `explain` and rule tests, and by another proxy to the
+/// decision service.
 #[derive(Clone, Debug)]
-pub struct DryRequest {
+pub struct DescribedRequest {
     pub method: String,
     /// The path, with its query.
     pub target: String,
@@ -30,12 +31,12 @@ pub struct DryRequest {
     pub body: Option<Vec<u8>>,
 }
 
-impl DryRequest {
+impl DescribedRequest {
     /// The body as the stages are given it.
-    pub fn asked_body(&self) -> AskedBody<'_> {
+    pub fn held_body(&self) -> HeldBody<'_> {
         self.body
             .as_deref()
-            .map_or(AskedBody::Unread, AskedBody::Read)
+            .map_or(HeldBody::Unseen, HeldBody::Given)
     }
 }
 
@@ -157,7 +158,7 @@ pub enum DryRunError {
 const MAX_METHOD_LEN: usize = 32;
 
 /// The request as the proxy reads it.
-pub fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
+pub fn request_header(req: &DescribedRequest) -> Result<RequestHeader, DryRunError> {
     if req.method.len() > MAX_METHOD_LEN {
         return Err(DryRunError::Method(logged(&req.method)));
     }
@@ -193,22 +194,23 @@ pub fn request_header(req: &DryRequest) -> Result<RequestHeader, DryRunError> {
 pub async fn decide(
     policy: &Policy<'_>,
     tokens: &AccessTokens,
-    req: &DryRequest,
+    req: &DescribedRequest,
     source: &dyn Evidence,
     now: Timestamp,
 ) -> Result<(Decision, Option<Routed>), DryRunError> {
     let header = request_header(req)?;
-    let asked = Asked {
+    let mut held = Held {
         header: &header,
         has_body: req.body.is_some(),
-        body: req.asked_body(),
+        body: req.held_body(),
         described: true,
     };
     let callers = Named {
         caller: req.caller.as_ref(),
         tokens,
     };
-    let decided = super::decide::decide(policy, &asked, &callers, source, now).await;
+    let asked = Asked::Request(&mut held);
+    let decided = super::decide::decide(policy, asked, &callers, source, now).await;
     let Decided {
         mut decision,
         routed,
@@ -223,7 +225,7 @@ pub async fn decide(
             decision.refused(&LoginFailure::Required.into());
             Ok((decision, routed))
         }
-        Next::Refuse(_) | Next::Granted | Next::Forward(_) => Ok((decision, routed)),
+        Next::Refuse(_) | Next::Forward(_) => Ok((decision, routed)),
     }
 }
 

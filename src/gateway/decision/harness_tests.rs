@@ -6,11 +6,12 @@
 
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
-use super::decide::{decide, decide_evaluation, Asked, AskedBody, Decided, Evaluation, Next, Own};
+use super::decide::{decide, Asked, Decided, Held, HeldBody, Next, Own};
+use super::evaluation::{Evaluation, Parts};
 use super::log_line::{line_into, to_json};
 use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;
-use crate::config::model::{Auth, DecisionLogSettings, DecisionLogTarget};
+use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
 use crate::config::tests::{write, BASE};
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{EvidenceRefusal, Reject, Unavailable};
@@ -251,14 +252,15 @@ impl Harness {
                 .append_header(name.to_string(), *value)
                 .expect("a header");
         }
-        let asked = Asked {
+        let mut held = Held {
             header: &header,
             has_body: false,
-            body: AskedBody::Unread,
+            body: HeldBody::Unseen,
             described,
         };
         let now = Timestamp::from_secs(NOW);
-        decide(&self.snap.policy(), &asked, callers, &self.fakes, now).await
+        let asked = Asked::Request(&mut held);
+        decide(&self.snap.policy(), asked, callers, &self.fakes, now).await
     }
 
     /// A GET, described (as `explain` and rule tests describe it), by `caller`.
@@ -656,34 +658,37 @@ async fn the_registry_is_asked_only_for_a_known_caller_on_a_request_of_a_valid_f
 #[tokio::test]
 async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced() {
     let h = Harness::new();
-    let route = h
-        .snap
-        .routes
-        .routes()
-        .iter()
-        .find(|r| r.name == "read-shadow")
-        .cloned()
-        .expect("the shadow route");
-    let Auth::Delegation(rule) = &route.auth else {
-        panic!("a delegation route");
+    let (conditions, licences) = (BTreeMap::new(), Vec::new());
+    let asked = |id| {
+        let parts = Parts {
+            subject: (CallerKind::Party, CONSUMER),
+            resource_type: "CONTAINER",
+            id,
+            policy_issuer: None,
+            attributes: &[],
+            route: Some("read-shadow"),
+            body: None,
+            action: "iSHARE.READ",
+            conditions: &conditions,
+            licences: &licences,
+            delegation_evidence: None,
+        };
+        Asked::Evaluation(Evaluation::new(&h.snap.routes, &parts).expect("an evaluation"))
     };
-    let asked = |id: &str| Evaluation {
-        rule,
-        route: Some(&route),
-        captures: BTreeMap::from([("id".to_string(), id.to_string())]),
-        headers: http::HeaderMap::new(),
-        subject: (CallerKind::Party, CONSUMER),
-        body: None,
+    let callers = Named {
+        caller: Some(&CallerArg::As(CONSUMER.into())),
+        tokens: &h.snap.tokens,
     };
     let now = Timestamp::from_secs(NOW);
-    let granted = decide_evaluation(&h.snap.policy(), &asked("C1"), &h.fakes, now).await;
-    assert!(matches!(granted.next, Next::Granted));
+    let policy = h.snap.policy();
+    let granted = decide(&policy, asked("C1"), &callers, &h.fakes, now).await;
+    assert!(matches!(granted.next, Next::Forward(_)));
     assert_eq!(
         (granted.decision.reason, &*granted.decision.route),
         ("granted", "read-shadow")
     );
     // The route is in shadow mode; an evaluation is refused all the same.
-    let denied = decide_evaluation(&h.snap.policy(), &asked("C2"), &h.fakes, now).await;
+    let denied = decide(&policy, asked("C2"), &callers, &h.fakes, now).await;
     assert!(matches!(denied.next, Next::Refuse(_)));
     assert_eq!(
         (denied.decision.status(), denied.decision.reason),

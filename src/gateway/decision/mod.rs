@@ -8,6 +8,7 @@ pub mod authenticate;
 pub mod authorise;
 pub mod decide;
 pub mod dry_run;
+pub mod evaluation;
 pub mod grant;
 pub mod log;
 pub mod log_line;

@@ -6,9 +6,9 @@
 //! `properties.attributes`, `properties.policy_issuer`, `action.name`) — or, given the body of the
 //! request (`properties.body`), the named route's own rule on it; with a route named, its
 //! conditions' operands are the route's (its constants fixed, its request values the PEP's) —
-//! decided by the proxy's
-//! delegation stages (`decision::decide_evaluation`: the mask, the evidence of the `delegation_evidence`
-//! in `context` or of the data owner's registry, its evaluation) — the one evaluation path.
+//! decided by the one sequence every request goes through (`decision::decide`, its route stage
+//! `decision::evaluation`: the mask, the evidence of the `delegation_evidence` in `context` or of
+//! the data owner's registry, its evaluation). This file is the JSON edge.
 //!
 //! Read as the specification's HTTPS binding has it: a body of `Content-Type: application/json`,
 //! read one way only (a member named twice is refused), each entity an object and its
@@ -17,15 +17,14 @@
 
 use super::connection::Connection;
 use super::{record, Interface, Verdict};
-use crate::config::model::{Auth, DecisionApiSettings, DelegationRule, EvidenceSources, Route};
-use crate::gateway::decision::decide::{self, read_rule_body};
+use crate::config::model::DecisionApiSettings;
+use crate::gateway::decision::authenticate::{CallerArg, Named};
+use crate::gateway::decision::decide::{self, decide, Next};
+use crate::gateway::decision::evaluation::{Evaluation as Described, Parts};
 use crate::gateway::decision::CallerKind;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::{GatewayState, Snapshot};
 use crate::reading::json::{read_unique, JsonProblem};
-use crate::request::body::ReadBody;
-use crate::request::template::Template;
-use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
 use crate::scheme::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -430,207 +429,56 @@ fn asked(e: Evaluation) -> Result<Asked, String> {
     })
 }
 
-/// The rule an evaluation is the mask of: its values are captures the request fills in (so they
-/// pass the proxy's checks of a value: present, bounded, unambiguous), its evidence settings the
-/// named route's or both sources.
-fn rule_of(
-    asked: &Asked,
-    route: Option<&Route>,
-) -> Result<(DelegationRule, BTreeMap<String, String>), String> {
-    let t = |text: &str| Template::parse(text).map_err(|e| e.to_string());
-    let base = match route.map(|r| &r.auth) {
-        Some(Auth::Delegation(rule)) => Some(rule),
-        Some(_) => return Err("resource.properties.route is not a delegation route".into()),
-        None => None,
-    };
-    let mut captures = BTreeMap::new();
-    captures.insert("resource_type".to_string(), asked.resource.kind.clone());
-    captures.insert("id".to_string(), asked.resource.id.clone());
-    let policy_issuer = match (&asked.resource.properties.policy_issuer, base) {
-        (Some(owner), _) => {
-            captures.insert("policy_issuer".to_string(), owner.clone());
-            t("{path.policy_issuer}")?
-        }
-        (None, Some(rule)) if rule.policy_issuer.is_literal() => rule.policy_issuer.clone(),
-        (None, _) => {
-            return Err("resource.properties.policy_issuer (the data owner) is missing".into())
-        }
-    };
-    let mut attributes = Vec::new();
-    for (i, a) in asked.resource.properties.attributes.iter().enumerate() {
-        captures.insert(format!("attribute{i}"), a.clone());
-        attributes.push(t(&format!("{{path.attribute{i}}}"))?);
-    }
-    let mut conditions = BTreeMap::new();
-    let mut given = |i: usize, operand: &str, value: &str| -> Result<(), String> {
-        captures.insert(format!("condition{i}"), value.to_string());
-        conditions.insert(operand.to_string(), t(&format!("{{path.condition{i}}}"))?);
-        Ok(())
-    };
-    match (route, base) {
-        // The route's operands only: its constants as it fixes them, the values it takes from
-        // the request as the enforcement point gives them.
-        (Some(route), Some(rule)) => {
-            let asked_for = &asked.context.conditions;
-            if let Some(operand) = asked_for.keys().find(|o| !rule.conditions.contains_key(*o)) {
-                return Err(format!(
-                    "context.conditions.{operand}: the route {} declares no such operand",
-                    route.name
-                ));
-            }
-            for (i, (operand, template)) in rule.conditions.iter().enumerate() {
-                match (template.is_literal(), asked_for.get(operand)) {
-                    (true, None) => {}
-                    (true, Some(_)) => {
-                        return Err(format!(
-                            "context.conditions.{operand}: the route {} fixes it",
-                            route.name
-                        ))
-                    }
-                    (false, Some(value)) => given(i, operand, value)?,
-                    (false, None) => {
-                        return Err(format!(
-                        "context.conditions.{operand} is missing: the route {} takes it from {}",
-                        route.name,
-                        template.as_str()
-                    ))
-                    }
-                }
-            }
-            for (operand, template) in &rule.conditions {
-                if template.is_literal() {
-                    conditions.insert(operand.clone(), template.clone());
-                }
-            }
-        }
-        _ => {
-            for (i, (operand, value)) in asked.context.conditions.iter().enumerate() {
-                given(i, operand, value)?;
-            }
-        }
-    }
-    let mut licences = asked.context.licences.clone();
-    licences.extend(base.iter().flat_map(|r| r.licences.iter().cloned()));
-    let rule = DelegationRule {
-        policy_issuer,
-        resource_type: t("{path.resource_type}")?,
-        identifiers: vec![t("{path.id}")?],
-        attributes,
-        action: Some(asked.action.name.clone()),
-        evidence: base.map_or(
-            EvidenceSources {
-                header: true,
-                registry: true,
-            },
-            |r| r.evidence.clone(),
-        ),
-        registry: base.and_then(|r| r.registry.clone()),
-        licences,
-        delegation_path: Vec::new(),
-        // A data owner the PEP names is bounded as one a caller names at the proxy: not the
-        // subject itself, and only so many not looked up yet a minute.
-        caller_names_owner: asked.resource.properties.policy_issuer.is_some(),
-        conditions,
-        max_decision_age: base.and_then(|r| r.max_decision_age),
-        accept_unnamed_service_provider: base.is_some_and(|r| r.accept_unnamed_service_provider),
-    };
-    Ok((rule, captures))
-}
-
-/// The named route's own rule, for an evaluation that gives the body of the request the PEP
-/// holds (`resource.properties.body`): its values come from the body and its literals only, its
-/// action is its own or `action.name`. The body, read as the proxy reads it (or why it is not).
-fn rule_with_body(
-    route: Option<&Route>,
-    action: &str,
-    json: &Value,
-) -> Result<(DelegationRule, Result<ReadBody, Reject>), String> {
-    let route = route.ok_or("resource.properties.body needs resource.properties.route")?;
-    let (Auth::Delegation(rule), Some(reads)) = (&route.auth, &route.body) else {
-        return Err(format!("{}: its rule reads no body", route.name));
-    };
-    let from_request = Route::rule_templates(rule).any(|t| {
-        t.path_names().next().is_some()
-            || t.query_names().next().is_some()
-            || t.header_names().next().is_some()
-    });
-    if from_request {
-        return Err(format!(
-            "{}: its rule reads the path, the query or headers, which an evaluation does not carry",
-            route.name
-        ));
-    }
-    let mut rule = (**rule).clone();
-    rule.action.get_or_insert_with(|| action.to_string());
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    let bytes = serde_json::to_vec(json).map_err(|e| e.to_string())?;
-    Ok((rule, read_rule_body(reads, &headers, &bytes)))
-}
-
-/// One evaluation, decided by the delegation stages, logged and counted.
+/// One evaluation, decided by the one sequence (`decision::decide`), logged and counted.
 async fn evaluate(
     state: &GatewayState,
     snap: &Arc<Snapshot>,
     asked: Asked,
 ) -> Result<Value, String> {
     let started = Instant::now();
-    let route = match &asked.resource.properties.route {
-        None => None,
-        Some(name) => {
-            let found = snap
-                .routes
-                .routes()
-                .iter()
-                .find(|r| &r.name == name)
-                .cloned();
-            let route = found.ok_or_else(|| format!("no route named {name:?}"))?;
-            if route.login {
-                return Err(format!(
-                    "{name} is a route for people signed in at the gateway"
-                ));
-            }
-            Some(route)
-        }
-    };
-    let (rule, captures, body) = match &asked.resource.properties.body {
-        None => {
-            let (rule, captures) = rule_of(&asked, route.as_deref())?;
-            (rule, captures, None)
-        }
-        Some(json) => {
-            let (rule, body) = rule_with_body(route.as_deref(), &asked.action.name, json)?;
-            (rule, BTreeMap::new(), Some(body))
-        }
-    };
-    let mut headers = http::HeaderMap::new();
-    if let Some(tokens) = &asked.context.delegation_evidence {
-        let value = http::HeaderValue::from_str(tokens)
-            .map_err(|_| "context.delegation_evidence is not a header value")?;
-        headers.insert(EVIDENCE_HEADER_3, value);
-    }
     let kind = match asked.subject.kind.as_str() {
         "person" => CallerKind::Person,
         _ => CallerKind::Party,
     };
-    let evaluation = decide::Evaluation {
-        rule: &rule,
-        route: route.as_ref(),
-        captures,
-        headers,
+    let properties = &asked.resource.properties;
+    let parts = Parts {
         subject: (kind, &asked.subject.id),
-        body,
+        resource_type: &asked.resource.kind,
+        id: &asked.resource.id,
+        policy_issuer: properties.policy_issuer.as_deref(),
+        attributes: &properties.attributes,
+        route: properties.route.as_deref(),
+        body: properties.body.as_ref(),
+        action: &asked.action.name,
+        conditions: &asked.context.conditions,
+        licences: &asked.context.licences,
+        delegation_evidence: asked.context.delegation_evidence.as_deref(),
+    };
+    let evaluation = Described::new(&snap.routes, &parts)?;
+    // The subject the enforcement point names is its claim, taken as the caller.
+    let subject = CallerArg::As(asked.subject.id.clone());
+    let callers = Named {
+        caller: Some(&subject),
+        tokens: &snap.tokens,
     };
     let evidence = snap.authz.with(&snap.trust);
-    let decided =
-        decide::decide_evaluation(&snap.policy(), &evaluation, &evidence, Timestamp::now()).await;
+    let decided = decide(
+        &snap.policy(),
+        decide::Asked::Evaluation(evaluation),
+        &callers,
+        &evidence,
+        Timestamp::now(),
+    )
+    .await;
     let mut d = decided.decision;
     let refusal = match decided.next {
-        decide::Next::Refuse(reject) => Some(Answer::from(&reject).for_decision(d.id.as_str())),
-        _ => None,
+        Next::Forward(_) => None,
+        Next::Refuse(reject) => Some(Answer::from(&reject).for_decision(d.id.as_str())),
+        Next::Own(_) | Next::SignIn => {
+            let reject = Reject::Internal;
+            d.refused(&reject);
+            Some(Answer::from(&reject).for_decision(d.id.as_str()))
+        }
     };
     d.decided_in = Some(started.elapsed());
     let verdict = Verdict {

@@ -5,7 +5,7 @@
 //! proxy's refusal with its reason.
 
 use super::{decide, invalid_original, Interface, Verdict, REASON_HEADER};
-use crate::gateway::decision::dry_run::DryRequest;
+use crate::gateway::decision::dry_run::DescribedRequest;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use crate::scheme::same_letters;
@@ -96,7 +96,7 @@ pub async fn nginx(state: &GatewayState, headers: &HeaderMap) -> Response<Vec<u8
         .and_then(|()| required(headers, ORIGINAL_METHOD))
         .and_then(|method| {
             let target = required(headers, ORIGINAL_URI)?;
-            Ok(DryRequest {
+            Ok(DescribedRequest {
                 method: method.to_string(),
                 target: target.to_string(),
                 headers: original_headers(headers, &[ORIGINAL_METHOD, ORIGINAL_URI])?,
@@ -117,7 +117,7 @@ pub async fn ext_authz(
     body: Option<Vec<u8>>,
 ) -> Response<Vec<u8>> {
     let original = target.strip_prefix(EXT_AUTHZ_PREFIX).unwrap_or(target);
-    let asked = original_headers(headers, &[]).map(|headers| DryRequest {
+    let asked = original_headers(headers, &[]).map(|headers| DescribedRequest {
         method: method.to_string(),
         target: original.to_string(),
         headers,
@@ -131,7 +131,7 @@ pub async fn ext_authz(
 async fn answer(
     state: &GatewayState,
     interface: Interface,
-    asked: Result<DryRequest, Reject>,
+    asked: Result<DescribedRequest, Reject>,
 ) -> Response<Vec<u8>> {
     let verdict = match asked {
         Ok(req) => decide(state, interface, req).await,

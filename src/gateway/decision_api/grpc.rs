@@ -5,7 +5,7 @@
 
 use super::connection::next_connection;
 use super::{decide, forwarded, Interface, Verdict, REASON_HEADER};
-use crate::gateway::decision::dry_run::DryRequest;
+use crate::gateway::decision::dry_run::DescribedRequest;
 use crate::gateway::reject::{Reject, ServiceRefusal};
 use crate::gateway::snapshot::GatewayState;
 use envoy_types::ext_authz::v3::pb::{
@@ -41,7 +41,7 @@ impl Checks {
 
 /// The request Envoy holds, as the stages read it, with its body when Envoy sends it;
 /// pseudo-headers (`:path`, …) and the headers of the hop are left out.
-fn asked(check: &CheckRequest) -> Option<DryRequest> {
+fn asked(check: &CheckRequest) -> Option<DescribedRequest> {
     let http = http_of(check)?;
     let headers = http
         .headers
@@ -55,7 +55,7 @@ fn asked(check: &CheckRequest) -> Option<DryRequest> {
         (_, text) if !text.is_empty() => Some(text.clone().into_bytes()),
         _ => None,
     };
-    Some(DryRequest {
+    Some(DescribedRequest {
         method: http.method.clone(),
         target: http.path.clone(),
         headers,

@@ -12,8 +12,8 @@ pub mod server;
 
 use crate::gateway::connections::body;
 use crate::gateway::decision::authenticate::Bearer;
-use crate::gateway::decision::decide::{self, Asked, AskedBody, Decided, Next};
-use crate::gateway::decision::dry_run::{request_header, DryRequest, DryRunError};
+use crate::gateway::decision::decide::{self, Asked, Decided, Held, HeldBody, Next};
+use crate::gateway::decision::dry_run::{request_header, DescribedRequest, DryRunError};
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::Decision;
 use crate::gateway::reject::{Answer, Reject, ServiceRefusal, DECISION_ID_HEADER};
@@ -141,7 +141,11 @@ const PARTIAL_BODY: &str = "x-envoy-auth-partial-body";
 /// Decide a request another proxy holds, as the proxy decides (`decision::decide`), under the
 /// current snapshot, with the live evidence; the token in Authorization names the caller. A body
 /// Envoy cut short is none to decide on. Logged and counted.
-pub async fn decide(state: &GatewayState, interface: Interface, mut req: DryRequest) -> Verdict {
+pub async fn decide(
+    state: &GatewayState,
+    interface: Interface,
+    mut req: DescribedRequest,
+) -> Verdict {
     let started = Instant::now();
     let snap = state.current.load_full();
     let partial = req.headers.iter().any(|(name, value)| {
@@ -156,20 +160,20 @@ pub async fn decide(state: &GatewayState, interface: Interface, mut req: DryRequ
         Ok(header) => header,
         Err(e) => return refused_unread(state, interface, undecidable(e)),
     };
-    let asked = Asked {
+    let mut held = Held {
         header: &header,
         // Without the body, one is taken to follow a request that names its type.
         has_body: req.body.is_some() || header.headers.contains_key(http::header::CONTENT_TYPE),
         body: match partial {
-            true => AskedBody::Failed(Reject::Body(BodyRefusal::Partial)),
-            false => req.asked_body(),
+            true => HeldBody::Refused(Reject::Body(BodyRefusal::Partial)),
+            false => req.held_body(),
         },
         described: true,
     };
     let evidence = snap.authz.with(&snap.trust);
     let decided = decide::decide(
         &snap.policy(),
-        &asked,
+        Asked::Request(&mut held),
         &Bearer(&snap.tokens),
         &evidence,
         Timestamp::now(),
@@ -203,7 +207,7 @@ pub async fn decide(state: &GatewayState, interface: Interface, mut req: DryRequ
         }
         (Next::Own(_), _) => Some(ServiceRefusal::OwnEndpoint(d.path.clone()).into()),
         (Next::Refuse(reject), _) => Some(reject),
-        (Next::SignIn | Next::Granted | Next::Forward(_), _) => Some(Reject::Internal),
+        (Next::SignIn | Next::Forward(_), _) => Some(Reject::Internal),
     };
     let refusal = refusal.map(|reject| {
         if d.refusal.is_none() || d.outcome == Outcome::ShadowDenied {
@@ -231,7 +235,7 @@ pub async fn decide(state: &GatewayState, interface: Interface, mut req: DryRequ
 /// recipes). AuthZEN describes no request a proxy forwards.
 fn as_decided(
     snap: &Snapshot,
-    req: &DryRequest,
+    req: &DescribedRequest,
     routed: &Routed,
     body_unseen: bool,
 ) -> Result<(), Reject> {

@@ -12,7 +12,7 @@ use crate::gateway::capabilities;
 use crate::gateway::connections::body::{self, BodyClock};
 use crate::gateway::connections::{client_ip, is_tls, Connections, Guarded, StreamLimit};
 use crate::gateway::decision::authenticate::Live;
-use crate::gateway::decision::decide::{self, decide, Asked, AskedBody, Next, Own};
+use crate::gateway::decision::decide::{decide, Asked, Incoming, Next, Own};
 use crate::gateway::decision::{logged, logged_method, Decision, Stage};
 use crate::gateway::people::login::{Context as LoginContext, Login};
 use crate::gateway::reject::{self, respond, Answer, Reject};
@@ -154,6 +154,44 @@ async fn sign_in_path(
     }
 }
 
+/// The request as the proxy holds it: its head off the session, its body read from the client
+/// only when the route stage asks for it (within the body's deadline; on HTTP/2 watched), and
+/// kept as the body forwarded.
+struct FromClient<'a> {
+    session: &'a mut Session,
+    has_body: bool,
+    clock: Option<&'a mut BodyClock>,
+    watchdog: &'a mut Option<body::Watchdog>,
+    read: &'a mut Option<bytes::Bytes>,
+}
+
+#[async_trait]
+impl Incoming for FromClient<'_> {
+    fn header(&self) -> &RequestHeader {
+        self.session.req_header()
+    }
+
+    fn has_body(&self) -> bool {
+        self.has_body
+    }
+
+    fn described(&self) -> bool {
+        false
+    }
+
+    async fn body(&mut self, limit: usize) -> Result<bytes::Bytes, Reject> {
+        // The clock starts with the request's head, before any phase decides.
+        let clock = self.clock.as_deref_mut().ok_or(Reject::Internal)?;
+        let watchdog = self.watchdog.as_ref();
+        let read = body::read_to_decide(self.session, limit, clock, watchdog).await;
+        // The body has arrived (or never will): its deadline no longer runs.
+        *self.watchdog = None;
+        let bytes = read?;
+        *self.read = Some(bytes.clone());
+        Ok(bytes)
+    }
+}
+
 impl Gateway {
     /// Decide the request (`decision::decide`), then turn the decision into what the proxy does:
     /// None to forward it, or the answer of the gateway itself.
@@ -164,30 +202,12 @@ impl Gateway {
         snap: &Snapshot,
     ) -> Result<Option<Answer>, Reject> {
         let has_body = !session.is_body_empty();
-        let bound = has_body
-            .then(|| decide::body_bound(&snap.policy(), session.req_header()))
-            .flatten();
-        let read = match (bound, ctx.body.as_mut()) {
-            (Some(limit), Some(clock)) => {
-                let watchdog = ctx.watchdog.as_ref();
-                Some(body::read_to_decide(session, limit, clock, watchdog).await)
-            }
-            _ => None,
-        };
-        if read.is_some() {
-            // The body has arrived (or never will): its deadline no longer runs.
-            ctx.watchdog = None;
-        }
-        let asked_body = match read {
-            None => AskedBody::Unread,
-            Some(Ok(bytes)) => AskedBody::Read(ctx.decided_body.insert(bytes)),
-            Some(Err(reject)) => AskedBody::Failed(reject),
-        };
-        let asked = Asked {
-            header: session.req_header(),
+        let mut incoming = FromClient {
+            session: &mut *session,
             has_body,
-            body: asked_body,
-            described: false,
+            clock: ctx.body.as_mut(),
+            watchdog: &mut ctx.watchdog,
+            read: &mut ctx.decided_body,
         };
         let callers = Live {
             tokens: &snap.tokens,
@@ -197,7 +217,7 @@ impl Gateway {
         let evidence = snap.authz.with(&snap.trust);
         let decided = decide(
             &snap.policy(),
-            &asked,
+            Asked::Request(&mut incoming),
             &callers,
             &evidence,
             Timestamp::now(),
@@ -238,7 +258,7 @@ impl Gateway {
                 ctx.decision.outcome = Outcome::LoginStarted;
                 Ok(Some(answer))
             }
-            (Next::Forward(_) | Next::SignIn | Next::Granted, _) => Err(Reject::Internal),
+            (Next::Forward(_) | Next::SignIn, _) => Err(Reject::Internal),
         }
     }
 
@@ -267,12 +287,10 @@ impl Gateway {
                 Ok(answer)
             }
             Own::Capabilities => {
-                let req = session.req_header();
-                let (answer, caller) =
-                    capabilities::answer(req, &snap.capabilities, &snap.tokens, metrics)?;
-                if let Some(caller) = caller {
-                    ctx.decision.called_by_party(caller);
-                }
+                // Its caller, if it named one, was authenticated with the decision.
+                let method = &session.req_header().method;
+                let caller = ctx.decision.caller_id();
+                let answer = capabilities::answer(method, &snap.capabilities, caller, metrics)?;
                 ctx.decision.outcome = Outcome::Local;
                 Ok(answer)
             }
