@@ -1,11 +1,10 @@
-//! Forwarding an allowed request: choosing a backend, rewriting the request headers for it, and
-//! the licence headers on the response.
+//! Forwarding an allowed request: choosing a backend, what the backend is told of the decision
+//! (`Told`, which the decision service passes on to the proxy in front), rewriting the request
+//! headers for it, and the licence headers on the response.
 
 use crate::config::model::{Auth, Config, ForwardedFor, Route};
 use crate::gateway::backend::upstream::UpstreamPool;
-use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject, DECISION_ID_HEADER};
-use crate::request::query::Query;
-use crate::request::template::RequestValues;
+use crate::gateway::reject::{Reject, DECISION_ID_HEADER};
 use crate::scheme::letters;
 use crate::scheme::terms::LicenceValue;
 use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
@@ -22,50 +21,6 @@ pub fn peer(pool: &UpstreamPool) -> Result<Box<HttpPeer>, Reject> {
     Ok(Box::new(pool.peer(&backend)))
 }
 
-/// The path and query the backend receives, built once when the request is decided: the canonical
-/// path (or the route's `upstream_path` with the request's values) and the canonical query.
-pub fn upstream_uri(
-    route: &Route,
-    path: &str,
-    query: &Query,
-    values: &RequestValues,
-) -> Result<http::Uri, Reject> {
-    let mut uri = match &route.upstream_path {
-        Some(t) => t
-            .render_path(values)
-            .map_err(|e| Reject::MissingRequestValue(MissingValue::UpstreamPath(e)))?,
-        None => path.to_string(),
-    };
-    if !query.is_empty() {
-        uri.push('?');
-        uri.push_str(&query.canonical());
-    }
-    // Canonical paths and queries are plain ASCII of URI characters; a failure is our fault.
-    uri.parse().map_err(|_| Reject::Internal)
-}
-
-/// Refuse what the forwarding would change after the decision, or pass on against the route's
-/// wish: a `Connection` header naming a header the route's rule reads (it would be stripped on the
-/// way to the backend), and an upgrade (WebSocket) on a route that does not allow one.
-pub fn check_hop_by_hop(req: &RequestHeader, route: &Route) -> Result<(), Reject> {
-    for value in req.headers.get_all(http::header::CONNECTION) {
-        let text = value
-            .to_str()
-            .map_err(|_| Reject::BadHeader(HeaderRefusal::Connection))?;
-        for token in text.split(',').map(str::trim) {
-            if route.header_names().any(|h| h.eq_ignore_ascii_case(token)) {
-                return Err(Reject::BadHeader(HeaderRefusal::ConnectionNamesRuleHeader(
-                    token.to_ascii_lowercase(),
-                )));
-            }
-        }
-    }
-    if req.headers.contains_key(http::header::UPGRADE) && !route.websocket {
-        return Err(Reject::BadHeader(HeaderRefusal::Upgrade));
-    }
-    Ok(())
-}
-
 /// What the backend is told about the request.
 pub struct Forwarding<'a> {
     pub route: &'a Route,
@@ -74,10 +29,8 @@ pub struct Forwarding<'a> {
     pub uri: &'a http::Uri,
     /// What the route's backend never receives.
     pub withheld: &'a Withheld,
-    /// The authenticated caller.
-    pub consumer: Option<&'a str>,
-    /// The consumer a broker acts for.
-    pub original_consumer: Option<&'a str>,
+    /// Who decided on whom.
+    pub told: Told<'a>,
     pub config: &'a Config,
     /// The address the connection came from.
     pub client_addr: Option<std::net::IpAddr>,
@@ -86,8 +39,67 @@ pub struct Forwarding<'a> {
     pub person: &'a [(http::HeaderName, String)],
     /// The gateway's own cookies, which the backend never receives.
     pub own_cookies: &'a [String],
-    /// The decision the request is forwarded on, which the backend can log.
-    pub decision_id: &'a str,
+}
+
+/// What the backend is told of a decision, in the headers the gateway sets: the caller (on a
+/// route for people, the person's own headers say who it is), the consumer a broker acts for, and
+/// the decision's id. The proxy sets them (`rewrite_request`); the decision service tells the
+/// proxy in front to, and to remove what it does not set (`to_remove`).
+#[derive(Clone, Copy)]
+pub struct Told<'a> {
+    consumer: Option<&'a str>,
+    original_consumer: Option<&'a str>,
+    decision_id: &'a str,
+}
+
+impl<'a> Told<'a> {
+    /// What `route`'s backend is told of a decision: its `caller`, the `original_consumer` a
+    /// broker acts for, and its id.
+    pub fn new(
+        route: &Route,
+        caller: Option<&'a str>,
+        original_consumer: Option<&'a str>,
+        decision_id: &'a str,
+    ) -> Self {
+        Told {
+            consumer: caller.filter(|_| !route.login),
+            original_consumer,
+            decision_id,
+        }
+    }
+
+    /// The headers, named as `config` says.
+    pub fn headers(
+        self,
+        config: &'a Config,
+    ) -> impl Iterator<Item = (&'a http::HeaderName, &'a str)> {
+        let consumer = self.consumer.map(|c| (&config.party_header, c));
+        let original = (self.original_consumer).map(|c| (&config.original_consumer_header, c));
+        consumer
+            .into_iter()
+            .chain(original)
+            .chain([(&DECISION_ID, self.decision_id)])
+    }
+}
+
+static DECISION_ID: http::HeaderName = http::HeaderName::from_static(DECISION_ID_HEADER);
+
+/// What the proxy in front of the decision service removes before the backend: the scheme's
+/// credentials (Authorization unless the route forwards it) and the party headers the decision
+/// does not set (`set`), in lower case.
+pub fn to_remove(config: &Config, route: &Route, set: &[(String, String)]) -> Vec<String> {
+    let authorization =
+        (!route.forward_authorization).then_some(http::header::AUTHORIZATION.as_str());
+    CREDENTIAL_HEADERS
+        .into_iter()
+        .chain([
+            config.party_header.as_str(),
+            config.original_consumer_header.as_str(),
+        ])
+        .chain(authorization)
+        .filter(|name| !set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
+        .map(str::to_ascii_lowercase)
+        .collect()
 }
 
 /// The framing of a body read whole to decide on: its length, sent as a `Content-Length` (a
@@ -133,11 +145,8 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     for (name, value) in f.person {
         req.insert_header(name.clone(), value.as_str())?;
     }
-    if let Some(consumer) = f.consumer {
-        req.insert_header(config.party_header.clone(), consumer)?;
-    }
-    if let Some(original) = f.original_consumer {
-        req.insert_header(config.original_consumer_header.clone(), original)?;
+    for (name, value) in f.told.headers(config) {
+        req.insert_header(name.clone(), value)?;
     }
     if let Some(host) = &f.pool.config.host_header {
         req.insert_header(http::header::HOST, host.as_str())?;
@@ -146,7 +155,6 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
         req.insert_header(X_FORWARDED_FOR, value)?;
     }
     req.insert_header(X_FORWARDED_PROTO, proto)?;
-    req.insert_header(DECISION_ID_HEADER, f.decision_id)?;
     Ok(())
 }
 

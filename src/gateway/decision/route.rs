@@ -1,10 +1,10 @@
 //! The route table (choosing the rule for a method and a normalised path, most specific first),
-//! and the route stage: the request matched to its route, in the form the backend receives.
+//! and the route stage: the request matched to its route, in the form the backend receives (the
+//! path and query decided on, and nothing a hop would change after the decision).
 
 use super::{Decision, Stage};
 use crate::config::model::Route;
-use crate::gateway::backend::forward;
-use crate::gateway::reject::Reject;
+use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject};
 use crate::request::body::ReadBody;
 use crate::request::path::NormalPath;
 use crate::request::pattern::SplitPath;
@@ -153,14 +153,14 @@ pub fn route(
     if let Some(a) = ambiguities.first_not_in(route.accept) {
         return Err(Reject::Ambiguous(a));
     }
-    forward::check_hop_by_hop(req, &route)?;
+    check_hop_by_hop(req, &route)?;
     let values = RequestValues {
         captures: &captures,
         query: &query,
         headers: &req.headers,
         body: None,
     };
-    let upstream_uri = forward::upstream_uri(&route, &path, &query, &values)?;
+    let upstream_uri = upstream_uri(&route, &path, &query, &values)?;
     Ok(Routed {
         route,
         path,
@@ -190,6 +190,50 @@ fn in_one_case(
         ),
         None => (path, captures, query),
     }
+}
+
+/// The path and query the backend receives, built once when the request is decided: the canonical
+/// path (or the route's `upstream_path` with the request's values) and the canonical query.
+fn upstream_uri(
+    route: &Route,
+    path: &str,
+    query: &Query,
+    values: &RequestValues,
+) -> Result<http::Uri, Reject> {
+    let mut uri = match &route.upstream_path {
+        Some(t) => t
+            .render_path(values)
+            .map_err(|e| Reject::MissingRequestValue(MissingValue::UpstreamPath(e)))?,
+        None => path.to_string(),
+    };
+    if !query.is_empty() {
+        uri.push('?');
+        uri.push_str(&query.canonical());
+    }
+    // Canonical paths and queries are plain ASCII of URI characters; a failure is our fault.
+    uri.parse().map_err(|_| Reject::Internal)
+}
+
+/// Refuse what the forwarding would change after the decision, or pass on against the route's
+/// wish: a `Connection` header naming a header the route's rule reads (it would be stripped on the
+/// way to the backend), and an upgrade (WebSocket) on a route that does not allow one.
+fn check_hop_by_hop(req: &RequestHeader, route: &Route) -> Result<(), Reject> {
+    for value in req.headers.get_all(http::header::CONNECTION) {
+        let text = value
+            .to_str()
+            .map_err(|_| Reject::BadHeader(HeaderRefusal::Connection))?;
+        for token in text.split(',').map(str::trim) {
+            if route.header_names().any(|h| h.eq_ignore_ascii_case(token)) {
+                return Err(Reject::BadHeader(HeaderRefusal::ConnectionNamesRuleHeader(
+                    token.to_ascii_lowercase(),
+                )));
+            }
+        }
+    }
+    if req.headers.contains_key(http::header::UPGRADE) && !route.websocket {
+        return Err(Reject::BadHeader(HeaderRefusal::Upgrade));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

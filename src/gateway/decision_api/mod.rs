@@ -10,6 +10,7 @@ pub mod forwarded;
 pub mod grpc;
 pub mod server;
 
+use crate::gateway::backend::forward::{to_remove, Told};
 use crate::gateway::connections::body;
 use crate::gateway::decision::authenticate::Bearer;
 use crate::gateway::decision::decide::{self, Asked, Decided, Held, HeldBody, Next};
@@ -200,7 +201,7 @@ pub async fn decide(
                 Err(refusal) => Some(refusal),
                 Ok(()) => {
                     upstream_headers = backend_headers(&snap, &routed.route, &d);
-                    remove_upstream = to_remove(&snap, &routed.route, &upstream_headers);
+                    remove_upstream = to_remove(&snap.config, &routed.route, &upstream_headers);
                     None
                 }
             }
@@ -286,50 +287,24 @@ fn exempt_headers(snap: &Snapshot) -> [&str; 10] {
     ]
 }
 
-/// What the proxy in front removes before the backend: the scheme's credentials (Authorization
-/// unless the route forwards it) and the party headers the decision does not set.
-fn to_remove(
-    snap: &Snapshot,
-    route: &crate::config::model::Route,
-    set: &[(String, String)],
-) -> Vec<String> {
-    let authorization =
-        (!route.forward_authorization).then_some(http::header::AUTHORIZATION.as_str());
-    CREDENTIAL_HEADERS
-        .into_iter()
-        .chain([
-            snap.config.party_header.as_str(),
-            snap.config.original_consumer_header.as_str(),
-        ])
-        .chain(authorization)
-        .filter(|name| !set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
-        .map(str::to_ascii_lowercase)
-        .collect()
-}
-
-/// What the backend receives about an allowed request: the caller and the consumer a broker acts
-/// for in the `[forwarding]` headers, the route's licence headers, and the decision's id.
+/// What the backend receives about an allowed request, as the proxy sets it (`Told`): the caller
+/// and the consumer a broker acts for in the `[forwarding]` headers and the decision's id; and the
+/// route's licence headers.
 fn backend_headers(
     snap: &Snapshot,
     route: &crate::config::model::Route,
     d: &Decision,
 ) -> Vec<(String, String)> {
-    let mut headers = Vec::new();
-    if let Some(caller) = d.caller_id() {
-        headers.push((snap.config.party_header.to_string(), caller.to_string()));
-    }
+    let original = (d.grant.as_ref()).and_then(|g| g.original_consumer.as_deref());
+    let told = Told::new(route, d.caller_id(), original, d.id.as_str());
+    let mut headers: Vec<(String, String)> = (told.headers(&snap.config))
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
     if let Some(grant) = &d.grant {
-        if let Some(original) = &grant.original_consumer {
-            headers.push((
-                snap.config.original_consumer_header.to_string(),
-                original.clone(),
-            ));
-        }
         let licences = grant.licence_headers(route);
         headers
             .extend(licences.map(|(name, value)| (name.into_owned(), value.text().into_owned())));
     }
-    headers.push((DECISION_ID_HEADER.to_string(), d.id.to_string()));
     headers
 }
 

@@ -486,13 +486,12 @@ impl ProxyHttp for Gateway {
             pool,
             uri,
             withheld: &withheld,
-            consumer: ctx.decision.caller_id().filter(|_| !route.login),
-            original_consumer: ctx
-                .decision
-                .grant
-                .as_ref()
-                .and_then(|g| g.original_consumer.as_deref()),
-            decision_id: ctx.decision.id.as_str(),
+            told: forward::Told::new(
+                route,
+                ctx.decision.caller_id(),
+                (ctx.decision.grant.as_ref()).and_then(|g| g.original_consumer.as_deref()),
+                ctx.decision.id.as_str(),
+            ),
             config: &snap.config,
             client_addr: client_ip(session),
             tls: is_tls(session),
