@@ -1,6 +1,7 @@
 //! The gateway, grouped by what each part serves. A request passes `proxy/` (the proxy's phases),
-//! which asks `decision/` (the one sequence that decides it: who calls, the route, the mask, the
-//! evidence) and forwards it through `backend/`. The decision's evidence is `evidence/` (the
+//! which asks `decision/` (the one sequence that decides it, for every interface: the route and,
+//! only when its rule reads it, the body; who calls; the mask, the evidence) and forwards it
+//! through `backend/`. The decision's evidence is `evidence/` (the
 //! header verified, the registries asked, decisions cached); people sign in through `people/`;
 //! a fleet shares `fleet/` (Redis, the replay store); `connections/` bounds connections and
 //! bodies. Beside the proxy: `decision_api/` (the decision service for other proxies and

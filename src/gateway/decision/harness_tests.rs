@@ -2,7 +2,7 @@
 //! session cookies they know, and how often a session is read) behind the `Callers` trait; a fake
 //! trust store (the header tokens it knows and what they verify to) and a fake registry (its
 //! policies, and how often it is asked) behind the `Evidence` trait; and the one sequence every
-//! caller runs (`decision::decide`, and `decision::decide_evaluation` for AuthZEN).
+//! caller runs (`decision::decide`: a request, or an AuthZEN evaluation by its parts).
 
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
