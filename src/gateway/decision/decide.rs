@@ -11,13 +11,13 @@
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence};
 use super::evaluation::Evaluation;
-use super::route::{self, RouteTable, Routed};
+use super::route::{self, read_rule_body, RouteTable, Routed};
 use super::{logged, logged_method, Decision, Stage};
 use crate::config::model::{own_route, Auth, BodyRule, Config, LoginSettings, Route};
 use crate::gateway::connections::body;
 use crate::gateway::people::login::Person;
 use crate::gateway::reject::{HeaderRefusal, Reject};
-use crate::request::body::{read_for_rule, BodyRefusal, ReadBody, Reading};
+use crate::request::body::{BodyRefusal, ReadBody};
 use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::scheme::vocabulary::{BROKER_HEADERS, CAPABILITIES_PATH};
@@ -346,25 +346,6 @@ async fn read_body(rule: &BodyRule, incoming: &mut dyn Incoming) -> Result<ReadB
     }
     let bytes = incoming.body(rule.max_bytes).await?;
     read_rule_body(rule, &incoming.header().headers, &bytes)
-}
-
-/// `bytes`, the body of a request with `headers`, read for a rule: within its bound, read one way
-/// only, with every value the rule takes.
-pub fn read_rule_body(
-    rule: &BodyRule,
-    headers: &http::HeaderMap,
-    bytes: &[u8],
-) -> Result<ReadBody, Reject> {
-    if bytes.len() > rule.max_bytes {
-        return Err(Reject::BodyTooLarge);
-    }
-    let reading = Reading {
-        pointers: &rule.pointers,
-        keys: &rule.keys,
-        each: rule.each.as_ref(),
-        max_elements: rule.max_elements,
-    };
-    read_for_rule(headers, bytes, &reading).map_err(Reject::Body)
 }
 
 /// The gateway's own endpoint at `path`, if it is one.

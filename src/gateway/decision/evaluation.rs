@@ -8,8 +8,7 @@
 //! always enforced (a route's shadow mode is the gateway's own roll-out, not a permit for whatever
 //! an evaluation names).
 
-use super::decide::read_rule_body;
-use super::route::{RouteTable, Routed};
+use super::route::{read_rule_body, RouteTable, Routed};
 use super::CallerKind;
 use crate::config::model::{own_route, Auth, DelegationRule, EvidenceSources, Mode, Route};
 use crate::gateway::reject::Reject;

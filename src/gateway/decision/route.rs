@@ -1,11 +1,13 @@
 //! The route table (choosing the rule for a method and a normalised path, most specific first),
 //! and the route stage: the request matched to its route, in the form the backend receives (the
-//! path and query decided on, and nothing a hop would change after the decision).
+//! path and query decided on, and nothing a hop would change after the decision), and the body
+//! read for its rule.
 
 use super::{Decision, Stage};
+use crate::config::model::BodyRule;
 use crate::config::model::Route;
 use crate::gateway::reject::{HeaderRefusal, MissingValue, Reject};
-use crate::request::body::ReadBody;
+use crate::request::body::{read_for_rule, ReadBody, Reading};
 use crate::request::path::NormalPath;
 use crate::request::pattern::SplitPath;
 use crate::request::query::Query;
@@ -234,6 +236,25 @@ fn check_hop_by_hop(req: &RequestHeader, route: &Route) -> Result<(), Reject> {
         return Err(Reject::BadHeader(HeaderRefusal::Upgrade));
     }
     Ok(())
+}
+
+/// `bytes`, the body of a request with `headers`, read for a rule: within its bound, read one way
+/// only, with every value the rule takes.
+pub fn read_rule_body(
+    rule: &BodyRule,
+    headers: &http::HeaderMap,
+    bytes: &[u8],
+) -> Result<ReadBody, Reject> {
+    if bytes.len() > rule.max_bytes {
+        return Err(Reject::BodyTooLarge);
+    }
+    let reading = Reading {
+        pointers: &rule.pointers,
+        keys: &rule.keys,
+        each: rule.each.as_ref(),
+        max_elements: rule.max_elements,
+    };
+    read_for_rule(headers, bytes, &reading).map_err(Reject::Body)
 }
 
 #[cfg(test)]
