@@ -442,6 +442,46 @@ async fn a_body_is_bounded_and_forwarded_as_read_whatever_its_framing() {
     g.stop().await;
 }
 
+/// A route whose rule reads the body reads it only for a caller who may call: a request without a
+/// valid token, or with a Host that is none, is answered at once, without a `100 Continue` and without any of
+/// its body sent (a stranger makes the gateway hold no body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_is_read_only_once_a_caller_who_may_call_is_found() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let g = start().await;
+    let addr = g.plain.trim_start_matches("http://").to_string();
+    let forged = format!("{}x", g.token);
+    let bearer = |token: &str| format!("Authorization: Bearer {token}\r\n");
+    for (host, extra, expected) in [
+        (addr.as_str(), bearer(&forged), (401, "invalid_token")),
+        (addr.as_str(), String::new(), (401, "missing_token")),
+        ("not a host", bearer(&g.token), (400, "invalid_host")),
+    ] {
+        let head = format!(
+            "POST /entities HTTP/1.1\r\nHost: {host}\r\n{extra}Content-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+        );
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("decision_id") {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+                .await
+                .expect("an answer without the body sent")
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        let answer = String::from_utf8_lossy(&answer).to_string();
+        let status = format!("HTTP/1.1 {}", expected.0);
+        assert!(answer.starts_with(&status), "{expected:?}: {answer}");
+        assert_eq!(raw_body(&answer)["reason"], expected.1, "{answer}");
+    }
+    g.stop().await;
+}
+
 /// Send `head`, wait for `100 Continue`, then send `body`: everything answered.
 async fn expect_continue(addr: &str, head: &[u8], body: &[u8]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -2,11 +2,11 @@
 //! tests, nginx and Envoy (HTTP and gRPC) through the decision service, and AuthZEN. Where the
 //! request and its body come from (`Incoming`), where the caller comes from (`Callers`) and where
 //! the evidence comes from (`Evidence`) are the seams; the order is this file's: the route stage
-//! (the request's form, the gateway's own endpoints, the route, and the body only when its rule
-//! reads it; an AuthZEN evaluation's parts, `evaluation.rs`), the authentication stage (a
-//! signed-in person on a route for people, else a bearer token), the authorisation stage
-//! (`authorise.rs`: on a delegation route the delegation stages), then what the route's mode
-//! makes of the outcome.
+//! (the request's form, the gateway's own endpoints, the route; an AuthZEN evaluation's parts,
+//! `evaluation.rs`), the authentication stage (a signed-in person on a route for people, else a
+//! bearer token), the body only when the route's rule reads it and a caller was found who may
+//! call (no stranger makes the gateway hold a body), the authorisation stage (`authorise.rs`: on
+//! a delegation route the delegation stages), then what the route's mode makes of the outcome.
 
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence};
@@ -194,10 +194,11 @@ async fn sequence(
     routed: &mut Option<Routed>,
     now: Timestamp,
 ) -> Result<Next, Reject> {
-    let described;
-    let (found, req, method_field): (_, &RequestHeader, _) = match asked {
-        Asked::Request(incoming) => match route_request(policy, &mut *incoming, d).await? {
-            Matched::Route(found, method_field) => (found, incoming.header(), method_field),
+    let header;
+    let mut held;
+    let (incoming, found): (&mut dyn Incoming, _) = match asked {
+        Asked::Request(incoming) => match route_request(policy, &*incoming, d)? {
+            Matched::Route(found) => (incoming, found),
             Matched::Own(own) => {
                 if own == Own::Capabilities {
                     anyone(incoming.header(), callers, d, now)?;
@@ -206,32 +207,47 @@ async fn sequence(
             }
         },
         Asked::Evaluation(evaluation) => {
-            let Evaluation {
-                header,
-                routed: mut found,
-                body,
-            } = evaluation;
+            let mut found = evaluation.routed;
             d.method = "AUTHZEN".into();
             d.route = found.route.name.clone().into();
-            found.body = body.transpose()?;
-            described = header;
-            (found, &described, None)
+            found.body = evaluation.body.transpose()?;
+            header = evaluation.header;
+            held = Held {
+                header: &header,
+                has_body: false,
+                body: HeldBody::Unseen,
+                described: true,
+            };
+            (&mut held, found)
         }
     };
-    let found = &*routed.insert(found);
-    let route = &found.route;
+    let found = routed.insert(found);
     let mut person = None;
-    let authorised = match authenticate(route, req, callers, d, now).await {
+    let authenticated = match authenticate(&found.route, incoming.header(), callers, d, now).await {
         Ok(Authenticated::NobodySignedIn) => return Ok(Next::SignIn),
         Ok(who) => {
             person = who.person();
-            authorise(policy.config, found, req, evidence, d, now).await
+            // Read only for a caller who may call, and only when the route's rule reads it.
+            if let (None, Some(rule)) = (&found.body, &found.route.body) {
+                d.stage = Stage::Route;
+                let read = read_body(rule, incoming).await?;
+                found.body = Some(read);
+            }
+            Ok(())
         }
         // A person's sign-in holds in either mode: shadow mode rolls out what evidence decides.
-        Err(reject) if route.login => return Err(reject),
+        Err(reject) if found.route.login => return Err(reject),
         Err(reject) => Err(reject),
     };
-    authorise::enforce(route.mode, authorised, d)?;
+    let req = incoming.header();
+    // A refusal of the request's form, whatever stage came before it.
+    let method_field = body::method_field_scan(&found.route, req, incoming.has_body())
+        .inspect_err(|_| d.stage = Stage::Route)?;
+    let authorised = match authenticated {
+        Ok(()) => authorise(policy.config, found, req, evidence, d, now).await,
+        Err(reject) => Err(reject),
+    };
+    authorise::enforce(found.route.mode, authorised, d)?;
     Ok(Next::Forward(Forward {
         person,
         method_field,
@@ -240,17 +256,17 @@ async fn sequence(
 
 /// What the route stage found.
 enum Matched {
-    /// A route: the request matched to it, and the scan its body needs for a `_method` field.
-    Route(Routed, Option<MethodFieldScan>),
+    /// A route: the request matched to it.
+    Route(Routed),
     /// One of the gateway's own endpoints.
     Own(Own),
 }
 
-/// The route stage: one valid `Host`, the canonical path, the gateway's own endpoints, the route,
-/// and the body, read only when the route's rule reads it.
-async fn route_request(
+/// The route stage: one valid `Host`, the canonical path, the gateway's own endpoints, the route.
+/// The body its rule reads, if it reads one, is read once a caller is found who may call.
+fn route_request(
     policy: &Policy<'_>,
-    incoming: &mut dyn Incoming,
+    incoming: &dyn Incoming,
     d: &mut Decision,
 ) -> Result<Matched, Reject> {
     let req = incoming.header();
@@ -263,14 +279,8 @@ async fn route_request(
         d.route = own.route().into();
         return Ok(Matched::Own(own));
     }
-    let has_body = incoming.has_body();
-    let mut routed = route::route(policy.routes, req, canonical, has_body, d)?;
-    if let Some(rule) = &routed.route.body {
-        let read = read_body(rule, incoming).await?;
-        routed.body = Some(read);
-    }
-    let method_field = body::method_field_scan(&routed.route, incoming.header(), has_body)?;
-    Ok(Matched::Route(routed, method_field))
+    let routed = route::route(policy.routes, req, canonical, incoming.has_body(), d)?;
+    Ok(Matched::Route(routed))
 }
 
 /// Who calls, as the authentication stage found it.

@@ -93,6 +93,10 @@ impl Evaluation {
             None => unnamed()?,
         };
         route.auth = Auth::Delegation(Box::new(rule));
+        // The body is the one given, if any: an evaluation has no other to read.
+        if body.is_none() {
+            route.body = None;
+        }
         route.mode = Mode::Enforce;
         route.login = parts.subject.0 == CallerKind::Person;
         let routed = Routed {
