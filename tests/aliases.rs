@@ -4,7 +4,7 @@
 //! reason that names the name; the victims keep working by their own ids; the decision log names
 //! every evidence's signer beside its issuer; and a careful testbed refuses such claims at start.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::process::GatewayProcess;

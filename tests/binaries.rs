@@ -7,7 +7,7 @@
 //! SIGHUP, SIGTERM and SIGKILL, and a registry as strict as Keyrock asked with the consumer's
 //! assertion.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

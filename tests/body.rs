@@ -4,7 +4,7 @@
 //! the backend given exactly the bytes decided on, over HTTP/1.1 (by length or chunked, with
 //! `Expect: 100-continue`) and HTTP/2, or nothing at all.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::PathBuf;

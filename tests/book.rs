@@ -9,7 +9,7 @@
 //! the AuthZEN evaluation against the decision service the guide configures, and the graceful
 //! upgrade of the operations guide from one daemon to the next.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};

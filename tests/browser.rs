@@ -5,7 +5,7 @@
 //! registry answers Permit. Screenshots of the pages are written to target/screenshots for a
 //! person to look at.
 
-mod support;
+use crate::support;
 
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::{json, Value};

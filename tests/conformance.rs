@@ -2,7 +2,7 @@
 //! a participant that gets the scheme wrong on purpose, and (as the binary) holding the testbed to
 //! 3.0, which it does not speak.
 
-mod support;
+use crate::support;
 
 use axum::http::{header, Method, StatusCode};
 use axum::response::IntoResponse;

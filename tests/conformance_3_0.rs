@@ -3,7 +3,7 @@
 //! role, the gateway passes as a 3.0 service provider with the broker pattern, and the same
 //! testbed held to 1.9 fails, each case saying the participant speaks another version.
 
-mod support;
+use crate::support;
 
 use support::checker::{run_checker, Checked};
 use support::*;

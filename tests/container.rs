@@ -5,7 +5,7 @@
 //! backend's answer with the registry's evidence — then the image's health check, a reload on
 //! SIGHUP that serves new rules, and a stop (SIGTERM) that lets a request in flight finish.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::Path;

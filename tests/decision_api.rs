@@ -2,7 +2,7 @@
 //! the echo backend, Envoy's `ext_authz` in its HTTP and gRPC forms (requests shaped as Envoy sends
 //! them), and AuthZEN; each decision logged and counted.
 
-mod support;
+use crate::support;
 
 use envoy_types::pb::envoy::service::auth::v3::authorization_client::AuthorizationClient;
 use envoy_types::pb::envoy::service::auth::v3::{

@@ -2,7 +2,7 @@
 //! decision id a consumer can quote, shadow mode (said at `check` and start-up, counted, and
 //! forwarded), `explain` offline and against the registry, and `test` on the shipped rules.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::access_token::AccessTokens;
 use ishare_gateway::scheme::party::PartyId;

@@ -3,7 +3,7 @@
 //! header, and each way of forging or replaying it for someone else; licences, the broker pattern
 //! and evidence chains.
 
-mod support;
+use crate::support;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;

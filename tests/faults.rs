@@ -1,7 +1,7 @@
 //! Faults and bad input, bounded in time: every one gets its documented status and a reason, never
 //! a panic, a pass, or a connection left hanging. Slow clients do not starve the others.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use serde_json::Value;

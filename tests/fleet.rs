@@ -6,7 +6,7 @@
 //! consent a registry wants, kept on Redis by one instance and forwarded by the other; and the
 //! fleet on a Redis Cluster, through the death of the master that holds its keys.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 use support::fleet::{Fleet, Load};

@@ -2,7 +2,7 @@
 //! every assertion defect, routes and bearer tokens, forwarding, backends and their failures,
 //! the admin listener, and the access log of the real binary.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::*;

@@ -2,7 +2,7 @@
 //! the query, every form that backends read differently refused (unless a route accepts it), values
 //! put into upstream paths as whole segments, and bytes beyond ASCII passed on unmangled.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};

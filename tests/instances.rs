@@ -2,7 +2,7 @@
 //! other, tokens of one are accepted by the others, and when the shared replay store (a real
 //! redis-server) goes away, assertions are refused — never a replay accepted.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::gateway::server::RunningGateway;
 use ishare_gateway::scheme::Timestamp;

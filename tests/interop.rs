@@ -1,7 +1,7 @@
 //! Interop: a real client library (python-ishare 0.0.3), curl over HTTP/2, a satellite without
 //! `/capabilities`, and what start-up and `check` say about configurations real satellites refuse.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::trust::certificate_subject;
 use ishare_gateway::scheme::Timestamp;

@@ -3,7 +3,7 @@
 //! decides their delegation with them as the access subject, and tells the backend who they are.
 //! Every failure of a sign-in is a page with its status, never a session.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::html::form_of;
 use ishare_gateway::scheme::jwe::encrypt_to_certificate;

@@ -5,7 +5,7 @@
 //! IshareGatewayRegistryErrors fires. Every query of the dashboard is evaluated by that Prometheus,
 //! and none is an error.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::Path;

@@ -10,7 +10,7 @@
 //! 1.9 has no such document (its specification was a web page); the person's sign-in at an
 //! identity provider is held to its flow by `tests/login.rs` and `tests/sign_in_attacks.rs`.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::mask::DelegationBody;
 use ishare_gateway::scheme::version::SchemeVersion;

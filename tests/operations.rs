@@ -1,7 +1,7 @@
 //! Operations with the real binary: reloads on SIGHUP under load lose no request, a broken
 //! configuration is refused and the running one kept, and TLS certificates rotate on reload.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! attributes a Deny names), one rule for the characters a value may hold, and evidence tokens
 //! read one way only, with every claim of the scheme and a bounded life.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::process::GatewayProcess;

@@ -5,7 +5,7 @@
 //! happened: for now (503, with a 429's `Retry-After`) or for good (502, with the registry's own
 //! page in the log only); a body batch asked of a slow registry within the consumer's consent.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::testbed::keyrock_ways;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! keep-alive connections, drip-fed headers, look-ups of parties nobody knows, x5c chains, and the
 //! size of what is logged.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! capabilities as 3.0 writes them (held to the scheme's own OpenAPI schema), and a gateway
 //! configured for the other version refused with a reason.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::testbed::config::PartyConfig;
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@
 //! never forwarded). Then the same decisions through the binary: its decision log, `explain` and
 //! `test`.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::Timestamp;
 use ishare_gateway::testbed::pki::PartyCredentials;

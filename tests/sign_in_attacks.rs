@@ -4,7 +4,7 @@
 //! person's code. Clients are told apart by their loopback address (127.0.0.1, 127.0.0.2,
 //! 127.0.0.3).
 
-mod support;
+use crate::support;
 
 use ishare_gateway::html::form_of;
 use ishare_gateway::scheme::openid;

@@ -8,7 +8,7 @@
 //! live signed client assertion of the mask's party addressed to the caller, and a caller with one
 //! that is not the mask's first service provider.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::version::SchemeVersion;
 use ishare_gateway::scheme::Timestamp;

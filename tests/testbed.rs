@@ -2,7 +2,7 @@
 //! 404 and 405 cases, the parties filters and paging, both delegation body shapes, and the client
 //! command against it.
 
-mod support;
+use crate::support;
 
 use ishare_gateway::scheme::Timestamp;
 use serde_json::{json, Value};

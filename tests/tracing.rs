@@ -6,7 +6,7 @@
 //! a client's context starts a trace of its own; exports that fail are counted; and the binary
 //! sends its spans before it exits on SIGTERM.
 
-mod support;
+use crate::support;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -606,9 +606,7 @@ async fn the_binary_exports_its_spans_and_sends_them_before_it_exits() {
         "[tracing]\notlp_endpoint = \"{}\"\nb3 = \"single\"\n",
         collector.endpoint
     );
-    let (dir, ports) = gateway_dir(&bed, BIN, STATUS_ROUTE, &extra, |t| {
-        t.replace("work_stealing = true", "")
-    });
+    let (dir, ports) = gateway_dir(&bed, BIN, STATUS_ROUTE, &extra, |t| t);
     let config = dir.join("gateway.toml");
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"))
         .args(["check", "--config", config.to_str().unwrap()])

@@ -1,5 +1,5 @@
 //! Test support: the testbed in-process on ephemeral loopback ports, with key material generated
-//! once per test binary, and HTTP clients that trust its CA.
+//! once per data directory (each module its own), and HTTP clients that trust its CA.
 
 #![allow(dead_code)]
 
@@ -550,8 +550,13 @@ pub async fn binary_in_front(
 /// Build the gateway of `dir` and start it in this process (without waiting for it to be ready).
 pub fn launch(dir: &Path) -> ishare_gateway::gateway::server::RunningGateway {
     let path = dir.join("gateway.toml");
-    let config =
+    let mut config =
         ishare_gateway::config::load(&path).unwrap_or_else(|e| panic!("gateway config: {e}"));
+    // Many gateways run one after another in this process: pingora's no-steal runtime finds its
+    // handles by thread ids that are recycled, so a later one would take over a stopped one's
+    // (cloudflare/pingora#981) and its connections would be reset. The binary runs its own
+    // configuration's runtime.
+    config.server.work_stealing = true;
     let built =
         ishare_gateway::gateway::server::build(config, path, None, false).expect("gateway builds");
     ishare_gateway::gateway::server::RunningGateway::start(built)
@@ -626,10 +631,6 @@ directory = "policies"
 
 [server]
 threads = 1
-# Many gateways run one after another in this process: pingora's no-steal runtime finds its
-# handles by thread ids that are recycled, so a later one would take over a stopped one's
-# (cloudflare/pingora#981). Tests of the binary run the default.
-work_stealing = true
 grace_period = "0s"
 graceful_shutdown_timeout = "1s"
 {extra}

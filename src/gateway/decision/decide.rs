@@ -102,7 +102,7 @@ impl Incoming for Held<'_> {
 /// parts (AuthZEN), which the route stage turns into the request its route would see.
 pub enum Asked<'a> {
     Request(&'a mut dyn Incoming),
-    Evaluation(Evaluation),
+    Evaluation(Box<Evaluation>),
 }
 
 /// The gateway's own endpoints, answered by the gateway itself.
@@ -207,6 +207,7 @@ async fn sequence(
             }
         },
         Asked::Evaluation(evaluation) => {
+            let evaluation = *evaluation;
             let mut found = evaluation.routed;
             d.method = "AUTHZEN".into();
             d.route = found.route.name.clone().into();
@@ -254,7 +255,9 @@ async fn sequence(
     }))
 }
 
-/// What the route stage found.
+/// What the route stage found. Moved once, on the way to the next stage: a box would cost every
+/// request an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Matched {
     /// A route: the request matched to it.
     Route(Routed),

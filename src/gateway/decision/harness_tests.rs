@@ -673,7 +673,9 @@ async fn an_authzen_evaluation_runs_the_delegation_stages_and_is_always_enforced
             licences: &licences,
             delegation_evidence: None,
         };
-        Asked::Evaluation(Evaluation::new(&h.snap.routes, &parts).expect("an evaluation"))
+        Asked::Evaluation(Box::new(
+            Evaluation::new(&h.snap.routes, &parts).expect("an evaluation"),
+        ))
     };
     let callers = Named {
         caller: Some(&CallerArg::As(CONSUMER.into())),

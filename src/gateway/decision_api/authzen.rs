@@ -464,7 +464,7 @@ async fn evaluate(
     let evidence = snap.authz.with(&snap.trust);
     let decided = decide(
         &snap.policy(),
-        decide::Asked::Evaluation(evaluation),
+        decide::Asked::Evaluation(Box::new(evaluation)),
         &callers,
         &evidence,
         Timestamp::now(),
