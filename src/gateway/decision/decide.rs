@@ -37,8 +37,9 @@ pub struct Policy<'a> {
 
 /// A request to decide as its caller holds it: the sequence's third seam, beside `Callers` and
 /// `Evidence`. Its head is read first; its body only once the route stage has found a rule that
-/// reads it (pingora's `request_filter` contract: the proxy reads it off the session then, the
-/// decision service, `explain` and rule tests hold it as bytes).
+/// reads it and the authentication stage a caller who may call (pingora's `request_filter`
+/// contract: the proxy reads it off the session then; the decision service, `explain` and rule
+/// tests hold it as bytes).
 #[async_trait]
 pub trait Incoming: Send {
     fn header(&self) -> &RequestHeader;

@@ -531,6 +531,46 @@ async fn the_host_is_read_before_anything_else_and_then_the_gateways_own_endpoin
 }
 
 #[tokio::test]
+async fn capabilities_names_its_caller_from_the_one_authentication_stage() {
+    let h = Harness::new();
+    let mut callers = People::default();
+    callers.bearers.insert("t1".into(), CONSUMER.into());
+    let capabilities = "/capabilities";
+    let anonymous = h.ask("GET", capabilities, &[HOST], &callers, false).await;
+    assert!(matches!(anonymous.next, Next::Own(Own::Capabilities)));
+    assert!(anonymous.decision.caller.is_none());
+    let bearer = ("authorization", "Bearer t1");
+    let named = h
+        .ask("GET", capabilities, &[HOST, bearer], &callers, false)
+        .await;
+    assert!(matches!(named.next, Next::Own(Own::Capabilities)));
+    assert_eq!(named.decision.caller_id(), Some(CONSUMER));
+    let forged = ("authorization", "Bearer t2");
+    let forged = h
+        .ask("GET", capabilities, &[HOST, forged], &callers, false)
+        .await;
+    assert!(matches!(forged.next, Next::Refuse(_)));
+    let d = &forged.decision;
+    assert_eq!(
+        (d.status(), d.reason, d.stage),
+        (401, "invalid_token", Stage::Authentication)
+    );
+    // With the gateway's own tokens: a repeated Authorization is refused, as on every route.
+    let tokens = Named {
+        caller: None,
+        tokens: &h.snap.tokens,
+    };
+    let twice = [
+        HOST,
+        ("authorization", "Bearer a"),
+        ("authorization", "Bearer b"),
+    ];
+    let repeated = h.ask("GET", capabilities, &twice, &tokens, false).await;
+    let d = &repeated.decision;
+    assert_eq!((d.status(), d.reason), (401, "invalid_token"));
+}
+
+#[tokio::test]
 async fn on_a_route_for_people_the_session_is_read_and_a_bearer_token_is_not_a_person() {
     let mut h = Harness::new();
     h.fakes.policies.push(evidence("alice", &["C1"]));
