@@ -8,7 +8,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use ishare_gateway::config::model::{Auth, Config, DecisionLogSettings, DecisionLogTarget};
 use ishare_gateway::gateway::decision::authenticate::Live;
 use ishare_gateway::gateway::decision::authorise;
-use ishare_gateway::gateway::decision::decide::{decide, Asked, Decided, Held, HeldBody, Next};
+use ishare_gateway::gateway::decision::decide::{decide, Asked, Decided, Next};
+use ishare_gateway::gateway::decision::incoming::{Held, HeldBody};
 use ishare_gateway::gateway::decision::log_line::line_into;
 use ishare_gateway::gateway::decision::mask::RequestFacts;
 use ishare_gateway::gateway::decision::route::Lookup;

@@ -11,6 +11,7 @@
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence};
 use super::evaluation::Evaluation;
+use super::incoming::Incoming;
 use super::route::{self, read_rule_body, RouteTable, Routed};
 use super::{logged, logged_method, Decision, Stage};
 use crate::config::model::{own_route, Auth, BodyRule, Config, LoginSettings, Route};
@@ -22,8 +23,6 @@ use crate::request::form::MethodFieldScan;
 use crate::request::path::canonical_path;
 use crate::scheme::vocabulary::{BROKER_HEADERS, CAPABILITIES_PATH};
 use crate::scheme::Timestamp;
-use async_trait::async_trait;
-use bytes::Bytes;
 use pingora::http::RequestHeader;
 use std::time::Instant;
 
@@ -33,70 +32,6 @@ pub struct Policy<'a> {
     pub config: &'a Config,
     pub routes: &'a RouteTable,
     pub sign_in: Option<&'a LoginSettings>,
-}
-
-/// A request to decide as its caller holds it: the sequence's third seam, beside `Callers` and
-/// `Evidence`. Its head is read first; its body only once the route stage has found a rule that
-/// reads it and the authentication stage a caller who may call (pingora's `request_filter`
-/// contract: the proxy reads it off the session then; the decision service, `explain` and rule
-/// tests hold it as bytes).
-#[async_trait]
-pub trait Incoming: Send {
-    fn header(&self) -> &RequestHeader;
-
-    /// Whether a body follows (a form or JSON one may hold a `_method` field).
-    fn has_body(&self) -> bool;
-
-    /// Read off the wire (an HTTP/1.1 request names its `Host`), or described by another proxy
-    /// or a command, which may leave the `Host` out.
-    fn described(&self) -> bool;
-
-    /// The body whole, of at most `limit` bytes: the bytes decided on, which are the bytes
-    /// forwarded. Asked only of a request a body follows.
-    async fn body(&mut self, limit: usize) -> Result<Bytes, Reject>;
-}
-
-/// A request held whole: described by another proxy, a command or a test.
-pub struct Held<'a> {
-    pub header: &'a RequestHeader,
-    /// Whether a body follows, given or not.
-    pub has_body: bool,
-    pub body: HeldBody<'a>,
-    /// Described, or (a test or benchmark of the proxy's decision) read off the wire.
-    pub described: bool,
-}
-
-/// The body of a described request, as far as it was given.
-pub enum HeldBody<'a> {
-    /// Not given.
-    Unseen,
-    /// Given whole.
-    Given(&'a [u8]),
-    /// Given, and not as it is: why it cannot be decided on.
-    Refused(Reject),
-}
-
-#[async_trait]
-impl Incoming for Held<'_> {
-    fn header(&self) -> &RequestHeader {
-        self.header
-    }
-
-    fn has_body(&self) -> bool {
-        self.has_body
-    }
-
-    fn described(&self) -> bool {
-        self.described
-    }
-
-    async fn body(&mut self, _limit: usize) -> Result<Bytes, Reject> {
-        match &self.body {
-            HeldBody::Unseen => Err(Reject::Body(BodyRefusal::Unseen)),
-            HeldBody::Given(bytes) => Ok(Bytes::copy_from_slice(bytes)),
-            HeldBody::Refused(reject) => Err(reject.clone()),
-        }
-    }
 }
 
 /// What is decided: a request, or an evaluation a policy enforcement point describes by its
@@ -195,8 +130,8 @@ async fn sequence(
     routed: &mut Option<Routed>,
     now: Timestamp,
 ) -> Result<Next, Reject> {
-    let header;
-    let mut held;
+    // Boxed, so that a request's decision carries a pointer for it, not an evaluation's head.
+    let mut described: Box<dyn Incoming>;
     let (incoming, found): (&mut dyn Incoming, _) = match asked {
         Asked::Request(incoming) => match route_request(policy, &*incoming, d)? {
             Matched::Route(found) => (incoming, found),
@@ -213,14 +148,8 @@ async fn sequence(
             d.method = "AUTHZEN".into();
             d.route = found.route.name.clone().into();
             found.body = evaluation.body.transpose()?;
-            header = evaluation.header;
-            held = Held {
-                header: &header,
-                has_body: false,
-                body: HeldBody::Unseen,
-                described: true,
-            };
-            (&mut held, found)
+            described = Box::new(evaluation.head);
+            (&mut *described, found)
         }
     };
     let found = routed.insert(found);

@@ -5,7 +5,8 @@
 
 use super::authenticate::{CallerArg, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
-use super::decide::{Asked, Decided, Held, HeldBody, Next, Policy};
+use super::decide::{Asked, Decided, Next, Policy};
+use super::incoming::{Held, HeldBody};
 use super::route::Routed;
 use super::{logged, Assessed, Decision, EvidenceSource, Stage};
 use crate::access_token::AccessTokens;

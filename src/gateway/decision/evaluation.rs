@@ -8,14 +8,17 @@
 //! always enforced (a route's shadow mode is the gateway's own roll-out, not a permit for whatever
 //! an evaluation names).
 
+use super::incoming::Incoming;
 use super::route::{read_rule_body, RouteTable, Routed};
 use super::CallerKind;
 use crate::config::model::{own_route, Auth, DelegationRule, EvidenceSources, Mode, Route};
 use crate::gateway::reject::Reject;
-use crate::request::body::ReadBody;
+use crate::request::body::{BodyRefusal, ReadBody};
 use crate::request::pattern::PathPattern;
 use crate::request::template::Template;
 use crate::scheme::vocabulary::EVIDENCE_HEADER_3;
+use async_trait::async_trait;
+use bytes::Bytes;
 use pingora::http::RequestHeader;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -46,7 +49,7 @@ pub struct Parts<'a> {
 /// An evaluation made into the request its route would see.
 pub struct Evaluation {
     /// The request's head: the evidence given with it, in its header.
-    pub header: RequestHeader,
+    pub head: Head,
     /// The request matched to the evaluation's route (enforced, for the subject it names).
     pub routed: Routed,
     /// The body the enforcement point gave, read for the route's rule (or why it is not).
@@ -108,10 +111,32 @@ impl Evaluation {
             body: None,
         };
         Ok(Evaluation {
-            header,
+            head: Head(header),
             routed,
             body,
         })
+    }
+}
+
+/// The head of the request an evaluation stands for; its body, if any, is the one given with it.
+pub struct Head(RequestHeader);
+
+#[async_trait]
+impl Incoming for Head {
+    fn header(&self) -> &RequestHeader {
+        &self.0
+    }
+
+    fn has_body(&self) -> bool {
+        false
+    }
+
+    fn described(&self) -> bool {
+        true
+    }
+
+    async fn body(&mut self, _limit: usize) -> Result<Bytes, Reject> {
+        Err(Reject::Body(BodyRefusal::Unseen))
     }
 }
 

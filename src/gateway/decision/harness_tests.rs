@@ -6,8 +6,9 @@
 
 use super::authenticate::{CallerArg, Callers, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
-use super::decide::{decide, Asked, Decided, Held, HeldBody, Next, Own};
+use super::decide::{decide, Asked, Decided, Next, Own};
 use super::evaluation::{Evaluation, Parts};
+use super::incoming::{Held, HeldBody};
 use super::log_line::{line_into, to_json};
 use super::{Assessed, CallerKind, Decision, DecisionId, EvidenceSource, Stage};
 use crate::access_token::AccessTokenError;

@@ -10,6 +10,7 @@ pub mod decide;
 pub mod dry_run;
 pub mod evaluation;
 pub mod grant;
+pub mod incoming;
 pub mod log;
 pub mod log_line;
 pub mod mask;
