@@ -156,8 +156,8 @@ async fn sign_in_path(
 }
 
 /// The request as the proxy holds it: its head off the session, its body read from the client
-/// only when the route stage asks for it (within the body's deadline; on HTTP/2 watched), and
-/// kept as the body forwarded.
+/// only when the sequence asks for it (a route's rule reads it, and a caller who may call was
+/// found), within the body's deadline (on HTTP/2 watched), and kept as the body forwarded.
 struct FromClient<'a> {
     session: &'a mut Session,
     has_body: bool,
