@@ -79,7 +79,8 @@ cluster: setup
 	$(call need,redis-server redis-server haproxy haproxy)
 	cargo run --release -- cluster
 
-# Every test binary runs, whatever fails first, so that one run names every failure.
+# Every test runs, whatever fails first (the library's, the binary's and the integration suite's),
+# so that one run names every failure.
 test: test-setup
 	cargo test --no-fail-fast
 
