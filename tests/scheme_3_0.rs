@@ -91,13 +91,22 @@ async fn env(version: &str) -> Env {
 
 /// `env` on the testbed `bed`.
 async fn env_on(bed: Bed, version: &str) -> Env {
-    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
-        t.replace(SO, SO3).replace(SP, SP3).replace(
+    let (dir, ports) = dir_on(&bed, version, None);
+    Env::launch(bed, dir, &ports).await
+}
+
+/// The directory of `env`'s gateway on `bed`, serving in the data space `serving` where given.
+fn dir_on(bed: &Bed, version: &str, serving: Option<&str>) -> (std::path::PathBuf, Ports) {
+    gateway_dir(bed, BIN, &rules(), &login(bed), |t| {
+        let t = t.replace(SO, SO3).replace(SP, SP3).replace(
             "[scheme_owner]\n",
             &format!("[scheme_owner]\nscheme_version = \"{version}\"\n"),
-        )
-    });
-    Env::launch(bed, dir, &ports).await
+        );
+        match serving {
+            Some(space) => format!("dataspaces = [\"{space}\"]\n{t}"),
+            None => t,
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1104,16 +1113,7 @@ async fn a_registry_designated_for_a_data_space_we_serve_in_is_asked_and_binds_i
             registry.dataspace_roles.clear();
         }
         let bed = Bed::start_of(config).await;
-        let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
-            let t = t.replace(SO, SO3).replace(SP, SP3).replace(
-                "[scheme_owner]\n",
-                "[scheme_owner]\nscheme_version = \"3.0\"\n",
-            );
-            match serving {
-                Some(space) => format!("dataspaces = [\"{space}\"]\n{t}"),
-                None => t,
-            }
-        });
+        let (dir, ports) = dir_on(&bed, "3.0", serving);
         let env = Env::launch(bed, dir, &ports).await;
         let token = env.token(CONSUMER3).await;
         let (status, body) = env
@@ -1165,13 +1165,7 @@ async fn a_gateway_serving_in_a_data_space_runs_as_the_binary() {
     let owner = config.parties.iter_mut().find(|p| p.id == OWNER3).unwrap();
     owner.registries_for.clear();
     let bed = Bed::start_of(config).await;
-    let (dir, ports) = gateway_dir(&bed, BIN, &rules(), &login(&bed), |t| {
-        let t = t.replace(SO, SO3).replace(SP, SP3).replace(
-            "[scheme_owner]\n",
-            "[scheme_owner]\nscheme_version = \"3.0\"\n",
-        );
-        format!("dataspaces = [\"EU.DS.GND.NL.PETCARE\"]\n{t}")
-    });
+    let (dir, ports) = dir_on(&bed, "3.0", Some("EU.DS.GND.NL.PETCARE"));
     let mut gateway = GatewayProcess::start(BIN, &dir.join("gateway.toml"), ports.admin);
     let generation = gateway.wait_ready().await;
     let base = format!("http://127.0.0.1:{}", ports.plain);
