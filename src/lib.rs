@@ -4,6 +4,7 @@ pub mod access_token;
 pub mod cli;
 pub mod config;
 pub mod conformance;
+pub mod egress;
 pub mod gateway;
 pub mod html;
 pub mod peers;

@@ -102,6 +102,22 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
+    if is_egress_config(&path) {
+        if upgrade || daemon {
+            return Err("--upgrade and --daemon are the gateway's: the consumer's side runs in the foreground (under systemd, or in a container)".into());
+        }
+        let config = config::egress::load(&path)
+            .map_err(|e| format!("the configuration is not valid:\n{e}"))?;
+        let _log = telemetry::init_logging(
+            config.log.format == LogFormat::Json,
+            &config.log.level,
+            true,
+        );
+        for warning in &config.warnings {
+            tracing::warn!("{warning}");
+        }
+        return runtime().block_on(ishare_gateway::egress::run(path, config));
+    }
     let config =
         config::load(&path).map_err(|e| format!("the configuration is not valid:\n{e}"))?;
     let _log = telemetry::init_logging(
@@ -130,6 +146,11 @@ fn run(path: PathBuf, upgrade: bool, daemon: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// A configuration of the consumer's side has outgoing routes.
+fn is_egress_config(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| config::egress::is_egress(&t))
+}
+
 /// A testbed config has parties; anything else is a gateway config.
 fn is_testbed_config(path: &Path) -> bool {
     std::fs::read_to_string(path)
@@ -151,6 +172,27 @@ fn check(paths: Vec<PathBuf>) -> Result<(), String> {
                 Err(e) => {
                     failed = true;
                     println!("{e}");
+                }
+            }
+            continue;
+        }
+        if is_egress_config(&path) {
+            match config::egress::load(&path) {
+                Ok(c) => {
+                    for warning in &c.warnings {
+                        println!("warning: {warning}");
+                    }
+                    println!(
+                        "{}: ok (consumer's side on {}: {} providers, {} outgoing routes)",
+                        path.display(),
+                        c.consumer.address,
+                        c.providers.len(),
+                        c.routes.len()
+                    );
+                }
+                Err(errors) => {
+                    failed = true;
+                    println!("{errors}");
                 }
             }
             continue;

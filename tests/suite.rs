@@ -18,6 +18,7 @@ mod container;
 mod decision_api;
 mod decisions;
 mod delegation;
+mod egress;
 mod faults;
 mod fleet;
 mod gateway;

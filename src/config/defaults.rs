@@ -130,6 +130,20 @@ pub const PERSON_HEADERS: [(&str, &str); 7] = [
     ("email", "X-Person-Email"),
 ];
 
+/// The consumer's side (`egress.toml`): the local listener, each provider, the evidence kept.
+pub mod egress {
+    use std::time::Duration;
+
+    pub const MAX_CONNECTIONS: usize = 1024;
+    /// 1 MiB: a request body is held until the provider's answer (a call is sent again once).
+    pub const MAX_BODY_BYTES: u64 = 1 << 20;
+    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const MAX_CONCURRENT: usize = 64;
+    pub const EVIDENCE_CACHE_TTL: Duration = Duration::from_secs(300);
+}
+
 /// Every default as the configuration reference writes it: (key, value).
 pub fn documented() -> Vec<(&'static str, String)> {
     let text = |v: &str| format!("\"{v}\"");

@@ -493,3 +493,80 @@ pub struct DelegationRuleFile {
     #[serde(default, with = "humantime_serde")]
     pub max_decision_age: Option<Duration>,
 }
+
+/// A configuration of the consumer's side (`egress.toml`): the party's identity, the scheme's
+/// peers, and the outgoing routes a local client's calls take to providers.
+#[derive(Debug, Default, Deserialize)]
+pub struct EgressFile {
+    pub scheme: Option<String>,
+    pub identity: Option<IdentityFile>,
+    pub scheme_owner: Option<SchemeOwnerFile>,
+    #[serde(default)]
+    pub tokens: TokensFile,
+    #[serde(default)]
+    pub outbound: OutboundFile,
+    #[serde(default, rename = "registry")]
+    pub registries: Vec<RegistryFile>,
+    /// Where local clients call.
+    pub consumer: Option<ConsumerFile>,
+    pub admin: Option<AdminFile>,
+    #[serde(default, rename = "provider")]
+    pub providers: Vec<ProviderFile>,
+    #[serde(default, rename = "egress")]
+    pub routes: Vec<EgressRouteFile>,
+    #[serde(default)]
+    pub log: LogFile,
+    /// One JSON line per outgoing call.
+    pub decision_log: Option<DecisionLogFile>,
+}
+
+/// `[consumer]`: the local listener.
+#[derive(Debug, Default, Deserialize)]
+pub struct ConsumerFile {
+    pub address: Option<String>,
+    pub max_connections: Option<usize>,
+    pub max_body_bytes: Option<ByteSize>,
+    #[serde(default, with = "humantime_serde")]
+    pub header_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub graceful_shutdown_timeout: Option<Duration>,
+}
+
+/// `[[provider]]`: a service provider called, and how.
+#[derive(Debug, Deserialize)]
+pub struct ProviderFile {
+    pub name: String,
+    pub party_id: String,
+    pub url: String,
+    pub scheme_version: Option<String>,
+    pub token_path: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
+    pub max_concurrent: Option<usize>,
+}
+
+/// `[[egress]]`: local paths mapped to a provider.
+#[derive(Debug, Deserialize)]
+pub struct EgressRouteFile {
+    pub name: String,
+    pub path: String,
+    pub methods: Option<Vec<String>>,
+    pub provider: String,
+    /// The local client gives the consumer's `service_consumer_assertion`: we act as its broker.
+    pub broker: Option<bool>,
+    pub evidence: Option<EgressEvidenceFile>,
+}
+
+/// `[egress.evidence]`: delegation evidence we bring, asked of the data owner's registry.
+#[derive(Debug, Deserialize)]
+pub struct EgressEvidenceFile {
+    pub registry: String,
+    pub policy_issuer: String,
+    pub resource_type: String,
+    pub identifiers: Option<Vec<String>>,
+    pub attributes: Option<Vec<String>>,
+    pub actions: Option<Vec<String>>,
+    pub licences: Option<Vec<String>>,
+    #[serde(default, with = "humantime_serde")]
+    pub cache_ttl: Option<Duration>,
+}

@@ -470,7 +470,7 @@ fn server(base: &Path, s: ServerFile, issues: &mut Issues) -> Server {
     }
 }
 
-fn log(l: LogFile, issues: &mut Issues) -> Log {
+pub(super) fn log(l: LogFile, issues: &mut Issues) -> Log {
     Log {
         format: l
             .format

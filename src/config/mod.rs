@@ -8,6 +8,7 @@
 pub mod decision_api;
 pub mod decision_log;
 pub mod defaults;
+pub mod egress;
 pub mod file;
 mod forwarding;
 mod gateway;

@@ -297,7 +297,7 @@ fn check_body_keys(key: &str, rule: &DelegationRule, issues: &mut Issues) {
 
 /// Whether the route's name can be a metrics label: letters, digits, '-', '_' and '.', and not a
 /// name the gateway counts its own answers under.
-fn check_name(key: &str, name: &str, issues: &mut Issues) {
+pub(super) fn check_name(key: &str, name: &str, issues: &mut Issues) {
     let valid = !name.is_empty()
         && name
             .chars()
@@ -336,7 +336,11 @@ fn check_target(key: &str, r: &RouteFile, known: &Known, issues: &mut Issues) {
 }
 
 /// The HTTP methods the route is limited to, if any; each name must be a method.
-fn methods(key: &str, names: Option<&[String]>, issues: &mut Issues) -> Option<Vec<http::Method>> {
+pub(super) fn methods(
+    key: &str,
+    names: Option<&[String]>,
+    issues: &mut Issues,
+) -> Option<Vec<http::Method>> {
     names.map(|ms| {
         ms.iter()
             .filter_map(|m| {

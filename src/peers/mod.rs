@@ -51,7 +51,7 @@ pub enum PeerError {
 }
 
 impl PeerError {
-    fn from_reqwest(url: &str, e: reqwest::Error) -> Self {
+    pub(crate) fn from_reqwest(url: &str, e: reqwest::Error) -> Self {
         if e.is_timeout() {
             PeerError::Timeout {
                 url: url.to_string(),

@@ -392,6 +392,20 @@ impl RegistryClient {
         trust: &TrustStore,
         deadline: tokio::time::Instant,
     ) -> Result<Option<DelegationEvidence>, RegistryError> {
+        self.evidence_token(registry, step, consent, trust, deadline)
+            .await
+            .map(|answer| answer.map(|(_, evidence)| evidence))
+    }
+
+    /// `evidence`, with the delegation token that carried it (for a consumer to present).
+    pub async fn evidence_token(
+        &self,
+        registry: &Registry,
+        step: &AccessRequest,
+        consent: Consent<'_>,
+        trust: &TrustStore,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<(String, DelegationEvidence)>, RegistryError> {
         let previous_steps = match registry.previous_steps {
             PreviousSteps::ConsumerAssertion => self.consent(registry, step, consent).await?,
             PreviousSteps::None => Vec::new(),
@@ -436,7 +450,7 @@ impl RegistryClient {
         step: &AccessRequest,
         previous_steps: Vec<String>,
         trust: &TrustStore,
-    ) -> Result<Option<DelegationEvidence>, RegistryError> {
+    ) -> Result<Option<(String, DelegationEvidence)>, RegistryError> {
         let token_url = join(&registry.url, &registry.token_path);
         let audience = registry.party_id.as_str();
         let version = registry.scheme_version;
@@ -478,7 +492,8 @@ impl RegistryClient {
         let Some(token) = answer.map_err(classify)? else {
             return Ok(None);
         };
-        self.verify_answer(&token, registry, trust).await.map(Some)
+        let evidence = self.verify_answer(&token, registry, trust).await?;
+        Ok(Some((token, evidence)))
     }
 
     /// Whether the token for `token_url` may be renewed after a failure: once per

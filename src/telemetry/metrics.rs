@@ -137,7 +137,12 @@ pub struct Metrics {
     pub spans: IntCounterVec,
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub(crate) fn counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
         .register(Box::new(c.clone()))
@@ -145,7 +150,12 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
-fn histogram(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+pub(crate) fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> HistogramVec {
     let buckets = exponential_buckets(0.0005, 2.0, 16).expect("valid buckets");
     let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
         .expect("valid metric");
@@ -163,7 +173,12 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     g
 }
 
-fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+pub(crate) fn gauge_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid");
     registry
         .register(Box::new(g.clone()))
@@ -480,6 +495,11 @@ impl Metrics {
                 evicted.inc();
             }
         }
+    }
+
+    /// The registry our metrics are in, for another part's to join them.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The text exposition of our metrics and the process-wide ones.

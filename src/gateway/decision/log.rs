@@ -151,22 +151,32 @@ impl DecisionLog {
 
     /// Queue the line of a decision whose answer had `status`, after `duration`.
     pub fn write(&self, d: &Decision, status: u16, duration: Duration) {
+        self.write_with(|line, settings| line_into(line, d, status, duration, settings));
+    }
+
+    /// Queue a line that `make` writes (one JSON object and its newline) under the log's
+    /// settings: the gateway's decisions, and the consumer's side's calls.
+    pub fn write_with(&self, make: impl FnOnce(&mut Vec<u8>, &DecisionLogSettings)) {
         thread_local! {
             static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
+        let mut make = Some(make);
         // A thread whose own buffer is gone (it is ending) makes the line in a new one.
-        let queued =
-            SCRATCH.try_with(|line| self.queue(&mut line.borrow_mut(), d, status, duration));
-        if queued.is_err() {
-            self.queue(&mut Vec::new(), d, status, duration);
+        let queued = SCRATCH.try_with(|line| {
+            if let Some(make) = make.take() {
+                self.queue(&mut line.borrow_mut(), make)
+            }
+        });
+        if let (Err(_), Some(make)) = (queued, make) {
+            self.queue(&mut Vec::new(), make);
         }
     }
 
     /// Make the line in `line` and append it to what the writer takes, or drop it when `queue`
     /// lines wait.
-    fn queue(&self, line: &mut Vec<u8>, d: &Decision, status: u16, duration: Duration) {
+    fn queue(&self, line: &mut Vec<u8>, make: impl FnOnce(&mut Vec<u8>, &DecisionLogSettings)) {
         line.clear();
-        line_into(line, d, status, duration, &self.settings);
+        make(line, &self.settings);
         let mut p = self.shared.pending();
         if p.lines + p.writing >= self.settings.queue {
             drop(p);

@@ -258,10 +258,10 @@ impl Json<'_> {
 /// A moment as RFC 3339 in UTC with nanoseconds (`2026-11-24T06:04:51.473222010Z`), written
 /// digit by digit: a line is made for every request, and a general formatter costs more than the
 /// rest of the line's fields together.
-pub(super) struct Rfc3339(pub(super) SystemTime);
+pub struct Rfc3339(pub SystemTime);
 
 impl Rfc3339 {
-    pub(super) fn bytes(&self) -> [u8; 30] {
+    pub fn bytes(&self) -> [u8; 30] {
         let since = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
         let secs = since.as_secs();
         let (days, of_day) = (secs / 86_400, secs % 86_400);
@@ -389,38 +389,56 @@ pub fn line_into(
     duration: Duration,
     settings: &DecisionLogSettings,
 ) {
-    let start = buf.len();
     let of = Line::of(d, Some((status, duration)));
-    match settings.mask.is_empty() {
-        true => of.write(buf),
-        false => {
-            let mut v = serde_json::to_value(&of).unwrap_or_default();
-            for field in &settings.mask {
-                mask(&mut v, field);
-            }
-            let _ = serde_json::to_writer(&mut *buf, &v);
+    if settings.mask.is_empty() {
+        let start = buf.len();
+        of.write(buf);
+        if buf.len() - start < settings.max_line_bytes {
+            buf.push(b'\n');
+            return;
         }
+        buf.truncate(start);
     }
+    let keep = [
+        "decision_id",
+        "time",
+        "route",
+        "mode",
+        "method",
+        "stage",
+        "outcome",
+        "reason",
+        "status",
+        "decision_ms",
+        "duration_ms",
+    ];
+    value_line_into(
+        buf,
+        serde_json::to_value(&of).unwrap_or_default(),
+        settings,
+        &keep,
+    );
+}
+
+/// A line of `v` appended to `buf`, the configured fields masked; one over `max_line_bytes` is
+/// cut to the fields in `keep` and says it was.
+pub fn value_line_into(
+    buf: &mut Vec<u8>,
+    mut v: Value,
+    settings: &DecisionLogSettings,
+    keep: &[&str],
+) {
+    let start = buf.len();
+    for field in &settings.mask {
+        mask(&mut v, field);
+    }
+    let _ = serde_json::to_writer(&mut *buf, &v);
     if buf.len() - start >= settings.max_line_bytes {
         buf.truncate(start);
-        let v = serde_json::to_value(&of).unwrap_or_default();
-        let keep = [
-            "decision_id",
-            "time",
-            "route",
-            "mode",
-            "method",
-            "stage",
-            "outcome",
-            "reason",
-            "status",
-            "decision_ms",
-            "duration_ms",
-        ];
         let mut cut = serde_json::Map::new();
         for key in keep {
-            if let Some(value) = v.get(key) {
-                cut.insert(key.into(), value.clone());
+            if let Some(value) = v.get(*key) {
+                cut.insert((*key).into(), value.clone());
             }
         }
         cut.insert("truncated".into(), json!(true));

@@ -1,0 +1,158 @@
+//! Why the consumer's side made no call, or could not finish one: each reason with the status the
+//! local client gets, a code (for its program, the metrics and the log) and a description it can
+//! read. A call that lacks what its route requires is never forwarded.
+
+use crate::peers::registry_errors::RegistryError;
+use crate::peers::PeerError;
+use crate::scheme::reason_codes;
+use http::StatusCode;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{0}: call the consumer's side with a path (http://host:port/path), not as a forward proxy with a whole URL")]
+    AbsoluteTarget(String),
+    #[error("the path is not usable: {0}")]
+    BadPath(String),
+    #[error("no outgoing route takes {method} {path}")]
+    NoRoute { method: String, path: String },
+    #[error("the outgoing route {route} takes {allowed}, not {method}")]
+    MethodNotAllowed {
+        route: String,
+        allowed: String,
+        method: String,
+    },
+    #[error("the request's body is larger than {limit} bytes, the most the consumer's side holds")]
+    BodyTooLarge { limit: usize },
+    #[error("the request's body could not be read: {0}")]
+    BodyUnreadable(String),
+    #[error("the outgoing route {route} calls as a broker: give the consumer's client assertion (addressed to us) in the service_consumer_assertion header")]
+    NoConsumerAssertion { route: String },
+    #[error("the {header} header is given more than once (or under both its names)")]
+    Repeated { header: &'static str },
+    #[error("the {header} header is not text")]
+    BadHeader { header: &'static str },
+    #[error("our client assertion could not be signed: {0}")]
+    CannotSign(String),
+    #[error("the request carries delegation evidence, and the outgoing route {route} brings its own from the data owner's registry: leave the header out")]
+    EvidenceGiven { route: String },
+    #[error(
+        "the request lacks {template}, which the outgoing route {route} asks the registry about"
+    )]
+    MissingValue { route: String, template: String },
+    #[error("the provider {provider} has as many calls of ours in flight as its max_concurrent allows ({max}): call again shortly")]
+    ProviderBusy { provider: String, max: usize },
+    #[error("the provider {provider} refused our token request ({status}): {detail}")]
+    TokenRefused {
+        provider: String,
+        status: u16,
+        detail: String,
+    },
+    #[error("the provider {provider} gave no token: {detail}")]
+    TokenFailed { provider: String, detail: String },
+    #[error("the data owner's registry {registry} does not grant the call: {reason}")]
+    RegistryDenied { registry: String, reason: String },
+    #[error("the registry {registry} gave no usable answer: {detail}")]
+    RegistryFailed { registry: String, detail: String },
+    #[error("the provider {provider} did not answer in time")]
+    ProviderTimeout { provider: String },
+    #[error("the provider {provider} is unreachable: {detail}")]
+    ProviderUnreachable { provider: String, detail: String },
+    #[error("the provider {provider}'s TLS certificate is not trusted: {detail}")]
+    ProviderUntrusted { provider: String, detail: String },
+}
+
+reason_codes! {
+    Refusal {
+        Refusal::AbsoluteTarget(_) => "absolute_target",
+        Refusal::BadPath(_) => "bad_path",
+        Refusal::NoRoute { .. } => "no_route",
+        Refusal::MethodNotAllowed { .. } => "method_not_allowed",
+        Refusal::BodyTooLarge { .. } => "body_too_large",
+        Refusal::BodyUnreadable(_) => "body_unreadable",
+        Refusal::NoConsumerAssertion { .. } => "consumer_assertion_missing",
+        Refusal::Repeated { .. } => "repeated_header",
+        Refusal::BadHeader { .. } => "bad_header",
+        Refusal::CannotSign(_) => "signing_failed",
+        Refusal::EvidenceGiven { .. } => "evidence_given",
+        Refusal::MissingValue { .. } => "missing_value",
+        Refusal::ProviderBusy { .. } => "provider_busy",
+        Refusal::TokenRefused { .. } => "token_refused",
+        Refusal::TokenFailed { .. } => "token_failed",
+        Refusal::RegistryDenied { .. } => "registry_denied",
+        Refusal::RegistryFailed { .. } => "registry_failed",
+        Refusal::ProviderTimeout { .. } => "provider_timeout",
+        Refusal::ProviderUnreachable { .. } => "provider_unreachable",
+        Refusal::ProviderUntrusted { .. } => "provider_untrusted",
+    }
+}
+
+impl Refusal {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Refusal::AbsoluteTarget(_)
+            | Refusal::BadPath(_)
+            | Refusal::BodyUnreadable(_)
+            | Refusal::NoConsumerAssertion { .. }
+            | Refusal::Repeated { .. }
+            | Refusal::BadHeader { .. }
+            | Refusal::EvidenceGiven { .. }
+            | Refusal::MissingValue { .. } => StatusCode::BAD_REQUEST,
+            Refusal::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Refusal::CannotSign(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Refusal::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Refusal::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Refusal::RegistryDenied { .. } => StatusCode::FORBIDDEN,
+            Refusal::ProviderBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::ProviderTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Refusal::TokenRefused { .. }
+            | Refusal::TokenFailed { .. }
+            | Refusal::RegistryFailed { .. }
+            | Refusal::ProviderUnreachable { .. }
+            | Refusal::ProviderUntrusted { .. } => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// A failed call to the provider (its token endpoint or its service).
+    pub fn of_provider(provider: &str, e: PeerError) -> Self {
+        let provider = provider.to_string();
+        match e {
+            PeerError::Timeout { .. } => Refusal::ProviderTimeout { provider },
+            e if e.untrusted_certificate() => Refusal::ProviderUntrusted {
+                provider,
+                detail: e.to_string(),
+            },
+            PeerError::Unreachable { detail, .. } => {
+                Refusal::ProviderUnreachable { provider, detail }
+            }
+            PeerError::Status { status, body, .. } if (400..500).contains(&status) => {
+                Refusal::TokenRefused {
+                    provider,
+                    status,
+                    detail: body,
+                }
+            }
+            e => Refusal::TokenFailed {
+                provider,
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    /// A failed call to a registry.
+    pub fn of_registry(registry: &str, e: RegistryError) -> Self {
+        Refusal::RegistryFailed {
+            registry: registry.to_string(),
+            detail: e.to_string(),
+        }
+    }
+
+    /// The JSON answer: the code, the description, and the id of the call's log line.
+    pub fn body(&self, decision_id: &str) -> Vec<u8> {
+        let body = serde_json::json!({
+            "error": self.code(),
+            "error_description": self.to_string(),
+            "decision_id": decision_id,
+        });
+        body.to_string().into_bytes()
+    }
+}
