@@ -56,4 +56,6 @@ pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
 }
 
 #[cfg(test)]
+mod egress_tests;
+#[cfg(test)]
 pub(crate) mod tests;

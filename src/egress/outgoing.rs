@@ -657,3 +657,58 @@ fn relay(answer: reqwest::Response, slot: tokio::sync::OwnedSemaphorePermit) -> 
     });
     response.body(Body::from_stream(stream)).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_provider_gets_no_header_of_the_hop_and_no_credential_of_the_client() {
+        let mut from = HeaderMap::new();
+        for (name, value) in [
+            ("host", "127.0.0.1:8181"),
+            ("connection", "keep-alive, X-Secret"),
+            ("x-secret", "hop"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("authorization", "Bearer theirs"),
+            ("proxy-authorization", "Basic x"),
+            ("delegation_evidence", "e"),
+            ("delegationevidence", "e"),
+            ("service_consumer_assertion", "a"),
+            ("accept", "application/json"),
+            ("x-trace", "1"),
+            ("x-trace", "2"),
+        ] {
+            from.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_static(value),
+            );
+        }
+        let kept = forwarded_headers(&from);
+        let names: Vec<&str> = kept.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["accept", "x-trace"]);
+        assert_eq!(kept.get_all("x-trace").iter().count(), 2);
+    }
+
+    #[test]
+    fn a_scheme_header_is_one_value_under_one_of_its_names() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
+            Ok(None)
+        );
+        headers.insert("delegationevidence", HeaderValue::from_static(" e "));
+        assert_eq!(
+            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
+            Ok(Some("e".into()))
+        );
+        headers.insert("delegation_evidence", HeaderValue::from_static("f"));
+        assert_eq!(
+            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
+            Err(Refusal::Repeated {
+                header: "delegation_evidence"
+            })
+        );
+    }
+}

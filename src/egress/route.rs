@@ -118,3 +118,65 @@ impl Asked<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::pattern::PathPattern;
+
+    fn route(name: &str, path: &str, methods: Option<&[Method]>) -> EgressRoute {
+        EgressRoute {
+            name: name.into(),
+            path: PathPattern::parse(path).unwrap(),
+            methods: methods.map(<[Method]>::to_vec),
+            provider: "p".into(),
+            broker: false,
+            evidence: None,
+        }
+    }
+
+    #[test]
+    fn the_most_specific_route_that_allows_the_method_is_taken() {
+        let routes = [
+            route("all", "/{*rest}", None),
+            route("read", "/api/{id}", Some(&[Method::GET])),
+            route("first", "/api/{id}/x", Some(&[Method::GET])),
+            route("second", "/api/{id}/x", Some(&[Method::PUT])),
+        ];
+        let name =
+            |method: Method, path: &str| find(&routes, &method, path).map(|m| m.route.name.clone());
+        assert_eq!(name(Method::GET, "/api/7").as_deref(), Ok("read"));
+        assert_eq!(name(Method::POST, "/api/7").as_deref(), Ok("all"));
+        assert_eq!(name(Method::PUT, "/api/7/x").as_deref(), Ok("second"));
+        // A tail matches one segment or more, as in the gateway's rules: "/" needs its own route.
+        assert_eq!(
+            name(Method::GET, "/").map_err(|r| r.code()).err(),
+            Some("no_route")
+        );
+        let m = find(&routes, &Method::GET, "/api/7").unwrap();
+        assert_eq!(m.captures["id"], "7");
+    }
+
+    #[test]
+    fn a_path_no_route_takes_and_a_method_none_allows_are_told_apart() {
+        let routes = [route(
+            "read",
+            "/api/{id}",
+            Some(&[Method::GET, Method::HEAD]),
+        )];
+        assert_eq!(
+            find(&routes, &Method::DELETE, "/api/7").err(),
+            Some(Refusal::MethodNotAllowed {
+                route: "read".into(),
+                allowed: "GET, HEAD".into(),
+                method: "DELETE".into(),
+            })
+        );
+        assert_eq!(
+            find(&routes, &Method::GET, "/other")
+                .err()
+                .map(|r| r.code()),
+            Some("no_route")
+        );
+    }
+}
