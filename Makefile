@@ -87,7 +87,7 @@ test: test-setup
 check: setup
 	cargo run -q -- testbed --config conf/testbed.toml --prepare
 	cargo run -q -- testbed --config conf/testbed-3.0.toml --prepare
-	cargo run -q -- check --config conf/gateway.toml --config conf/gateway-3.0.toml --config conf/testbed.toml --config conf/testbed-3.0.toml
+	cargo run -q -- check --config conf/gateway.toml --config conf/gateway-3.0.toml --config conf/egress.toml --config conf/testbed.toml --config conf/testbed-3.0.toml
 	cargo run -q -- test --config conf/gateway.toml
 	cargo run -q -- test --config conf/gateway-3.0.toml
 

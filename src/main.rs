@@ -65,6 +65,9 @@ enum Command {
         /// The gateway in the scheme of 3.0.
         #[arg(long, default_value = "conf/gateway-3.0.toml")]
         config_3_0: PathBuf,
+        /// The consumer's side, in front of the first gateway.
+        #[arg(long, default_value = "conf/egress.toml")]
+        egress_config: PathBuf,
         /// Stop after the walk-through instead of serving until Ctrl-C.
         #[arg(long)]
         exit: bool,
@@ -286,6 +289,7 @@ fn main() -> ExitCode {
             config,
             testbed_3_0_config,
             config_3_0,
+            egress_config,
             exit,
         } => cli::demo::run(
             cli::demo::DemoConfigs {
@@ -293,6 +297,7 @@ fn main() -> ExitCode {
                 gateway: config,
                 testbed_3_0: testbed_3_0_config,
                 gateway_3_0: config_3_0,
+                egress: egress_config,
             },
             exit,
         ),

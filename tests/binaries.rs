@@ -811,6 +811,8 @@ async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
         dir.join("testbed-3.0.toml").to_str().unwrap(),
         "--config-3-0",
         dir.join("gateway-3.0.toml").to_str().unwrap(),
+        "--egress-config",
+        dir.join("egress.toml").to_str().unwrap(),
         "--exit",
     ]);
     let mut demo = ChildProcess::spawn("demo", command);
@@ -828,6 +830,9 @@ async fn the_demo_walks_through_the_scheme_with_its_stores_on_redis() {
         "in the delegationEvidence header",
         "the backend got GET /api/containers/C1/documents with X-Consumer-Party-Id: did:ishare:EU.NL.NTRNL-10000001",
         "/return",
+        // The consumer's side: a plain client reaches the gateway as ABC Trucking.
+        "The consumer's side: ABC Trucking's legacy client calls",
+        "the backend got GET /api/containers/C1/documents with X-Consumer-Party-Id: EU.EORI.NL000000001",
     ] {
         assert!(out.contains(said), "{said:?} missing from:\n{out}");
     }

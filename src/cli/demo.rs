@@ -26,7 +26,11 @@ const OWNER_3: &str = "did:ishare:EU.NL.NTRNL-10000005";
 
 /// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
 /// the body (the backend's view of the request, or the gateway's reason).
-async fn show(resp: reqwest::Response, method: &str, url: &str) -> Result<Value, String> {
+pub(super) async fn show(
+    resp: reqwest::Response,
+    method: &str,
+    url: &str,
+) -> Result<Value, String> {
     let status = resp.status();
     let licences: Vec<String> = resp
         .headers()
@@ -308,6 +312,7 @@ fn try_more(
     if let Some(admin) = admin {
         println!("  curl -s http://{admin}/metrics | grep ishare_gateway_requests_total");
     }
+    println!("  curl -i http://127.0.0.1:8181/api/containers/C7/documents   (the consumer's side: conf/egress.toml)");
     heading("In a browser (the testbed's certificates come from its own CA, data/testbed/ca.pem):");
     println!("  {gateway_url}{PERSON_PAGE}   sign in as {PERSON} / {PERSON_PASSWORD}; {gateway_url}/logout signs out");
     if let Some(admin_page) = registry_admin {
@@ -429,6 +434,8 @@ pub struct DemoConfigs {
     pub gateway: PathBuf,
     pub testbed_3_0: PathBuf,
     pub gateway_3_0: PathBuf,
+    /// The consumer's side, in front of the first gateway.
+    pub egress: PathBuf,
 }
 
 /// Run the demo with the configurations given; serve until Ctrl-C unless `exit`.
@@ -462,6 +469,20 @@ pub fn run(configs: DemoConfigs, exit: bool) -> Result<(), String> {
         Some(second) => runtime.block_on(walk_through_3_0(second)),
         None => walked,
     };
+    let egress = match &walked {
+        Ok(()) => match runtime.block_on(super::demo_egress::walk(&configs.egress, 10)) {
+            Ok(running) => Some(running),
+            Err(e) => {
+                eprintln!("the walk on the consumer's side failed: {e}");
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    let walked = match (walked, &egress) {
+        (Ok(()), None) => Err("the walk on the consumer's side failed".to_string()),
+        (walked, _) => walked,
+    };
     match &walked {
         Ok(()) => {
             try_more(
@@ -491,6 +512,9 @@ pub fn run(configs: DemoConfigs, exit: bool) -> Result<(), String> {
         runtime.block_on(super::wait_for_stop());
     }
     println!("\nStopping...");
+    if let Some(egress) = egress {
+        runtime.block_on(egress.stop());
+    }
     if let Some(second) = second {
         second.stop(&runtime);
     }

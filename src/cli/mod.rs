@@ -9,6 +9,7 @@ mod cluster_start;
 mod cluster_walk;
 pub mod conformance;
 pub mod demo;
+mod demo_egress;
 pub mod display;
 pub mod explain;
 pub mod health;

@@ -30,137 +30,145 @@ use tokio::sync::watch;
 /// The most a line of the decision log waits to be written at the end.
 const LOG_FLUSH: Duration = Duration::from_secs(2);
 
-/// What lives across reloads: the metrics and the decision log.
+/// What lives across reloads: the metrics.
 struct Shared {
     scheme: Metrics,
     egress: EgressMetrics,
-    log: Option<(crate::config::model::DecisionLogSettings, Arc<DecisionLog>)>,
 }
 
 impl Shared {
-    /// The consumer's side of `config`, its decision log kept where its settings are.
-    fn outgoing(&mut self, config: EgressConfig) -> Result<Outgoing, String> {
-        let log = match (&config.decision_log, &self.log) {
-            (None, _) => None,
-            (Some(settings), Some((open, log))) if settings == open => Some(log.clone()),
-            (Some(settings), _) => {
-                let log = Arc::new(DecisionLog::open(settings, self.scheme.clone())?);
-                self.log = Some((settings.clone(), log.clone()));
-                Some(log)
-            }
+    /// The consumer's side of `config`, its decision log opened anew (a rotated file is written
+    /// anew after a reload; the previous writer writes out what it holds and ends).
+    fn outgoing(&self, config: EgressConfig) -> Result<Outgoing, String> {
+        let log = match &config.decision_log {
+            Some(settings) => Some(Arc::new(DecisionLog::open(settings, self.scheme.clone())?)),
+            None => None,
         };
         Outgoing::new(Arc::new(config), &self.scheme, self.egress.clone(), log)
     }
 }
 
-/// Run the consumer's side of `config` (loaded from `path`) until SIGTERM or Ctrl-C.
-pub async fn run(path: PathBuf, config: EgressConfig) -> Result<(), String> {
-    let scheme = Metrics::new();
-    let mut shared = Shared {
-        egress: EgressMetrics::register(&scheme),
-        scheme,
-        log: None,
-    };
-    let address = config.consumer.address;
-    let bounds = Bounds {
-        max_connections: config.consumer.max_connections,
-        header_timeout: config.consumer.header_timeout,
-        graceful_shutdown_timeout: config.consumer.graceful_shutdown_timeout,
-    };
-    let admin = config.admin;
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
-    let admin_listener = match admin {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .map_err(|e| format!("cannot listen on {a} (admin): {e}"))?,
-        ),
-        None => None,
-    };
-    tracing::info!(
-        party = %config.identity.party_id,
-        address = %address,
-        providers = config.providers.len(),
-        routes = config.routes.len(),
-        "consumer's side started"
-    );
-    let current = Arc::new(ArcSwap::from_pointee(shared.outgoing(config)?));
-    let (stop, stopped) = watch::channel(false);
-    let calls = {
-        let current = current.clone();
-        let answer: Answer = Arc::new(move |req| {
-            let outgoing = current.load_full();
-            Box::pin(async move { outgoing.answer(req).await })
-        });
-        tokio::spawn(serve(listener, answer, bounds, stopped.clone()))
-    };
-    let admin_task = admin_listener.map(|l| {
-        let answer = admin_answer(current.clone(), shared.scheme.clone());
-        tokio::spawn(serve(l, answer, bounds, stopped.clone()))
-    });
-    let refresher = tokio::spawn(refresh_trust(current.clone()));
-    wait_and_reload(&path, &current, &mut shared, address).await?;
-    let _ = stop.send(true);
-    refresher.abort();
-    let _ = calls.await;
-    if let Some(task) = admin_task {
-        let _ = task.await;
-    }
-    if let Some((_, log)) = &shared.log {
-        log.flush(LOG_FLUSH);
-    }
-    tracing::info!("consumer's side stopped");
-    Ok(())
+/// The consumer's side serving: its listeners, and what a reload keeps.
+pub struct RunningEgress {
+    current: Arc<ArcSwap<Outgoing>>,
+    shared: Shared,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    refresher: tokio::task::JoinHandle<()>,
+    listening: (std::net::SocketAddr, Option<std::net::SocketAddr>),
 }
 
-/// Serve signals: SIGHUP reloads, SIGTERM and Ctrl-C return.
-async fn wait_and_reload(
-    path: &Path,
-    current: &ArcSwap<Outgoing>,
-    shared: &mut Shared,
-    address: std::net::SocketAddr,
-) -> Result<(), String> {
+impl RunningEgress {
+    /// Bind the listeners of `config` and serve.
+    pub async fn start(config: EgressConfig) -> Result<RunningEgress, String> {
+        let scheme = Metrics::new();
+        let shared = Shared {
+            egress: EgressMetrics::register(&scheme),
+            scheme,
+        };
+        let address = config.consumer.address;
+        let bounds = Bounds {
+            max_connections: config.consumer.max_connections,
+            header_timeout: config.consumer.header_timeout,
+            graceful_shutdown_timeout: config.consumer.graceful_shutdown_timeout,
+        };
+        let admin = config.admin;
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        let admin_listener = match admin {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .map_err(|e| format!("cannot listen on {a} (admin): {e}"))?,
+            ),
+            None => None,
+        };
+        tracing::info!(
+            party = %config.identity.party_id,
+            address = %address,
+            providers = config.providers.len(),
+            routes = config.routes.len(),
+            "consumer's side started"
+        );
+        let current = Arc::new(ArcSwap::from_pointee(shared.outgoing(config)?));
+        let (stop, stopped) = watch::channel(false);
+        let calls: Answer = {
+            let current = current.clone();
+            Arc::new(move |req| {
+                let outgoing = current.load_full();
+                Box::pin(async move { outgoing.answer(req).await })
+            })
+        };
+        let mut tasks = vec![tokio::spawn(serve(listener, calls, bounds, stopped.clone()))];
+        if let Some(l) = admin_listener {
+            let answer = admin_answer(current.clone(), shared.scheme.clone());
+            tasks.push(tokio::spawn(serve(l, answer, bounds, stopped)));
+        }
+        Ok(RunningEgress {
+            refresher: tokio::spawn(refresh_trust(current.clone())),
+            current,
+            shared,
+            stop,
+            tasks,
+            listening: (address, admin),
+        })
+    }
+
+    /// Load the configuration at `path` anew and take it, or keep the running one and say why.
+    pub fn reload(&self, path: &Path) {
+        let loaded = egress::load(path)
+            .map_err(|e| e.to_string())
+            .and_then(|config| {
+                if (config.consumer.address, config.admin) != self.listening {
+                    tracing::warn!("the listeners' addresses change only with a restart: they stay as they were");
+                }
+                self.shared.outgoing(config)
+            });
+        let reloads = &self.shared.scheme.reloads;
+        match loaded {
+            Ok(outgoing) => {
+                self.current.store(Arc::new(outgoing));
+                reloads.with_label_values(&["ok"]).inc();
+                tracing::info!("configuration reloaded");
+            }
+            Err(e) => {
+                reloads.with_label_values(&["refused"]).inc();
+                tracing::error!("reload refused, the running configuration stays: {e}");
+            }
+        }
+    }
+
+    /// Take no new connection, let the calls in progress finish (within the graceful shutdown
+    /// timeout), and write out the decision log.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.refresher.abort();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        if let Some(log) = self.current.load().log() {
+            log.flush(LOG_FLUSH);
+        }
+        tracing::info!("consumer's side stopped");
+    }
+}
+
+/// Run the consumer's side of `config` (loaded from `path`): SIGHUP reloads, SIGTERM and Ctrl-C
+/// stop.
+pub async fn run(path: PathBuf, config: EgressConfig) -> Result<(), String> {
+    let running = RunningEgress::start(config).await?;
     let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     loop {
         tokio::select! {
-            _ = hup.recv() => reload(path, current, shared, address),
-            _ = term.recv() => return Ok(()),
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = hup.recv() => running.reload(&path),
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
         }
     }
-}
-
-/// Load the configuration anew and take it, or keep the running one and say why.
-fn reload(
-    path: &Path,
-    current: &ArcSwap<Outgoing>,
-    shared: &mut Shared,
-    address: std::net::SocketAddr,
-) {
-    let loaded = egress::load(path)
-        .map_err(|e| e.to_string())
-        .and_then(|config| {
-            if config.consumer.address != address || config.admin != current.load().config().admin {
-                tracing::warn!(
-                    "the listeners' addresses change only with a restart: they stay as they were"
-                );
-            }
-            shared.outgoing(config)
-        });
-    match loaded {
-        Ok(outgoing) => {
-            current.store(Arc::new(outgoing));
-            shared.scheme.reloads.with_label_values(&["ok"]).inc();
-            tracing::info!("configuration reloaded");
-        }
-        Err(e) => {
-            shared.scheme.reloads.with_label_values(&["refused"]).inc();
-            tracing::error!("reload refused, the running configuration stays: {e}");
-        }
-    }
+    running.stop().await;
+    Ok(())
 }
 
 /// Keep the trusted list fresh (it is also fetched when found stale).

@@ -164,6 +164,10 @@ impl Outgoing {
         &self.trust
     }
 
+    pub fn log(&self) -> Option<&Arc<DecisionLog>> {
+        self.log.as_ref()
+    }
+
     /// The answer to a local call: the provider's, or ours saying why there is none.
     pub async fn answer(&self, req: Request<hyper::body::Incoming>) -> Response<Body> {
         let started = Instant::now();

@@ -845,8 +845,8 @@ pub fn h2_client(ca_file: &Path) -> reqwest::Client {
 }
 
 /// conf/testbed.toml with every port free and its key material in `dir`/data, as
-/// `dir`/testbed.toml, and conf/gateway.toml pointed at it as `dir`/gateway.toml: what `make demo`
-/// and `make cluster` run, elsewhere.
+/// `dir`/testbed.toml, and conf/gateway.toml and conf/egress.toml pointed at it as
+/// `dir`/gateway.toml and `dir`/egress.toml: what `make demo` and `make cluster` run, elsewhere.
 pub fn shipped_on_free_ports(dir: &Path) {
     shipped_scheme_on_free_ports(dir, &SHIPPED_1_9, &["8443", "8080", "9901"]);
 }
@@ -866,6 +866,8 @@ struct Shipped {
     data_at: &'static str,
     rules: &'static str,
     policies: &'static str,
+    /// The consumer's side in front of the gateway, if the scheme ships one.
+    egress: Option<&'static str>,
 }
 
 const SHIPPED_1_9: Shipped = Shipped {
@@ -875,6 +877,7 @@ const SHIPPED_1_9: Shipped = Shipped {
     data_at: "data",
     rules: "policies",
     policies: "testbed-policies.json",
+    egress: Some("egress.toml"),
 };
 
 const SHIPPED_3_0: Shipped = Shipped {
@@ -884,19 +887,15 @@ const SHIPPED_3_0: Shipped = Shipped {
     data_at: "data-3.0",
     rules: "policies-3.0",
     policies: "testbed-policies-3.0.json",
+    egress: None,
 };
 
 fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str]) {
     let data = dir.join(shipped.data_at).display().to_string();
     let data_dir = format!("../data/{}", shipped.data);
     let rules_dir = format!("../{}", shipped.rules);
-    let mut gateway = std::fs::read_to_string(repo().join("conf").join(shipped.gateway))
-        .unwrap()
-        .replace(&format!("{data_dir}/"), &format!("{data}/"))
-        .replace(
-            &format!("\"{rules_dir}\""),
-            &format!("{:?}", repo().join(shipped.rules).display().to_string()),
-        );
+    // Each address of the shipped files, and the free one it moves to.
+    let mut moved: Vec<(String, String)> = Vec::new();
     let mut testbed = Vec::new();
     for line in std::fs::read_to_string(repo().join("conf").join(shipped.testbed))
         .unwrap()
@@ -905,20 +904,29 @@ fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str
         match line.strip_prefix("port = ") {
             Some(port) => {
                 let free = free_port();
-                gateway =
-                    gateway.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{free}"));
+                moved.push((format!("127.0.0.1:{port}"), format!("127.0.0.1:{free}")));
                 testbed.push(format!("port = {free}"));
             }
             None => testbed.push(line.to_string()),
         }
     }
-    // The gateway's own listeners and admin address.
-    for port in own_ports {
-        gateway = gateway.replace(
-            &format!("127.0.0.1:{port}"),
-            &format!("127.0.0.1:{}", free_port()),
-        );
+    // The gateway's own listeners and admin address, and the consumer's side's.
+    for port in own_ports.iter().chain(shipped.egress.iter().flat_map(|_| &["8181", "9911"])) {
+        moved.push((format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", free_port())));
     }
+    let moved_to_free = |text: String| {
+        moved
+            .iter()
+            .fold(text, |text, (from, to)| text.replace(from, to))
+            .replace(&format!("{data_dir}/"), &format!("{data}/"))
+    };
+    let gateway = moved_to_free(
+        std::fs::read_to_string(repo().join("conf").join(shipped.gateway)).unwrap(),
+    )
+    .replace(
+        &format!("\"{rules_dir}\""),
+        &format!("{:?}", repo().join(shipped.rules).display().to_string()),
+    );
     let testbed = testbed
         .join("\n")
         .replace(&format!("{data_dir:?}"), &format!("{data:?}"))
@@ -935,6 +943,10 @@ fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str
         );
     std::fs::write(dir.join(shipped.testbed), testbed).unwrap();
     std::fs::write(dir.join(shipped.gateway), gateway).unwrap();
+    if let Some(egress) = shipped.egress {
+        let text = std::fs::read_to_string(repo().join("conf").join(egress)).unwrap();
+        std::fs::write(dir.join(egress), moved_to_free(text)).unwrap();
+    }
 }
 
 /// A real redis-server on a free loopback port, for as long as the value lives.
