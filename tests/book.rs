@@ -410,6 +410,41 @@ fn check_example(page: &Path, gateway: &str, rules: &[&str]) -> Result<(), Strin
     }
 }
 
+/// `check` of an example of the consumer's side: put into the shipped `conf/egress.toml` (its
+/// providers beside the shipped ones, its outgoing routes in place of them), or whole where it
+/// gives an `[identity]`.
+fn check_egress_example(page: &Path, example: &str) -> Result<(), String> {
+    let dir = scratch_dir(BIN);
+    let (_, data) = offline_shipped();
+    let data = data.display().to_string();
+    let shipped = std::fs::read_to_string(repo().join("conf/egress.toml"))
+        .unwrap()
+        .replace("../data/testbed", &data);
+    let mut config: toml::Table = shipped.parse().unwrap();
+    let fragment: toml::Table = example
+        .replace("../data/testbed", &data)
+        .parse()
+        .map_err(|e| format!("{}: not TOML: {e}\n{example}", page.display()))?;
+    if fragment.contains_key("identity") {
+        config = toml::Table::new();
+    }
+    if fragment.contains_key("egress") {
+        config.remove("egress");
+    }
+    merge(&mut config, fragment);
+    let path = dir.join("egress.toml");
+    std::fs::write(&path, toml::to_string(&config).unwrap()).unwrap();
+    let out = binary_output(&["check", "--config", path.to_str().unwrap()]);
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "{}: `check` refuses\n{example}\n{}",
+            page.display(),
+            printed(&out)
+        )),
+    }
+}
+
 /// Every `toml` example of a page, checked as what it is, section by section (`## `): rule
 /// fixtures run with `test`; a whole `gateway.toml` checked with its section's rules files; a part
 /// of one checked in the shipped configuration, with the rules that follow it in its block
@@ -443,6 +478,8 @@ fn check_section(page: &Path, text: &str) -> (usize, Vec<String>) {
     for block in &examples {
         let checked = if block.contains("[[case]]") {
             run_fixture(page, block)
+        } else if block.contains("[[egress]]") || block.contains("[[provider]]") {
+            check_egress_example(page, block)
         } else if whole.contains(block) {
             check_example(page, block, &rules_files)
         } else if rules_files.contains(block) {

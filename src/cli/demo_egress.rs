@@ -11,8 +11,7 @@ use std::path::Path;
 
 /// Start the consumer's side of `config` and walk through it from step `first`; it keeps serving.
 pub async fn walk(config: &Path, first: usize) -> Result<RunningEgress, String> {
-    let mut config =
-        egress::load(config).map_err(|e| format!("{}:\n{e}", config.display()))?;
+    let mut config = egress::load(config).map_err(|e| format!("{}:\n{e}", config.display()))?;
     // The walk says what each call's line would.
     config.decision_log = None;
     let local = format!("http://{}", config.consumer.address);

@@ -109,8 +109,17 @@ pub fn is_egress(text: &str) -> bool {
 /// Load and validate an `egress.toml`.
 pub fn load(path: &Path) -> Result<EgressConfig, ConfigErrors> {
     let mut all = Vec::new();
-    let config = read(path, &mut all)
-        .and_then(|text| parse_toml::<EgressFile>(path, &text, &mut all))
+    match read(path, &mut all) {
+        Some(text) => load_text(path, &text),
+        None => Err(ConfigErrors(all)),
+    }
+}
+
+/// Validate the text of an `egress.toml` that lives at `path` (its relative paths are found from
+/// there).
+pub fn load_text(path: &Path, text: &str) -> Result<EgressConfig, ConfigErrors> {
+    let mut all = Vec::new();
+    let config = parse_toml::<EgressFile>(path, text, &mut all)
         .and_then(|file| build(path, file, &mut all));
     let (warnings, errors): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.warning);
     match config {

@@ -100,7 +100,12 @@ impl RunningEgress {
                 Box::pin(async move { outgoing.answer(req).await })
             })
         };
-        let mut tasks = vec![tokio::spawn(serve(listener, calls, bounds, stopped.clone()))];
+        let mut tasks = vec![tokio::spawn(serve(
+            listener,
+            calls,
+            bounds,
+            stopped.clone(),
+        ))];
         if let Some(l) = admin_listener {
             let answer = admin_answer(current.clone(), shared.scheme.clone());
             tasks.push(tokio::spawn(serve(l, answer, bounds, stopped)));

@@ -911,8 +911,14 @@ fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str
         }
     }
     // The gateway's own listeners and admin address, and the consumer's side's.
-    for port in own_ports.iter().chain(shipped.egress.iter().flat_map(|_| &["8181", "9911"])) {
-        moved.push((format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", free_port())));
+    for port in own_ports
+        .iter()
+        .chain(shipped.egress.iter().flat_map(|_| &["8181", "9911"]))
+    {
+        moved.push((
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{}", free_port()),
+        ));
     }
     let moved_to_free = |text: String| {
         moved
@@ -920,13 +926,12 @@ fn shipped_scheme_on_free_ports(dir: &Path, shipped: &Shipped, own_ports: &[&str
             .fold(text, |text, (from, to)| text.replace(from, to))
             .replace(&format!("{data_dir}/"), &format!("{data}/"))
     };
-    let gateway = moved_to_free(
-        std::fs::read_to_string(repo().join("conf").join(shipped.gateway)).unwrap(),
-    )
-    .replace(
-        &format!("\"{rules_dir}\""),
-        &format!("{:?}", repo().join(shipped.rules).display().to_string()),
-    );
+    let gateway =
+        moved_to_free(std::fs::read_to_string(repo().join("conf").join(shipped.gateway)).unwrap())
+            .replace(
+                &format!("\"{rules_dir}\""),
+                &format!("{:?}", repo().join(shipped.rules).display().to_string()),
+            );
     let testbed = testbed
         .join("\n")
         .replace(&format!("{data_dir:?}"), &format!("{data:?}"))

@@ -1,6 +1,6 @@
 //! The configuration loader on arbitrary text: every problem is reported, nothing panics. The text
-//! is a gateway.toml (with a rules directory that does not exist) or, after a first line `rules`,
-//! a rules file read by a fixed gateway.toml.
+//! is a gateway.toml (with a rules directory that does not exist) or, after a first line
+//! `egress`, a configuration of the consumer's side.
 #![no_main]
 
 use ishare_gateway::config;
@@ -12,7 +12,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = Path::new("/nonexistent/ishare-gateway-fuzz/gateway.toml");
-    if let Err(errors) = config::load_text(path, text) {
+    let errors = match text.strip_prefix("egress\n") {
+        Some(egress) => config::egress::load_text(path, egress).err(),
+        None => config::load_text(path, text).err(),
+    };
+    if let Some(errors) = errors {
         assert!(!errors.0.is_empty());
         let _ = errors.to_string();
     }
