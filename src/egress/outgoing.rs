@@ -262,7 +262,7 @@ impl Outgoing {
                     provider: provider.party_id.as_str(),
                     scheme: &self.config.scheme,
                 };
-                Some(self.evidence(&asked, provider, deadline, line).await?)
+                Some(self.evidence(&asked, deadline, line).await?)
             }
             None => given_evidence.map(Arc::from),
         };
@@ -433,12 +433,12 @@ impl Outgoing {
     }
 
     /// The evidence the route brings for this call: kept, or asked of the data owner's registry
-    /// (our client assertion to the provider as the previous step where the registry wants one)
-    /// and evaluated: a registry's Deny is ours.
+    /// (our client assertion as the previous step where the registry wants one: addressed to its
+    /// caller, us, as a registry checks the last step of a chain of consent) and evaluated: a
+    /// registry's Deny is ours.
     async fn evidence(
         &self,
         asked: &Asked<'_>,
-        provider: &Provider,
         deadline: tokio::time::Instant,
         line: &mut Line,
     ) -> Result<Arc<str>, Refusal> {
@@ -458,7 +458,7 @@ impl Outgoing {
             .brought
             .try_get_with(format!("{route} {mask}"), async {
                 fetched.store(true, Ordering::Relaxed);
-                self.ask_registry(&request, (registry, ask.cache_ttl), provider, deadline)
+                self.ask_registry(&request, (registry, ask.cache_ttl), deadline)
                     .await
             })
             .await
@@ -483,7 +483,6 @@ impl Outgoing {
         &self,
         request: &AccessRequest,
         (registry, cache_ttl): (&Registry, Duration),
-        provider: &Provider,
         deadline: tokio::time::Instant,
     ) -> Result<Brought, Refusal> {
         let now = Timestamp::now();
@@ -493,7 +492,7 @@ impl Outgoing {
                 .config
                 .identity
                 .signing
-                .client_assertion(provider.party_id.as_str(), now)
+                .client_assertion(us, now)
                 .map_err(|e| Refusal::CannotSign(e.to_string()))?;
             let exp = now.as_f64() + jwt::ASSERTION_LIFETIME as f64;
             // Held in memory only: no shared store to fail.
