@@ -385,22 +385,7 @@ async fn testbed_binary_of(edit: impl FnOnce(String) -> String) -> (ChildProcess
     let data = dir.join("data");
     let config = dir.join("testbed.toml");
     std::fs::write(&config, edit(std::fs::read_to_string(&config).unwrap())).unwrap();
-    let mut command = binary();
-    command.args(["testbed", "--config", config.to_str().unwrap()]);
-    let mut testbed = ChildProcess::spawn("testbed", command);
-    // Key material is generated at the first start: bounded, generously for a debug build.
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while !testbed.output().contains("Ctrl-C stops it.") {
-        if let Some(status) = testbed.exited() {
-            panic!("the testbed ended ({status})\n{}", testbed.tail());
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the testbed did not start\n{}",
-            testbed.tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let testbed = support::process::testbed_process(&config).await;
     // Its summary: one line per participant with its party id and URL, and the echo backend.
     let urls = testbed
         .output()

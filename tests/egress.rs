@@ -16,7 +16,10 @@ use std::time::Duration;
 use support::process::GatewayProcess;
 use support::served::Served;
 use support::shipped::{shipped_gateway, Urls};
-use support::{free_port, scratch_dir, status_json, Bed, Ports, AR, CONSUMER, OWNER, SO, SP};
+use support::{
+    free_port, scratch_dir, shipped_3_0_on_free_ports, status_json, Bed, Ports, AR, AR3, CONSUMER,
+    CONSUMER3, OWNER, OWNER3, SO, SO3, SP, SP3,
+};
 
 const BIN: &str = "egress";
 
@@ -150,7 +153,7 @@ async fn a_client_that_knows_nothing_of_the_scheme_reaches_the_shipped_gateway_a
     // Evidence the client gives where the route brings its own is refused, not forwarded.
     let resp = http
         .get(format!("{local}/api/containers/C1/documents"))
-        .header("delegation_evidence", "e30.e30.sig")
+        .header("Delegation-Evidence", "e30.e30.sig")
         .send()
         .await
         .unwrap();
@@ -308,6 +311,7 @@ root_certificate = "{data}/ca.pem"
 ca_file = "{data}/ca.pem"
 [consumer]
 address = "127.0.0.1:{consumer}"
+header_timeout = "1s"
 graceful_shutdown_timeout = "5s"
 [admin]
 address = "127.0.0.1:{admin}"
@@ -353,24 +357,63 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
         seen.calls.iter().map(|(b, _)| b.clone()).collect()
     };
 
-    // The first call fetches t1. The provider then forgets it (it issued t2 since): our next
-    // call is refused as invalid_token and sent once more with a fresh token.
+    // A token fetched for the call and refused is the provider's answer: not asked again.
+    let resp = http.get(format!("{local}/never")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(resp.text().await.unwrap(), "forgotten");
+    // The token is kept; the provider then forgets it (it issued t2 since): our next call is
+    // refused as invalid_token and sent once more with a fresh token.
     let resp = http.get(format!("{local}/a")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     forget();
     let resp = http.get(format!("{local}/b?x=1")).send().await.unwrap();
     assert_eq!(resp.status(), 200, "sent again with a fresh token");
     assert_eq!(resp.text().await.unwrap(), "served");
-    assert_eq!(bearers(), ["Bearer t1", "Bearer t1", "Bearer t3"]);
-    // A fresh token refused too is the provider's answer: not asked a third time.
+    assert_eq!(
+        bearers(),
+        ["Bearer t1", "Bearer t1", "Bearer t1", "Bearer t3"]
+    );
+    // Once per ten seconds: a provider that forgets every token costs no token request per call.
     forget();
-    let resp = http.get(format!("{local}/never")).send().await.unwrap();
-    assert_eq!(resp.status(), 401);
-    assert_eq!(resp.text().await.unwrap(), "forgotten");
-    assert_eq!(bearers()[3..], ["Bearer t3", "Bearer t5"]);
+    let resp = http.get(format!("{local}/c")).send().await.unwrap();
+    assert_eq!(
+        resp.status(),
+        401,
+        "renewed a moment ago: the answer is the provider's"
+    );
+    assert_eq!(bearers()[4..], ["Bearer t3"]);
+    assert_eq!(seen.lock().unwrap().issued, 4, "no token asked for");
     let text = egress.metrics().await;
     let renewed = "ishare_gateway_egress_tokens_total{provider=\"forgetful\",result=\"renewed\"}";
-    assert_eq!(metric(&text, renewed), 2, "{text}");
+    assert_eq!(metric(&text, renewed), 1, "{text}");
+    // The provider takes t3 again.
+    seen.lock().unwrap().issued = 3;
+
+    // HTTP/2 without TLS, as a local client may speak it.
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let resp = h2.get(format!("{local}/brokered/h2")).send().await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("consumer_assertion_missing")),
+        "{body}"
+    );
+
+    // A connection that says nothing is closed within the header timeout.
+    let mut idle = tokio::net::TcpStream::connect(("127.0.0.1", ports.0))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read(&mut idle, &mut buf),
+    )
+    .await;
+    assert!(matches!(read, Ok(Ok(0))), "{read:?}");
 
     // As a broker: the consumer's assertion goes in the header the provider's version (3.0)
     // names; without one, no call.
@@ -388,6 +431,20 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
         assert!(headers.get("service_consumer_assertion").is_none());
         assert_eq!(headers["serviceconsumerassertion"], assertion);
     }
+    // A consumer's assertion on a route that does not call as a broker is refused, in any
+    // spelling.
+    let resp = http
+        .get(format!("{local}/x"))
+        .header("Service-Consumer-Assertion", assertion)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("not_a_broker")),
+        "{body}"
+    );
     let resp = http
         .get(format!("{local}/brokered/x"))
         .send()
@@ -465,4 +522,130 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
     assert!(status.success(), "{status}\n{output}");
     provider.stop().await.unwrap();
     bed.stop().await;
+}
+
+/// The port the shipped testbed's `party` serves on, as moved to a free one.
+fn port_of(testbed: &str, party: &str) -> i64 {
+    let doc: toml::Table = testbed.parse().unwrap();
+    doc["party"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"].as_str() == Some(party))
+        .and_then(|p| p.get("port"))
+        .and_then(toml::Value::as_integer)
+        .unwrap_or_else(|| panic!("{party} serves nowhere"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_3_0_consumer_brings_evidence_with_its_context_in_the_header_3_0_names() {
+    let dir = scratch_dir(BIN);
+    shipped_3_0_on_free_ports(&dir);
+    let testbed_text = std::fs::read_to_string(dir.join("testbed-3.0.toml")).unwrap();
+    let mut testbed = support::process::testbed_process(&dir.join("testbed-3.0.toml")).await;
+    let gateway_config = dir.join("gateway-3.0.toml");
+    let gateway_text: toml::Table = std::fs::read_to_string(&gateway_config)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let admin = gateway_text["admin"]["address"].as_str().unwrap();
+    let mut gateway = GatewayProcess::start(
+        "gateway-3.0",
+        &gateway_config,
+        admin.rsplit(':').next().unwrap().parse().unwrap(),
+    );
+    gateway.wait_ready().await;
+    let public = gateway_text["public_url"].as_str().unwrap();
+    let scheme_owner = gateway_text["scheme_owner"]["url"].as_str().unwrap();
+    let data = dir.join("data-3.0").display().to_string();
+    let (port, admin) = (free_port(), free_port());
+    let log = dir.join("egress-3.0.log");
+    let text = format!(
+        r#"
+[identity]
+party_id = "{CONSUMER3}"
+key = "{data}/parties/{CONSUMER3}.key.pem"
+certificate_chain = "{data}/parties/{CONSUMER3}.chain.pem"
+[scheme_owner]
+url = "{scheme_owner}"
+party_id = "{SO3}"
+root_certificate = "{data}/ca.pem"
+scheme_version = "3.0"
+[outbound]
+ca_file = "{data}/ca.pem"
+[[registry]]
+name = "happy-pets"
+party_id = "{AR3}"
+url = "https://127.0.0.1:{registry}"
+[consumer]
+address = "127.0.0.1:{port}"
+[admin]
+address = "127.0.0.1:{admin}"
+[decision_log]
+path = {log:?}
+[[provider]]
+name = "warehouse-13"
+party_id = "{SP3}"
+url = "{public}"
+[[egress]]
+name = "documents"
+path = "/api/containers/{{id}}/documents"
+methods = ["GET"]
+provider = "warehouse-13"
+[egress.evidence]
+registry = "happy-pets"
+policy_issuer = "{OWNER3}"
+resource_type = "CONTAINER"
+identifiers = ["{{path.id}}"]
+attributes = ["DOCUMENTS"]
+conditions = {{ requesterLocation = "{{header.X-Region}}" }}
+[[egress]]
+name = "warehouse-13"
+path = "/{{*rest}}"
+provider = "warehouse-13"
+"#,
+        registry = port_of(&testbed_text, AR3),
+        log = log.display().to_string(),
+    );
+    let config = written(&dir, "egress-3.0.toml", &text);
+    let egress = started("egress-3.0", &config, admin).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str, region: &str| {
+        http.get(format!("http://127.0.0.1:{port}{path}"))
+            .header("X-Region", region)
+            .send()
+    };
+
+    // The documents want evidence the consumer brings: asked of the 3.0 registry with the
+    // region as the policy's context, evaluated here on its condition, then sent in 3.0's
+    // delegationEvidence header.
+    let resp = get("/api/containers/C1/documents", "BE").await.unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
+    let resp = get("/api/containers/C1/documents", "DE").await.unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("registry_denied")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("conditions"),
+        "the condition is named: {body}"
+    );
+    // The container itself: our token alone, the provider asks the registry.
+    let (status, body) = status_json(get("/api/containers/C1", "NL").await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let lines = log_lines(&log, 3).await;
+    assert_eq!(lines[0]["evidence"]["registry"], AR3, "{}", lines[0]);
+    assert_eq!(lines[0]["evidence"]["issuers"][0], OWNER3);
+
+    let (status, output) = egress.terminate().await;
+    assert!(status.success(), "{status}\n{output}");
+    gateway.terminate().await;
+    testbed.kill();
 }

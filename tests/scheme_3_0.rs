@@ -843,20 +843,10 @@ fn toml_value(text: &str, table: &str, key: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_3_0_configuration_runs_as_the_binary_reloads_and_stops() {
-    use std::time::Duration;
-    use support::process::{ChildProcess, GatewayProcess};
+    use support::process::GatewayProcess;
     let dir = scratch_dir(BIN);
     shipped_3_0_on_free_ports(&dir);
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
-    command.args(["testbed", "--config"]);
-    command.arg(dir.join("testbed-3.0.toml"));
-    let mut testbed = ChildProcess::spawn("testbed-3.0", command);
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while !testbed.output().contains("Ctrl-C stops it.") {
-        assert!(testbed.exited().is_none(), "{}", testbed.tail());
-        assert!(std::time::Instant::now() < deadline, "{}", testbed.tail());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut testbed = support::process::testbed_process(&dir.join("testbed-3.0.toml")).await;
     let config = dir.join("gateway-3.0.toml");
     let text = std::fs::read_to_string(&config).unwrap();
     let admin = toml_value(&text, "admin", "address");

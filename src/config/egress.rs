@@ -96,6 +96,9 @@ pub struct EvidenceAsk {
     /// None: the one the method needs (`<scheme>.READ` for GET).
     pub actions: Option<Vec<String>>,
     pub licences: Vec<String>,
+    /// Conditions' left operands (3.0), each from the request: the mask's context, and the
+    /// values the evidence's conditions are held against.
+    pub operands: Vec<(String, Template)>,
     /// The longest evidence is kept (never past its own end).
     pub cache_ttl: Duration,
 }
@@ -119,8 +122,8 @@ pub fn load(path: &Path) -> Result<EgressConfig, ConfigErrors> {
 /// there).
 pub fn load_text(path: &Path, text: &str) -> Result<EgressConfig, ConfigErrors> {
     let mut all = Vec::new();
-    let config = parse_toml::<EgressFile>(path, text, &mut all)
-        .and_then(|file| build(path, file, &mut all));
+    let config =
+        parse_toml::<EgressFile>(path, text, &mut all).and_then(|file| build(path, file, &mut all));
     let (warnings, errors): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.warning);
     match config {
         Some(mut c) if errors.is_empty() => {
@@ -179,8 +182,11 @@ fn build(path: &Path, file: EgressFile, all: &mut Vec<ConfigIssue>) -> Option<Eg
             issues.add("admin.address", format!("{a} is the consumer's address"));
         }
     }
+    // Routes are checked against every provider the file names: one with a problem of its own
+    // is reported once, not again at each route.
+    let declared: BTreeSet<String> = file.providers.iter().map(|p| p.name.clone()).collect();
     let providers = providers(file.providers, peers_version, issues);
-    let routes = routes(file.routes, &providers, &registries, &scheme, issues);
+    let routes = routes(file.routes, &declared, &registries, &scheme, issues);
     let log = log(file.log, issues);
     let decision_log = file
         .decision_log
@@ -271,7 +277,7 @@ fn providers(
         let key = format!("provider[{i}]");
         check_name(&key, &p.name, issues);
         let party_id = issues.check(&format!("{key}.party_id"), party(&p.party_id));
-        let url = issues.check(&format!("{key}.url"), url_of(&p.url));
+        let url = issues.check(&format!("{key}.url"), url_of(&p.url).and_then(base_url));
         if let Some(url) = &url {
             warn_plain(&format!("{key}.url"), url, issues);
         }
@@ -316,9 +322,24 @@ fn providers(
     providers
 }
 
+/// A provider's base URL: a local path is called below it, so it has no query, fragment or
+/// credentials.
+fn base_url(text: String) -> Result<String, String> {
+    let url = url::Url::parse(&text).map_err(|e| e.to_string())?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{text:?}: a base URL has no query or fragment"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{text:?}: a base URL holds no credentials (we authenticate with our token)"
+        ));
+    }
+    Ok(text)
+}
+
 fn routes(
     files: Vec<EgressRouteFile>,
-    providers: &BTreeMap<String, Provider>,
+    providers: &BTreeSet<String>,
     registries: &BTreeMap<String, Registry>,
     scheme: &str,
     issues: &mut Issues,
@@ -342,7 +363,7 @@ fn routes(
         }
         let path = issues.check(&format!("{key}.path"), PathPattern::parse(&r.path));
         let methods = methods(&key, r.methods.as_deref(), issues);
-        if !providers.contains_key(&r.provider) {
+        if !providers.contains(&r.provider) {
             issues.add(
                 format!("{key}.provider"),
                 format!("no [[provider]] named {:?}", r.provider),
@@ -408,23 +429,32 @@ fn evidence(
         );
     }
     let captures: Vec<&str> = path.map(|p| p.captures().collect()).unwrap_or_default();
+    let mut value = |at: String, text: &str| {
+        let template = issues.check(&at, Template::parse(text))?;
+        if template.body_pointers().next().is_some() || template.whole_body_keys().is_some() {
+            issues.add(&at, "the evidence is asked before the call: take values from the path, the query or the headers, not the body");
+            return None;
+        }
+        if let Some(name) = template.path_names().find(|n| !captures.contains(n)) {
+            issues.add(&at, format!("the path has no {{{name}}}"));
+            return None;
+        }
+        Some(template)
+    };
     let identifiers = e
         .identifiers
         .unwrap_or_else(|| vec!["*".into()])
         .iter()
         .enumerate()
-        .filter_map(|(j, text)| {
-            let at = format!("{key}.identifiers[{j}]");
-            let template = issues.check(&at, Template::parse(text))?;
-            if template.body_pointers().next().is_some() || template.whole_body_keys().is_some() {
-                issues.add(&at, "the evidence is asked before the call: take values from the path, the query or the headers, not the body");
-                return None;
-            }
-            if let Some(name) = template.path_names().find(|n| !captures.contains(n)) {
-                issues.add(&at, format!("the path has no {{{name}}}"));
-                return None;
-            }
-            Some(template)
+        .filter_map(|(j, text)| value(format!("{key}.identifiers[{j}]"), text))
+        .collect();
+    let operands = e
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(name, text)| {
+            let template = value(format!("{key}.conditions.{name}"), &text)?;
+            Some((name, template))
         })
         .collect();
     let actions = e.actions;
@@ -454,6 +484,7 @@ fn evidence(
         attributes: e.attributes.unwrap_or_else(|| vec!["*".into()]),
         actions,
         licences: e.licences.unwrap_or_default(),
+        operands,
         cache_ttl,
     })
 }

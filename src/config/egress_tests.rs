@@ -152,3 +152,27 @@ fn a_listener_beyond_loopback_is_warned_of() {
         ["0.0.0.0:8181 is not a loopback address: every call that reaches it is made as EU.EORI.NL000000003, with our token and evidence; let only our own clients reach it"]
     );
 }
+
+#[test]
+fn a_providers_base_url_holds_no_query_fragment_or_credentials() {
+    for (url, problem) in [
+        (
+            "https://127.0.0.1:8443/?x=1",
+            "a base URL has no query or fragment",
+        ),
+        (
+            "https://127.0.0.1:8443/#top",
+            "a base URL has no query or fragment",
+        ),
+        (
+            "https://me:pw@127.0.0.1:8443",
+            "a base URL holds no credentials (we authenticate with our token)",
+        ),
+    ] {
+        let text = format!("{PEERS}{ROUTES}").replace("https://127.0.0.1:8443", url);
+        assert_eq!(
+            problems(&text),
+            [format!("gateway.toml: provider[0].url: {url:?}: {problem}")]
+        );
+    }
+}

@@ -567,6 +567,8 @@ pub struct EgressEvidenceFile {
     pub attributes: Option<Vec<String>>,
     pub actions: Option<Vec<String>>,
     pub licences: Option<Vec<String>>,
+    /// The values of conditions' left operands (3.0), each from the request: the mask's context.
+    pub conditions: Option<BTreeMap<String, String>>,
     #[serde(default, with = "humantime_serde")]
     pub cache_ttl: Option<Duration>,
 }

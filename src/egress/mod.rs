@@ -5,6 +5,7 @@
 //! (a new one that does not load leaves the running one); SIGTERM and Ctrl-C stop after the
 //! calls in progress. The admin listener serves `/metrics`, `/health` and `/ready`.
 
+pub mod exchange;
 pub mod log_line;
 pub mod metrics;
 pub mod outgoing;
@@ -39,12 +40,22 @@ struct Shared {
 impl Shared {
     /// The consumer's side of `config`, its decision log opened anew (a rotated file is written
     /// anew after a reload; the previous writer writes out what it holds and ends).
-    fn outgoing(&self, config: EgressConfig) -> Result<Outgoing, String> {
+    fn outgoing(
+        &self,
+        config: EgressConfig,
+        previous: Option<&Outgoing>,
+    ) -> Result<Outgoing, String> {
         let log = match &config.decision_log {
             Some(settings) => Some(Arc::new(DecisionLog::open(settings, self.scheme.clone())?)),
             None => None,
         };
-        Outgoing::new(Arc::new(config), &self.scheme, self.egress.clone(), log)
+        Outgoing::new(
+            Arc::new(config),
+            &self.scheme,
+            self.egress.clone(),
+            log,
+            previous,
+        )
     }
 }
 
@@ -91,13 +102,15 @@ impl RunningEgress {
             routes = config.routes.len(),
             "consumer's side started"
         );
-        let current = Arc::new(ArcSwap::from_pointee(shared.outgoing(config)?));
+        let current = Arc::new(ArcSwap::from_pointee(shared.outgoing(config, None)?));
         let (stop, stopped) = watch::channel(false);
         let calls: Answer = {
             let current = current.clone();
             Arc::new(move |req| {
                 let outgoing = current.load_full();
-                Box::pin(async move { outgoing.answer(req).await })
+                // A call goes on (and is counted and logged) when its client goes away.
+                let call = tokio::spawn(async move { outgoing.answer(req).await });
+                Box::pin(async move { call.await.unwrap_or_default() })
             })
         };
         let mut tasks = vec![tokio::spawn(serve(
@@ -128,12 +141,23 @@ impl RunningEgress {
                 if (config.consumer.address, config.admin) != self.listening {
                     tracing::warn!("the listeners' addresses change only with a restart: they stay as they were");
                 }
-                self.shared.outgoing(config)
+                self.shared.outgoing(config, Some(&self.current.load()))
             });
         let reloads = &self.shared.scheme.reloads;
         match loaded {
             Ok(outgoing) => {
-                self.current.store(Arc::new(outgoing));
+                let fresh_trust = !Arc::ptr_eq(outgoing.trust(), self.current.load().trust());
+                let outgoing = Arc::new(outgoing);
+                if fresh_trust {
+                    // A new scheme owner or party: its trusted list now, not at the next refresh.
+                    let now = outgoing.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = now.trust().refresh().await {
+                            tracing::warn!("the trusted list could not be fetched: {e}");
+                        }
+                    });
+                }
+                self.current.store(outgoing);
                 reloads.with_label_values(&["ok"]).inc();
                 tracing::info!("configuration reloaded");
             }

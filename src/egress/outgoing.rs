@@ -5,6 +5,9 @@
 //! fresh token when the provider says ours is invalid. What fails is answered with its reason;
 //! nothing is forwarded without what its route requires.
 
+use super::exchange::{
+    forwarded_headers, insert, issuer_of, one_of, relay, says_invalid_token, Call,
+};
 use super::log_line::{self, Line};
 use super::metrics::EgressMetrics;
 use super::refusal::Refusal;
@@ -13,29 +16,27 @@ use crate::config::defaults;
 use crate::config::egress::{EgressConfig, EvidenceAsk, Provider};
 use crate::config::model::{PreviousSteps, Registry};
 use crate::gateway::decision::log::DecisionLog;
-use crate::gateway::decision_api::forwarded::is_of_the_hop;
 use crate::peers::forwarded::ForwardedAssertions;
 use crate::peers::registry::{Consent, RegistryClient};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::token_cache::TokenCache;
-use crate::peers::{join, PeerClient};
-use crate::request::path::normalize_path;
+use crate::peers::{join, PeerClient, PeerError};
+use crate::request::path::canonical_path;
 use crate::request::query::Query;
+use crate::request::Ambiguities;
 use crate::scheme::evaluation::evaluate;
 use crate::scheme::evidence_token::{EvidenceTokenRules, Readers};
 use crate::scheme::jwt::{self, AlgorithmPolicy};
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::Decision;
 use crate::scheme::vocabulary::{
-    BROKER_HEADER, BROKER_HEADERS, BROKER_HEADER_3, CREDENTIAL_HEADERS, EVIDENCE_HEADER,
-    EVIDENCE_HEADERS, EVIDENCE_HEADER_3,
+    BROKER_HEADER, BROKER_HEADER_3, EVIDENCE_HEADER, EVIDENCE_HEADER_3,
 };
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use axum::body::Body;
 use bytes::Bytes;
-use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Limited};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +47,9 @@ use tokio::sync::Semaphore;
 /// Evidence kept for routes' masks at once.
 const EVIDENCE_KEPT: u64 = 10_000;
 
+/// How often a provider's token is renewed after it refused one, at most.
+const RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The evidence a route brings, while it may be presented.
 #[derive(Clone)]
 struct Brought {
@@ -55,10 +59,10 @@ struct Brought {
 
 struct ByValidity;
 
-impl moka::Expiry<String, Brought> for ByValidity {
+impl moka::Expiry<(String, AccessRequest), Brought> for ByValidity {
     fn expire_after_create(
         &self,
-        _: &String,
+        _: &(String, AccessRequest),
         value: &Brought,
         _: std::time::Instant,
     ) -> Option<Duration> {
@@ -75,19 +79,35 @@ pub struct Outgoing {
     trust: Arc<TrustStore>,
     registries: RegistryClient,
     forwarded: Arc<ForwardedAssertions>,
-    brought: moka::future::Cache<String, Brought>,
+    brought: moka::future::Cache<(String, AccessRequest), Brought>,
     slots: BTreeMap<String, Arc<Semaphore>>,
+    /// Providers whose token was renewed after a refusal within `RENEWAL_INTERVAL`.
+    renewed: moka::sync::Cache<String, ()>,
     metrics: EgressMetrics,
     log: Option<Arc<DecisionLog>>,
 }
 
 impl Outgoing {
+    /// The consumer's side of `config`. What the `previous` configuration's holds is kept where
+    /// this one asks the same peers as the same party: the trusted list (so that readiness does
+    /// not wait for the next refresh), our tokens, and each provider's calls in flight (so that a
+    /// reload does not let twice its `max_concurrent` through).
     pub fn new(
         config: Arc<EgressConfig>,
         scheme_metrics: &Metrics,
         metrics: EgressMetrics,
         log: Option<Arc<DecisionLog>>,
+        previous: Option<&Outgoing>,
     ) -> Result<Self, String> {
+        let same_party = previous.filter(|p| {
+            let (a, b) = (&p.config, &config);
+            a.identity.party_id == b.identity.party_id
+                && a.identity.key_pem == b.identity.key_pem
+                && a.identity.chain_file == b.identity.chain_file
+                && a.scheme == b.scheme
+                && a.outbound.ca_pem == b.outbound.ca_pem
+                && a.outbound.system_roots == b.outbound.system_roots
+        });
         let longest = config
             .providers
             .values()
@@ -103,13 +123,21 @@ impl Outgoing {
             config.scheme.clone(),
         );
         let allow_rs384_rs512 = config.tokens.allow_rs384_rs512;
-        let trust = Arc::new(TrustStore::new(
-            peer.clone(),
-            config.scheme_owner.clone(),
-            AlgorithmPolicy { allow_rs384_rs512 },
-            config.tokens.leeway,
-            scheme_metrics.clone(),
-        ));
+        let trust = match same_party {
+            Some(p)
+                if p.config.scheme_owner == config.scheme_owner
+                    && p.config.tokens == config.tokens =>
+            {
+                p.trust.clone()
+            }
+            _ => Arc::new(TrustStore::new(
+                peer.clone(),
+                config.scheme_owner.clone(),
+                AlgorithmPolicy { allow_rs384_rs512 },
+                config.tokens.leeway,
+                scheme_metrics.clone(),
+            )),
+        };
         let readers = Readers {
             scheme_version: config.scheme_owner.scheme_version,
             versions: config
@@ -136,12 +164,21 @@ impl Outgoing {
         let slots = config
             .providers
             .values()
-            .map(|p| (p.name.clone(), Arc::new(Semaphore::new(p.max_concurrent))))
+            .map(|p| {
+                let kept = previous
+                    .filter(|o| {
+                        o.config.providers.get(&p.name).map(|q| q.max_concurrent)
+                            == Some(p.max_concurrent)
+                    })
+                    .and_then(|o| o.slots.get(&p.name).cloned());
+                let slots = kept.unwrap_or_else(|| Arc::new(Semaphore::new(p.max_concurrent)));
+                (p.name.clone(), slots)
+            })
             .collect();
         Ok(Outgoing {
             http,
             peer,
-            tokens: TokenCache::default(),
+            tokens: same_party.map(|p| p.tokens.clone()).unwrap_or_default(),
             trust,
             registries,
             forwarded,
@@ -150,6 +187,10 @@ impl Outgoing {
                 .expire_after(ByValidity)
                 .build(),
             slots,
+            renewed: moka::sync::Cache::builder()
+                .max_capacity(1024)
+                .time_to_live(RENEWAL_INTERVAL)
+                .build(),
             metrics,
             log,
             config,
@@ -213,45 +254,48 @@ impl Outgoing {
         line: &mut Line,
     ) -> Result<Response<Body>, Refusal> {
         let (parts, body) = req.into_parts();
-        if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
-            return Err(Refusal::AbsoluteTarget(
-                parts.uri.to_string().chars().take(200).collect(),
-            ));
+        // An HTTP/2 request names its scheme and authority: only HTTP/1's target can be a URL.
+        let whole_url = parts.uri.scheme().is_some() || parts.uri.authority().is_some();
+        if parts.version < http::Version::HTTP_2 && whole_url {
+            return Err(Refusal::AbsoluteTarget);
         }
-        let path = normalize_path(parts.uri.path()).map_err(|e| Refusal::BadPath(e.to_string()))?;
+        let canonical =
+            canonical_path(parts.uri.path()).map_err(|e| Refusal::BadPath(e.to_string()))?;
+        let path = canonical.path;
         line.path.clone_from(&path);
         let matched = route::find(&self.config.routes, &parts.method, &path)?;
         let route = matched.route;
         line.route = Some(route.name.clone());
         let provider = &self.config.providers[&route.provider];
         line.provider = Some((provider.name.clone(), provider.party_id.to_string()));
-        let assertion = one_of(
-            &parts.headers,
-            &BROKER_HEADERS,
-            "service_consumer_assertion",
-        )?;
-        let given_evidence = one_of(&parts.headers, &EVIDENCE_HEADERS, "delegation_evidence")?;
-        if route.broker && assertion.is_none() {
-            return Err(Refusal::NoConsumerAssertion {
-                route: route.name.clone(),
-            });
+        let assertion = one_of(&parts.headers, BROKER_HEADER)?;
+        let given_evidence = one_of(&parts.headers, EVIDENCE_HEADER)?;
+        let name = || route.name.clone();
+        match (route.broker, &assertion) {
+            (true, None) => return Err(Refusal::NoConsumerAssertion { route: name() }),
+            (false, Some(_)) => return Err(Refusal::NotABroker { route: name() }),
+            _ => {}
         }
         if route.evidence.is_some() && given_evidence.is_some() {
-            return Err(Refusal::EvidenceGiven {
-                route: route.name.clone(),
-            });
+            return Err(Refusal::EvidenceGiven { route: name() });
         }
         line.acting_for = assertion.as_deref().and_then(issuer_of);
         let deadline = tokio::time::Instant::now() + provider.timeout;
+        let slot = self.slot(provider)?;
         let body = self
             .read_body(body, &parts.headers, deadline, provider)
             .await?;
-        let slot = self.slot(provider)?;
         let (token, fresh) = self.token(provider, deadline, line).await?;
         let evidence = match &route.evidence {
             Some(ask) => {
                 let query = Query::parse(parts.uri.query())
                     .map_err(|e| Refusal::BadPath(format!("the query: {e}")))?;
+                // The evidence is asked for one reading of the call: one that servers read
+                // differently is refused, as the gateway refuses it.
+                let read_two_ways = canonical.ambiguities.union(query.ambiguities);
+                if let Some(a) = read_two_ways.first_not_in(Ambiguities::default()) {
+                    return Err(Refusal::Ambiguous(a.to_string()));
+                }
                 let asked = Asked {
                     matched: &matched,
                     ask,
@@ -262,7 +306,10 @@ impl Outgoing {
                     provider: provider.party_id.as_str(),
                     scheme: &self.config.scheme,
                 };
-                Some(self.evidence(&asked, deadline, line).await?)
+                Some(
+                    self.evidence(&asked, provider.timeout, deadline, line)
+                        .await?,
+                )
             }
             None => given_evidence.map(Arc::from),
         };
@@ -296,10 +343,9 @@ impl Outgoing {
             deadline,
         };
         let started = Instant::now();
-        let gauge = self.metrics.in_flight.with_label_values(&[&provider.name]);
-        gauge.inc();
+        let in_flight = InFlight::new(self.metrics.in_flight.with_label_values(&[&provider.name]));
         let sent = self.send(&outgoing, provider, token, fresh, line).await;
-        gauge.dec();
+        drop(in_flight);
         let answer = sent.map_err(|e| Refusal::of_provider(&provider.name, e))?;
         line.provider_decision_id = answer
             .headers()
@@ -314,7 +360,7 @@ impl Outgoing {
             .answers
             .with_label_values(&[&provider.name, answer.status().as_str()])
             .inc();
-        Ok(relay(answer, slot))
+        Ok(relay(answer, slot, deadline))
     }
 
     /// The body, held whole within `max_body_bytes` (it may be sent twice).
@@ -392,7 +438,8 @@ impl Outgoing {
     }
 
     /// The call, and once more with a fresh token when the provider answers 401 `invalid_token`
-    /// to one taken from the cache.
+    /// to one taken from the cache: at most once per `RENEWAL_INTERVAL` for a provider, so that
+    /// one refusing every token costs no signature per call (its 401 is then the answer).
     async fn send(
         &self,
         call: &Call,
@@ -400,34 +447,35 @@ impl Outgoing {
         token: Arc<str>,
         fresh: bool,
         line: &mut Line,
-    ) -> Result<reqwest::Response, crate::peers::PeerError> {
+    ) -> Result<reqwest::Response, PeerError> {
         let answer = call.send(&self.http, &token).await?;
         if fresh || !says_invalid_token(&answer) {
             return Ok(answer);
         }
+        if !self
+            .renewed
+            .entry_by_ref(&provider.name)
+            .or_insert(())
+            .is_fresh()
+        {
+            line.token = Some("refused");
+            return Ok(answer);
+        }
         let url = join(&provider.url, &provider.token_path);
         let audience = provider.party_id.as_str();
-        self.tokens.forget(&url, audience).await;
+        self.tokens.forget_refused(&url, audience, &token).await;
         let renewed = tokio::time::timeout_at(
             call.deadline,
             self.tokens.get_fresh(&self.peer, &url, audience),
         )
         .await
-        .map_err(|_| crate::peers::PeerError::Timeout { url: url.clone() })?;
-        let (token, _) = match renewed {
-            Ok(t) => t,
-            Err(e) => {
-                self.metrics
-                    .tokens
-                    .with_label_values(&[&provider.name, "failed"])
-                    .inc();
-                return Err(e);
-            }
-        };
+        .map_err(|_| PeerError::Timeout { url: url.clone() })?;
+        let label = if renewed.is_ok() { "renewed" } else { "failed" };
         self.metrics
             .tokens
-            .with_label_values(&[&provider.name, "renewed"])
+            .with_label_values(&[&provider.name, label])
             .inc();
+        let (token, _) = renewed?;
         line.token = Some("renewed");
         call.send(&self.http, &token).await
     }
@@ -439,6 +487,7 @@ impl Outgoing {
     async fn evidence(
         &self,
         asked: &Asked<'_>,
+        fetch_within: Duration,
         deadline: tokio::time::Instant,
         line: &mut Line,
     ) -> Result<Arc<str>, Refusal> {
@@ -451,18 +500,23 @@ impl Outgoing {
             "fetched",
         ));
         let request = asked.request()?;
-        let mask =
-            serde_json::to_string(&request.to_mask(registry.scheme_version)).unwrap_or_default();
         let fetched = AtomicBool::new(false);
-        let got = self
-            .brought
-            .try_get_with(format!("{route} {mask}"), async {
-                fetched.store(true, Ordering::Relaxed);
-                self.ask_registry(&request, (registry, ask.cache_ttl), deadline)
-                    .await
-            })
-            .await
-            .map_err(|e| (*e).clone());
+        // Kept by everything the evaluation read. A fetch has a deadline of its own: callers that
+        // wait for it each stop at theirs.
+        let key = (route.clone(), request.clone());
+        let fetch = self.brought.try_get_with(key, async {
+            fetched.store(true, Ordering::Relaxed);
+            let within = tokio::time::Instant::now() + fetch_within;
+            self.ask_registry(&request, (registry, ask.cache_ttl), within)
+                .await
+        });
+        let got = match tokio::time::timeout_at(deadline, fetch).await {
+            Ok(got) => got.map_err(|e| (*e).clone()),
+            Err(_) => Err(Refusal::RegistryFailed {
+                registry: registry.name.clone(),
+                detail: "no answer in time".into(),
+            }),
+        };
         let label = match &got {
             Ok(_) if fetched.load(Ordering::Relaxed) => "fetched",
             Ok(_) => "cached",
@@ -534,184 +588,18 @@ impl Outgoing {
     }
 }
 
-/// The call to the provider, as it may be sent twice.
-struct Call {
-    method: http::Method,
-    url: String,
-    headers: HeaderMap,
-    body: Bytes,
-    deadline: tokio::time::Instant,
-}
+/// A call in flight to a provider, counted until it ends however it ends.
+struct InFlight(prometheus::IntGauge);
 
-impl Call {
-    async fn send(
-        &self,
-        http: &reqwest::Client,
-        token: &str,
-    ) -> Result<reqwest::Response, crate::peers::PeerError> {
-        let left = self
-            .deadline
-            .saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return Err(crate::peers::PeerError::Timeout {
-                url: self.url.clone(),
-            });
-        }
-        http.request(self.method.clone(), &self.url)
-            .headers(self.headers.clone())
-            .bearer_auth(token)
-            .body(self.body.clone())
-            .timeout(left)
-            .send()
-            .await
-            .map_err(|e| crate::peers::PeerError::from_reqwest(&self.url, e))
+impl InFlight {
+    fn new(gauge: prometheus::IntGauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
     }
 }
 
-/// The one value of a header the scheme names two ways (or none); both, or one twice, is refused.
-fn one_of(
-    headers: &HeaderMap,
-    names: &[&str],
-    header: &'static str,
-) -> Result<Option<String>, Refusal> {
-    let mut values = names.iter().flat_map(|n| headers.get_all(*n));
-    match (values.next(), values.next()) {
-        (None, _) => Ok(None),
-        (Some(v), None) => v
-            .to_str()
-            .map(|v| Some(v.trim().to_string()))
-            .map_err(|_| Refusal::BadHeader { header }),
-        (Some(_), Some(_)) => Err(Refusal::Repeated { header }),
-    }
-}
-
-/// Who a consumer's assertion says it is (its `iss`, unverified: the provider verifies it), for
-/// the log.
-fn issuer_of(assertion: &str) -> Option<String> {
-    let decoded = jwt::decode(
-        assertion,
-        AlgorithmPolicy {
-            allow_rs384_rs512: true,
-        },
-    )
-    .ok()?;
-    decoded
-        .str_claim("iss")
-        .map(|iss| iss.chars().take(200).collect())
-}
-
-/// The local call's headers the provider gets: not those of the hop (nor those `Connection`
-/// names), not its credentials (we authenticate, and attach the scheme's headers ourselves).
-fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
-    let named_by_connection: Vec<String> = from
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .collect();
-    let mut headers = HeaderMap::with_capacity(from.len());
-    for (name, value) in from {
-        let n = name.as_str();
-        let dropped = is_of_the_hop(n)
-            || named_by_connection.iter().any(|c| c == n)
-            || n == "authorization"
-            || n == "proxy-authorization"
-            || CREDENTIAL_HEADERS.iter().any(|c| c.eq_ignore_ascii_case(n));
-        if !dropped {
-            headers.append(name.clone(), value.clone());
-        }
-    }
-    headers
-}
-
-fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) -> Result<(), Refusal> {
-    let bad = || Refusal::BadHeader { header: name };
-    let value = HeaderValue::from_str(value).map_err(|_| bad())?;
-    let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-    headers.insert(name, value);
-    Ok(())
-}
-
-/// Whether the provider refused our token as invalid (RFC 6750 `invalid_token`).
-fn says_invalid_token(answer: &reqwest::Response) -> bool {
-    answer.status() == http::StatusCode::UNAUTHORIZED
-        && answer
-            .headers()
-            .get_all(http::header::WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.to_ascii_lowercase().contains("invalid_token"))
-}
-
-/// The provider's answer to the local client: its status, its headers but those of the hop, its
-/// body as it comes; the slot among the provider's calls is held until the body has passed.
-fn relay(answer: reqwest::Response, slot: tokio::sync::OwnedSemaphorePermit) -> Response<Body> {
-    let mut response = Response::builder().status(answer.status());
-    for (name, value) in answer.headers() {
-        let n = name.as_str();
-        if n == "content-length" || !is_of_the_hop(n) {
-            response = response.header(name, value);
-        }
-    }
-    let stream = answer.bytes_stream().map(move |chunk| {
-        let _held = &slot;
-        chunk
-    });
-    response.body(Body::from_stream(stream)).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_provider_gets_no_header_of_the_hop_and_no_credential_of_the_client() {
-        let mut from = HeaderMap::new();
-        for (name, value) in [
-            ("host", "127.0.0.1:8181"),
-            ("connection", "keep-alive, X-Secret"),
-            ("x-secret", "hop"),
-            ("keep-alive", "timeout=5"),
-            ("transfer-encoding", "chunked"),
-            ("authorization", "Bearer theirs"),
-            ("proxy-authorization", "Basic x"),
-            ("delegation_evidence", "e"),
-            ("delegationevidence", "e"),
-            ("service_consumer_assertion", "a"),
-            ("accept", "application/json"),
-            ("x-trace", "1"),
-            ("x-trace", "2"),
-        ] {
-            from.append(
-                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_static(value),
-            );
-        }
-        let kept = forwarded_headers(&from);
-        let names: Vec<&str> = kept.keys().map(|n| n.as_str()).collect();
-        assert_eq!(names, ["accept", "x-trace"]);
-        assert_eq!(kept.get_all("x-trace").iter().count(), 2);
-    }
-
-    #[test]
-    fn a_scheme_header_is_one_value_under_one_of_its_names() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(
-            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
-            Ok(None)
-        );
-        headers.insert("delegationevidence", HeaderValue::from_static(" e "));
-        assert_eq!(
-            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
-            Ok(Some("e".into()))
-        );
-        headers.insert("delegation_evidence", HeaderValue::from_static("f"));
-        assert_eq!(
-            one_of(&headers, &EVIDENCE_HEADERS, "delegation_evidence"),
-            Err(Refusal::Repeated {
-                header: "delegation_evidence"
-            })
-        );
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -9,8 +9,8 @@ use http::StatusCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("{0}: call the consumer's side with a path (http://host:port/path), not as a forward proxy with a whole URL")]
-    AbsoluteTarget(String),
+    #[error("the request's target is a whole URL: call the consumer's side with a path (http://host:port/path), not as a forward proxy")]
+    AbsoluteTarget,
     #[error("the path is not usable: {0}")]
     BadPath(String),
     #[error("no outgoing route takes {method} {path}")]
@@ -27,6 +27,10 @@ pub enum Refusal {
     BodyUnreadable(String),
     #[error("the outgoing route {route} calls as a broker: give the consumer's client assertion (addressed to us) in the service_consumer_assertion header")]
     NoConsumerAssertion { route: String },
+    #[error("the outgoing route {route} does not call as a broker: a consumer's assertion goes only on a route with broker = true")]
+    NotABroker { route: String },
+    #[error("{0}: servers read it differently, and the evidence is asked for one reading only")]
+    Ambiguous(String),
     #[error("the {header} header is given more than once (or under both its names)")]
     Repeated { header: &'static str },
     #[error("the {header} header is not text")]
@@ -63,13 +67,15 @@ pub enum Refusal {
 
 reason_codes! {
     Refusal {
-        Refusal::AbsoluteTarget(_) => "absolute_target",
+        Refusal::AbsoluteTarget => "absolute_target",
         Refusal::BadPath(_) => "bad_path",
         Refusal::NoRoute { .. } => "no_route",
         Refusal::MethodNotAllowed { .. } => "method_not_allowed",
         Refusal::BodyTooLarge { .. } => "body_too_large",
         Refusal::BodyUnreadable(_) => "body_unreadable",
         Refusal::NoConsumerAssertion { .. } => "consumer_assertion_missing",
+        Refusal::NotABroker { .. } => "not_a_broker",
+        Refusal::Ambiguous(_) => "ambiguous_request",
         Refusal::Repeated { .. } => "repeated_header",
         Refusal::BadHeader { .. } => "bad_header",
         Refusal::CannotSign(_) => "signing_failed",
@@ -89,8 +95,10 @@ reason_codes! {
 impl Refusal {
     pub fn status(&self) -> StatusCode {
         match self {
-            Refusal::AbsoluteTarget(_)
+            Refusal::AbsoluteTarget
             | Refusal::BadPath(_)
+            | Refusal::NotABroker { .. }
+            | Refusal::Ambiguous(_)
             | Refusal::BodyUnreadable(_)
             | Refusal::NoConsumerAssertion { .. }
             | Refusal::Repeated { .. }

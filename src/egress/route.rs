@@ -104,6 +104,12 @@ impl Asked<'_> {
                 .map(|a| vec![a.qualified(self.scheme)])
                 .unwrap_or_default(),
         };
+        let operands = self
+            .ask
+            .operands
+            .iter()
+            .map(|(name, template)| (name.clone(), template.render(&values)))
+            .collect();
         Ok(AccessRequest {
             policy_issuer: self.ask.policy_issuer.to_string(),
             access_subject: self.consumer.to_string(),
@@ -113,8 +119,10 @@ impl Asked<'_> {
             attributes: self.ask.attributes.clone(),
             actions,
             required_licences: self.ask.licences.clone(),
-            operands: BTreeMap::new(),
-            unnamed_provider_accepted: false,
+            operands,
+            // 3.0 evidence names no service provider: which one it binds to is the provider's
+            // to judge, by the data owner's designation.
+            unnamed_provider_accepted: true,
         })
     }
 }

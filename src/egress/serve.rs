@@ -1,6 +1,7 @@
 //! The local listener: HTTP/1.1 and HTTP/2 without TLS (local clients on loopback), at most
-//! `max_connections` at once, headers within `header_timeout`; on shutdown no new connection is
-//! taken, the calls in progress finish within `graceful_shutdown_timeout`, and the rest are cut.
+//! `max_connections` at once, the first byte and every request's headers within
+//! `header_timeout`, an idle HTTP/2 connection pinged; on shutdown no new connection is taken,
+//! the calls in progress finish within `graceful_shutdown_timeout`, and the rest are cut.
 
 use axum::body::Body;
 use futures::future::BoxFuture;
@@ -12,6 +13,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+
+/// Calls at once on one HTTP/2 connection.
+const H2_STREAMS: u32 = 64;
 
 /// What answers each request.
 pub type Answer =
@@ -63,11 +67,25 @@ pub async fn serve(
                 let answer = answer.clone();
                 async move { Ok::<_, std::convert::Infallible>(answer(req).await) }
             });
+            // A connection that says nothing within the header timeout holds no slot: HTTP/1's
+            // header timeout starts only once a request begins.
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(bounds.header_timeout, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
             let mut builder = Builder::new(TokioExecutor::new());
             builder
                 .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(bounds.header_timeout);
+            // An HTTP/2 connection is pinged while idle and closed when it does not answer.
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(bounds.header_timeout))
+                .keep_alive_timeout(bounds.header_timeout)
+                .max_concurrent_streams(H2_STREAMS);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {

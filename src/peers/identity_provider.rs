@@ -370,10 +370,7 @@ async fn read_json<T: DeserializeOwned>(
     url: &str,
     answer: reqwest::Response,
 ) -> Result<T, ProviderFailure> {
-    let bytes = answer
-        .bytes()
-        .await
-        .map_err(|e| PeerError::from_reqwest(url, e))?;
+    let bytes = super::bounded_body(url, answer, super::ANSWER_MAX).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         PeerError::Garbled {
             url: url.to_string(),

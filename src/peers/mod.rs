@@ -52,6 +52,8 @@ pub enum PeerError {
 
 impl PeerError {
     pub(crate) fn from_reqwest(url: &str, e: reqwest::Error) -> Self {
+        // The address is the error's `url`; reqwest's own text would repeat it with its query.
+        let e = e.without_url();
         if e.is_timeout() {
             PeerError::Timeout {
                 url: url.to_string(),
@@ -109,6 +111,10 @@ reason_codes! {
 
 /// The longest error body quoted back in an error.
 const QUOTE: usize = 300;
+
+/// The most of a peer's answer that is read: the scheme's answers are kilobytes (a page of
+/// parties with their certificates some hundreds); a larger one is garbled, not held.
+const ANSWER_MAX: usize = 4 << 20;
 
 /// The longest wait a peer's `Retry-After` is taken for, in seconds: a longer one is read as this.
 pub const RETRY_AFTER_MAX: u64 = 60;
@@ -339,10 +345,7 @@ async fn read<T: DeserializeOwned>(url: &str, resp: reqwest::Response) -> Result
             to: location(resp.headers()),
         });
     }
-    let bytes = resp
-        .bytes()
-        .await
-        .map_err(|e| PeerError::from_reqwest(url, e))?;
+    let bytes = bounded_body(url, resp, ANSWER_MAX).await?;
     if !status.is_success() {
         let body = String::from_utf8_lossy(&bytes);
         return Err(PeerError::Status {
@@ -355,6 +358,33 @@ async fn read<T: DeserializeOwned>(url: &str, resp: reqwest::Response) -> Result
         url: url.to_string(),
         detail: e.to_string(),
     })
+}
+
+/// The body of an answer, at most `limit` bytes of it.
+async fn bounded_body(
+    url: &str,
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, PeerError> {
+    let too_large = || PeerError::Garbled {
+        url: url.to_string(),
+        detail: format!("the answer is larger than {limit} bytes"),
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| PeerError::from_reqwest(url, e))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// GET a data endpoint and return the JWT in `member` of its JSON answer.

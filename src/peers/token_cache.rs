@@ -79,6 +79,17 @@ impl TokenCache {
             .map_err(|e| (*e).clone())
     }
 
+    /// Forget the token for `audience` if it is still `refused`: one another call fetched since
+    /// stays.
+    pub async fn forget_refused(&self, token_url: &str, audience: &str, refused: &str) {
+        let key = format!("{audience} {token_url}");
+        if let Some(held) = self.cache.get(&key).await {
+            if *held.token == *refused {
+                self.cache.invalidate(&key).await;
+            }
+        }
+    }
+
     /// Forget the token for `audience` (after the participant refused it).
     pub async fn forget(&self, token_url: &str, audience: &str) {
         self.cache

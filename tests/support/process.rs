@@ -155,6 +155,28 @@ where
     }
 }
 
+/// `ishare-gateway testbed --config FILE` as a child process, once it serves (its key material is
+/// made at the first start: bounded, generously for a debug build); panics with its log's tail
+/// when it ends or does not start.
+pub async fn testbed_process(config: &std::path::Path) -> ChildProcess {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ishare-gateway"));
+    command.args(["testbed", "--config", config.to_str().unwrap()]);
+    let mut testbed = ChildProcess::spawn("testbed", command);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !testbed.output().contains("Ctrl-C stops it.") {
+        if let Some(status) = testbed.exited() {
+            panic!("the testbed ended ({status})\n{}", testbed.tail());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the testbed did not start\n{}",
+            testbed.tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    testbed
+}
+
 /// `ishare-gateway run --config FILE` as a child process, with its admin listener at `admin`.
 pub struct GatewayProcess {
     pub process: ChildProcess,
