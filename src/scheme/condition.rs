@@ -329,7 +329,9 @@ impl Comparison {
     fn order(&self, value: &str) -> Option<Ordering> {
         let ordering = matches!(self.operator, Operator::GreaterThan | Operator::LessThan);
         match &self.right {
-            Operand::Text(right) if value == right => Some(Ordering::Equal),
+            // The same text is the same value to equal and notEqual; greaterThan and lessThan
+            // compare it only where it is a number or a time every reader reads alike.
+            Operand::Text(right) if !ordering && value == right => Some(Ordering::Equal),
             Operand::Text(right) if !ordering => {
                 // Two texts a reader takes for numbers are told apart only where every reader
                 // orders them apart (`00` and `0` are one number to JavaScript); two instants
