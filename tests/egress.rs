@@ -58,6 +58,17 @@ async fn started(name: &str, config: &Path, admin: u16) -> GatewayProcess {
     egress
 }
 
+/// That the consumer's side answered `resp` itself with `status` and `error`; its body.
+async fn refused_with(resp: reqwest::Response, status: u16, error: &str) -> serde_json::Value {
+    let (got, body) = status_json(resp).await;
+    assert_eq!(
+        (got, body["error"].as_str()),
+        (status, Some(error)),
+        "{body}"
+    );
+    body
+}
+
 /// The value of a metric's line starting with `series` (0 when absent).
 fn metric(text: &str, series: &str) -> u64 {
     text.lines()
@@ -139,13 +150,8 @@ async fn a_client_that_knows_nothing_of_the_scheme_reaches_the_shipped_gateway_a
         assert_eq!(status, 200, "{body}");
     }
     // The registry's Deny is ours: no call is made.
-    let (status, body) =
-        status_json(get("/api/containers/SECRET-1/documents").await.unwrap()).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (403, Some("registry_denied")),
-        "{body}"
-    );
+    let resp = get("/api/containers/SECRET-1/documents").await.unwrap();
+    let body = refused_with(resp, 403, "registry_denied").await;
     assert!(
         body["error_description"].as_str().unwrap().contains("Deny"),
         "{body}"
@@ -157,19 +163,14 @@ async fn a_client_that_knows_nothing_of_the_scheme_reaches_the_shipped_gateway_a
         .send()
         .await
         .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("evidence_given")),
-        "{body}"
-    );
+    refused_with(resp, 400, "evidence_given").await;
     // A path that is none is refused with its reason.
-    let (status, body) = status_json(get("/api/containers/%2F..%2Fsecret").await.unwrap()).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("bad_path")),
-        "{body}"
-    );
+    refused_with(
+        get("/api/containers/%2F..%2Fsecret").await.unwrap(),
+        400,
+        "bad_path",
+    )
+    .await;
 
     let text = egress.metrics().await;
     let tokens = "ishare_gateway_egress_tokens_total{provider=\"warehouse-13\",result=";
@@ -396,12 +397,7 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
         .unwrap();
     let resp = h2.get(format!("{local}/brokered/h2")).send().await.unwrap();
     assert_eq!(resp.version(), http::Version::HTTP_2);
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("consumer_assertion_missing")),
-        "{body}"
-    );
+    refused_with(resp, 400, "consumer_assertion_missing").await;
 
     // A connection that says nothing is closed within the header timeout.
     let mut idle = tokio::net::TcpStream::connect(("127.0.0.1", ports.0))
@@ -439,23 +435,13 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
         .send()
         .await
         .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("not_a_broker")),
-        "{body}"
-    );
+    refused_with(resp, 400, "not_a_broker").await;
     let resp = http
         .get(format!("{local}/brokered/x"))
         .send()
         .await
         .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("consumer_assertion_missing")),
-        "{body}"
-    );
+    refused_with(resp, 400, "consumer_assertion_missing").await;
 
     // One call in flight at a time: a second is answered busy at once; the first outlives its
     // timeout.
@@ -467,12 +453,7 @@ async fn a_forgotten_token_is_renewed_once_and_calls_are_bounded_reloaded_and_dr
     tokio::time::sleep(Duration::from_millis(300)).await;
     let resp = http.get(format!("{local}/d")).send().await.unwrap();
     assert_eq!(resp.headers()["retry-after"], "1");
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (503, Some("provider_busy")),
-        "{body}"
-    );
+    refused_with(resp, 503, "provider_busy").await;
     let (status, body) = first.await.unwrap();
     assert_eq!(
         (status, body["error"].as_str()),
@@ -624,12 +605,7 @@ provider = "warehouse-13"
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["headers"]["x-consumer-party-id"], CONSUMER3, "{body}");
     let resp = get("/api/containers/C1/documents", "DE").await.unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (403, Some("registry_denied")),
-        "{body}"
-    );
+    let body = refused_with(resp, 403, "registry_denied").await;
     assert!(
         body["error_description"]
             .as_str()

@@ -6,7 +6,7 @@
 use super::defaults::{self as default, egress as limits};
 use super::file::{ConsumerFile, EgressEvidenceFile, EgressFile, EgressRouteFile, ProviderFile};
 use super::gateway::log;
-use super::issues::{parse_toml, read, ConfigErrors, ConfigIssue, Issues};
+use super::issues::{ConfigErrors, ConfigIssue, Issues};
 use super::model::{DecisionLogSettings, Identity, Log, Registry, SchemeOwner, Tokens};
 use super::rules::{check_name, methods};
 use super::scheme_sections::{
@@ -111,27 +111,15 @@ pub fn is_egress(text: &str) -> bool {
 
 /// Load and validate an `egress.toml`.
 pub fn load(path: &Path) -> Result<EgressConfig, ConfigErrors> {
-    let mut all = Vec::new();
-    match read(path, &mut all) {
-        Some(text) => load_text(path, &text),
-        None => Err(ConfigErrors(all)),
-    }
+    super::read_then(path, load_text)
 }
 
 /// Validate the text of an `egress.toml` that lives at `path` (its relative paths are found from
 /// there).
 pub fn load_text(path: &Path, text: &str) -> Result<EgressConfig, ConfigErrors> {
-    let mut all = Vec::new();
-    let config =
-        parse_toml::<EgressFile>(path, text, &mut all).and_then(|file| build(path, file, &mut all));
-    let (warnings, errors): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.warning);
-    match config {
-        Some(mut c) if errors.is_empty() => {
-            c.warnings = warnings;
-            Ok(c)
-        }
-        _ => Err(ConfigErrors(errors)),
-    }
+    super::validated(path, text, build, |c: &mut EgressConfig, warnings| {
+        c.warnings = warnings
+    })
 }
 
 fn build(path: &Path, file: EgressFile, all: &mut Vec<ConfigIssue>) -> Option<EgressConfig> {

@@ -32,23 +32,43 @@ use std::path::Path;
 
 /// Load and validate `gateway.toml` and the rules it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let mut all = Vec::new();
-    match read(path, &mut all) {
-        Some(text) => load_text(path, &text),
-        None => Err(ConfigErrors(all)),
-    }
+    read_then(path, load_text)
 }
 
 /// Validate the text of a `gateway.toml` that lives at `path` (its relative paths and rules are
 /// found from there).
 pub fn load_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    validated(path, text, gateway::build, |c, warnings| {
+        c.warnings = warnings
+    })
+}
+
+/// The file at `path` read, then loaded by `load`.
+fn read_then<C>(
+    path: &Path,
+    load: impl FnOnce(&Path, &str) -> Result<C, ConfigErrors>,
+) -> Result<C, ConfigErrors> {
     let mut all = Vec::new();
-    let config = parse_toml::<file::GatewayFile>(path, text, &mut all)
-        .and_then(|file| gateway::build(path, file, &mut all));
+    match read(path, &mut all) {
+        Some(text) => load(path, &text),
+        None => Err(ConfigErrors(all)),
+    }
+}
+
+/// `text` (the file at `path`) read as `F` and built by `build`: every error found refuses it;
+/// the warnings go with it (`keep`).
+fn validated<F: serde::de::DeserializeOwned, C>(
+    path: &Path,
+    text: &str,
+    build: impl FnOnce(&Path, F, &mut Vec<ConfigIssue>) -> Option<C>,
+    keep: impl FnOnce(&mut C, Vec<ConfigIssue>),
+) -> Result<C, ConfigErrors> {
+    let mut all = Vec::new();
+    let config = parse_toml::<F>(path, text, &mut all).and_then(|file| build(path, file, &mut all));
     let (warnings, errors): (Vec<_>, Vec<_>) = all.into_iter().partition(|i| i.warning);
     match config {
         Some(mut c) if errors.is_empty() => {
-            c.warnings = warnings;
+            keep(&mut c, warnings);
             Ok(c)
         }
         _ => Err(ConfigErrors(errors)),
