@@ -138,11 +138,12 @@ pub fn relay(
     slot: tokio::sync::OwnedSemaphorePermit,
     deadline: tokio::time::Instant,
 ) -> Response<Body> {
-    let mut response = Response::builder().status(answer.status());
+    let status = answer.status();
+    let mut headers = HeaderMap::with_capacity(answer.headers().len());
     for (name, value) in answer.headers() {
         let n = name.as_str();
         if n == "content-length" || !is_of_the_hop(n) {
-            response = response.header(name, value);
+            headers.append(name.clone(), value.clone());
         }
     }
     let (passed, released) = tokio::sync::oneshot::channel::<()>();
@@ -157,7 +158,10 @@ pub fn relay(
         let _held = &passed;
         chunk
     });
-    response.body(Body::from_stream(stream)).unwrap_or_default()
+    let mut response = Response::new(Body::from_stream(stream));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use arc_swap::ArcSwap;
 use axum::body::Body;
 use metrics::EgressMetrics;
 use outgoing::Outgoing;
+use refusal::Refusal;
 use serve::{serve, Answer, Bounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -110,7 +111,12 @@ impl RunningEgress {
                 let outgoing = current.load_full();
                 // A call goes on (and is counted and logged) when its client goes away.
                 let call = tokio::spawn(async move { outgoing.answer(req).await });
-                Box::pin(async move { call.await.unwrap_or_default() })
+                Box::pin(async move {
+                    call.await.unwrap_or_else(|e| {
+                        tracing::error!("a call failed inside the consumer's side: {e}");
+                        Refusal::Internal.answer("")
+                    })
+                })
             })
         };
         let mut tasks = vec![tokio::spawn(serve(

@@ -1,7 +1,7 @@
-//! One local call made into a call to a provider: its route found on the canonical path, the
-//! body held within its bound, a slot among the provider's calls in flight, our token at the
+//! One local call made into a call to a provider: its route found on the canonical path, a slot
+//! among the provider's calls in flight, the body held within its bound, our token at the
 //! provider (cached until shortly before it expires), the evidence the route brings (asked of the
-//! data owner's registry as we, kept within its validity), then the call, sent once more with a
+//! data owner's registry as us, kept within its validity), then the call, sent once more with a
 //! fresh token when the provider says ours is invalid. What fails is answered with its reason;
 //! nothing is forwarded without what its route requires.
 
@@ -44,8 +44,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
-/// Evidence kept for routes' masks at once.
-const EVIDENCE_KEPT: u64 = 10_000;
+/// The bytes of evidence kept at once (a delegation token is a few KiB); past it, the least used
+/// go first.
+const EVIDENCE_KEPT_BYTES: u64 = 64 << 20;
 
 /// How often a provider's token is renewed after it refused one, at most.
 const RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
@@ -55,6 +56,18 @@ const RENEWAL_INTERVAL: Duration = Duration::from_secs(10);
 struct Brought {
     token: Arc<str>,
     ttl: Duration,
+}
+
+/// What an entry of the evidence kept holds, in bytes: its key's values (taken from calls) and
+/// the token.
+fn weight((route, asked): &(String, AccessRequest), brought: &Brought) -> u32 {
+    let values: usize = asked
+        .identifiers
+        .iter()
+        .chain(asked.operands.values().flatten())
+        .map(|v| v.len() + 24)
+        .sum();
+    u32::try_from(route.len() + values + brought.token.len() + 512).unwrap_or(u32::MAX)
 }
 
 struct ByValidity;
@@ -190,7 +203,8 @@ impl Outgoing {
             registries,
             forwarded,
             brought: moka::future::Cache::builder()
-                .max_capacity(EVIDENCE_KEPT)
+                .weigher(weight)
+                .max_capacity(EVIDENCE_KEPT_BYTES)
                 .expire_after(ByValidity)
                 .build(),
             slots,
@@ -228,15 +242,7 @@ impl Outgoing {
                     .with_label_values(&[refusal.code()])
                     .inc();
                 tracing::info!(decision_id = %line.id, reason = refusal.code(), "{refusal}");
-                let mut response = Response::builder()
-                    .status(refusal.status())
-                    .header(http::header::CONTENT_TYPE, "application/json");
-                if matches!(refusal, Refusal::ProviderBusy { .. }) {
-                    response = response.header(http::header::RETRY_AFTER, "1");
-                }
-                let response = response
-                    .body(Body::from(refusal.body(&line.id)))
-                    .unwrap_or_default();
+                let response = refusal.answer(&line.id);
                 line.refusal = Some(refusal);
                 response
             }

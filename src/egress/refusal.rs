@@ -9,6 +9,8 @@ use http::StatusCode;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    #[error("the call failed inside the consumer's side (its log says why)")]
+    Internal,
     #[error("the request's target is a whole URL: call the consumer's side with a path (http://host:port/path), not as a forward proxy")]
     AbsoluteTarget,
     #[error("the path is not usable: {0}")]
@@ -67,6 +69,7 @@ pub enum Refusal {
 
 reason_codes! {
     Refusal {
+        Refusal::Internal => "internal_error",
         Refusal::AbsoluteTarget => "absolute_target",
         Refusal::BadPath(_) => "bad_path",
         Refusal::NoRoute { .. } => "no_route",
@@ -106,7 +109,7 @@ impl Refusal {
             | Refusal::EvidenceGiven { .. }
             | Refusal::MissingValue { .. } => StatusCode::BAD_REQUEST,
             Refusal::NoRoute { .. } => StatusCode::NOT_FOUND,
-            Refusal::CannotSign(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Refusal::CannotSign(_) | Refusal::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Refusal::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Refusal::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Refusal::RegistryDenied { .. } => StatusCode::FORBIDDEN,
@@ -154,13 +157,27 @@ impl Refusal {
         }
     }
 
-    /// The JSON answer: the code, the description, and the id of the call's log line.
-    pub fn body(&self, decision_id: &str) -> Vec<u8> {
+    /// The answer: its status, and in JSON the code, the description and the id of the call's
+    /// log line (a busy provider's says when to call again).
+    pub fn answer(&self, decision_id: &str) -> http::Response<axum::body::Body> {
         let body = serde_json::json!({
             "error": self.code(),
             "error_description": self.to_string(),
             "decision_id": decision_id,
         });
-        body.to_string().into_bytes()
+        let mut response = http::Response::new(axum::body::Body::from(body.to_string()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        if matches!(self, Refusal::ProviderBusy { .. }) {
+            headers.insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
