@@ -470,7 +470,7 @@ pub fn run(configs: DemoConfigs, exit: bool) -> Result<(), String> {
         None => walked,
     };
     let egress = match &walked {
-        Ok(()) => match runtime.block_on(super::demo_egress::walk(&configs.egress, 10)) {
+        Ok(()) => match runtime.block_on(super::demo_egress::walk(&configs.egress, 11)) {
             Ok(running) => Some(running),
             Err(e) => {
                 eprintln!("the walk on the consumer's side failed: {e}");
