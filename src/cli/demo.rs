@@ -5,7 +5,7 @@
 //! then ready-to-paste commands and the pages to open in a browser.
 
 use super::walk::{
-    consumer, heading, party, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD,
+    consumer, heading, party, show, shown, step, CONSUMER, PERSON, PERSON_PAGE, PERSON_PASSWORD,
 };
 use crate::config;
 use crate::gateway::server::{self, RunningGateway};
@@ -23,45 +23,6 @@ const OWNER: &str = "EU.EORI.NL000000005";
 /// The 3.0 testbed's consumer and data owner.
 const CONSUMER_3: &str = "did:ishare:EU.NL.NTRNL-10000001";
 const OWNER_3: &str = "did:ishare:EU.NL.NTRNL-10000005";
-
-/// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
-/// the body (the backend's view of the request, or the gateway's reason).
-pub(super) async fn show(
-    resp: reqwest::Response,
-    method: &str,
-    url: &str,
-) -> Result<Value, String> {
-    let status = resp.status();
-    let licences: Vec<String> = resp
-        .headers()
-        .iter()
-        .filter(|(n, _)| n.as_str().starts_with("license"))
-        .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
-        .collect();
-    let body: Value = resp.json().await.map_err(|e| format!("{url}: {e}"))?;
-    println!("   → {method} {url}");
-    println!("   ← {status}");
-    for l in licences {
-        println!("     {l}");
-    }
-    if let Some(reason) = body.get("reason") {
-        println!(
-            "     reason: {} — {}",
-            reason.as_str().unwrap_or("?"),
-            body["error_description"].as_str().unwrap_or("")
-        );
-    } else if body.get("path").is_some() {
-        println!(
-            "     the backend got {} {} with X-Consumer-Party-Id: {}",
-            body["method"].as_str().unwrap_or("?"),
-            body["path"].as_str().unwrap_or("?"),
-            body["headers"]["x-consumer-party-id"]
-                .as_str()
-                .unwrap_or("-")
-        );
-    }
-    Ok(body)
-}
 
 /// Delegation evidence from the registry, as a signed token: the owner lets ABC Trucking read the
 /// documents of container C1 at the service provider.

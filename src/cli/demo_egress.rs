@@ -3,8 +3,7 @@
 //! ABC Trucking: with a token, then with the registry's answer at the provider, then with the
 //! evidence the consumer's side brings in the header.
 
-use super::demo::show;
-use super::walk::{heading, shown, step};
+use super::walk::{heading, show, shown, step};
 use crate::config::egress;
 use crate::egress::RunningEgress;
 use std::path::Path;

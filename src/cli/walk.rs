@@ -1,5 +1,6 @@
-//! What the walk-throughs (`demo`, `cluster`) share: headings and steps in the terminal, paths said
-//! briefly, and the testbed's consumer as a client of the scheme.
+//! What the walk-throughs (`demo`, its walk on the consumer's side, `cluster`) share: headings and
+//! steps in the terminal, an exchange shown briefly, paths said briefly, and the testbed's
+//! consumer as a client of the scheme.
 
 use crate::peers::PeerClient;
 use std::path::Path;
@@ -24,6 +25,45 @@ pub fn heading(text: &str) {
 
 pub fn step(n: usize, title: &str) {
     heading(&format!("{n}. {title}"));
+}
+
+/// Print one exchange briefly: the request line, the status, the licence headers, and the gist of
+/// the body (the backend's view of the request, or the gateway's reason).
+pub async fn show(
+    resp: reqwest::Response,
+    method: &str,
+    url: &str,
+) -> Result<serde_json::Value, String> {
+    let status = resp.status();
+    let licences: Vec<String> = resp
+        .headers()
+        .iter()
+        .filter(|(n, _)| n.as_str().starts_with("license"))
+        .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+        .collect();
+    let body: serde_json::Value = resp.json().await.map_err(|e| format!("{url}: {e}"))?;
+    println!("   → {method} {url}");
+    println!("   ← {status}");
+    for l in licences {
+        println!("     {l}");
+    }
+    if let Some(reason) = body.get("reason") {
+        println!(
+            "     reason: {} — {}",
+            reason.as_str().unwrap_or("?"),
+            body["error_description"].as_str().unwrap_or("")
+        );
+    } else if body.get("path").is_some() {
+        println!(
+            "     the backend got {} {} with X-Consumer-Party-Id: {}",
+            body["method"].as_str().unwrap_or("?"),
+            body["path"].as_str().unwrap_or("?"),
+            body["headers"]["x-consumer-party-id"]
+                .as_str()
+                .unwrap_or("-")
+        );
+    }
+    Ok(body)
 }
 
 /// A path as short as it can be said from the current directory.
