@@ -114,7 +114,7 @@ impl RunningEgress {
                 Box::pin(async move {
                     call.await.unwrap_or_else(|e| {
                         tracing::error!("a call failed inside the consumer's side: {e}");
-                        Refusal::Internal.answer("")
+                        Refusal::Internal.answer(&uuid::Uuid::new_v4().to_string())
                     })
                 })
             })

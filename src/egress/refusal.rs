@@ -181,3 +181,93 @@ impl Refusal {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    /// One refusal of every kind.
+    fn every_kind() -> Vec<Refusal> {
+        let (r, p, d) = (String::new, String::new, String::new);
+        vec![
+            Refusal::Internal,
+            Refusal::AbsoluteTarget,
+            Refusal::BadPath(d()),
+            Refusal::NoRoute {
+                method: d(),
+                path: d(),
+            },
+            Refusal::MethodNotAllowed {
+                route: r(),
+                allowed: d(),
+                method: d(),
+            },
+            Refusal::BodyTooLarge { limit: 1 },
+            Refusal::BodyUnreadable(d()),
+            Refusal::NoConsumerAssertion { route: r() },
+            Refusal::NotABroker { route: r() },
+            Refusal::Ambiguous(d()),
+            Refusal::Repeated { header: "h" },
+            Refusal::BadHeader { header: "h" },
+            Refusal::CannotSign(d()),
+            Refusal::EvidenceGiven { route: r() },
+            Refusal::MissingValue {
+                route: r(),
+                template: d(),
+            },
+            Refusal::ProviderBusy {
+                provider: p(),
+                max: 1,
+            },
+            Refusal::TokenRefused {
+                provider: p(),
+                status: 400,
+                detail: d(),
+            },
+            Refusal::TokenFailed {
+                provider: p(),
+                detail: d(),
+            },
+            Refusal::RegistryDenied {
+                registry: r(),
+                reason: d(),
+            },
+            Refusal::RegistryFailed {
+                registry: r(),
+                detail: d(),
+            },
+            Refusal::ProviderTimeout { provider: p() },
+            Refusal::ProviderUnreachable {
+                provider: p(),
+                detail: d(),
+            },
+            Refusal::ProviderUntrusted {
+                provider: p(),
+                detail: d(),
+            },
+        ]
+    }
+
+    /// The guide's table of refusals lists every code with the status it is answered with.
+    #[test]
+    fn the_guides_table_lists_every_refusal_with_its_status() {
+        let kinds = every_kind();
+        let mut codes: Vec<&str> = kinds.iter().map(Refusal::code).collect();
+        let mut all = Refusal::codes();
+        codes.sort_unstable();
+        all.sort_unstable();
+        assert_eq!(codes, all, "every kind of refusal is in the list above");
+        let page = include_str!("../../docs/src/guides/consumer.md");
+        for refusal in kinds {
+            let (code, status) = (refusal.code(), refusal.status().as_u16());
+            let row = page
+                .lines()
+                .find(|l| l.starts_with('|') && l.contains(&format!("`{code}`")))
+                .unwrap_or_else(|| panic!("the guide's table has no row for {code}"));
+            assert!(
+                row.starts_with(&format!("| {status} |")),
+                "{code} is answered {status}: {row}"
+            );
+        }
+    }
+}
