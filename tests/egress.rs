@@ -230,6 +230,22 @@ async fn a_client_that_knows_nothing_of_the_scheme_reaches_the_shipped_gateway_a
         status.success(),
         "SIGTERM ends it cleanly: {status}\n{output}"
     );
+
+    // A client that calls the moment the consumer's side listens gets its evidence verified: the
+    // trusted list is there before the first call.
+    let (text, port, admin) = shipped_egress(&data, &urls, &provider, &dir.join("again.log"));
+    let config = written(&dir, "egress-again.toml", &text);
+    let mut again = GatewayProcess::start("egress-again", &config, admin);
+    let url = format!("http://127.0.0.1:{port}/api/containers/C1/documents");
+    let first = loop {
+        assert!(again.process.exited().is_none(), "{}", again.process.tail());
+        if let Ok(resp) = http.get(&url).send().await {
+            break status_json(resp).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(first.0, 200, "{}", first.1);
+    again.terminate().await;
     gateway.terminate().await;
     bed.stop().await;
 }

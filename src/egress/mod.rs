@@ -103,7 +103,12 @@ impl RunningEgress {
             routes = config.routes.len(),
             "consumer's side started"
         );
-        let current = Arc::new(ArcSwap::from_pointee(shared.outgoing(config, None)?));
+        let outgoing = shared.outgoing(config, None)?;
+        // The trusted list before the first call, so that the first evidence is verified rather
+        // than refused while the list is on its way (bounded by the scheme owner's timeout; if it
+        // fails, `/ready` says why and calls that need it are refused with the reason).
+        fetch_trusted_list(&outgoing).await;
+        let current = Arc::new(ArcSwap::from_pointee(outgoing));
         let (stop, stopped) = watch::channel(false);
         let calls: Answer = {
             let current = current.clone();
@@ -140,7 +145,7 @@ impl RunningEgress {
     }
 
     /// Load the configuration at `path` anew and take it, or keep the running one and say why.
-    pub fn reload(&self, path: &Path) {
+    pub async fn reload(&self, path: &Path) {
         let loaded = egress::load(path)
             .map_err(|e| e.to_string())
             .and_then(|config| {
@@ -152,17 +157,11 @@ impl RunningEgress {
         let reloads = &self.shared.scheme.reloads;
         match loaded {
             Ok(outgoing) => {
-                let fresh_trust = !Arc::ptr_eq(outgoing.trust(), self.current.load().trust());
-                let outgoing = Arc::new(outgoing);
-                if fresh_trust {
-                    // A new scheme owner or party: its trusted list now, not at the next refresh.
-                    let now = outgoing.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = now.trust().refresh().await {
-                            tracing::warn!("the trusted list could not be fetched: {e}");
-                        }
-                    });
+                // A new scheme owner's (or party's) trusted list before it is used.
+                if !Arc::ptr_eq(outgoing.trust(), self.current.load().trust()) {
+                    fetch_trusted_list(&outgoing).await;
                 }
+                let outgoing = Arc::new(outgoing);
                 self.current.store(outgoing);
                 reloads.with_label_values(&["ok"]).inc();
                 tracing::info!("configuration reloaded");
@@ -197,7 +196,7 @@ pub async fn run(path: PathBuf, config: EgressConfig) -> Result<(), String> {
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     loop {
         tokio::select! {
-            _ = hup.recv() => running.reload(&path),
+            _ = hup.recv() => running.reload(&path).await,
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         }
@@ -206,16 +205,19 @@ pub async fn run(path: PathBuf, config: EgressConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// Fetch the trusted list of `outgoing`'s scheme owner now.
+async fn fetch_trusted_list(outgoing: &Outgoing) {
+    if let Err(e) = outgoing.trust().refresh().await {
+        tracing::warn!("the trusted list could not be fetched: {e}");
+    }
+}
+
 /// Keep the trusted list fresh (it is also fetched when found stale).
 async fn refresh_trust(current: Arc<ArcSwap<Outgoing>>) {
     loop {
-        let outgoing = current.load_full();
-        let every = outgoing.config().scheme_owner.refresh;
-        if let Err(e) = outgoing.trust().refresh().await {
-            tracing::warn!("the trusted list could not be refreshed: {e}");
-        }
-        drop(outgoing);
+        let every = current.load().config().scheme_owner.refresh;
         tokio::time::sleep(every).await;
+        fetch_trusted_list(&current.load_full()).await;
     }
 }
 
