@@ -47,7 +47,8 @@ pub async fn show(
     for l in licences {
         println!("     {l}");
     }
-    if let Some(reason) = body.get("reason") {
+    // A gateway's refusal names its reason; the consumer's side's own, its error.
+    if let Some(reason) = body.get("reason").or_else(|| body.get("error")) {
         println!(
             "     reason: {} — {}",
             reason.as_str().unwrap_or("?"),

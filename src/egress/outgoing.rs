@@ -577,7 +577,10 @@ impl Outgoing {
         let Some((token, evidence)) = answer else {
             return Err(denied("it holds no policy for the call (404)".into()));
         };
-        if let Decision::Deny(reason) = evaluate(&evidence, request, now) {
+        // Judged when the answer came, with the clock leeway: a registry stamps the evidence's
+        // `notBefore` with its own clock, at the moment it answers.
+        let answered = Timestamp::now().plus_secs(self.config.tokens.leeway.as_secs_f64());
+        if let Decision::Deny(reason) = evaluate(&evidence, request, answered) {
             return Err(denied(reason.to_string()));
         }
         let exp = jwt::decode(
