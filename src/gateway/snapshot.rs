@@ -11,6 +11,7 @@ use crate::gateway::backend::forward::Withheld;
 use crate::gateway::backend::upstream::UpstreamPool;
 use crate::gateway::capabilities::Capabilities;
 use crate::gateway::connections::listener::CertResolver;
+use crate::gateway::decision::as_it_came::AsItCame;
 use crate::gateway::decision::decide::Policy;
 use crate::gateway::decision::log::DecisionLog;
 use crate::gateway::decision::route::RouteTable;
@@ -136,6 +137,8 @@ pub struct Snapshot {
     pub stores: Arc<Stores>,
     /// Where decisions are logged, when configured.
     pub decision_log: Option<Arc<DecisionLog>>,
+    /// Decisions kept by the request as it came.
+    pub as_it_came: AsItCame,
 }
 
 impl Snapshot {
@@ -227,6 +230,13 @@ impl Snapshot {
             .map(|r| (route_key(r), Withheld::new(r, &config)))
             .collect();
         let capabilities = Capabilities::new(&config, &routes);
+        let as_it_came = AsItCame::new(
+            config.delegation.cache_size / 4,
+            routes.routes(),
+            trust.resolves_aliases(),
+            authz.decision_removals(),
+            &shared.metrics,
+        );
         // Opened anew at every reload: a log moved away (rotated) is written to again.
         let decision_log = match &config.decision_log {
             Some(settings) => Some(Arc::new(DecisionLog::open(
@@ -249,6 +259,7 @@ impl Snapshot {
             login,
             stores,
             decision_log,
+            as_it_came,
             config,
         })
     }

@@ -166,6 +166,11 @@ pub fn samples_children(cx: &Context) -> bool {
     !parent.is_valid() || parent.is_sampled()
 }
 
+/// Whether the current request's steps make spans of their own (it is traced, and recorded).
+pub fn steps_recorded() -> bool {
+    Context::map_current(|cx| cx.get::<ActiveTracer>().is_some() && samples_children(cx))
+}
+
 /// A step of the current request, as a child span of the one current where it starts; nothing
 /// when the current context is not a traced request's.
 pub struct Step(Option<Open>);

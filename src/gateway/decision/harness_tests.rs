@@ -60,6 +60,16 @@ resource_type = "CONTAINER"
 identifiers = ["{path.id}"]
 
 [[route]]
+name = "tagged"
+methods = ["GET"]
+path = "/tagged/containers"
+upstream = "legacy"
+[route.delegation]
+policy_issuer = "EU.EORI.NL000000005"
+resource_type = "CONTAINER"
+identifiers = ["{header.x-tag}"]
+
+[[route]]
 name = "mine"
 path = "/api/mine"
 upstream = "legacy"
@@ -195,6 +205,7 @@ impl Evidence for Fakes {
         Ok(Assessed {
             evaluated: std::sync::Arc::new(evaluated),
             cache_hit: false,
+            kept_until: Some(std::time::Instant::now() + Duration::from_secs(60)),
         })
     }
 }
@@ -884,3 +895,6 @@ fn logged_values_are_escaped_and_bounded_whichever_way_they_are_copied() {
     let long = "a".repeat(300);
     assert_eq!(super::logged(&long), format!("{}…", "a".repeat(256)));
 }
+
+#[path = "as_it_came_tests.rs"]
+mod as_it_came_tests;

@@ -105,6 +105,7 @@ fn decisions() -> Vec<Decision> {
     let mut by_registry = Decision::new();
     by_registry.assessed = Some(Assessed {
         cache_hit: true,
+        kept_until: None,
         ..assessed(
             EvidenceSource::Registry {
                 registry: "EU.EORI.NL000000004".into(),
@@ -134,6 +135,7 @@ fn assessed(source: EvidenceSource, decided_by: Vec<DecidedBy>) -> Assessed {
     Assessed {
         evaluated: Arc::new(Evaluated::new(evaluation, evidence)),
         cache_hit: false,
+        kept_until: None,
     }
 }
 

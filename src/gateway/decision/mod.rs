@@ -4,6 +4,7 @@
 //! policy and rule that decided, and the outcome with its reason. The proxy enforces it; the
 //! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
 
+pub mod as_it_came;
 pub mod authenticate;
 pub mod authorise;
 pub mod decide;
@@ -237,6 +238,8 @@ pub struct Assessed {
     pub evaluated: Arc<Evaluated>,
     /// Whether the decision (registry) or every verified token (header) came from the cache.
     pub cache_hit: bool,
+    /// Until when the decision cache serves this evaluation, where it came from there.
+    pub kept_until: Option<std::time::Instant>,
 }
 
 /// A permitted request: what the response headers are made from.

@@ -167,6 +167,8 @@ const ENTRY_OVERHEAD: u32 = 528;
 struct Cached {
     evaluated: Arc<Evaluated>,
     ttl: Duration,
+    /// When it stops being served, taken before the cache stamps its entry (so never later).
+    until: Instant,
     /// Of the request, which a purge names (shared: every hit clones the entry).
     policy_issuer: Arc<str>,
     access_subject: Arc<str>,
@@ -238,23 +240,42 @@ pub struct DecisionCache {
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
     /// have been answered before the policy was withdrawn.
     purges: AtomicU64,
+    /// Moves whenever an entry goes before its time (a purge, the bound on memory, a
+    /// replacement): what keeps a decision elsewhere is kept only while it stays.
+    removals: Arc<AtomicU64>,
     metrics: Metrics,
 }
 
 impl DecisionCache {
     pub fn new(settings: &DelegationSettings, metrics: Metrics) -> Self {
+        let removals = Arc::new(AtomicU64::new(0));
+        let evicted = metrics.on_eviction("decision");
+        let removed = removals.clone();
+        let listener = move |key, value, cause| {
+            if cause != moka::notification::RemovalCause::Expired {
+                removed.fetch_add(1, Ordering::AcqRel);
+            }
+            evicted(key, value, cause);
+        };
         DecisionCache {
             cache: moka::future::Cache::<Box<[u8]>, Cached>::builder()
                 .max_capacity(settings.cache_size)
                 .weigher(|k, v| v.weight(k.len()))
-                .eviction_listener(metrics.on_eviction("decision"))
+                .eviction_listener(listener)
                 .expire_after(ByDecision)
                 .build(),
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
             purges: AtomicU64::new(0),
+            removals,
             metrics,
         }
+    }
+
+    /// The count of entries gone before their time: a decision kept elsewhere on one of them
+    /// (`decision::as_it_came`) is kept only while the count stays where it was.
+    pub fn removals(&self) -> Arc<AtomicU64> {
+        self.removals.clone()
     }
 
     /// The cached evaluation for `key`, or the one the future `decide` makes (then cached unless
@@ -294,6 +315,7 @@ impl DecisionCache {
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
+                until: Instant::now() + ttl,
                 policy_issuer: key.request.policy_issuer.as_str().into(),
                 access_subject: key.request.access_subject.as_str().into(),
             })
@@ -309,6 +331,7 @@ impl DecisionCache {
     /// is answered to those waiting for it, and not cached.
     pub async fn purge(&self, scope: &PurgeScope) -> u64 {
         self.purges.fetch_add(1, Ordering::AcqRel);
+        self.removals.fetch_add(1, Ordering::AcqRel);
         let covered: Vec<Arc<Box<[u8]>>> = self
             .cache
             .iter()
@@ -328,6 +351,7 @@ impl DecisionCache {
         Assessed {
             evaluated: cached.evaluated.clone(),
             cache_hit,
+            kept_until: Some(cached.until),
         }
     }
 }

@@ -126,6 +126,11 @@ impl Authorizer {
     }
 
     /// The evidence of the live gateway under `trust`.
+    /// The decision cache's count of entries gone before their time.
+    pub fn decision_removals(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.0.decisions.removals()
+    }
+
     pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
         Live { authz: self, trust }
     }

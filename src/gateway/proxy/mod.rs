@@ -12,7 +12,7 @@ use crate::gateway::capabilities;
 use crate::gateway::connections::body::{self, BodyClock};
 use crate::gateway::connections::{client_ip, is_tls, Connections, Guarded, StreamLimit};
 use crate::gateway::decision::authenticate::Live;
-use crate::gateway::decision::decide::{decide, Asked, Next, Own};
+use crate::gateway::decision::decide::{Next, Own};
 use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::{logged, logged_method, Decision, Stage};
 use crate::gateway::people::login::{Context as LoginContext, Login};
@@ -216,14 +216,16 @@ impl Gateway {
             sessions: &snap.stores.sessions,
         };
         let evidence = snap.authz.with(&snap.trust);
-        let decided = decide(
-            &snap.policy(),
-            Asked::Request(&mut incoming),
-            &callers,
-            &evidence,
-            Timestamp::now(),
-        )
-        .await;
+        let decided = snap
+            .as_it_came
+            .decide(
+                &snap.policy(),
+                &mut incoming,
+                &callers,
+                &evidence,
+                Timestamp::now(),
+            )
+            .await;
         ctx.decision = decided.decision;
         match (decided.next, decided.routed) {
             (Next::Forward(forward), Some(routed)) => {

@@ -1,0 +1,450 @@
+//! The decision kept by the request as it came against the whole sequence: over generated
+//! requests (methods, paths with encodings and dot segments, queries, hosts, tokens, evidence,
+//! a broker's assertion, connection headers, bodies) and events between them (a token revoked,
+//! a registry's policy withdrawn and the decision cache purged, the cache's memory bound), the
+//! two decide the same, reason for reason, request after request.
+
+use super::*;
+use crate::gateway::decision::as_it_came::AsItCame;
+use proptest::prelude::*;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// Bearer tokens, and whom each names while it is not revoked.
+struct Tokens(Mutex<BTreeMap<String, String>>);
+
+#[async_trait]
+impl Callers for Tokens {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+        let bearers = self.0.lock().unwrap().clone();
+        let people = People {
+            bearers,
+            ..People::default()
+        };
+        people.party(req, now)
+    }
+
+    async fn person(
+        &self,
+        _req: &RequestHeader,
+        _now: Timestamp,
+    ) -> Result<Option<Person>, Reject> {
+        Ok(None)
+    }
+}
+
+/// The harness's fakes, with a registry whose policy can be withdrawn.
+struct Withdrawable {
+    fakes: Fakes,
+    withdrawn: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl Evidence for Withdrawable {
+    async fn consumer_of_broker(
+        &self,
+        assertion: &str,
+        caller: &str,
+        now: Timestamp,
+    ) -> Result<String, Reject> {
+        self.fakes.consumer_of_broker(assertion, caller, now).await
+    }
+
+    fn admit_owner(&self, caller: &str, owner: &str) -> Result<(), Reject> {
+        self.fakes.admit_owner(caller, owner)
+    }
+
+    async fn header(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        now: Timestamp,
+    ) -> Result<Assessed, Reject> {
+        self.fakes.header(tokens, expected, now).await
+    }
+
+    async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
+        let mut assessed = self.fakes.registry(ask).await?;
+        if self.withdrawn.load(Ordering::Relaxed) {
+            assessed.evaluated = std::sync::Arc::new(no_policy(EvidenceSource::Registry {
+                registry: REGISTRY.into(),
+            }));
+        }
+        Ok(assessed)
+    }
+}
+
+/// Everything a decision says but its id, its time, its duration and whether a cache served it.
+fn said(decided: &Decided) -> String {
+    let d = &decided.decision;
+    let next = match &decided.next {
+        Next::Forward(f) => format!("forward person={:?}", f.person.is_some()),
+        Next::Refuse(r) => format!("refuse {r:?}"),
+        Next::Own(own) => format!("own {own:?}"),
+        Next::SignIn => "sign in".into(),
+    };
+    let routed = decided.routed.as_ref().map(|r| {
+        format!(
+            "{} {} {:?} {:?} {}",
+            r.route.name, r.path, r.captures, r.query, r.upstream_uri
+        )
+    });
+    let evaluated = d.assessed.as_ref().map(|a| format!("{:?}", a.evaluated));
+    format!(
+        "{} {} {:?} {:?} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {next} {routed:?}",
+        d.status(),
+        d.reason,
+        d.outcome,
+        d.stage,
+        d.method,
+        d.path,
+        d.route,
+        d.mode,
+        d.caller.as_ref().map(|c| (c.kind, &c.id, &c.acting_for)),
+        d.values,
+        d.mask,
+        evaluated,
+        d.description,
+        d.refusal,
+        d.grant,
+    )
+}
+
+/// A request as generated: method, target, headers, and whether a body follows.
+#[derive(Clone, Debug)]
+struct Generated {
+    method: &'static str,
+    target: String,
+    headers: Vec<(&'static str, String)>,
+    has_body: bool,
+}
+
+/// What happens between two requests.
+#[derive(Clone, Debug)]
+enum Step {
+    Request(Generated),
+    /// The consumer's token no longer names it.
+    Revoke,
+    /// The owner withdraws its policy and the decision cache is purged.
+    WithdrawAndPurge,
+    /// An entry of the decision cache leaves for its bound on memory.
+    Evicted,
+}
+
+fn target() -> impl Strategy<Value = String> {
+    let paths = prop::sample::select(vec![
+        "/api/containers/C1",
+        "/api/containers/C1",
+        "/api/containers/C1",
+        "/api/mine",
+        "/tagged/containers",
+        "/tagged/containers",
+        "/tagged/containers",
+        "/tagged/containers",
+        "/tagged/containers",
+        "/api/containers/C2",
+        "/api/containers/%43%31",
+        "/api/containers/c1",
+        "//api/containers/C1",
+        "/api/./containers/C1",
+        "/api/x/../containers/C1",
+        "/api/containers/C1%2F",
+        "/api/containers/C%001",
+        "/api/mine",
+        "/api/mine/",
+        "/API/mine",
+        "/tagged/containers",
+        "/shadow/containers/C1",
+        "/shadow/containers/C2",
+        "/people/containers/C1",
+        "/capabilities",
+        "/nope",
+    ]);
+    let queries = prop::sample::select(vec!["", "", "", "?a=1", "?a=1&a=2", "?a=%zz", "?"]);
+    (paths, queries).prop_map(|(p, q)| format!("{p}{q}"))
+}
+
+fn header() -> impl Strategy<Value = (&'static str, String)> {
+    let choose = |name: &'static str, values: Vec<&'static str>| {
+        prop::sample::select(values).prop_map(move |v| (name, v.to_string()))
+    };
+    prop_oneof![
+        1 => choose("authorization", vec!["Bearer good", "bearer good", "Basic eA==", "Bearer"]),
+        2 => choose("host", vec!["gw.example", "gw.example:8443", "a b", ""]),
+        1 => choose("delegation_evidence", vec!["tok-c1", "tok-unknown"]),
+        1 => choose("delegationEvidence", vec!["tok-c1"]),
+        1 => choose("delegation-evidence", vec!["tok-c1"]),
+        1 => choose("service_consumer_assertion", vec!["assertion-of-EU.EORI.NL000000001"]),
+        1 => choose("connection", vec!["keep-alive", "authorization", "close, x-other"]),
+        1 => choose("upgrade", vec!["websocket"]),
+        4 => choose("x-tag", vec!["C1", "C1", "C2", "c1", ""]),
+        4 => "[a-z0-9/.]{0,12}".prop_map(|v| ("user-agent", v)),
+        4 => "00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]".prop_map(|v| ("traceparent", v)),
+        1 => "[a-z0-9]{1,8}".prop_map(|v| ("x-request-id", v)),
+    ]
+}
+
+/// A header some stage reads.
+fn telling() -> impl Strategy<Value = (&'static str, String)> {
+    let choose = |name: &'static str, values: Vec<&'static str>| {
+        prop::sample::select(values).prop_map(move |v| (name, v.to_string()))
+    };
+    prop_oneof![
+        choose(
+            "authorization",
+            vec!["Bearer good", "bearer good", "Bearer"]
+        ),
+        choose("host", vec!["gw.example:8443", "a b"]),
+        choose("delegation_evidence", vec!["tok-c1", "tok-unknown"]),
+        choose("delegationEvidence", vec!["tok-c1"]),
+        choose(
+            "service_consumer_assertion",
+            vec!["assertion-of-EU.EORI.NL000000001"]
+        ),
+        choose("connection", vec!["keep-alive", "x-tag", "close, X-Tag"]),
+        choose("connection", vec!["X-TAG", "x-other"]),
+        choose("upgrade", vec!["websocket"]),
+        choose("x-tag", vec!["C1", "C2", "c1"]),
+    ]
+}
+
+fn request() -> impl Strategy<Value = Generated> {
+    let methods = prop::sample::select(vec!["GET", "GET", "GET", "GET", "HEAD", "POST", "DELETE"]);
+    let headers = prop::collection::vec(header(), 0..3);
+    // Most requests come with a token.
+    let bearer = prop::option::weighted(0.85, prop::sample::select(vec!["good", "good", "other"]));
+    // Most name the container the tagged route reads.
+    let tag = prop::option::weighted(0.9, prop::sample::select(vec!["C1", "C1", "C2"]));
+    (
+        methods,
+        target(),
+        (headers, bearer, tag),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(method, target, (mut headers, bearer, tag), has_body)| {
+            if let Some(tag) = tag {
+                headers.insert(0, ("x-tag", tag.to_string()));
+            }
+            if let Some(token) = bearer {
+                headers.insert(0, ("authorization", format!("Bearer {token}")));
+            }
+            // Most requests name one Host, as HTTP/1.1 asks.
+            if !headers.iter().any(|(n, _)| *n == "host") {
+                headers.insert(0, ("host", "gw.example".into()));
+            }
+            Generated {
+                method,
+                target,
+                headers,
+                has_body,
+            }
+        })
+}
+
+/// Requests drawn from a few alike, so that they come again (each time with an id of its own, which no
+/// stage reads), and events between them.
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    // A request, and others that differ from it in a header or two.
+    let variants = prop::collection::vec(prop::collection::vec(telling(), 1..2), 0..6);
+    let pool = (request(), variants).prop_map(|(base, variants)| {
+        let mut pool = vec![base.clone()];
+        pool.extend(variants.into_iter().map(|extra| {
+            let mut r = base.clone();
+            r.headers.extend(extra);
+            r
+        }));
+        pool
+    });
+    let step = prop_oneof![
+        30 => (any::<prop::sample::Index>(), "[a-z0-9]{1,8}").prop_map(|(i, id)| (Some((i, id)), None)),
+        1 => Just((None, Some(Step::Revoke))),
+        1 => Just((None, Some(Step::WithdrawAndPurge))),
+        1 => Just((None, Some(Step::Evicted))),
+    ];
+    (pool, prop::collection::vec(step, 1..40)).prop_map(|(pool, order)| {
+        let pick = |(i, id): (prop::sample::Index, String)| {
+            let mut r = i.get(&pool).clone();
+            r.headers.push(("x-request-id", id));
+            Step::Request(r)
+        };
+        order
+            .into_iter()
+            .filter_map(|(request, event)| request.map(pick).or(event))
+            .collect()
+    })
+}
+
+/// One request decided by `decide`, through `kept` or by the whole sequence.
+async fn run(
+    h: &Harness,
+    r: &Generated,
+    callers: &dyn Callers,
+    evidence: &dyn Evidence,
+    kept: Option<&AsItCame>,
+) -> Decided {
+    let mut header = RequestHeader::build(r.method, r.target.as_bytes(), None).expect("a request");
+    for (name, value) in &r.headers {
+        header
+            .append_header(name.to_string(), value.as_str())
+            .expect("a header");
+    }
+    let mut held = Held {
+        header: &header,
+        has_body: r.has_body,
+        body: HeldBody::Unseen,
+        described: false,
+    };
+    let now = Timestamp::from_secs(NOW);
+    let policy = h.snap.policy();
+    match kept {
+        Some(kept) => {
+            kept.decide(&policy, &mut held, callers, evidence, now)
+                .await
+        }
+        None => decide(&policy, Asked::Request(&mut held), callers, evidence, now).await,
+    }
+}
+
+/// Run `steps` through both on `h`, comparing every decision; how many the kept decisions gave.
+fn differential(h: &Harness, steps: &[Step]) -> Result<u64, TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let tokens = Tokens(Mutex::new(BTreeMap::from([
+            ("good".to_string(), CONSUMER.to_string()),
+            ("other".to_string(), BROKER.to_string()),
+        ])));
+        let mut fakes = Fakes {
+            policies: vec![evidence(CONSUMER, &["C1"]), evidence(BROKER, &["C2"])],
+            ..Fakes::default()
+        };
+        fakes
+            .tokens
+            .insert("tok-c1".into(), evidence(CONSUMER, &["C1"]));
+        let registry = Withdrawable {
+            fakes,
+            withdrawn: Default::default(),
+        };
+        let removals = Arc::new(AtomicU64::new(0));
+        let metrics = crate::telemetry::Metrics::new();
+        let kept = AsItCame::new(
+            1 << 20,
+            h.snap.routes.routes(),
+            false,
+            removals.clone(),
+            &metrics,
+        );
+        for step in steps {
+            match step {
+                Step::Request(r) => {
+                    let whole = run(h, r, &tokens, &registry, None).await;
+                    let given = run(h, r, &tokens, &registry, Some(&kept)).await;
+                    prop_assert_eq!(said(&whole), said(&given), "{:?}", r);
+                }
+                Step::Revoke => {
+                    tokens.0.lock().unwrap().remove("good");
+                }
+                Step::WithdrawAndPurge => {
+                    registry.withdrawn.store(true, Ordering::Relaxed);
+                    removals.fetch_add(1, Ordering::AcqRel);
+                }
+                Step::Evicted => {
+                    removals.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+        }
+        Ok(metrics.cache.with_label_values(&["request", "hit"]).get())
+    })
+}
+
+#[test]
+fn a_kept_decision_is_the_one_the_whole_sequence_makes() {
+    let h = Harness::new();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(1024));
+    let given = AtomicU64::new(0);
+    let outcome = runner.run(&steps(), |steps| {
+        given.fetch_add(differential(&h, &steps)?, Ordering::Relaxed);
+        Ok(())
+    });
+    let given = given.into_inner();
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+    // The generated sequences repeat requests often enough for kept decisions to be given.
+    assert!(given > 100, "only {given} kept decisions were given");
+}
+
+fn get(target: &str, token: &str) -> Step {
+    Step::Request(Generated {
+        method: "GET",
+        target: target.into(),
+        headers: vec![
+            ("host", "gw.example".into()),
+            ("authorization", format!("Bearer {token}")),
+        ],
+        has_body: false,
+    })
+}
+
+#[test]
+fn a_request_seen_before_is_given_its_decision_until_what_it_rests_on_changes() {
+    let grant = get("/api/containers/C1", "good");
+    let mine = get("/api/mine", "good");
+    // Two grants and two token-only calls given again, then after the purge the Deny is the
+    // registry's (refusals are never kept), and after the token's revocation a 401.
+    let steps = [
+        grant.clone(),
+        grant.clone(),
+        grant.clone(),
+        mine.clone(),
+        mine.clone(),
+        mine.clone(),
+        Step::WithdrawAndPurge,
+        grant.clone(),
+        grant,
+        Step::Revoke,
+        mine.clone(),
+        mine,
+    ];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 4);
+}
+
+#[test]
+fn what_is_never_kept_is_decided_whole_every_time() {
+    let with = |target: &str, extra: (&'static str, &str), has_body: bool| {
+        let mut headers = vec![
+            ("host", "gw.example".to_string()),
+            ("authorization", "Bearer good".to_string()),
+        ];
+        headers.push((extra.0, extra.1.to_string()));
+        Step::Request(Generated {
+            method: "GET",
+            target: target.into(),
+            headers,
+            has_body,
+        })
+    };
+    let never = [
+        // Evidence in the header, a broker's call, a body, a refusal, a shadow denial.
+        with(
+            "/api/containers/C1",
+            ("delegation_evidence", "tok-c1"),
+            false,
+        ),
+        with(
+            "/api/containers/C1",
+            (
+                "service_consumer_assertion",
+                "assertion-of-EU.EORI.NL000000001",
+            ),
+            false,
+        ),
+        with("/api/containers/C1", ("x-any", "1"), true),
+        with("/api/containers/C2", ("x-any", "1"), false),
+        with("/shadow/containers/C2", ("x-any", "1"), false),
+    ];
+    let steps: Vec<Step> = never.iter().flat_map(|s| [s.clone(), s.clone()]).collect();
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 0);
+}
