@@ -234,7 +234,7 @@ impl Snapshot {
             config.delegation.cache_size / 4,
             routes.routes(),
             trust.resolves_aliases(),
-            authz.decision_removals(),
+            authz.decision_entries(),
             &shared.metrics,
         );
         // Opened anew at every reload: a log moved away (rotated) is written to again.

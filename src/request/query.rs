@@ -138,6 +138,11 @@ impl Query {
         self
     }
 
+    /// How many parameters it has.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
     }

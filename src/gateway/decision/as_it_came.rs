@@ -9,40 +9,42 @@
 //! - the configuration: one cache per snapshot, so a reload starts empty;
 //! - the caller: the bearer token is judged again at every hit (its times, the keys it was
 //!   signed with), and must name the same party;
-//! - the evidence: only a registry's evaluation from the decision cache is kept, and only until
-//!   that cache's entry ends (its `until`) and while no entry of it has gone before its time (a
-//!   purge, the bound on memory: `DecisionCache::removals`);
+//! - the evidence: only a registry's evaluation from the decision cache is kept, and given only
+//!   while that cache's entry still holds the very same evaluation (not expired, purged,
+//!   evicted or made anew), looked up as the sequence would have looked it up;
 //! - the time: nothing else a kept decision rests on depends on it.
 //!
-//! What is never kept: a request with a body or described by another proxy, a route for people
-//! or whose rule reads the body, a refusal (shadow mode's too), the gateway's own endpoints,
-//! evidence from the header (its tokens' age and signers' standing are judged at every request),
-//! a broker's call (its consumer's assertion is checked for replay), a rule that lets the caller
-//! name the data owner (its lookups are counted per request), a scheme whose parties are
-//! compared through their records (3.0: records change on their own time), and any request
-//! whose steps are traced.
+//! What is never kept: a request with a body, a head larger than `LONGEST_KEY` or described by
+//! another proxy, a route for people or whose rule reads the body, a refusal (shadow mode's
+//! too), the gateway's own endpoints, evidence from the header (its tokens' age and signers'
+//! standing are judged at every request; such a request is not even looked up), a broker's call
+//! (its consumer's assertion is checked for replay), a rule that lets the caller name the data
+//! owner (its lookups are counted per request), a scheme whose parties are compared through
+//! their records (3.0: records change on their own time), and any request whose steps are
+//! traced.
 
 use super::authenticate::Callers;
 use super::authorise::Evidence;
 use super::decide::{decide, Asked, Decided, Forward, Next, Policy};
 use super::incoming::Incoming;
 use super::route::Routed;
-use super::{Decision, DecisionId, EvidenceSource};
+use super::{Decision, DecisionId, Evaluated, EvidenceSource};
 use crate::config::model::{Auth, Route};
+use crate::gateway::evidence::cache::{entry_weight, Entries};
 use crate::request::query::Query;
+use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
 use pingora::http::RequestHeader;
 use prometheus::IntCounter;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Headers no stage of the sequence reads, left out of the key unless a route's rule reads
 /// them: they differ from request to request (trace context, request ids) or say what the client
 /// accepts back.
-const UNREAD: [&str; 14] = [
+pub(crate) const UNREAD: [&str; 14] = [
     "accept",
     "accept-encoding",
     "accept-language",
@@ -62,13 +64,28 @@ const UNREAD: [&str; 14] = [
 /// The longest any decision is kept, whatever else would let it stay.
 const LONGEST: Duration = Duration::from_secs(60);
 
-/// What an entry holds besides its key, for its weight.
+/// The longest head whose decision is kept, in the key's bytes.
+const LONGEST_KEY: usize = 4096;
+
+/// What an entry holds besides its key and its evaluation, for its weight.
 const ENTRY_OVERHEAD: usize = 2048;
 
-/// What an entry takes in memory, roughly: its key, and the decision with its path.
+/// What each part the decision took from the request (a query parameter, a capture, a value
+/// taken) takes beside its text: its allocations and bookkeeping.
+const PART_OVERHEAD: usize = 256;
+
+/// What an entry takes in memory, roughly: its key; what the decision took from the request
+/// (the path, captures, query, upstream URI, values and mask: their text no longer than the key
+/// three times over, and each part's overhead); the evaluation it keeps alive; the rest of the
+/// decision.
 #[allow(clippy::borrowed_box)]
 fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
-    let size = key.len() + kept.path.len() + ENTRY_OVERHEAD;
+    let evaluation = kept
+        .evidence
+        .as_ref()
+        .map_or(0, |(_, evaluated)| entry_weight(evaluated, 0) as usize);
+    let parts = kept.query.len() + kept.captures.len() + kept.decision.values.len();
+    let size = 4 * key.len() + PART_OVERHEAD * parts + evaluation + ENTRY_OVERHEAD;
     u32::try_from(size).unwrap_or(u32::MAX)
 }
 
@@ -79,12 +96,10 @@ pub struct AsItCame {
     unread: Vec<&'static str>,
     /// Whether parties are compared through their records (3.0): delegation is then not kept.
     party_records: bool,
-    /// The decision cache's count of entries gone before their time.
-    removals: Arc<AtomicU64>,
+    /// The decision cache, which a kept grant's evaluation must still be in.
+    decisions: Entries,
     hits: IntCounter,
     misses: IntCounter,
-    /// A kept grant is a decision-cache hit as the sequence would have counted it.
-    decision_hits: IntCounter,
 }
 
 /// A decision as it was made, to be given again.
@@ -97,11 +112,8 @@ struct Kept {
     upstream_uri: http::Uri,
     /// The party the bearer token named, which it must name again.
     caller: Option<String>,
-    /// A grant, counted as a decision-cache hit.
-    granted: bool,
-    until: Instant,
-    /// `removals` when the decision began.
-    removals: u64,
+    /// A grant's evaluation, and the decision cache's key it must still be kept under.
+    evidence: Option<(Arc<[u8]>, Arc<Evaluated>)>,
 }
 
 impl AsItCame {
@@ -110,7 +122,7 @@ impl AsItCame {
         bytes: u64,
         routes: &[Arc<Route>],
         party_records: bool,
-        removals: Arc<AtomicU64>,
+        decisions: Entries,
         metrics: &Metrics,
     ) -> Self {
         let read: Vec<&str> = routes.iter().flat_map(|r| r.header_names()).collect();
@@ -128,10 +140,9 @@ impl AsItCame {
                 .build(),
             unread,
             party_records,
-            removals,
+            decisions,
             hits: counter("request", "hit"),
             misses: counter("request", "miss"),
-            decision_hits: counter("decision", "hit"),
         }
     }
 
@@ -150,30 +161,38 @@ impl AsItCame {
             || crate::telemetry::trace::steps_recorded()
         {
             true => None,
-            false => Some(self.key(incoming.header())),
+            false => self.key(incoming.header()),
         };
         if let Some(key) = &key {
-            if let Some(decided) = self.given(key, incoming.header(), callers, now, started) {
+            if let Some(decided) = self
+                .given(key, incoming.header(), callers, now, started)
+                .await
+            {
                 self.hits.inc();
                 return decided;
             }
             self.misses.inc();
         }
-        let removals = self.removals.load(Ordering::Acquire);
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
-        if let Some(kept) = key.and_then(|k| Some((k, self.keepable(&decided, removals)?))) {
+        if let Some(kept) = key.and_then(|k| Some((k, self.keepable(&decided)?))) {
             self.cache
                 .insert(kept.0.into_boxed_slice(), Arc::new(kept.1));
         }
         decided
     }
 
-    /// Everything the sequence reads of the request's head, in one buffer.
-    fn key(&self, req: &RequestHeader) -> Vec<u8> {
+    /// Everything the sequence reads of the request's head, in one buffer; None for a head no
+    /// decision of which is kept (evidence in it, a broker's assertion, longer than
+    /// `LONGEST_KEY`).
+    fn key(&self, req: &RequestHeader) -> Option<Vec<u8>> {
         fn field(key: &mut Vec<u8>, bytes: &[u8]) {
             let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
             key.extend_from_slice(&len.to_le_bytes());
             key.extend_from_slice(bytes);
+        }
+        let never = EVIDENCE_HEADERS.iter().chain(&BROKER_HEADERS);
+        if never.into_iter().any(|h| req.headers.contains_key(*h)) {
+            return None;
         }
         let mut key = Vec::with_capacity(512);
         field(&mut key, req.method.as_str().as_bytes());
@@ -199,14 +218,17 @@ impl AsItCame {
             if !self.unread.contains(&name.as_str()) {
                 field(&mut key, name.as_str().as_bytes());
                 field(&mut key, value.as_bytes());
+                if key.len() > LONGEST_KEY {
+                    return None;
+                }
             }
         }
-        key
+        (key.len() <= LONGEST_KEY).then_some(key)
     }
 
-    /// The decision kept for `key`, if it still holds: its evidence still the decision cache's,
-    /// and the bearer token still valid and naming the same party.
-    fn given(
+    /// The decision kept for `key`, if it still holds: its evaluation still the decision
+    /// cache's, and the bearer token still valid and naming the same party.
+    async fn given(
         &self,
         key: &[u8],
         req: &RequestHeader,
@@ -215,18 +237,17 @@ impl AsItCame {
         started: Instant,
     ) -> Option<Decided> {
         let kept = self.cache.get(key)?;
-        if Instant::now() >= kept.until || self.removals.load(Ordering::Acquire) != kept.removals {
-            self.cache.invalidate(key);
-            return None;
-        }
         if let Some(caller) = &kept.caller {
             match callers.party(req, now) {
                 Ok(party) if party == *caller => {}
                 _ => return None,
             }
         }
-        if kept.granted {
-            self.decision_hits.inc();
+        if let Some((kept_as, evaluated)) = &kept.evidence {
+            if !self.decisions.still(kept_as, evaluated).await {
+                self.cache.invalidate(key);
+                return None;
+            }
         }
         let mut decision = kept.decision.clone();
         decision.id = DecisionId::next();
@@ -249,8 +270,8 @@ impl AsItCame {
         })
     }
 
-    /// What of `decided` may be given again, and until when; None where it may not be.
-    fn keepable(&self, decided: &Decided, removals: u64) -> Option<Kept> {
+    /// What of `decided` may be given again; None where nothing may.
+    fn keepable(&self, decided: &Decided) -> Option<Kept> {
         let d = &decided.decision;
         let routed = decided.routed.as_ref()?;
         let route = &routed.route;
@@ -264,10 +285,9 @@ impl AsItCame {
         if route.login || route.body.is_some() || routed.body.is_some() || d.refusal.is_some() {
             return None;
         }
-        let longest = Instant::now() + LONGEST;
-        let (caller, until, granted) = match (&route.auth, d.reason) {
-            (Auth::Public, "public") => (None, longest, false),
-            (Auth::Token, "authenticated") => (Some(d.caller_id()?.to_string()), longest, false),
+        let (caller, evidence) = match (&route.auth, d.reason) {
+            (Auth::Public, "public") => (None, None),
+            (Auth::Token, "authenticated") => (Some(d.caller_id()?.to_string()), None),
             (Auth::Delegation(rule), "granted") => {
                 let assessed = d.assessed.as_ref()?;
                 let from_registry = matches!(
@@ -278,8 +298,8 @@ impl AsItCame {
                 if !from_registry || broker || rule.caller_names_owner || self.party_records {
                     return None;
                 }
-                let until = assessed.kept_until?.min(longest);
-                (Some(d.caller_id()?.to_string()), until, true)
+                let evidence = (assessed.kept_as.clone()?, assessed.evaluated.clone());
+                (Some(d.caller_id()?.to_string()), Some(evidence))
             }
             _ => return None,
         };
@@ -295,9 +315,7 @@ impl AsItCame {
             query: routed.query.clone(),
             upstream_uri: routed.upstream_uri.clone(),
             caller,
-            granted,
-            until,
-            removals,
+            evidence,
         })
     }
 }

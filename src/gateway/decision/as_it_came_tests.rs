@@ -1,14 +1,16 @@
 //! The decision kept by the request as it came against the whole sequence: over generated
 //! requests (methods, paths with encodings and dot segments, queries, hosts, tokens, evidence,
-//! a broker's assertion, connection headers, bodies) and events between them (a token revoked,
-//! a registry's policy withdrawn and the decision cache purged, the cache's memory bound), the
-//! two decide the same, reason for reason, request after request.
+//! a broker's assertion, connection and upgrade headers, headers no stage reads, bodies) and
+//! events between them (a token revoked, a registry's policy withdrawn, the decision cache
+//! purged), the two decide the same, reason for reason, request after request, on evidence from
+//! one real decision cache.
 
 use super::*;
-use crate::gateway::decision::as_it_came::AsItCame;
+use crate::gateway::decision::as_it_came::{AsItCame, UNREAD};
+use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// Bearer tokens, and whom each names while it is not revoked.
 struct Tokens(Mutex<BTreeMap<String, String>>);
@@ -33,10 +35,24 @@ impl Callers for Tokens {
     }
 }
 
-/// The harness's fakes, with a registry whose policy can be withdrawn.
+/// The harness's fakes, with a registry whose policies can be withdrawn, asked through a real
+/// decision cache as the live gateway asks.
 struct Withdrawable {
     fakes: Fakes,
     withdrawn: std::sync::atomic::AtomicBool,
+    decisions: DecisionCache,
+}
+
+impl Withdrawable {
+    fn new(fakes: Fakes, h: &Harness, cache_ttl: Duration) -> Self {
+        let mut settings = h.snap.config.delegation.clone();
+        settings.cache_ttl = cache_ttl;
+        Withdrawable {
+            fakes,
+            withdrawn: Default::default(),
+            decisions: DecisionCache::new(&settings, crate::telemetry::Metrics::new()),
+        }
+    }
 }
 
 #[async_trait]
@@ -64,13 +80,23 @@ impl Evidence for Withdrawable {
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
-        let mut assessed = self.fakes.registry(ask).await?;
-        if self.withdrawn.load(Ordering::Relaxed) {
-            assessed.evaluated = std::sync::Arc::new(no_policy(EvidenceSource::Registry {
+        let key = DecisionKey {
+            route: ask.route,
+            request: ask.chain.request,
+            registry: ask.chain.configured.unwrap_or_default(),
+            path: ask.chain.path,
+            max_age: ask.max_age,
+        };
+        let asked = async {
+            let source = EvidenceSource::Registry {
                 registry: REGISTRY.into(),
-            }));
-        }
-        Ok(assessed)
+            };
+            match self.withdrawn.load(Ordering::Relaxed) {
+                true => Ok(no_policy(source)),
+                false => Ok((*self.fakes.registry(ask).await?.evaluated).clone()),
+            }
+        };
+        self.decisions.get_or_decide(key, || asked).await
     }
 }
 
@@ -125,10 +151,12 @@ enum Step {
     Request(Generated),
     /// The consumer's token no longer names it.
     Revoke,
-    /// The owner withdraws its policy and the decision cache is purged.
-    WithdrawAndPurge,
-    /// An entry of the decision cache leaves for its bound on memory.
-    Evicted,
+    /// The owner withdraws its policies (the decision cache still keeps what it decided).
+    Withdraw,
+    /// The decision cache is purged: of the consumer's decisions, or all.
+    Purge(bool),
+    /// Time passes.
+    Wait(Duration),
 }
 
 fn target() -> impl Strategy<Value = String> {
@@ -181,6 +209,7 @@ fn header() -> impl Strategy<Value = (&'static str, String)> {
         4 => "[a-z0-9/.]{0,12}".prop_map(|v| ("user-agent", v)),
         4 => "00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]".prop_map(|v| ("traceparent", v)),
         1 => "[a-z0-9]{1,8}".prop_map(|v| ("x-request-id", v)),
+        2 => (prop::sample::select(UNREAD.to_vec()), "[ -~]{0,16}"),
     ]
 }
 
@@ -245,12 +274,20 @@ fn request() -> impl Strategy<Value = Generated> {
 /// stage reads), and events between them.
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     // A request, and others that differ from it in a header or two.
-    let variants = prop::collection::vec(prop::collection::vec(telling(), 1..2), 0..6);
+    // (or only in that a body follows).
+    let variant = prop_oneof![
+        6 => telling().prop_map(Some),
+        1 => Just(None),
+    ];
+    let variants = prop::collection::vec(variant, 0..6);
     let pool = (request(), variants).prop_map(|(base, variants)| {
         let mut pool = vec![base.clone()];
         pool.extend(variants.into_iter().map(|extra| {
             let mut r = base.clone();
-            r.headers.extend(extra);
+            match extra {
+                Some(header) => r.headers.push(header),
+                None => r.has_body = !r.has_body,
+            }
             r
         }));
         pool
@@ -258,8 +295,8 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
         30 => (any::<prop::sample::Index>(), "[a-z0-9]{1,8}").prop_map(|(i, id)| (Some((i, id)), None)),
         1 => Just((None, Some(Step::Revoke))),
-        1 => Just((None, Some(Step::WithdrawAndPurge))),
-        1 => Just((None, Some(Step::Evicted))),
+        1 => Just((None, Some(Step::Withdraw))),
+        1 => any::<bool>().prop_map(|all| (None, Some(Step::Purge(all)))),
     ];
     (pool, prop::collection::vec(step, 1..40)).prop_map(|(pool, order)| {
         let pick = |(i, id): (prop::sample::Index, String)| {
@@ -307,6 +344,15 @@ async fn run(
 
 /// Run `steps` through both on `h`, comparing every decision; how many the kept decisions gave.
 fn differential(h: &Harness, steps: &[Step]) -> Result<u64, TestCaseError> {
+    differential_within(h, steps, Duration::from_secs(300))
+}
+
+/// `differential`, with the decision cache keeping a Permit for `cache_ttl`.
+fn differential_within(
+    h: &Harness,
+    steps: &[Step],
+    cache_ttl: Duration,
+) -> Result<u64, TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -323,19 +369,11 @@ fn differential(h: &Harness, steps: &[Step]) -> Result<u64, TestCaseError> {
         fakes
             .tokens
             .insert("tok-c1".into(), evidence(CONSUMER, &["C1"]));
-        let registry = Withdrawable {
-            fakes,
-            withdrawn: Default::default(),
-        };
-        let removals = Arc::new(AtomicU64::new(0));
+        let registry = Withdrawable::new(fakes, h, cache_ttl);
         let metrics = crate::telemetry::Metrics::new();
-        let kept = AsItCame::new(
-            1 << 20,
-            h.snap.routes.routes(),
-            false,
-            removals.clone(),
-            &metrics,
-        );
+        let routes = h.snap.routes.routes();
+        let entries = registry.decisions.entries();
+        let kept = AsItCame::new(1 << 20, routes, false, entries, &metrics);
         for step in steps {
             match step {
                 Step::Request(r) => {
@@ -346,13 +384,15 @@ fn differential(h: &Harness, steps: &[Step]) -> Result<u64, TestCaseError> {
                 Step::Revoke => {
                     tokens.0.lock().unwrap().remove("good");
                 }
-                Step::WithdrawAndPurge => {
-                    registry.withdrawn.store(true, Ordering::Relaxed);
-                    removals.fetch_add(1, Ordering::AcqRel);
+                Step::Withdraw => registry.withdrawn.store(true, Ordering::Relaxed),
+                Step::Purge(all) => {
+                    let scope = match all {
+                        true => PurgeScope::All,
+                        false => PurgeScope::AccessSubject(CONSUMER.into()),
+                    };
+                    registry.decisions.purge(&scope).await;
                 }
-                Step::Evicted => {
-                    removals.fetch_add(1, Ordering::AcqRel);
-                }
+                Step::Wait(pause) => tokio::time::sleep(*pause).await,
             }
         }
         Ok(metrics.cache.with_label_values(&["request", "hit"]).get())
@@ -392,8 +432,9 @@ fn get(target: &str, token: &str) -> Step {
 fn a_request_seen_before_is_given_its_decision_until_what_it_rests_on_changes() {
     let grant = get("/api/containers/C1", "good");
     let mine = get("/api/mine", "good");
-    // Two grants and two token-only calls given again, then after the purge the Deny is the
-    // registry's (refusals are never kept), and after the token's revocation a 401.
+    // Grants and token-only calls given again; a withdrawn policy still granted while the
+    // decision cache keeps its Permit (as the whole sequence grants it), then after the purge
+    // the registry's Deny (refusals are never kept); after the token's revocation a 401.
     let steps = [
         grant.clone(),
         grant.clone(),
@@ -401,14 +442,34 @@ fn a_request_seen_before_is_given_its_decision_until_what_it_rests_on_changes() 
         mine.clone(),
         mine.clone(),
         mine.clone(),
-        Step::WithdrawAndPurge,
+        Step::Withdraw,
+        grant.clone(),
+        Step::Purge(false),
         grant.clone(),
         grant,
         Step::Revoke,
         mine.clone(),
         mine,
     ];
-    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 4);
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 5);
+}
+
+#[test]
+fn a_grant_is_not_given_once_the_decision_cache_let_it_expire() {
+    let grant = get("/api/containers/C1", "good");
+    let steps = [
+        grant.clone(),
+        grant.clone(),
+        Step::Withdraw,
+        Step::Wait(Duration::from_millis(1500)),
+        grant.clone(),
+        grant,
+    ];
+    let ttl = Duration::from_secs(1);
+    assert_eq!(
+        differential_within(&Harness::new(), &steps, ttl).unwrap(),
+        1
+    );
 }
 
 #[test]

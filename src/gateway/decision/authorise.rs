@@ -301,7 +301,7 @@ pub fn assess_presented(
     Assessed {
         evaluated: std::sync::Arc::new(evaluate(chain, request, source, now)),
         cache_hit: false,
-        kept_until: None,
+        kept_as: None,
     }
 }
 

@@ -136,7 +136,7 @@ impl Evidence for Given {
         Ok(Assessed {
             evaluated: std::sync::Arc::new(evaluated),
             cache_hit: false,
-            kept_until: None,
+            kept_as: None,
         })
     }
 }

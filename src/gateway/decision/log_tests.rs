@@ -105,7 +105,7 @@ fn decisions() -> Vec<Decision> {
     let mut by_registry = Decision::new();
     by_registry.assessed = Some(Assessed {
         cache_hit: true,
-        kept_until: None,
+        kept_as: None,
         ..assessed(
             EvidenceSource::Registry {
                 registry: "EU.EORI.NL000000004".into(),
@@ -135,7 +135,7 @@ fn assessed(source: EvidenceSource, decided_by: Vec<DecidedBy>) -> Assessed {
     Assessed {
         evaluated: Arc::new(Evaluated::new(evaluation, evidence)),
         cache_hit: false,
-        kept_until: None,
+        kept_as: None,
     }
 }
 

@@ -238,8 +238,8 @@ pub struct Assessed {
     pub evaluated: Arc<Evaluated>,
     /// Whether the decision (registry) or every verified token (header) came from the cache.
     pub cache_hit: bool,
-    /// Until when the decision cache serves this evaluation, where it came from there.
-    pub kept_until: Option<std::time::Instant>,
+    /// The decision cache's key it is kept under, where it came from there.
+    pub kept_as: Option<Arc<[u8]>>,
 }
 
 /// A permitted request: what the response headers are made from.

@@ -167,8 +167,8 @@ const ENTRY_OVERHEAD: u32 = 528;
 struct Cached {
     evaluated: Arc<Evaluated>,
     ttl: Duration,
-    /// When it stops being served, taken before the cache stamps its entry (so never later).
-    until: Instant,
+    /// Its key, shared with the cache: what a decision kept elsewhere looks it up by.
+    key: Arc<[u8]>,
     /// Of the request, which a purge names (shared: every hit clones the entry).
     policy_issuer: Arc<str>,
     access_subject: Arc<str>,
@@ -225,57 +225,68 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
     count.0
 }
 
+/// The decision cache's entries as a decision kept by the request as it came sees them
+/// (`decision::as_it_came`).
+#[derive(Clone)]
+pub struct Entries {
+    cache: moka::future::Cache<Arc<[u8]>, Cached>,
+    hits: prometheus::IntCounter,
+}
+
+impl Entries {
+    /// Whether the entry `key` still holds `evaluated` (not expired, purged, evicted or made
+    /// anew): then counted as the hit the whole sequence would have made.
+    pub async fn still(&self, key: &[u8], evaluated: &Arc<Evaluated>) -> bool {
+        match self.cache.get(key).await {
+            Some(cached) if Arc::ptr_eq(&cached.evaluated, evaluated) => {
+                self.hits.inc();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 struct ByDecision;
 
-impl Expiry<Box<[u8]>, Cached> for ByDecision {
-    fn expire_after_create(&self, _k: &Box<[u8]>, v: &Cached, _at: Instant) -> Option<Duration> {
+impl Expiry<Arc<[u8]>, Cached> for ByDecision {
+    fn expire_after_create(&self, _k: &Arc<[u8]>, v: &Cached, _at: Instant) -> Option<Duration> {
         Some(v.ttl)
     }
 }
 
 pub struct DecisionCache {
-    cache: moka::future::Cache<Box<[u8]>, Cached>,
+    cache: moka::future::Cache<Arc<[u8]>, Cached>,
     permit_ttl: Duration,
     deny_ttl: Duration,
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
     /// have been answered before the policy was withdrawn.
     purges: AtomicU64,
-    /// Moves whenever an entry goes before its time (a purge, the bound on memory, a
-    /// replacement): what keeps a decision elsewhere is kept only while it stays.
-    removals: Arc<AtomicU64>,
     metrics: Metrics,
 }
 
 impl DecisionCache {
     pub fn new(settings: &DelegationSettings, metrics: Metrics) -> Self {
-        let removals = Arc::new(AtomicU64::new(0));
-        let evicted = metrics.on_eviction("decision");
-        let removed = removals.clone();
-        let listener = move |key, value, cause| {
-            if cause != moka::notification::RemovalCause::Expired {
-                removed.fetch_add(1, Ordering::AcqRel);
-            }
-            evicted(key, value, cause);
-        };
         DecisionCache {
-            cache: moka::future::Cache::<Box<[u8]>, Cached>::builder()
+            cache: moka::future::Cache::<Arc<[u8]>, Cached>::builder()
                 .max_capacity(settings.cache_size)
                 .weigher(|k, v| v.weight(k.len()))
-                .eviction_listener(listener)
+                .eviction_listener(metrics.on_eviction("decision"))
                 .expire_after(ByDecision)
                 .build(),
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
             purges: AtomicU64::new(0),
-            removals,
             metrics,
         }
     }
 
-    /// The count of entries gone before their time: a decision kept elsewhere on one of them
-    /// (`decision::as_it_came`) is kept only while the count stays where it was.
-    pub fn removals(&self) -> Arc<AtomicU64> {
-        self.removals.clone()
+    /// A handle on the cache's entries, for decisions kept elsewhere on one of them.
+    pub fn entries(&self) -> Entries {
+        Entries {
+            cache: self.cache.clone(),
+            hits: self.metrics.cache.with_label_values(&["decision", "hit"]),
+        }
     }
 
     /// The cached evaluation for `key`, or the one the future `decide` makes (then cached unless
@@ -296,7 +307,8 @@ impl DecisionCache {
             return Ok(Self::assessed(&cached, true));
         }
         let mut hit = true;
-        let result = Box::pin(self.cache.try_get_with(encoded.into_boxed_slice(), async {
+        let shared: Arc<[u8]> = encoded.into();
+        let result = Box::pin(self.cache.try_get_with(shared.clone(), async {
             hit = false;
             let purges = self.purges.load(Ordering::Acquire);
             let evaluated = decide().await?;
@@ -315,7 +327,7 @@ impl DecisionCache {
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
-                until: Instant::now() + ttl,
+                key: shared,
                 policy_issuer: key.request.policy_issuer.as_str().into(),
                 access_subject: key.request.access_subject.as_str().into(),
             })
@@ -331,8 +343,7 @@ impl DecisionCache {
     /// is answered to those waiting for it, and not cached.
     pub async fn purge(&self, scope: &PurgeScope) -> u64 {
         self.purges.fetch_add(1, Ordering::AcqRel);
-        self.removals.fetch_add(1, Ordering::AcqRel);
-        let covered: Vec<Arc<Box<[u8]>>> = self
+        let covered: Vec<Arc<Arc<[u8]>>> = self
             .cache
             .iter()
             .filter(|(_, v)| scope.covers(&v.policy_issuer, &v.access_subject))
@@ -351,7 +362,7 @@ impl DecisionCache {
         Assessed {
             evaluated: cached.evaluated.clone(),
             cache_hit,
-            kept_until: Some(cached.until),
+            kept_as: Some(cached.key.clone()),
         }
     }
 }

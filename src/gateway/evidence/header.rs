@@ -259,7 +259,7 @@ impl HeaderEvidence {
         Ok(Assessed {
             evaluated,
             cache_hit: cached,
-            kept_until: None,
+            kept_as: None,
         })
     }
 

@@ -126,9 +126,9 @@ impl Authorizer {
     }
 
     /// The evidence of the live gateway under `trust`.
-    /// The decision cache's count of entries gone before their time.
-    pub fn decision_removals(&self) -> Arc<std::sync::atomic::AtomicU64> {
-        self.0.decisions.removals()
+    /// The decision cache's entries, as a decision kept elsewhere sees them.
+    pub fn decision_entries(&self) -> crate::gateway::evidence::cache::Entries {
+        self.0.decisions.entries()
     }
 
     pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
