@@ -93,7 +93,9 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
 pub struct AsItCame {
     cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>>,
     /// `UNREAD` less the headers a rule of this configuration reads.
-    unread: Vec<&'static str>,
+    unread: Vec<http::HeaderName>,
+    /// The headers of evidence and a broker's assertion, in every name the scheme gives them.
+    never: Vec<http::HeaderName>,
     /// Whether parties are compared through their records (3.0): delegation is then not kept.
     party_records: bool,
     /// The decision cache, which a kept grant's evaluation must still be in.
@@ -129,6 +131,10 @@ impl AsItCame {
         let unread = UNREAD
             .into_iter()
             .filter(|h| !read.iter().any(|r| r.eq_ignore_ascii_case(h)))
+            .map(http::HeaderName::from_static)
+            .collect();
+        let never = (EVIDENCE_HEADERS.iter().chain(&BROKER_HEADERS))
+            .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
             .collect();
         let counter = |cache, result| metrics.cache.with_label_values(&[cache, result]);
         AsItCame {
@@ -139,6 +145,7 @@ impl AsItCame {
                 .eviction_listener(metrics.on_eviction("request"))
                 .build(),
             unread,
+            never,
             party_records,
             decisions,
             hits: counter("request", "hit"),
@@ -190,10 +197,6 @@ impl AsItCame {
             key.extend_from_slice(&len.to_le_bytes());
             key.extend_from_slice(bytes);
         }
-        let never = EVIDENCE_HEADERS.iter().chain(&BROKER_HEADERS);
-        if never.into_iter().any(|h| req.headers.contains_key(*h)) {
-            return None;
-        }
         let mut key = Vec::with_capacity(512);
         field(&mut key, req.method.as_str().as_bytes());
         let version = match req.version {
@@ -215,7 +218,10 @@ impl AsItCame {
         field(&mut key, target.as_bytes());
         field(&mut key, req.raw_path());
         for (name, value) in &req.headers {
-            if !self.unread.contains(&name.as_str()) {
+            if self.never.contains(name) {
+                return None;
+            }
+            if !self.unread.contains(name) {
                 field(&mut key, name.as_str().as_bytes());
                 field(&mut key, value.as_bytes());
                 if key.len() > LONGEST_KEY {

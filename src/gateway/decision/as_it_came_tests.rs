@@ -342,8 +342,9 @@ async fn run(
     }
 }
 
-/// Run `steps` through both on `h`, comparing every decision; how many the kept decisions gave.
-fn differential(h: &Harness, steps: &[Step]) -> Result<u64, TestCaseError> {
+/// Run `steps` through both on `h`, comparing every decision; how many requests the kept
+/// decisions gave, and how many were looked up and not found.
+fn differential(h: &Harness, steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
     differential_within(h, steps, Duration::from_secs(300))
 }
 
@@ -352,7 +353,7 @@ fn differential_within(
     h: &Harness,
     steps: &[Step],
     cache_ttl: Duration,
-) -> Result<u64, TestCaseError> {
+) -> Result<(u64, u64), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -395,7 +396,8 @@ fn differential_within(
                 Step::Wait(pause) => tokio::time::sleep(*pause).await,
             }
         }
-        Ok(metrics.cache.with_label_values(&["request", "hit"]).get())
+        let count = |result| metrics.cache.with_label_values(&["request", result]).get();
+        Ok((count("hit"), count("miss")))
     })
 }
 
@@ -405,7 +407,7 @@ fn a_kept_decision_is_the_one_the_whole_sequence_makes() {
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(1024));
     let given = AtomicU64::new(0);
     let outcome = runner.run(&steps(), |steps| {
-        given.fetch_add(differential(&h, &steps)?, Ordering::Relaxed);
+        given.fetch_add(differential(&h, &steps)?.0, Ordering::Relaxed);
         Ok(())
     });
     let given = given.into_inner();
@@ -451,7 +453,7 @@ fn a_request_seen_before_is_given_its_decision_until_what_it_rests_on_changes() 
         mine.clone(),
         mine,
     ];
-    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 5);
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (5, 6));
 }
 
 #[test]
@@ -468,7 +470,7 @@ fn a_grant_is_not_given_once_the_decision_cache_let_it_expire() {
     let ttl = Duration::from_secs(1);
     assert_eq!(
         differential_within(&Harness::new(), &steps, ttl).unwrap(),
-        1
+        (1, 3)
     );
 }
 
@@ -507,5 +509,23 @@ fn what_is_never_kept_is_decided_whole_every_time() {
         with("/shadow/containers/C2", ("x-any", "1"), false),
     ];
     let steps: Vec<Step> = never.iter().flat_map(|s| [s.clone(), s.clone()]).collect();
-    assert_eq!(differential(&Harness::new(), &steps).unwrap(), 0);
+    // Heads with evidence or a broker's assertion, and bodies, are not even looked up.
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 4));
+    let unseen = [
+        with(
+            "/api/containers/C1",
+            ("delegationEvidence", "tok-c1"),
+            false,
+        ),
+        with(
+            "/api/containers/C1",
+            (
+                "serviceConsumerAssertion",
+                "assertion-of-EU.EORI.NL000000001",
+            ),
+            false,
+        ),
+    ];
+    let steps: Vec<Step> = unseen.iter().flat_map(|s| [s.clone(), s.clone()]).collect();
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 0));
 }
