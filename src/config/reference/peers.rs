@@ -164,7 +164,7 @@ pub const DELEGATION: Table = Table {
         Key {
             names: &["cache_size"],
             unset: Unset::Defaults,
-            meaning: r#"the memory decisions may take (`"100MB"`, `"1GiB"`, or bytes); the least used go first (`cache_evictions_total`). Header evidence has two caches of its own: the tokens verified may take as much, the chains evaluated a quarter of it"#,
+            meaning: r#"the memory decisions may take (`"100MB"`, `"1GiB"`, or bytes); the least used go first (`cache_evictions_total`). Header evidence has two caches of its own: the tokens verified may take as much, the chains evaluated a quarter of it; the decisions kept by the request as it came take another quarter"#,
         },
         Key {
             names: &["header_evidence_max_age"],

@@ -341,7 +341,7 @@ pub async fn delegation(
         evidence(rule, facts, &resolved, &path, source, d, now).await
     }
     .await;
-    d.mask = Some(resolved.request);
+    d.mask = Some(std::sync::Arc::new(resolved.request));
     let assessed = assessed?;
     d.stage = Stage::Evaluation;
     verdict(assessed, original_consumer, d)
@@ -398,7 +398,7 @@ async fn resolved_mask(
             aliases,
         }),
         Err(refusal) => {
-            d.mask = Some(request);
+            d.mask = Some(std::sync::Arc::new(request));
             Err(refusal)
         }
     }

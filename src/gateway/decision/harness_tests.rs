@@ -454,7 +454,10 @@ async fn header_evidence_comes_before_the_registry_and_a_broker_acts_for_its_con
         (caller.id.as_str(), caller.acting_for.as_deref()),
         (BROKER, Some(CONSUMER))
     );
-    assert_eq!(d.mask.map(|m| m.access_subject).as_deref(), Some(CONSUMER));
+    assert_eq!(
+        d.mask.map(|m| m.access_subject.clone()).as_deref(),
+        Some(CONSUMER)
+    );
 }
 
 #[tokio::test]

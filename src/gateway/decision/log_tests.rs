@@ -64,7 +64,7 @@ fn decisions() -> Vec<Decision> {
             value: "\t".into(),
         },
     ];
-    full.mask = Some(AccessRequest {
+    full.mask = Some(std::sync::Arc::new(AccessRequest {
         policy_issuer: "EU.EORI.NL000000005".into(),
         access_subject: "EU.EORI.NL000000001".into(),
         service_providers: vec!["EU.EORI.NL000000003".into()],
@@ -74,7 +74,7 @@ fn decisions() -> Vec<Decision> {
         actions: vec!["iSHARE.READ".into()],
         required_licences: vec!["ISHARE.0001".into()],
         ..AccessRequest::default()
-    });
+    }));
     let places = vec![
         DecidedBy {
             step: 0,

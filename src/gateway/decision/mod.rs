@@ -264,7 +264,8 @@ pub struct Decision {
     pub mode: Mode,
     pub caller: Option<Caller>,
     pub values: Vec<Taken>,
-    pub mask: Option<AccessRequest>,
+    /// Shared: a decision given again shares its mask.
+    pub mask: Option<Arc<AccessRequest>>,
     /// What the evidence came to, and whether from the cache.
     pub assessed: Option<Assessed>,
     /// The last stage that ran: the one that decided.
