@@ -7,11 +7,11 @@
 use crate::access_token::AccessTokens;
 use crate::config::model::PreviousSteps;
 use crate::config::model::{Config, Route, SessionSecret};
+use crate::gateway::as_it_came::AsItCame;
 use crate::gateway::backend::forward::Withheld;
 use crate::gateway::backend::upstream::UpstreamPool;
 use crate::gateway::capabilities::Capabilities;
 use crate::gateway::connections::listener::CertResolver;
-use crate::gateway::decision::as_it_came::AsItCame;
 use crate::gateway::decision::decide::Policy;
 use crate::gateway::decision::log::DecisionLog;
 use crate::gateway::decision::route::RouteTable;

@@ -6,7 +6,7 @@
 //! one real decision cache.
 
 use super::*;
-use crate::gateway::decision::as_it_came::{AsItCame, UNREAD};
+use crate::gateway::as_it_came::{AsItCame, UNREAD};
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
 use proptest::prelude::*;
 use std::sync::atomic::AtomicU64;
@@ -80,13 +80,7 @@ impl Evidence for Withdrawable {
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
-        let key = DecisionKey {
-            route: ask.route,
-            request: ask.chain.request,
-            registry: ask.chain.configured.unwrap_or_default(),
-            path: ask.chain.path,
-            max_age: ask.max_age,
-        };
+        let key = DecisionKey::of(ask);
         let asked = async {
             let source = EvidenceSource::Registry {
                 registry: REGISTRY.into(),

@@ -4,7 +4,6 @@
 //! policy and rule that decided, and the outcome with its reason. The proxy enforces it; the
 //! access log, metrics, the decision log, `explain`, rule tests and shadow mode read it.
 
-pub mod as_it_came;
 pub mod authenticate;
 pub mod authorise;
 pub mod decide;

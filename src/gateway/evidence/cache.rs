@@ -3,6 +3,7 @@
 //! Concurrent misses of one key make one registry call.
 
 use crate::config::model::DelegationSettings;
+use crate::gateway::decision::authorise::RegistryAsk;
 use crate::gateway::decision::{Assessed, Evaluated};
 use crate::gateway::reject::Reject;
 use crate::scheme::mask::AccessRequest;
@@ -87,7 +88,18 @@ pub struct DecisionKey<'a> {
     pub max_age: Option<Duration>,
 }
 
-impl DecisionKey<'_> {
+impl<'a> DecisionKey<'a> {
+    /// The key of what `ask` asks of a registry.
+    pub fn of<'b: 'a>(ask: &'a RegistryAsk<'b>) -> Self {
+        DecisionKey {
+            route: ask.route,
+            request: ask.chain.request,
+            registry: ask.chain.configured.unwrap_or_default(),
+            path: ask.chain.path,
+            max_age: ask.max_age,
+        }
+    }
+
     /// What the cache holds instead of the key: an encoding of every field in which each string
     /// carries its length and each list its count, so that two different keys never encode
     /// alike. One allocation per entry, where the key's own strings and lists take 16. The cache
@@ -226,7 +238,7 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
 }
 
 /// The decision cache's entries as a decision kept by the request as it came sees them
-/// (`decision::as_it_came`).
+/// (`gateway::as_it_came`).
 #[derive(Clone)]
 pub struct Entries {
     cache: moka::future::Cache<Arc<[u8]>, Cached>,

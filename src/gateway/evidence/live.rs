@@ -283,13 +283,7 @@ impl Evidence for Live<'_> {
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
-        let key = DecisionKey {
-            route: ask.route,
-            request: ask.chain.request,
-            registry: ask.chain.configured.unwrap_or_default(),
-            path: ask.chain.path,
-            max_age: ask.max_age,
-        };
+        let key = DecisionKey::of(ask);
         let decisions = &self.authz.0.decisions;
         decisions
             .get_or_decide(key, || Box::pin(self.ask_registry(ask)))

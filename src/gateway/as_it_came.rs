@@ -23,13 +23,13 @@
 //! their records (3.0: records change on their own time), and any request whose steps are
 //! traced.
 
-use super::authenticate::Callers;
-use super::authorise::Evidence;
-use super::decide::{decide, Asked, Decided, Forward, Next, Policy};
-use super::incoming::Incoming;
-use super::route::Routed;
-use super::{Decision, DecisionId, Evaluated, EvidenceSource};
 use crate::config::model::{Auth, Route};
+use crate::gateway::decision::authenticate::Callers;
+use crate::gateway::decision::authorise::Evidence;
+use crate::gateway::decision::decide::{decide, Asked, Decided, Forward, Next, Policy};
+use crate::gateway::decision::incoming::Incoming;
+use crate::gateway::decision::route::Routed;
+use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource};
 use crate::gateway::evidence::cache::{entry_weight, Entries};
 use crate::request::query::Query;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
