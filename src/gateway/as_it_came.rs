@@ -246,7 +246,10 @@ impl AsItCame {
         if let Some(caller) = &kept.caller {
             match callers.party(req, now) {
                 Ok(party) if party == *caller => {}
-                _ => return None,
+                _ => {
+                    self.cache.invalidate(key);
+                    return None;
+                }
             }
         }
         if let Some((kept_as, evaluated)) = &kept.evidence {

@@ -130,13 +130,15 @@ fn said(decided: &Decided) -> String {
     )
 }
 
-/// A request as generated: method, target, headers, and whether a body follows.
+/// A request as generated: method, target, headers, and whether a body follows; and which of
+/// the two decides it first (the first one's registry call fills the decision cache).
 #[derive(Clone, Debug)]
 struct Generated {
     method: &'static str,
     target: String,
     headers: Vec<(&'static str, String)>,
     has_body: bool,
+    kept_first: bool,
 }
 
 /// What happens between two requests.
@@ -260,6 +262,7 @@ fn request() -> impl Strategy<Value = Generated> {
                 target,
                 headers,
                 has_body,
+                kept_first: false,
             }
         })
 }
@@ -287,15 +290,17 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         pool
     });
     let step = prop_oneof![
-        30 => (any::<prop::sample::Index>(), "[a-z0-9]{1,8}").prop_map(|(i, id)| (Some((i, id)), None)),
+        30 => (any::<prop::sample::Index>(), "[a-z0-9]{1,8}", any::<bool>())
+            .prop_map(|(i, id, first)| (Some((i, id, first)), None)),
         1 => Just((None, Some(Step::Revoke))),
         1 => Just((None, Some(Step::Withdraw))),
         1 => any::<bool>().prop_map(|all| (None, Some(Step::Purge(all)))),
     ];
     (pool, prop::collection::vec(step, 1..40)).prop_map(|(pool, order)| {
-        let pick = |(i, id): (prop::sample::Index, String)| {
+        let pick = |(i, id, kept_first): (prop::sample::Index, String, bool)| {
             let mut r = i.get(&pool).clone();
             r.headers.push(("x-request-id", id));
+            r.kept_first = kept_first;
             Step::Request(r)
         };
         order
@@ -372,8 +377,16 @@ fn differential_within(
         for step in steps {
             match step {
                 Step::Request(r) => {
-                    let whole = run(h, r, &tokens, &registry, None).await;
-                    let given = run(h, r, &tokens, &registry, Some(&kept)).await;
+                    let (whole, given) = match r.kept_first {
+                        false => {
+                            let whole = run(h, r, &tokens, &registry, None).await;
+                            (whole, run(h, r, &tokens, &registry, Some(&kept)).await)
+                        }
+                        true => {
+                            let given = run(h, r, &tokens, &registry, Some(&kept)).await;
+                            (run(h, r, &tokens, &registry, None).await, given)
+                        }
+                    };
                     prop_assert_eq!(said(&whole), said(&given), "{:?}", r);
                 }
                 Step::Revoke => {
@@ -421,6 +434,7 @@ fn get(target: &str, token: &str) -> Step {
             ("authorization", format!("Bearer {token}")),
         ],
         has_body: false,
+        kept_first: false,
     })
 }
 
@@ -481,6 +495,7 @@ fn what_is_never_kept_is_decided_whole_every_time() {
             target: target.into(),
             headers,
             has_body,
+            kept_first: true,
         })
     };
     let never = [
