@@ -125,12 +125,12 @@ impl Authorizer {
         self.0.decisions.purge(scope).await
     }
 
-    /// The evidence of the live gateway under `trust`.
     /// The decision cache's entries, as a decision kept elsewhere sees them.
     pub fn decision_entries(&self) -> crate::gateway::evidence::cache::Entries {
         self.0.decisions.entries()
     }
 
+    /// The evidence of the live gateway under `trust`.
     pub fn with<'a>(&'a self, trust: &'a TrustStore) -> Live<'a> {
         Live { authz: self, trust }
     }
