@@ -602,6 +602,8 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     }
     assert_eq!(evidence_lookups(&env, "miss").await, 1.0);
     assert_eq!(evidence_lookups(&env, "hit").await, 4.0);
+    // The same head given its decision again, the token judged again each time.
+    assert_eq!(lookups(&env, "request", "hit").await, 4.0);
 
     // A verified token still serves only what it grants, and only its subject.
     assert_eq!(
@@ -664,6 +666,9 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
         refusal(&env, "/api/header-only/V1", &token, &short).await,
         (403, "evidence_token_expired".to_string())
     );
+    // Neither the head decided under the old trusted list nor the expired token's was given a
+    // kept decision (both were looked up, and judged again).
+    assert_eq!(lookups(&env, "request", "hit").await, 4.0);
     env.stop().await;
     fakes.stop();
 }

@@ -9,29 +9,36 @@
 //! - the configuration: one cache per snapshot, so a reload starts empty;
 //! - the caller: the bearer token is judged again at every hit (its times, the keys it was
 //!   signed with), and must name the same party;
-//! - the evidence: only a registry's evaluation from the decision cache is kept, and given only
-//!   while that cache's entry still holds the very same evaluation (not expired, purged,
-//!   evicted or made anew), looked up as the sequence would have looked it up;
+//! - the evidence: a registry's evaluation from the decision cache is given only while that
+//!   cache's entry still holds the very same evaluation (not expired, purged, evicted or made
+//!   anew), looked up as the sequence would have looked it up; a chain from the header is
+//!   verified and judged again at every hit as the sequence judges it (each token's signature
+//!   as kept, its age, its signer's standing now, the registry's designation), and given only
+//!   while that yields the very same evaluation (not expired, evicted or made anew);
 //! - the time: nothing else a kept decision rests on depends on it.
+//!
+//! A kept decision that no longer stands is dropped and the request decided whole: its chain from
+//! the header is then judged twice (its caches' lookups counted twice) for that one request.
 //!
 //! What is never kept: a request with a body, a head larger than `LONGEST_KEY` or described by
 //! another proxy, a route for people or whose rule reads the body, a refusal (shadow mode's
-//! too), the gateway's own endpoints, evidence from the header (its tokens' age and signers'
-//! standing are judged at every request; such a request is not even looked up), a broker's call
-//! (its consumer's assertion is checked for replay), a rule that lets the caller name the data
+//! too), the gateway's own endpoints, a broker's call (its consumer's assertion is checked for
+//! replay; such a request is not even looked up), a rule that lets the caller name the data
 //! owner (its lookups are counted per request), a scheme whose parties are compared through
 //! their records (3.0: records change on their own time), and any request whose steps are
 //! traced.
 
 use crate::config::model::{Auth, Route};
 use crate::gateway::decision::authenticate::Callers;
-use crate::gateway::decision::authorise::Evidence;
+use crate::gateway::decision::authorise::{self, Evidence, Expected};
 use crate::gateway::decision::decide::{decide, Asked, Decided, Forward, Next, Policy};
 use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource};
 use crate::gateway::evidence::cache::{entry_weight, Entries};
 use crate::request::query::Query;
+use crate::scheme::mask::AccessRequest;
+use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
@@ -64,8 +71,12 @@ pub(crate) const UNREAD: [&str; 14] = [
 /// The longest any decision is kept, whatever else would let it stay.
 const LONGEST: Duration = Duration::from_secs(60);
 
-/// The longest head whose decision is kept, in the key's bytes.
+/// The longest head whose decision is kept, in the key's bytes, but for evidence in the header.
 const LONGEST_KEY: usize = 4096;
+
+/// The longest evidence in the header whose decision is kept (a token with its signer's
+/// certificates is some 5 KiB).
+const LONGEST_EVIDENCE: usize = 12 * 1024;
 
 /// What an entry holds besides its key and its evaluation, for its weight.
 const ENTRY_OVERHEAD: usize = 2048;
@@ -76,26 +87,32 @@ const PART_OVERHEAD: usize = 256;
 
 /// What an entry takes in memory, roughly: its key; what the decision took from the request
 /// (the path, captures, query, upstream URI, values and mask: their text no longer than the key
-/// three times over, and each part's overhead); the evaluation it keeps alive; the rest of the
-/// decision.
+/// three times over, and each part's overhead); a header's chain, kept beside the key; the
+/// evaluation it keeps alive; the rest of the decision.
 #[allow(clippy::borrowed_box)]
 fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
-    let evaluation = kept
-        .evidence
-        .as_ref()
-        .map_or(0, |(_, evaluated)| entry_weight(evaluated, 0) as usize);
+    let grounds = kept.grounds.as_ref().map_or(0, |g| {
+        let tokens = match g {
+            Grounds::Header { tokens, .. } => tokens.len(),
+            Grounds::Registry { .. } => 0,
+        };
+        entry_weight(g.evaluated(), tokens) as usize
+    });
     let parts = kept.query.len() + kept.captures.len() + kept.decision.values.len();
-    let size = 4 * key.len() + PART_OVERHEAD * parts + evaluation + ENTRY_OVERHEAD;
+    let size = 4 * key.len() + PART_OVERHEAD * parts + grounds + ENTRY_OVERHEAD;
     u32::try_from(size).unwrap_or(u32::MAX)
 }
 
 /// Decisions kept by the request as it came.
 pub struct AsItCame {
-    cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>>,
+    /// Found by a keyed hash as fast over a header of evidence as over a token.
+    cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>, ahash::RandomState>,
     /// `UNREAD` less the headers a rule of this configuration reads.
     unread: Vec<http::HeaderName>,
-    /// The headers of evidence and a broker's assertion, in every name the scheme gives them.
+    /// The headers of a broker's assertion, in every name the scheme gives them.
     never: Vec<http::HeaderName>,
+    /// The headers of evidence, in every name the scheme gives them.
+    evidence: Vec<http::HeaderName>,
     /// Whether parties are compared through their records (3.0): delegation is then not kept.
     party_records: bool,
     /// The decision cache, which a kept grant's evaluation must still be in.
@@ -114,8 +131,70 @@ struct Kept {
     upstream_uri: http::Uri,
     /// The party the bearer token named, which it must name again.
     caller: Option<String>,
-    /// A grant's evaluation, and the decision cache's key it must still be kept under.
-    evidence: Option<(Arc<[u8]>, Arc<Evaluated>)>,
+    /// What a grant rests on.
+    grounds: Option<Grounds>,
+}
+
+/// What a kept grant rests on, judged again at every hit.
+enum Grounds {
+    /// A registry's evaluation, and the decision cache's key it must still be kept under.
+    Registry {
+        kept_as: Arc<[u8]>,
+        evaluated: Arc<Evaluated>,
+    },
+    /// A chain from the header, as the evidence stage was asked to judge it (the header's name
+    /// and tokens, the mask, the registry the route names), and the evaluation it must yield
+    /// again.
+    Header {
+        name: &'static str,
+        tokens: Box<str>,
+        request: Arc<AccessRequest>,
+        registry: Option<Box<str>>,
+        evaluated: Arc<Evaluated>,
+    },
+}
+
+impl Grounds {
+    fn evaluated(&self) -> &Arc<Evaluated> {
+        match self {
+            Grounds::Registry { evaluated, .. } | Grounds::Header { evaluated, .. } => evaluated,
+        }
+    }
+
+    /// Whether the grant still stands, judged as the sequence judges its evidence at `now` for
+    /// `caller`: the very same evaluation comes of it.
+    async fn stand(
+        &self,
+        caller: &str,
+        decisions: &Entries,
+        evidence: &dyn Evidence,
+        now: Timestamp,
+    ) -> bool {
+        match self {
+            Grounds::Registry { kept_as, evaluated } => decisions.still(kept_as, evaluated).await,
+            Grounds::Header {
+                name,
+                tokens,
+                request,
+                registry,
+                evaluated,
+            } => {
+                // Parties compare as written where delegation is kept (`party_records`).
+                let aliases = Aliases::default();
+                let expected = Expected {
+                    request,
+                    caller,
+                    registry: registry.as_deref(),
+                    header: name,
+                    aliases: &aliases,
+                };
+                match evidence.header(tokens, &expected, now).await {
+                    Ok(assessed) => Arc::ptr_eq(&assessed.evaluated, evaluated),
+                    Err(_) => false,
+                }
+            }
+        }
+    }
 }
 
 impl AsItCame {
@@ -133,9 +212,11 @@ impl AsItCame {
             .filter(|h| !read.iter().any(|r| r.eq_ignore_ascii_case(h)))
             .map(http::HeaderName::from_static)
             .collect();
-        let never = (EVIDENCE_HEADERS.iter().chain(&BROKER_HEADERS))
-            .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
-            .collect();
+        let names = |names: &[&str]| {
+            (names.iter())
+                .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
+                .collect()
+        };
         let counter = |cache, result| metrics.cache.with_label_values(&[cache, result]);
         AsItCame {
             cache: moka::sync::Cache::builder()
@@ -143,9 +224,10 @@ impl AsItCame {
                 .weigher(weight)
                 .time_to_live(LONGEST)
                 .eviction_listener(metrics.on_eviction("request"))
-                .build(),
+                .build_with_hasher(ahash::RandomState::new()),
             unread,
-            never,
+            never: names(&BROKER_HEADERS),
+            evidence: names(&EVIDENCE_HEADERS),
             party_records,
             decisions,
             hits: counter("request", "hit"),
@@ -172,7 +254,7 @@ impl AsItCame {
         };
         if let Some(key) = &key {
             if let Some(decided) = self
-                .given(key, incoming.header(), callers, now, started)
+                .given(key, incoming.header(), (callers, evidence), now, started)
                 .await
             {
                 self.hits.inc();
@@ -181,7 +263,8 @@ impl AsItCame {
             self.misses.inc();
         }
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
-        if let Some(kept) = key.and_then(|k| Some((k, self.keepable(&decided)?))) {
+        let keepable = |k| Some((k, self.keepable(&decided, incoming.header())?));
+        if let Some(kept) = key.and_then(keepable) {
             self.cache
                 .insert(kept.0.into_boxed_slice(), Arc::new(kept.1));
         }
@@ -189,8 +272,8 @@ impl AsItCame {
     }
 
     /// Everything the sequence reads of the request's head, in one buffer; None for a head no
-    /// decision of which is kept (evidence in it, a broker's assertion, longer than
-    /// `LONGEST_KEY`).
+    /// decision of which is kept (a broker's assertion in it, longer than `LONGEST_KEY` but for
+    /// its evidence, evidence longer than `LONGEST_EVIDENCE`).
     fn key(&self, req: &RequestHeader) -> Option<Vec<u8>> {
         fn field(key: &mut Vec<u8>, bytes: &[u8]) {
             let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
@@ -217,28 +300,33 @@ impl AsItCame {
         let target = req.uri.path_and_query().map_or("", |p| p.as_str());
         field(&mut key, target.as_bytes());
         field(&mut key, req.raw_path());
+        let mut evidence = 0;
         for (name, value) in &req.headers {
             if self.never.contains(name) {
                 return None;
             }
-            if !self.unread.contains(name) {
-                field(&mut key, name.as_str().as_bytes());
-                field(&mut key, value.as_bytes());
-                if key.len() > LONGEST_KEY {
-                    return None;
-                }
+            if self.unread.contains(name) {
+                continue;
+            }
+            if self.evidence.contains(name) {
+                evidence += value.len();
+            }
+            field(&mut key, name.as_str().as_bytes());
+            field(&mut key, value.as_bytes());
+            if evidence > LONGEST_EVIDENCE || key.len() - evidence > LONGEST_KEY {
+                return None;
             }
         }
-        (key.len() <= LONGEST_KEY).then_some(key)
+        (key.len() - evidence <= LONGEST_KEY).then_some(key)
     }
 
-    /// The decision kept for `key`, if it still holds: its evaluation still the decision
-    /// cache's, and the bearer token still valid and naming the same party.
+    /// The decision kept for `key`, if it still holds: the bearer token still valid and naming
+    /// the same party, and the evidence still yielding the very same evaluation.
     async fn given(
         &self,
         key: &[u8],
         req: &RequestHeader,
-        callers: &dyn Callers,
+        (callers, evidence): (&dyn Callers, &dyn Evidence),
         now: Timestamp,
         started: Instant,
     ) -> Option<Decided> {
@@ -252,8 +340,9 @@ impl AsItCame {
                 }
             }
         }
-        if let Some((kept_as, evaluated)) = &kept.evidence {
-            if !self.decisions.still(kept_as, evaluated).await {
+        if let Some(grounds) = &kept.grounds {
+            let caller = kept.caller.as_deref().unwrap_or_default();
+            if !grounds.stand(caller, &self.decisions, evidence, now).await {
                 self.cache.invalidate(key);
                 return None;
             }
@@ -279,8 +368,8 @@ impl AsItCame {
         })
     }
 
-    /// What of `decided` may be given again; None where nothing may.
-    fn keepable(&self, decided: &Decided) -> Option<Kept> {
+    /// What of `decided`, made on `req`, may be given again; None where nothing may.
+    fn keepable(&self, decided: &Decided, req: &RequestHeader) -> Option<Kept> {
         let d = &decided.decision;
         let routed = decided.routed.as_ref()?;
         let route = &routed.route;
@@ -294,21 +383,36 @@ impl AsItCame {
         if route.login || route.body.is_some() || routed.body.is_some() || d.refusal.is_some() {
             return None;
         }
-        let (caller, evidence) = match (&route.auth, d.reason) {
+        let (caller, grounds) = match (&route.auth, d.reason) {
             (Auth::Public, "public") => (None, None),
             (Auth::Token, "authenticated") => (Some(d.caller_id()?.to_string()), None),
             (Auth::Delegation(rule), "granted") => {
                 let assessed = d.assessed.as_ref()?;
-                let from_registry = matches!(
-                    assessed.evaluated.evidence.source,
-                    EvidenceSource::Registry { .. }
-                );
                 let broker = d.caller.as_ref()?.acting_for.is_some();
-                if !from_registry || broker || rule.caller_names_owner || self.party_records {
+                if broker || rule.caller_names_owner || self.party_records {
                     return None;
                 }
-                let evidence = (assessed.kept_as.clone()?, assessed.evaluated.clone());
-                (Some(d.caller_id()?.to_string()), Some(evidence))
+                let evaluated = assessed.evaluated.clone();
+                let grounds = match &evaluated.evidence.source {
+                    EvidenceSource::Registry { .. } => Grounds::Registry {
+                        kept_as: assessed.kept_as.clone()?,
+                        evaluated,
+                    },
+                    EvidenceSource::Header => {
+                        // As the evidence stage read it from this very head.
+                        let (name, tokens) =
+                            authorise::header(&req.headers, EVIDENCE_HEADERS).ok()??;
+                        Grounds::Header {
+                            name,
+                            tokens: tokens.into(),
+                            request: d.mask.clone()?,
+                            registry: rule.registry.as_deref().map(Into::into),
+                            evaluated,
+                        }
+                    }
+                    EvidenceSource::Given { .. } => return None,
+                };
+                (Some(d.caller_id()?.to_string()), Some(grounds))
             }
             _ => return None,
         };
@@ -324,7 +428,7 @@ impl AsItCame {
             query: routed.query.clone(),
             upstream_uri: routed.upstream_uri.clone(),
             caller,
-            evidence,
+            grounds,
         })
     }
 }

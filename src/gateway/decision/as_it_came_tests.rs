@@ -2,14 +2,18 @@
 //! requests (methods, paths with encodings and dot segments, queries, hosts, tokens, evidence,
 //! a broker's assertion, connection and upgrade headers, headers no stage reads, bodies) and
 //! events between them (a token revoked, a registry's policy withdrawn, the decision cache
-//! purged), the two decide the same, reason for reason, request after request, on evidence from
-//! one real decision cache.
+//! purged, a header's signer distrusted, its chains evaluated anew), the two decide the same,
+//! reason for reason, request after request, on evidence from one real decision cache and a
+//! header's chains kept as the live gateway keeps them.
 
 use super::*;
 use crate::gateway::as_it_came::{AsItCame, UNREAD};
+use crate::gateway::decision::Evaluated;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
+use crate::scheme::trust::PartyError;
 use proptest::prelude::*;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// Bearer tokens, and whom each names while it is not revoked.
@@ -36,11 +40,16 @@ impl Callers for Tokens {
 }
 
 /// The harness's fakes, with a registry whose policies can be withdrawn, asked through a real
-/// decision cache as the live gateway asks.
+/// decision cache as the live gateway asks; and chains from the header whose signer can be
+/// distrusted, each evaluation kept (the same one given while kept) as the live gateway keeps
+/// them.
 struct Withdrawable {
     fakes: Fakes,
     withdrawn: std::sync::atomic::AtomicBool,
     decisions: DecisionCache,
+    distrusted: std::sync::atomic::AtomicBool,
+    expired: std::sync::atomic::AtomicBool,
+    evaluations: moka::sync::Cache<String, Arc<Evaluated>>,
 }
 
 impl Withdrawable {
@@ -51,6 +60,9 @@ impl Withdrawable {
             fakes,
             withdrawn: Default::default(),
             decisions: DecisionCache::new(&settings, crate::telemetry::Metrics::new()),
+            distrusted: Default::default(),
+            expired: Default::default(),
+            evaluations: moka::sync::Cache::builder().time_to_live(cache_ttl).build(),
         }
     }
 }
@@ -76,7 +88,29 @@ impl Evidence for Withdrawable {
         expected: &Expected<'_>,
         now: Timestamp,
     ) -> Result<Assessed, Reject> {
-        self.fakes.header(tokens, expected, now).await
+        let assessed = self.fakes.header(tokens, expected, now).await?;
+        if self.distrusted.load(Ordering::Relaxed) {
+            let party = PartyError::UnknownParty(REGISTRY.into());
+            return Err(EvidenceRefusal::Signer(SignerError::Party(party)).into());
+        }
+        if self.expired.load(Ordering::Relaxed) {
+            let evaluated = Arc::new(no_policy(EvidenceSource::Header));
+            return Ok(Assessed {
+                evaluated,
+                ..assessed
+            });
+        }
+        let header = expected.header;
+        let (caller, registry) = (expected.caller, expected.registry);
+        let asked = format!(
+            "{header} {tokens} {caller} {registry:?} {:?}",
+            expected.request
+        );
+        let evaluated = self.evaluations.get_with(asked, || assessed.evaluated);
+        Ok(Assessed {
+            evaluated,
+            ..assessed
+        })
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
@@ -151,6 +185,12 @@ enum Step {
     Withdraw,
     /// The decision cache is purged: of the consumer's decisions, or all.
     Purge(bool),
+    /// The signer of the header's chains no longer stands (its record, its certificate).
+    Distrust,
+    /// The header's chains are evaluated anew (their evaluations evicted).
+    Reevaluate,
+    /// The header's chains' evidence is no longer in force: evaluated anew, they deny.
+    Expire,
     /// Time passes.
     Wait(Duration),
 }
@@ -295,6 +335,9 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         1 => Just((None, Some(Step::Revoke))),
         1 => Just((None, Some(Step::Withdraw))),
         1 => any::<bool>().prop_map(|all| (None, Some(Step::Purge(all)))),
+        1 => Just((None, Some(Step::Distrust))),
+        1 => Just((None, Some(Step::Reevaluate))),
+        1 => Just((None, Some(Step::Expire))),
     ];
     (pool, prop::collection::vec(step, 1..40)).prop_map(|(pool, order)| {
         let pick = |(i, id, kept_first): (prop::sample::Index, String, bool)| {
@@ -393,6 +436,9 @@ fn differential_within(
                     tokens.0.lock().unwrap().remove("good");
                 }
                 Step::Withdraw => registry.withdrawn.store(true, Ordering::Relaxed),
+                Step::Distrust => registry.distrusted.store(true, Ordering::Relaxed),
+                Step::Reevaluate => registry.evaluations.invalidate_all(),
+                Step::Expire => registry.expired.store(true, Ordering::Relaxed),
                 Step::Purge(all) => {
                     let scope = match all {
                         true => PurgeScope::All,
@@ -499,12 +545,7 @@ fn what_is_never_kept_is_decided_whole_every_time() {
         })
     };
     let never = [
-        // Evidence in the header, a broker's call, a body, a refusal, a shadow denial.
-        with(
-            "/api/containers/C1",
-            ("delegation_evidence", "tok-c1"),
-            false,
-        ),
+        // A broker's call, a body, a refusal, a shadow denial.
         with(
             "/api/containers/C1",
             (
@@ -518,23 +559,52 @@ fn what_is_never_kept_is_decided_whole_every_time() {
         with("/shadow/containers/C2", ("x-any", "1"), false),
     ];
     let steps: Vec<Step> = never.iter().flat_map(|s| [s.clone(), s.clone()]).collect();
-    // Heads with evidence or a broker's assertion, and bodies, are not even looked up.
+    // Heads with a broker's assertion, and bodies, are not even looked up.
     assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 4));
-    let unseen = [
-        with(
-            "/api/containers/C1",
-            ("delegationEvidence", "tok-c1"),
-            false,
+    let unseen = with(
+        "/api/containers/C1",
+        (
+            "serviceConsumerAssertion",
+            "assertion-of-EU.EORI.NL000000001",
         ),
-        with(
-            "/api/containers/C1",
-            (
-                "serviceConsumerAssertion",
-                "assertion-of-EU.EORI.NL000000001",
-            ),
-            false,
-        ),
-    ];
-    let steps: Vec<Step> = unseen.iter().flat_map(|s| [s.clone(), s.clone()]).collect();
+        false,
+    );
+    let steps = [unseen.clone(), unseen];
     assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 0));
+}
+
+#[test]
+fn a_chain_from_the_header_is_judged_again_at_every_hit() {
+    let with = |name: &'static str| {
+        Step::Request(Generated {
+            method: "GET",
+            target: "/api/containers/C1".into(),
+            headers: vec![
+                ("host", "gw.example".into()),
+                ("authorization", "Bearer good".into()),
+                (name, "tok-c1".into()),
+            ],
+            has_body: false,
+            kept_first: false,
+        })
+    };
+    let (ev, camel) = (with("delegation_evidence"), with("delegationEvidence"));
+    // Given again while its chain yields the same evaluation (in either name), not once it is
+    // evaluated anew (then kept again), nor once its signer no longer stands or its evidence
+    // is no longer in force (then refused).
+    let steps = [
+        ev.clone(),
+        ev.clone(),
+        camel.clone(),
+        camel,
+        Step::Reevaluate,
+        ev.clone(),
+        ev.clone(),
+        Step::Distrust,
+        ev.clone(),
+        ev.clone(),
+    ];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (3, 5));
+    let steps = [ev.clone(), ev.clone(), Step::Expire, ev.clone(), ev];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (1, 3));
 }

@@ -47,6 +47,7 @@ policy_issuer = "EU.EORI.NL000000005"
 resource_type = "CONTAINER"
 identifiers = ["{path.id}"]
 licences = ["ISHARE.0001"]
+registry = "ar"
 
 [[route]]
 name = "read-shadow"
