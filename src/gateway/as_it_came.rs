@@ -41,9 +41,9 @@ use crate::scheme::mask::AccessRequest;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::Metrics;
 use pingora::http::RequestHeader;
-use prometheus::IntCounter;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -117,8 +117,7 @@ pub struct AsItCame {
     party_records: bool,
     /// The decision cache, which a kept grant's evaluation must still be in.
     decisions: Entries,
-    hits: IntCounter,
-    misses: IntCounter,
+    lookups: CacheLookups,
 }
 
 /// A decision as it was made, to be given again.
@@ -217,7 +216,6 @@ impl AsItCame {
                 .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
                 .collect()
         };
-        let counter = |cache, result| metrics.cache.with_label_values(&[cache, result]);
         AsItCame {
             cache: moka::sync::Cache::builder()
                 .max_capacity(bytes)
@@ -230,8 +228,7 @@ impl AsItCame {
             evidence: names(&EVIDENCE_HEADERS),
             party_records,
             decisions,
-            hits: counter("request", "hit"),
-            misses: counter("request", "miss"),
+            lookups: metrics.cache_lookups("request"),
         }
     }
 
@@ -257,10 +254,10 @@ impl AsItCame {
                 .given(key, incoming.header(), (callers, evidence), now, started)
                 .await
             {
-                self.hits.inc();
+                self.lookups.count(true);
                 return decided;
             }
-            self.misses.inc();
+            self.lookups.count(false);
         }
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
         let keepable = |k| Some((k, self.keepable(&decided, incoming.header())?));

@@ -124,7 +124,7 @@ impl Capabilities {
                 .sign_token(&sub, aud, &claims, Timestamp::now(), TOKEN_LIFETIME)
                 .map(Arc::from)
         });
-        metrics.cache_hit("capabilities", !signed);
+        metrics.cache_lookups("capabilities").count(!signed);
         result.map_err(|e| Reject::Unavailable(Unavailable::Signing((*e).clone())))
     }
 }

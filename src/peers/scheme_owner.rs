@@ -13,6 +13,7 @@ use crate::scheme::party::PartyId;
 use crate::scheme::party_record::{Aliases, Named, Party};
 use crate::scheme::trust::{validate_chain, ChainError, TrustedList};
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::trace::Step;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwapOption;
@@ -100,6 +101,8 @@ pub struct TrustStore {
     /// that endpoint, and parties are looked up by the search alone.
     pub(super) no_party_endpoint: AtomicBool,
     chains: moka::sync::Cache<[u8; 32], Arc<CachedChain>>,
+    chains_looked_up: CacheLookups,
+    parties_looked_up: CacheLookups,
     metrics: Metrics,
 }
 
@@ -171,6 +174,8 @@ impl TrustStore {
             last_refresh: Mutex::new(None),
             refresh_failure: Mutex::new(None),
             last_contact: Mutex::new(None),
+            chains_looked_up: metrics.cache_lookups("chain"),
+            parties_looked_up: metrics.cache_lookups("party"),
             metrics,
             config,
         };
@@ -584,11 +589,11 @@ impl Trust for TrustStore {
         if let Some(cached) = self.chains.get(&key) {
             if cached.generation == state.generation && now.secs() <= cached.trusted.chain.not_after
             {
-                self.metrics.cache_hit("chain", true);
+                self.chains_looked_up.count(true);
                 return Ok(Ok(cached.trusted.clone()));
             }
         }
-        self.metrics.cache_hit("chain", false);
+        self.chains_looked_up.count(false);
         let mut result = validate_chain(x5c, &state.list, now);
         if matches!(result, Err(ChainError::UntrustedRoot { .. })) {
             if let Some(fresh) = Box::pin(self.refresh_for_unknown_root()).await {
@@ -627,7 +632,7 @@ impl Trust for TrustStore {
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
         let named = match self.parties.get(id.as_str()).await {
             Some(cached) => {
-                self.metrics.cache_hit("party", true);
+                self.parties_looked_up.count(true);
                 cached
             }
             None => self.look_up_named(id).await?,
@@ -661,7 +666,7 @@ impl TrustStore {
         }))
         .await
         .map_err(|e| (*e).clone());
-        self.metrics.cache_hit("party", hit);
+        self.parties_looked_up.count(hit);
         // A 3.0 record proven by an alias is its id's record too: kept under that id, one lookup
         // serves both names.
         if let Ok(Named::Party(record)) = &result {

@@ -2,9 +2,26 @@
 //! in one process); /metrics serves it together with the process-wide default registry.
 
 use prometheus::{
-    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge,
+    exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// The lookups of one cache (`cache_lookups_total`), by result: its two counters found once, not
+/// by their labels at every lookup.
+#[derive(Clone)]
+pub struct CacheLookups {
+    hits: IntCounter,
+    misses: IntCounter,
+}
+
+impl CacheLookups {
+    pub fn count(&self, hit: bool) {
+        match hit {
+            true => self.hits.inc(),
+            false => self.misses.inc(),
+        }
+    }
+}
 
 /// What became of a request: the `outcome` label of `requests_total` and of the access log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -477,10 +494,12 @@ impl Metrics {
         }
     }
 
-    pub fn cache_hit(&self, cache: &str, hit: bool) {
-        self.cache
-            .with_label_values(&[cache, if hit { "hit" } else { "miss" }])
-            .inc();
+    /// The lookups of the cache named `cache`.
+    pub fn cache_lookups(&self, cache: &str) -> CacheLookups {
+        CacheLookups {
+            hits: self.cache.with_label_values(&[cache, "hit"]),
+            misses: self.cache.with_label_values(&[cache, "miss"]),
+        }
     }
 
     /// A listener for a moka cache that counts the entries evicted for size.

@@ -9,6 +9,7 @@ use crate::gateway::reject::Reject;
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::Decision;
 use crate::scheme::Timestamp;
+use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::Metrics;
 use moka::Expiry;
 use serde::{Deserialize, Serialize};
@@ -242,7 +243,7 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
 #[derive(Clone)]
 pub struct Entries {
     cache: moka::future::Cache<Arc<[u8]>, Cached>,
-    hits: prometheus::IntCounter,
+    lookups: CacheLookups,
 }
 
 impl Entries {
@@ -251,7 +252,7 @@ impl Entries {
     pub async fn still(&self, key: &[u8], evaluated: &Arc<Evaluated>) -> bool {
         match self.cache.get(key).await {
             Some(cached) if Arc::ptr_eq(&cached.evaluated, evaluated) => {
-                self.hits.inc();
+                self.lookups.count(true);
                 true
             }
             _ => false,
@@ -274,7 +275,7 @@ pub struct DecisionCache {
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
     /// have been answered before the policy was withdrawn.
     purges: AtomicU64,
-    metrics: Metrics,
+    lookups: CacheLookups,
 }
 
 impl DecisionCache {
@@ -289,7 +290,7 @@ impl DecisionCache {
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
             purges: AtomicU64::new(0),
-            metrics,
+            lookups: metrics.cache_lookups("decision"),
         }
     }
 
@@ -297,7 +298,7 @@ impl DecisionCache {
     pub fn entries(&self) -> Entries {
         Entries {
             cache: self.cache.clone(),
-            hits: self.metrics.cache.with_label_values(&["decision", "hit"]),
+            lookups: self.lookups.clone(),
         }
     }
 
@@ -315,7 +316,7 @@ impl DecisionCache {
     {
         let encoded = key.encoding();
         if let Some(cached) = self.cache.get(encoded.as_slice()).await {
-            self.metrics.cache_hit("decision", true);
+            self.lookups.count(true);
             return Ok(Self::assessed(&cached, true));
         }
         let mut hit = true;
@@ -345,7 +346,7 @@ impl DecisionCache {
             })
         }))
         .await;
-        self.metrics.cache_hit("decision", hit);
+        self.lookups.count(hit);
         result
             .map(|c| Self::assessed(&c, hit))
             .map_err(|e| (*e).clone())

@@ -31,6 +31,7 @@ use crate::scheme::party_record::{Aliases, AmbiguousName, Party};
 use crate::scheme::trust::{check_party, PartyError, SignerError};
 use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
+use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::Metrics;
 use moka::Expiry;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -156,7 +157,8 @@ pub struct HeaderEvidence {
     serials: AtomicU64,
     /// Chains evaluated, by their steps (each token's serial, how it was read) and the request.
     evaluations: moka::sync::Cache<Box<[u8]>, Arc<ChainEvaluation>>,
-    metrics: Metrics,
+    tokens_looked_up: CacheLookups,
+    evaluations_looked_up: CacheLookups,
 }
 
 impl HeaderEvidence {
@@ -187,7 +189,8 @@ impl HeaderEvidence {
                 .eviction_listener(metrics.on_eviction("evidence_evaluation"))
                 .expire_after(UntilExpiry)
                 .build(),
-            metrics,
+            tokens_looked_up: metrics.cache_lookups("evidence_token"),
+            evaluations_looked_up: metrics.cache_lookups("evidence_evaluation"),
         }
     }
 
@@ -275,11 +278,11 @@ impl HeaderEvidence {
         let key = evaluation_key(steps, request, aliases)?;
         if let Some(hit) = self.evaluations.get(key.as_slice()) {
             if hit.holds_at(now) {
-                self.metrics.cache_hit("evidence_evaluation", true);
+                self.evaluations_looked_up.count(true);
                 return Ok(hit.evaluated.clone());
             }
         }
-        self.metrics.cache_hit("evidence_evaluation", false);
+        self.evaluations_looked_up.count(false);
         let mut chain = Vec::with_capacity(steps.len());
         for step in steps {
             let mut evidence = step.token.token.evidence.clone();
@@ -385,11 +388,11 @@ impl HeaderEvidence {
         let key = signature(token);
         if let Some(hit) = self.verified.get(key) {
             if *hit.text == *token && hit.generation == generation && now.secs() < hit.until {
-                self.metrics.cache_hit("evidence_token", true);
+                self.tokens_looked_up.count(true);
                 return Ok((hit, true));
             }
         }
-        self.metrics.cache_hit("evidence_token", false);
+        self.tokens_looked_up.count(false);
         let decoded =
             jwt::decode(token, self.algorithms).map_err(|e| EvidenceRefusal::Token(e.into()))?;
         let read = read_evidence_token(&decoded, &self.readers).map_err(EvidenceRefusal::Token)?;
