@@ -105,7 +105,7 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
 
 /// Decisions kept by the request as it came.
 pub struct AsItCame {
-    /// Found by a keyed hash as fast over a header of evidence as over a token.
+    /// Found by ahash's randomly keyed hash, cheap over a head with kilobytes of evidence.
     cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>, ahash::RandomState>,
     /// `UNREAD` less the headers a rule of this configuration reads.
     unread: Vec<http::HeaderName>,
