@@ -260,10 +260,15 @@ impl AsItCame {
             self.lookups.count(false);
         }
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
-        let keepable = |k| Some((k, self.keepable(&decided, incoming.header())?));
-        if let Some(kept) = key.and_then(keepable) {
-            self.cache
-                .insert(kept.0.into_boxed_slice(), Arc::new(kept.1));
+        let Some(key) = key else { return decided };
+        let Some(kept) = self.keepable(&decided, incoming.header()) else {
+            return decided;
+        };
+        // The room for evidence is for decisions on it: any other head is no longer than
+        // `LONGEST_KEY` whole.
+        let on_header = matches!(kept.grounds, Some(Grounds::Header { .. }));
+        if on_header || key.len() <= LONGEST_KEY {
+            self.cache.insert(key.into_boxed_slice(), Arc::new(kept));
         }
         decided
     }

@@ -10,6 +10,7 @@ use super::*;
 use crate::gateway::as_it_came::{AsItCame, UNREAD};
 use crate::gateway::decision::Evaluated;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
+use crate::scheme::evidence_token::EvidenceTokenError;
 use crate::scheme::trust::PartyError;
 use proptest::prelude::*;
 use std::sync::atomic::AtomicU64;
@@ -89,6 +90,26 @@ impl Evidence for Withdrawable {
         now: Timestamp,
     ) -> Result<Assessed, Reject> {
         let assessed = self.fakes.header(tokens, expected, now).await?;
+        // Addressed to the caller, as the live gateway asks of every token.
+        let mut subjects = tokens
+            .split(',')
+            .filter_map(|t| self.fakes.tokens.get(t.trim()));
+        if subjects.any(|ev| ev.target.access_subject != expected.caller) {
+            let e = EvidenceTokenError::NotForCaller {
+                expected: expected.caller.to_string(),
+                found: expected.request.access_subject.clone(),
+            };
+            return Err(EvidenceRefusal::Token(e).into());
+        }
+        // Signed by the registry `ar`, which the owner did not designate: good only on a route
+        // that names it.
+        if expected.registry != Some("ar") {
+            return Err(EvidenceRefusal::IssuerNotTheOwnersRegistry {
+                issuer: crate::scheme::party::PartyId::parse(REGISTRY).expect("an id"),
+                owner: expected.request.policy_issuer.clone(),
+            }
+            .into());
+        }
         if self.distrusted.load(Ordering::Relaxed) {
             let party = PartyError::UnknownParty(REGISTRY.into());
             return Err(EvidenceRefusal::Signer(SignerError::Party(party)).into());
@@ -100,12 +121,8 @@ impl Evidence for Withdrawable {
                 ..assessed
             });
         }
-        let header = expected.header;
-        let (caller, registry) = (expected.caller, expected.registry);
-        let asked = format!(
-            "{header} {tokens} {caller} {registry:?} {:?}",
-            expected.request
-        );
+        // Kept by the tokens and the request alone, as the live gateway keeps them.
+        let asked = format!("{tokens} {:?}", expected.request);
         let evaluated = self.evaluations.get_with(asked, || assessed.evaluated);
         Ok(Assessed {
             evaluated,
@@ -132,15 +149,24 @@ impl Evidence for Withdrawable {
 fn said(decided: &Decided) -> String {
     let d = &decided.decision;
     let next = match &decided.next {
-        Next::Forward(f) => format!("forward person={:?}", f.person.is_some()),
+        Next::Forward(f) => format!(
+            "forward person={:?} method_field={:?}",
+            f.person.is_some(),
+            f.method_field.is_some()
+        ),
         Next::Refuse(r) => format!("refuse {r:?}"),
         Next::Own(own) => format!("own {own:?}"),
         Next::SignIn => "sign in".into(),
     };
     let routed = decided.routed.as_ref().map(|r| {
         format!(
-            "{} {} {:?} {:?} {}",
-            r.route.name, r.path, r.captures, r.query, r.upstream_uri
+            "{} {} {:?} {:?} {} body={:?}",
+            r.route.name,
+            r.path,
+            r.captures,
+            r.query,
+            r.upstream_uri,
+            r.body.is_some()
         )
     });
     let evaluated = d.assessed.as_ref().map(|a| format!("{:?}", a.evaluated));
@@ -280,31 +306,39 @@ fn request() -> impl Strategy<Value = Generated> {
     let bearer = prop::option::weighted(0.85, prop::sample::select(vec!["good", "good", "other"]));
     // Most name the container the tagged route reads.
     let tag = prop::option::weighted(0.9, prop::sample::select(vec!["C1", "C1", "C2"]));
+    // Many present evidence, in either name.
+    let names = vec!["delegation_evidence", "delegationEvidence"];
+    let evidence = prop::option::weighted(0.3, prop::sample::select(names));
     (
         methods,
         target(),
-        (headers, bearer, tag),
+        (headers, bearer, tag, evidence),
         prop::bool::weighted(0.1),
     )
-        .prop_map(|(method, target, (mut headers, bearer, tag), has_body)| {
-            if let Some(tag) = tag {
-                headers.insert(0, ("x-tag", tag.to_string()));
-            }
-            if let Some(token) = bearer {
-                headers.insert(0, ("authorization", format!("Bearer {token}")));
-            }
-            // Most requests name one Host, as HTTP/1.1 asks.
-            if !headers.iter().any(|(n, _)| *n == "host") {
-                headers.insert(0, ("host", "gw.example".into()));
-            }
-            Generated {
-                method,
-                target,
-                headers,
-                has_body,
-                kept_first: false,
-            }
-        })
+        .prop_map(
+            |(method, target, (mut headers, bearer, tag, evidence), has_body)| {
+                if let Some(tag) = tag {
+                    headers.insert(0, ("x-tag", tag.to_string()));
+                }
+                if let Some(name) = evidence {
+                    headers.insert(0, (name, "tok-c1".to_string()));
+                }
+                if let Some(token) = bearer {
+                    headers.insert(0, ("authorization", format!("Bearer {token}")));
+                }
+                // Most requests name one Host, as HTTP/1.1 asks.
+                if !headers.iter().any(|(n, _)| *n == "host") {
+                    headers.insert(0, ("host", "gw.example".into()));
+                }
+                Generated {
+                    method,
+                    target,
+                    headers,
+                    has_body,
+                    kept_first: false,
+                }
+            },
+        )
 }
 
 /// Requests drawn from a few alike, so that they come again (each time with an id of its own, which no
@@ -384,10 +418,19 @@ async fn run(
     }
 }
 
+/// How many requests the kept decisions gave, and how many were looked up and not found.
+#[derive(Debug, PartialEq)]
+struct Counts {
+    given: u64,
+    not_found: u64,
+    /// Of those given, how many came with evidence in the header.
+    given_on_header: u64,
+}
+
 /// Run `steps` through both on `h`, comparing every decision; how many requests the kept
 /// decisions gave, and how many were looked up and not found.
 fn differential(h: &Harness, steps: &[Step]) -> Result<(u64, u64), TestCaseError> {
-    differential_within(h, steps, Duration::from_secs(300))
+    differential_within(h, steps, Duration::from_secs(300)).map(|c| (c.given, c.not_found))
 }
 
 /// `differential`, with the decision cache keeping a Permit for `cache_ttl`.
@@ -395,7 +438,7 @@ fn differential_within(
     h: &Harness,
     steps: &[Step],
     cache_ttl: Duration,
-) -> Result<(u64, u64), TestCaseError> {
+) -> Result<Counts, TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -417,9 +460,12 @@ fn differential_within(
         let routes = h.snap.routes.routes();
         let entries = registry.decisions.entries();
         let kept = AsItCame::new(1 << 20, routes, false, entries, &metrics);
+        let count = |result| metrics.cache.with_label_values(&["request", result]).get();
+        let mut given_on_header = 0;
         for step in steps {
             match step {
                 Step::Request(r) => {
+                    let before = count("hit");
                     let (whole, given) = match r.kept_first {
                         false => {
                             let whole = run(h, r, &tokens, &registry, None).await;
@@ -431,6 +477,13 @@ fn differential_within(
                         }
                     };
                     prop_assert_eq!(said(&whole), said(&given), "{:?}", r);
+                    let on_header = r
+                        .headers
+                        .iter()
+                        .any(|(n, _)| ["delegation_evidence", "delegationEvidence"].contains(n));
+                    if on_header && count("hit") > before {
+                        given_on_header += 1;
+                    }
                 }
                 Step::Revoke => {
                     tokens.0.lock().unwrap().remove("good");
@@ -449,8 +502,11 @@ fn differential_within(
                 Step::Wait(pause) => tokio::time::sleep(*pause).await,
             }
         }
-        let count = |result| metrics.cache.with_label_values(&["request", result]).get();
-        Ok((count("hit"), count("miss")))
+        Ok(Counts {
+            given: count("hit"),
+            not_found: count("miss"),
+            given_on_header,
+        })
     })
 }
 
@@ -458,17 +514,24 @@ fn differential_within(
 fn a_kept_decision_is_the_one_the_whole_sequence_makes() {
     let h = Harness::new();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(1024));
-    let given = AtomicU64::new(0);
+    let (given, on_header) = (AtomicU64::new(0), AtomicU64::new(0));
     let outcome = runner.run(&steps(), |steps| {
-        given.fetch_add(differential(&h, &steps)?.0, Ordering::Relaxed);
+        let counts = differential_within(&h, &steps, Duration::from_secs(300))?;
+        given.fetch_add(counts.given, Ordering::Relaxed);
+        on_header.fetch_add(counts.given_on_header, Ordering::Relaxed);
         Ok(())
     });
-    let given = given.into_inner();
+    let (given, on_header) = (given.into_inner(), on_header.into_inner());
     if let Err(failure) = outcome {
         panic!("{failure}");
     }
-    // The generated sequences repeat requests often enough for kept decisions to be given.
+    // The generated sequences repeat requests often enough for kept decisions to be given,
+    // with evidence in the header too.
     assert!(given > 100, "only {given} kept decisions were given");
+    assert!(
+        on_header > 100,
+        "only {on_header} kept decisions on the header's evidence"
+    );
 }
 
 fn get(target: &str, token: &str) -> Step {
@@ -524,7 +587,11 @@ fn a_grant_is_not_given_once_the_decision_cache_let_it_expire() {
     let ttl = Duration::from_secs(1);
     assert_eq!(
         differential_within(&Harness::new(), &steps, ttl).unwrap(),
-        (1, 3)
+        Counts {
+            given: 1,
+            not_found: 3,
+            given_on_header: 0
+        }
     );
 }
 
@@ -571,6 +638,15 @@ fn what_is_never_kept_is_decided_whole_every_time() {
     );
     let steps = [unseen.clone(), unseen];
     assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 0));
+    // The room a key has for evidence is for decisions on it: a head longer than 4 KiB by
+    // evidence its route does not read is looked up, and never kept.
+    let padded = with(
+        "/api/mine",
+        ("delegation_evidence", &"x".repeat(5000)),
+        false,
+    );
+    let steps = [padded.clone(), padded];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (0, 2));
 }
 
 #[test]
