@@ -60,7 +60,7 @@ pub struct AccessTokens {
     /// Tokens whose MAC, issuer and audience were checked, with their claims: a token presented
     /// again is found by a keyed hash and compared whole instead of verified again (its times are
     /// judged at every use). Only tokens we issued enter, each at most as long as it can be valid.
-    verified: moka::sync::Cache<Box<str>, Arc<AccessClaims>, ahash::RandomState>,
+    verified: moka::sync::Cache<Box<str>, Arc<AccessClaims>, crate::keyed::KeyedHash>,
 }
 
 impl std::fmt::Debug for AccessTokens {
@@ -102,7 +102,7 @@ impl AccessTokens {
             verified: moka::sync::Cache::builder()
                 .max_capacity(VERIFIED_TOKENS)
                 .time_to_live(valid_for)
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod conformance;
 pub mod egress;
 pub mod gateway;
 pub mod html;
+pub mod keyed;
 pub mod peers;
 pub mod rate;
 pub mod reading;

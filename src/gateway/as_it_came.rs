@@ -105,8 +105,8 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
 
 /// Decisions kept by the request as it came.
 pub struct AsItCame {
-    /// Found by ahash's randomly keyed hash, cheap over a head with kilobytes of evidence.
-    cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>, ahash::RandomState>,
+    /// Found by foldhash's randomly keyed hash, cheap over a head with kilobytes of evidence.
+    cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>, crate::keyed::KeyedHash>,
     /// `UNREAD` less the headers a rule of this configuration reads.
     unread: Vec<http::HeaderName>,
     /// The headers of a broker's assertion, in every name the scheme gives them.
@@ -222,7 +222,7 @@ impl AsItCame {
                 .weigher(weight)
                 .time_to_live(LONGEST)
                 .eviction_listener(metrics.on_eviction("request"))
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
             unread,
             never: names(&BROKER_HEADERS),
             evidence: names(&EVIDENCE_HEADERS),

@@ -87,7 +87,7 @@ pub struct TrustStore {
     /// When the scheme owner last answered, and whether that call worked.
     last_contact: Mutex<Option<(Instant, bool)>>,
     /// Whom each name stands for: the record of the party, none, or no one's (contested).
-    parties: moka::future::Cache<String, Named, ahash::RandomState>,
+    parties: moka::future::Cache<String, Named, crate::keyed::KeyedHash>,
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
     /// Party records fetched: `party_lookups_per_second`, five seconds' worth at once.
     pub(super) party_lookups: TokenBucket,
@@ -140,7 +140,7 @@ impl TrustStore {
                 .expire_after(PartyExpiry {
                     known: config.party_cache_ttl,
                 })
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
             party_lookups: TokenBucket::new(lookups, lookups * 5.0, Instant::now()),
             signer_lookups: Buckets::new(
                 SIGNER_LOOKUPS_PER_MINUTE / 60.0,

@@ -82,12 +82,7 @@ impl DecisionId {
     pub fn next() -> Self {
         static PREFIX: OnceLock<u64> = OnceLock::new();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let prefix = PREFIX.get_or_init(|| {
-            let mut bytes = [0u8; 8];
-            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-                .expect("the system's random source");
-            u64::from_le_bytes(bytes)
-        });
+        let prefix = PREFIX.get_or_init(crate::keyed::random_u64);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut id = [0u8; 32];
         write_hex(&mut id[..16], &prefix.to_be_bytes());

@@ -242,7 +242,7 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
 /// (`gateway::as_it_came`).
 #[derive(Clone)]
 pub struct Entries {
-    cache: moka::future::Cache<Arc<[u8]>, Cached, ahash::RandomState>,
+    cache: moka::future::Cache<Arc<[u8]>, Cached, crate::keyed::KeyedHash>,
     lookups: CacheLookups,
 }
 
@@ -269,7 +269,7 @@ impl Expiry<Arc<[u8]>, Cached> for ByDecision {
 }
 
 pub struct DecisionCache {
-    cache: moka::future::Cache<Arc<[u8]>, Cached, ahash::RandomState>,
+    cache: moka::future::Cache<Arc<[u8]>, Cached, crate::keyed::KeyedHash>,
     permit_ttl: Duration,
     deny_ttl: Duration,
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
@@ -286,7 +286,7 @@ impl DecisionCache {
                 .weigher(|k, v| v.weight(k.len()))
                 .eviction_listener(metrics.on_eviction("decision"))
                 .expire_after(ByDecision)
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
             purges: AtomicU64::new(0),

@@ -152,11 +152,11 @@ pub struct HeaderEvidence {
     algorithms: AlgorithmPolicy,
     readers: Readers,
     rules: EvidenceTokenRules,
-    verified: moka::sync::Cache<Box<str>, Arc<VerifiedToken>, ahash::RandomState>,
+    verified: moka::sync::Cache<Box<str>, Arc<VerifiedToken>, crate::keyed::KeyedHash>,
     /// The next verified token's serial.
     serials: AtomicU64,
     /// Chains evaluated, by their steps (each token's serial, how it was read) and the request.
-    evaluations: moka::sync::Cache<Box<[u8]>, Arc<ChainEvaluation>, ahash::RandomState>,
+    evaluations: moka::sync::Cache<Box<[u8]>, Arc<ChainEvaluation>, crate::keyed::KeyedHash>,
     tokens_looked_up: CacheLookups,
     evaluations_looked_up: CacheLookups,
 }
@@ -181,14 +181,14 @@ impl HeaderEvidence {
                 .weigher(|_, v: &Arc<VerifiedToken>| v.weight)
                 .eviction_listener(metrics.on_eviction("evidence_token"))
                 .expire_after(UntilExpiry)
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
             serials: AtomicU64::new(0),
             evaluations: moka::sync::Cache::builder()
                 .max_capacity(cache_size / 4)
                 .weigher(|_, v: &Arc<ChainEvaluation>| v.weight)
                 .eviction_listener(metrics.on_eviction("evidence_evaluation"))
                 .expire_after(UntilExpiry)
-                .build_with_hasher(ahash::RandomState::new()),
+                .build_with_hasher(crate::keyed::keyed()),
             tokens_looked_up: metrics.cache_lookups("evidence_token"),
             evaluations_looked_up: metrics.cache_lookups("evidence_evaluation"),
         }
