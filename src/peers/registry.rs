@@ -137,11 +137,12 @@ impl RegistryClient {
     /// specific designations that fit, as the one asked is chosen); and whether the record
     /// designates it for this service provider by name. A name compares as written (1.9 EORIs
     /// without regard to case, as records were always matched) or, in 3.0, by the id its own
-    /// lookup found — never by the aliases the signer's record claims.
+    /// lookup found — never by the aliases the signer's record claims. An owner that is no party
+    /// identifier (`None`) has no record to designate any.
     pub async fn holds_delegations_of(
         &self,
         configured: Option<&str>,
-        owner: &str,
+        owner: Option<&PartyId>,
         (signer, registry): (&str, &Party),
         aliases: &mut Aliases,
         trust: &TrustStore,
@@ -162,10 +163,10 @@ impl RegistryClient {
                 || (exact && aliases.names(id, &registry.id) == Ok(true));
             return Ok(holds.then_some(Holding { for_us: false }));
         }
-        let Ok(owner) = PartyId::parse(owner) else {
+        let Some(owner) = owner else {
             return Ok(None);
         };
-        let Some(record) = trust.party(&owner).await? else {
+        let Some(record) = trust.party(owner).await? else {
             return Ok(None);
         };
         let now = Timestamp::now().secs();

@@ -236,50 +236,83 @@ pub fn check_token_claims(
     rules: &EvidenceTokenRules,
     now: Timestamp,
 ) -> Result<(), EvidenceTokenError> {
-    if let Some(unknown) = jwt
-        .claims
-        .keys()
-        .find(|k| !EVIDENCE_TOKEN_CLAIMS.contains(&k.as_str()))
-    {
-        return Err(EvidenceTokenError::UnknownClaim(
-            unknown.chars().take(64).collect(),
-        ));
+    ClaimTimes::read(jwt)?.check(rules, now)
+}
+
+/// What `check_token_claims` reads of a token, read once: the claims it checks before any time
+/// (which hold or fail alike at every time), and the times the rest is judged on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimTimes {
+    iat: f64,
+    exp: Option<f64>,
+    nbf: Option<f64>,
+}
+
+impl ClaimTimes {
+    /// The token's claims are all an evidence token's, and it has a `jti`, an `aud` and an `iat`:
+    /// its times, or the first of these that fails.
+    pub fn read(jwt: &DecodedJwt) -> Result<Self, EvidenceTokenError> {
+        if let Some(unknown) = jwt
+            .claims
+            .keys()
+            .find(|k| !EVIDENCE_TOKEN_CLAIMS.contains(&k.as_str()))
+        {
+            return Err(EvidenceTokenError::UnknownClaim(
+                unknown.chars().take(64).collect(),
+            ));
+        }
+        if jwt.str_claim("jti").is_none_or(str::is_empty) {
+            return Err(EvidenceTokenError::MissingClaim("jti"));
+        }
+        if !jwt.claims.contains_key("aud") {
+            return Err(EvidenceTokenError::MissingClaim("aud"));
+        }
+        let iat = jwt
+            .time_claim("iat")
+            .ok_or(EvidenceTokenError::MissingClaim("iat"))?;
+        Ok(ClaimTimes {
+            iat,
+            exp: jwt.time_claim("exp"),
+            nbf: jwt.time_claim("nbf"),
+        })
     }
-    if jwt.str_claim("jti").is_none_or(str::is_empty) {
-        return Err(EvidenceTokenError::MissingClaim("jti"));
+
+    /// The rest of `check_token_claims` at `now`, in its order.
+    pub fn check(
+        &self,
+        rules: &EvidenceTokenRules,
+        now: Timestamp,
+    ) -> Result<(), EvidenceTokenError> {
+        let iat = self.iat;
+        if iat > now.as_f64() + rules.leeway_secs {
+            return Err(EvidenceTokenError::IssuedInFuture);
+        }
+        if now.as_f64() - iat > rules.max_age_secs {
+            return Err(EvidenceTokenError::TooOld);
+        }
+        let exp = self.exp.ok_or(EvidenceTokenError::NoExpiry)?;
+        if now.as_f64() > exp + rules.leeway_secs {
+            return Err(EvidenceTokenError::Expired);
+        }
+        if exp - iat > rules.max_age_secs + rules.leeway_secs {
+            return Err(EvidenceTokenError::LifetimeTooLong);
+        }
+        if self
+            .nbf
+            .is_some_and(|nbf| nbf > now.as_f64() + rules.leeway_secs)
+        {
+            return Err(EvidenceTokenError::NotYetValid);
+        }
+        Ok(())
     }
-    if !jwt.claims.contains_key("aud") {
-        return Err(EvidenceTokenError::MissingClaim("aud"));
-    }
-    let iat = jwt
-        .time_claim("iat")
-        .ok_or(EvidenceTokenError::MissingClaim("iat"))?;
-    if iat > now.as_f64() + rules.leeway_secs {
-        return Err(EvidenceTokenError::IssuedInFuture);
-    }
-    if now.as_f64() - iat > rules.max_age_secs {
-        return Err(EvidenceTokenError::TooOld);
-    }
-    let exp = jwt.time_claim("exp").ok_or(EvidenceTokenError::NoExpiry)?;
-    if now.as_f64() > exp + rules.leeway_secs {
-        return Err(EvidenceTokenError::Expired);
-    }
-    if exp - iat > rules.max_age_secs + rules.leeway_secs {
-        return Err(EvidenceTokenError::LifetimeTooLong);
-    }
-    if jwt
-        .time_claim("nbf")
-        .is_some_and(|nbf| nbf > now.as_f64() + rules.leeway_secs)
-    {
-        return Err(EvidenceTokenError::NotYetValid);
-    }
-    Ok(())
 }
 
 /// The claims of evidence a consumer presents itself: addressed to one of `audiences` (the
-/// consumer or the caller acting for it), and held to `check_token_claims`.
+/// consumer or the caller acting for it), and held to `check_token_claims` (its claims as
+/// `ClaimTimes::read` read them).
 pub fn check_header_evidence(
     jwt: &DecodedJwt,
+    claims: &Result<ClaimTimes, EvidenceTokenError>,
     audiences: &[&str],
     rules: &EvidenceTokenRules,
     now: Timestamp,
@@ -293,7 +326,7 @@ pub fn check_header_evidence(
             found: jwt.audience(),
         });
     }
-    check_token_claims(jwt, rules, now)
+    claims.as_ref().map_err(Clone::clone)?.check(rules, now)
 }
 
 #[cfg(test)]

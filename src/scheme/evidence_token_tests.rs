@@ -43,7 +43,14 @@ const RULES: EvidenceTokenRules = EvidenceTokenRules {
 
 fn check_at(jwt: &DecodedJwt, now: i64) -> Result<(), EvidenceTokenError> {
     read_evidence_token(jwt, &Readers::default())?;
-    check_header_evidence(jwt, &[CONSUMER, CALLER], &RULES, Timestamp::from_secs(now))
+    let claims = ClaimTimes::read(jwt);
+    check_header_evidence(
+        jwt,
+        &claims,
+        &[CONSUMER, CALLER],
+        &RULES,
+        Timestamp::from_secs(now),
+    )
 }
 
 #[test]

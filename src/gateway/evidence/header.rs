@@ -21,7 +21,7 @@ use crate::peers::registry::RegistryClient;
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence_token::{
-    check_header_evidence, read_evidence_token, EvidenceToken, EvidenceTokenError,
+    check_header_evidence, read_evidence_token, ClaimTimes, EvidenceToken, EvidenceTokenError,
     EvidenceTokenRules, Readers,
 };
 use crate::scheme::jwt::{self, AlgorithmPolicy, DecodedJwt};
@@ -33,6 +33,7 @@ use crate::scheme::vocabulary::Role;
 use crate::scheme::{pieces, Timestamp};
 use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::Metrics;
+use arc_swap::ArcSwapOption;
 use moka::Expiry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,8 +50,14 @@ struct VerifiedToken {
     /// The token's text, compared on every hit: the key is made of its signature only.
     text: Box<str>,
     jwt: DecodedJwt,
+    /// Its claims as every check of them reads them, read once.
+    claims: Result<ClaimTimes, EvidenceTokenError>,
     token: EvidenceToken,
+    /// Its evidence's data owner (`policyIssuer`) as a party id, parsed once.
+    owner: Option<PartyId>,
     chain: Arc<TrustedChain>,
+    /// Its signer's standing as last found (`check_party`): on which record, in which second.
+    stood: ArcSwapOption<Stood>,
     /// The trusted list's generation it was verified under.
     generation: u64,
     /// Unix seconds: when the token, its evidence or its chain expires.
@@ -79,15 +86,46 @@ impl VerifiedToken {
         VerifiedToken {
             serial,
             text: text.into(),
+            claims: ClaimTimes::read(&jwt),
+            owner: PartyId::parse(&token.evidence.policy_issuer).ok(),
             jwt,
             token,
+            stood: ArcSwapOption::empty(),
             chain,
             generation: 0,
             until,
             // The text, the decoded claims and evidence, and the signature that is its key: about
-            // what the text takes, twice.
-            weight: u32::try_from(3 * text.len() + 512).unwrap_or(u32::MAX),
+            // what the text takes, twice; the claims' times, the owner's id and the block of the
+            // signer's record last found standing (held weakly) in the rest.
+            weight: u32::try_from(3 * text.len() + 1024).unwrap_or(u32::MAX),
         }
+    }
+}
+
+/// A signer found standing: `check_party` reads the token's chain, the name it signs with, the
+/// signer's record and the time in whole seconds, so the same record stands again within the
+/// same second. The record is held weakly: its memory is not kept past its cache, and while this
+/// is held its address cannot be another record's.
+struct Stood {
+    record: std::sync::Weak<Party>,
+    second: i64,
+}
+
+impl VerifiedToken {
+    /// `check_party` of this token's signer on `record` at `now`, judged once per record and
+    /// second.
+    fn signer_stands(&self, record: &Arc<Party>, now: Timestamp) -> Result<(), PartyError> {
+        let second = now.secs();
+        let stood = self.stood.load();
+        if let Some(stood) = stood.as_deref() {
+            if stood.second == second && std::ptr::eq(stood.record.as_ptr(), Arc::as_ptr(record)) {
+                return Ok(());
+            }
+        }
+        check_party(&self.chain.chain, &self.token.issuer, Some(record), now)?;
+        let record = Arc::downgrade(record);
+        self.stood.store(Some(Arc::new(Stood { record, second })));
+        Ok(())
     }
 }
 
@@ -335,7 +373,7 @@ impl HeaderEvidence {
             .party(signer)
             .await?
             .ok_or_else(|| refused(PartyError::UnknownParty(signer.to_string())))?;
-        check_party(&verified.chain.chain, signer, Some(&record), now).map_err(refused)?;
+        verified.signer_stands(&record, now).map_err(refused)?;
         // The signer is the party its certificate was bound to: its record's id (3.0), however
         // the token names it; and it is read as that id is configured to be.
         let signer_id = match trust.resolves_aliases() {
@@ -360,12 +398,14 @@ impl HeaderEvidence {
             true => false,
             false => {
                 let signer = (signer, record.as_ref());
-                holds_for(signer, &owner, expected, aliases, (registries, trust), now).await?
+                let parsed = verified.owner.as_ref().filter(|id| id.as_str() == owner);
+                let owner = (owner.as_str(), parsed);
+                holds_for(signer, owner, expected, aliases, (registries, trust), now).await?
             }
         };
         let addressees = addressees(decoded, expected, aliases, trust).await?;
         let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
-        check_header_evidence(decoded, &addressees, &self.rules, now)
+        check_header_evidence(decoded, &verified.claims, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
         subject_named(read, &signer_id, expected, aliases, trust).await?;
         let step = Step {
@@ -466,7 +506,7 @@ fn evaluation_key(
 /// own owner designated none). Whether that designation names us.
 async fn holds_for(
     (signer, record): (&PartyId, &Party),
-    owner: &str,
+    (owner, parsed): (&str, Option<&PartyId>),
     expected: &Expected<'_>,
     aliases: &mut Aliases,
     (registries, trust): (&RegistryClient, &TrustStore),
@@ -477,10 +517,19 @@ async fn holds_for(
         return Err(EvidenceRefusal::IssuerNotARegistry(signer.clone()).into());
     }
     for of in [owner, &expected.request.policy_issuer] {
+        // The evidence's owner as parsed with its token; the route's parsed here.
+        let reparsed;
+        let id = match parsed.filter(|id| id.as_str() == of) {
+            Some(id) => Some(id),
+            None => {
+                reparsed = PartyId::parse(of).ok();
+                reparsed.as_ref()
+            }
+        };
         let holds = registries
             .holds_delegations_of(
                 expected.registry,
-                of,
+                id,
                 (signer.as_str(), record),
                 aliases,
                 trust,
@@ -570,6 +619,79 @@ async fn addressees(
 mod tests {
     use super::*;
     use crate::gateway::decision::authorise::no_policy;
+    use crate::scheme::party_record::Span;
+    use crate::scheme::trust::{validate_chain, TrustedList};
+    use crate::scheme::version::SchemeVersion;
+    use crate::testbed::pki::TestPki;
+    use serde_json::json;
+
+    const AR: &str = "EU.EORI.NL000000004";
+    const CONSUMER: &str = "EU.EORI.NL000000001";
+
+    /// A token the registry `AR` signed at `now`, verified under the test PKI.
+    fn verified(now: i64) -> VerifiedToken {
+        let pki = TestPki::shared();
+        let evidence = json!({
+            "notBefore": now - 10, "notOnOrAfter": now + 600,
+            "policyIssuer": "EU.EORI.NL000000005",
+            "target": {"accessSubject": CONSUMER},
+            "policySets": [{"policies": [{
+                "target": {"resource": {"type": "CONTAINER", "identifiers": ["C1"], "attributes": ["*"]}, "actions": ["iSHARE.READ"]},
+                "rules": [{"effect": "Permit"}]
+            }]}]
+        });
+        let claims = json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": now,
+            "exp": now + 30, "delegationEvidence": evidence});
+        let text = pki.party(AR).signing_identity().sign_raw(&claims).unwrap();
+        let jwt = jwt::decode(&text, AlgorithmPolicy::default()).unwrap();
+        let token = read_evidence_token(&jwt, &Readers::default()).unwrap();
+        let trusted = TrustedList::new([pki.trusted_list_entry()]);
+        let at = Timestamp::from_secs(now);
+        let chain = validate_chain(&pki.party(AR).chain_der, &trusted, at).unwrap();
+        let chain = Arc::new(TrustedChain::new(chain).unwrap());
+        VerifiedToken::new(1, &text, jwt, token, chain)
+    }
+
+    /// The registry's 1.9 record, adhering until `until` (its certificate bound by its subject).
+    fn record(until: i64) -> Arc<Party> {
+        Arc::new(Party {
+            id: AR.into(),
+            version: SchemeVersion::V1_9,
+            adherence: vec![Span {
+                from: Some(0),
+                until: Some(until),
+            }],
+            ..Party::default()
+        })
+    }
+
+    #[test]
+    fn a_signer_found_standing_stands_again_only_on_the_same_record_in_the_same_second() {
+        let now = Timestamp::now().secs();
+        let token = verified(now);
+        let at = |secs| Timestamp::from_secs_f64(secs as f64 + 0.25);
+        let kept = record(now + 2);
+        assert_eq!(token.signer_stands(&kept, at(now)), Ok(()));
+        assert_eq!(token.signer_stands(&kept, at(now + 1)), Ok(()));
+        assert_eq!(token.signer_stands(&kept, at(now + 1)), Ok(()));
+        // The same record a second later, its adherence ended: judged again, and refused.
+        let ended = PartyError::NotActive(AR.into());
+        assert_eq!(token.signer_stands(&kept, at(now + 2)), Err(ended.clone()));
+        // Found standing at one second, then a new record in that second: judged on the new one.
+        assert_eq!(token.signer_stands(&kept, at(now + 1)), Ok(()));
+        let renewed = record(now);
+        assert_eq!(token.signer_stands(&renewed, at(now + 1)), Err(ended));
+        // A record of the same content is judged on its own, and stands.
+        assert_eq!(token.signer_stands(&record(now + 2), at(now + 1)), Ok(()));
+        // Found standing on a record since dropped: a record made then is judged on its own,
+        // wherever the allocator puts it.
+        let dropped = record(now + 2);
+        assert_eq!(token.signer_stands(&dropped, at(now + 1)), Ok(()));
+        drop(dropped);
+        let made = record(now);
+        let refused = token.signer_stands(&made, at(now + 1));
+        assert_eq!(refused, Err(PartyError::NotActive(AR.into())));
+    }
 
     #[test]
     fn a_chain_evaluation_holds_only_while_every_steps_evidence_is_in_force() {
