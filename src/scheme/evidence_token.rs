@@ -331,4 +331,4 @@ pub fn check_header_evidence(
 
 #[cfg(test)]
 #[path = "evidence_token_tests.rs"]
-mod tests;
+pub(crate) mod tests;

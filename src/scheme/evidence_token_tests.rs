@@ -10,8 +10,14 @@ const CALLER: &str = "EU.EORI.NL000000002";
 const NOW: i64 = 1_800_000_000;
 
 fn evidence() -> Value {
+    evidence_at(NOW)
+}
+
+/// Evidence of the data owner `EU.EORI.NL000000005` for the consumer, in force at `now`: to read
+/// container C1.
+pub(crate) fn evidence_at(now: i64) -> Value {
     json!({
-        "notBefore": NOW - 10, "notOnOrAfter": NOW + 600,
+        "notBefore": now - 10, "notOnOrAfter": now + 600,
         "policyIssuer": "EU.EORI.NL000000005",
         "target": {"accessSubject": CONSUMER},
         "policySets": [{"policies": [{

@@ -631,15 +631,7 @@ mod tests {
     /// A token the registry `AR` signed at `now`, verified under the test PKI.
     fn verified(now: i64) -> VerifiedToken {
         let pki = TestPki::shared();
-        let evidence = json!({
-            "notBefore": now - 10, "notOnOrAfter": now + 600,
-            "policyIssuer": "EU.EORI.NL000000005",
-            "target": {"accessSubject": CONSUMER},
-            "policySets": [{"policies": [{
-                "target": {"resource": {"type": "CONTAINER", "identifiers": ["C1"], "attributes": ["*"]}, "actions": ["iSHARE.READ"]},
-                "rules": [{"effect": "Permit"}]
-            }]}]
-        });
+        let evidence = crate::scheme::evidence_token::tests::evidence_at(now);
         let claims = json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": now,
             "exp": now + 30, "delegationEvidence": evidence});
         let text = pki.party(AR).signing_identity().sign_raw(&claims).unwrap();
