@@ -231,3 +231,40 @@ fn the_writer_writes_whole_lines_in_order_and_counts_what_a_full_queue_drops() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
     assert_eq!(count("failed"), 0);
 }
+
+/// The byte-by-byte rule: a quote, a backslash or a control character needs escaping.
+fn plain_by_bytes(s: &str) -> bool {
+    !s.bytes().any(|b| b < b' ' || b == b'"' || b == b'\\')
+}
+
+#[test]
+fn a_string_is_plain_word_by_word_exactly_when_it_is_byte_by_byte() {
+    use super::super::log_line::plain;
+    // Every ASCII character at every place of every length up to three words, among fillers
+    // on either side of each boundary that matters (a space, the characters beside the quote
+    // and the backslash, DEL, and characters of two and three bytes whose high bits are set).
+    for filler in [" ", "a", "!", "#", "[", "]", "~", "\u{7f}", "é", "€"] {
+        for len in 1..=24 {
+            for at in 0..len {
+                for c in (0u8..0x80).map(char::from) {
+                    let mut s: String = filler.repeat(len);
+                    let byte = at * filler.len();
+                    s.replace_range(byte..byte + filler.len(), c.encode_utf8(&mut [0; 4]));
+                    assert_eq!(plain(&s), plain_by_bytes(&s), "{s:?}");
+                }
+            }
+        }
+    }
+    assert!(plain(""));
+    assert!(!plain("ok\u{0}"), "a NUL in the last word");
+    assert!(!plain("12345678\""), "a quote alone in the last word");
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_string_is_plain_word_by_word_exactly_when_it_is_byte_by_byte(
+        s in proptest::string::string_regex("(.|[\"\\\\\u{0}-\u{1f}\u{7f}-\u{a0}])*").unwrap()
+    ) {
+        proptest::prop_assert_eq!(super::super::log_line::plain(&s), plain_by_bytes(&s));
+    }
+}
