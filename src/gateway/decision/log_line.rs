@@ -445,6 +445,42 @@ pub fn line_into(
     );
 }
 
+/// What the strings of a decision's line come to before escaping, or `None` where a part's size
+/// is not known until it is written (a dependency's failure, which the line's `detail` names). A
+/// decision handed to the log's writer holds about this much for its line.
+pub(super) fn strings_of(d: &Decision) -> Option<usize> {
+    if d.refusal.as_ref().is_some_and(|r| r.failure().is_some()) {
+        return None;
+    }
+    let list = |l: &[String]| l.iter().map(String::len).sum::<usize>();
+    let mut n = d.route.len() + d.method.len() + d.path.len();
+    n += d.description.as_ref().map_or(0, String::len);
+    if let Some(c) = &d.caller {
+        n += c.id.len() + c.acting_for.as_ref().map_or(0, String::len);
+    }
+    n += (d.values.iter())
+        .map(|v| v.name.len() + v.template.len() + v.value.len())
+        .sum::<usize>();
+    if let Some(m) = &d.mask {
+        n += m.policy_issuer.len() + m.access_subject.len() + m.resource_type.len();
+        n += list(&m.service_providers) + list(&m.identifiers) + list(&m.attributes);
+        n += list(&m.actions) + list(&m.required_licences);
+    }
+    if let Some(a) = &d.assessed {
+        let e = &a.evaluated.evidence;
+        n += list(&e.issuers) + list(&e.signers);
+        n += match &e.source {
+            EvidenceSource::Header => 0,
+            EvidenceSource::Registry { registry } => registry.len(),
+            EvidenceSource::Given { from } => from.len(),
+        };
+    }
+    n += (d.decided_by().iter())
+        .map(|p| std::mem::size_of::<DecidedBy>() + p.part.as_deref().map_or(0, str::len))
+        .sum::<usize>();
+    Some(n)
+}
+
 /// A line of `v` appended to `buf`, the configured fields masked; one over `max_line_bytes` is
 /// cut to the fields in `keep` and says it was.
 pub fn value_line_into(

@@ -1,5 +1,5 @@
-use super::super::log_line::{to_json, Line, Rfc3339};
-use super::DecisionLog;
+use super::super::log_line::{line_into, strings_of, to_json, Line, Rfc3339};
+use super::{DecisionLog, Queued};
 use crate::config::model::{DecisionLogSettings, DecisionLogTarget};
 use crate::gateway::decision::{
     Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Mode, Taken,
@@ -193,9 +193,13 @@ fn the_writer_writes_whole_lines_in_order_and_counts_what_a_full_queue_drops() {
     let count = |outcome: &str| metrics.decision_log.with_label_values(&[outcome]).get();
     // One line waits at most: a burst keeps the first and drops the rest until the writer
     // has taken it.
+    // Lines made at once and decisions handed over to the writer take turns.
     let sent: Vec<Decision> = (0..500).map(|_| Decision::new()).collect();
-    for d in &sent {
-        log.write(d, 200, Duration::from_millis(1));
+    for (i, d) in sent.iter().enumerate() {
+        match i % 2 {
+            0 => log.write(d, 200, Duration::from_millis(1)),
+            _ => log.hand_over(d.clone(), 200, Duration::from_millis(1)),
+        }
     }
     log.flush(Duration::from_secs(10));
     let (written, dropped) = (count("written"), count("dropped"));
@@ -207,7 +211,7 @@ fn the_writer_writes_whole_lines_in_order_and_counts_what_a_full_queue_drops() {
     // After the burst, each line waits alone again and is written; dropping the log writes
     // out what it holds.
     let last = Decision::new();
-    log.write(&last, 403, Duration::ZERO);
+    log.hand_over(last.clone(), 403, Duration::ZERO);
     drop(log);
     let text = (0..500)
         .map(|_| {
@@ -230,6 +234,187 @@ fn the_writer_writes_whole_lines_in_order_and_counts_what_a_full_queue_drops() {
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
     assert_eq!(count("failed"), 0);
+}
+
+#[test]
+fn a_decision_handed_over_is_written_as_its_line_made_at_once_would_be() {
+    // A path longer than the line's bound: its line is made at once. A path of control
+    // characters, within the bound before escaping and over it after: the writer cuts it.
+    let mut long = Decision::new();
+    long.path = "/".repeat(2000);
+    let mut escaped = Decision::new();
+    escaped.path = "\u{1}".repeat(300);
+    let mut shapes = decisions();
+    shapes.extend([long.clone(), escaped.clone()]);
+    let bound = 1024;
+    assert!(strings_of(&long).unwrap() >= bound);
+    assert!(strings_of(&escaped).unwrap() < bound);
+    assert_eq!(
+        strings_of(&shapes[3]),
+        None,
+        "a registry's failure, said in the line"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let masked = vec!["path".to_string(), "caller.id".to_string()];
+    for (i, (mask, max_line_bytes)) in [
+        (Vec::new(), 16 * 1024),
+        (masked, 16 * 1024),
+        (Vec::new(), bound),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.path().join(format!("decisions-{i}.log"));
+        let settings = DecisionLogSettings {
+            target: DecisionLogTarget::File(path.clone()),
+            mask,
+            max_line_bytes,
+            queue: 100,
+        };
+        let log = DecisionLog::open(&settings, Metrics::new()).unwrap();
+        let mut expected = Vec::new();
+        for d in &shapes {
+            let duration = Duration::from_nanos(1_500_001);
+            line_into(&mut expected, d, 403, duration, &settings);
+            log.hand_over(d.clone(), 403, duration);
+        }
+        log.flush(Duration::from_secs(10));
+        let written = std::fs::read(&path).unwrap();
+        assert_eq!(
+            String::from_utf8(written).unwrap(),
+            String::from_utf8(expected).unwrap(),
+            "settings {i}"
+        );
+    }
+}
+
+/// A log's output that holds its first write until the test lets it go, so that what comes
+/// meanwhile waits in the queue, to be taken in one batch.
+struct Held {
+    gate: Option<std::sync::mpsc::Receiver<()>>,
+    out: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl std::io::Write for Held {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(gate) = self.gate.take() {
+            let _ = gate.recv();
+        }
+        self.out.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A log into a `Held` output whose writer has taken `first` and is held writing it: what
+/// comes next waits until the sender is used, then is written into the returned buffer.
+fn held_log(
+    settings: &DecisionLogSettings,
+    metrics: &Metrics,
+    first: Decision,
+) -> (
+    DecisionLog,
+    std::sync::mpsc::Sender<()>,
+    Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    let (open, gate) = std::sync::mpsc::channel();
+    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = Held {
+        gate: Some(gate),
+        out: out.clone(),
+    };
+    let log = DecisionLog::start(Box::new(held), settings, metrics.clone()).unwrap();
+    log.hand_over(first, 200, Duration::ZERO);
+    let taken = (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(5));
+        log.shared.pending().writing == 1
+    });
+    assert!(taken, "the writer took the first line");
+    (log, open, out)
+}
+
+#[test]
+fn lines_made_at_once_and_decisions_handed_over_wait_as_such_and_are_written_in_turn() {
+    let settings = DecisionLogSettings {
+        target: DecisionLogTarget::Stdout,
+        mask: Vec::new(),
+        max_line_bytes: 1024,
+        queue: 100,
+    };
+    let metrics = Metrics::new();
+    let first = Decision::new();
+    let mut expected = Vec::new();
+    line_into(&mut expected, &first, 200, Duration::ZERO, &settings);
+    let (log, open, out) = held_log(&settings, &metrics, first);
+    let duration = Duration::from_millis(3);
+    // Every shape of decision, handed over and made at once in turn: a decision that holds
+    // too much (the long path) or names a failure (the registry's) has its line made at once.
+    let mut long = Decision::new();
+    long.path = "/".repeat(2000);
+    let mut shapes = decisions();
+    shapes.push(long);
+    let mut kinds = Vec::new();
+    for d in &shapes {
+        line_into(&mut expected, d, 403, duration, &settings);
+        log.write(d, 403, duration);
+        kinds.push("made");
+        line_into(&mut expected, d, 403, duration, &settings);
+        log.hand_over(d.clone(), 403, duration);
+        kinds.push(match strings_of(d) {
+            Some(n) if n < settings.max_line_bytes => "handed",
+            _ => "made",
+        });
+    }
+    let waiting: Vec<&str> = (log.shared.pending().queued.iter())
+        .map(|q| match q {
+            Queued::Made(_) => "made",
+            Queued::Decision(_) => "handed",
+        })
+        .collect();
+    assert_eq!(waiting, kinds);
+    assert_eq!(kinds.iter().filter(|k| **k == "handed").count(), 4);
+    open.send(()).unwrap();
+    log.flush(Duration::from_secs(10));
+    assert_eq!(
+        String::from_utf8(out.lock().unwrap().clone()).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
+    let count = |outcome: &str| metrics.decision_log.with_label_values(&[outcome]).get();
+    assert_eq!(count("written"), 1 + 2 * shapes.len() as u64);
+    assert_eq!(count("failed") + count("dropped"), 0);
+}
+
+#[test]
+fn a_writer_behind_by_half_its_queue_gets_its_lines_made_by_the_callers() {
+    let settings = DecisionLogSettings {
+        target: DecisionLogTarget::Stdout,
+        mask: Vec::new(),
+        max_line_bytes: 16 * 1024,
+        queue: 4,
+    };
+    let metrics = Metrics::new();
+    let (log, open, out) = held_log(&settings, &metrics, Decision::new());
+    // One line being written: one more is handed over; from two on (half of four), the line
+    // is made at once; the fourth in waiting fills the queue and the fifth is dropped.
+    let sent: Vec<Decision> = (0..4).map(|_| Decision::new()).collect();
+    for d in &sent {
+        log.hand_over(d.clone(), 200, Duration::ZERO);
+    }
+    let waiting: Vec<bool> = (log.shared.pending().queued.iter())
+        .map(|q| matches!(q, Queued::Decision(_)))
+        .collect();
+    assert_eq!(waiting, [true, false, false]);
+    open.send(()).unwrap();
+    log.flush(Duration::from_secs(10));
+    let count = |outcome: &str| metrics.decision_log.with_label_values(&[outcome]).get();
+    assert_eq!((count("written"), count("dropped")), (4, 1));
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    for (i, d) in sent.iter().enumerate() {
+        assert_eq!(text.contains(d.id.as_str()), i < 3, "decision {i}");
+    }
 }
 
 /// The byte-by-byte rule: a quote, a backslash or a control character needs escaping.

@@ -30,7 +30,7 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The longest request value written to a log line.
 const LOGGED_LEN: usize = 256;
@@ -286,9 +286,19 @@ impl Default for Decision {
 
 impl Decision {
     pub fn new() -> Self {
+        Self::made(DecisionId::next(), SystemTime::now())
+    }
+
+    /// What is left where a request's decision was moved out at its end (to the decision log):
+    /// made without the clock or the decisions' counter, its id all zeros.
+    pub fn moved_out() -> Self {
+        Self::made(DecisionId([b'0'; 32]), UNIX_EPOCH)
+    }
+
+    fn made(id: DecisionId, at: SystemTime) -> Self {
         Decision {
-            id: DecisionId::next(),
-            at: SystemTime::now(),
+            id,
+            at,
             method: "".into(),
             path: String::new(),
             route: crate::config::model::own_route::UNMATCHED.into(),

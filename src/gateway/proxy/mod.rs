@@ -618,7 +618,6 @@ impl ProxyHttp for Gateway {
         }
         let written = session.response_written().map(|r| r.status);
         let status = written.map_or(0, |s| s.as_u16());
-        let snap = ctx.snap.as_ref();
         let d = &ctx.decision;
         let metrics = &self.state.shared.metrics;
         let elapsed = ctx.started.elapsed();
@@ -669,10 +668,11 @@ impl ProxyHttp for Gateway {
             duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3,
             error = e.map(|e| e.etype().as_str()).unwrap_or(""),
         );
-        if let Some(log) = snap.and_then(|s| s.decision_log.as_ref()) {
-            log.write(d, status, elapsed);
-        }
         ctx.trace
             .finish(session, &ctx.decision, ctx.route.is_some(), e, status);
+        if let Some(log) = ctx.snap.as_ref().and_then(|s| s.decision_log.as_ref()) {
+            let d = std::mem::replace(&mut ctx.decision, Decision::moved_out());
+            log.hand_over(d, status, elapsed);
+        }
     }
 }

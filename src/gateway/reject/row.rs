@@ -95,16 +95,21 @@ impl Reject {
 
     /// What the log should say beyond the answer, for failures of dependencies.
     pub fn log_detail(&self) -> Option<String> {
+        self.failure().map(ToString::to_string)
+    }
+
+    /// The dependency's failure the log names, where this refusal is one.
+    pub fn failure(&self) -> Option<&dyn std::fmt::Display> {
         match self {
-            Reject::Unavailable(e) => Some(e.to_string()),
-            Reject::RegistryRefused(r) => Some(r.to_string()),
+            Reject::Unavailable(e) => Some(e),
+            Reject::RegistryRefused(r) => Some(r),
             Reject::Login(
                 e @ (LoginFailure::ProviderUnavailable(_)
                 | LoginFailure::Store(_)
                 | LoginFailure::CodeRefused(_)
                 | LoginFailure::IdToken(_)
                 | LoginFailure::Userinfo(_)),
-            ) => Some(e.to_string()),
+            ) => Some(e),
             _ => None,
         }
     }
