@@ -377,6 +377,7 @@ async fn a_delegated_request_is_one_trace_from_the_client_to_the_backend_and_the
             CLIENT_TRACE,
             &[
                 "GET read",
+                "kept decision",
                 "authenticate",
                 "authorize",
                 "registry evidence",
@@ -410,6 +411,10 @@ async fn a_delegated_request_is_one_trace_from_the_client_to_the_backend_and_the
     }
     assert_eq!(authn.parent_id, request.span_id);
     assert_eq!(authn.attribute("ishare.outcome"), Some("authenticated"));
+    // No decision was kept for this head yet: it is looked up, then made.
+    let kept = named(&spans, "kept decision");
+    assert_eq!(kept.parent_id, request.span_id);
+    assert_eq!(kept.attribute("ishare.outcome"), Some("none"), "{kept:#?}");
     assert_eq!(decision.parent_id, request.span_id);
     assert_eq!(decision.attribute("ishare.decision"), Some("permit"));
     assert_eq!(registry.parent_id, decision.span_id);
@@ -577,16 +582,29 @@ async fn a_gateway_that_does_not_accept_client_context_starts_its_own_trace() {
             "the client's {b3} does not reach the backend: {echo}"
         );
     }
+    // The same head again: the decision kept for it is given, as to a request not recorded; the
+    // bearer token is judged again in it.
     let spans = traced
         .collector
-        .wait_for(&trace_id, &["GET read", "authorize", "backend echo"])
+        .wait_for(
+            &trace_id,
+            &["GET read", "kept decision", "authenticate", "backend echo"],
+        )
         .await;
     let request = named(&spans, "GET read");
     assert_eq!(
         request.parent_id, "",
         "the gateway's trace starts at its request span"
     );
-    assert_eq!(named(&spans, "authorize").parent_id, request.span_id);
+    let kept = named(&spans, "kept decision");
+    assert_eq!(kept.parent_id, request.span_id);
+    assert_eq!(kept.attribute("ishare.outcome"), Some("given"), "{kept:#?}");
+    assert_eq!(named(&spans, "authenticate").parent_id, kept.span_id);
+    assert!(
+        spans.iter().all(|s| s.name != "authorize"),
+        "a kept decision is not made again: {spans:#?}"
+    );
+    assert_eq!(request.attribute("ishare.outcome"), Some("forwarded"));
     assert_eq!(
         parent_in(sent, &trace_id),
         named(&spans, "backend echo").span_id

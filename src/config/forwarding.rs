@@ -6,6 +6,7 @@ use super::file::ForwardingFile;
 use super::issues::Issues;
 use super::model::ForwardedFor;
 use super::values::header_name;
+use crate::request::TRACE_HEADERS;
 use crate::scheme::same_letters;
 use crate::scheme::vocabulary::CREDENTIAL_HEADERS;
 
@@ -52,8 +53,10 @@ fn party_headers(
     let mut header = |key: &str, configured: Option<String>, default: &str| {
         let name = issues.check(key, header_name(configured.as_deref().unwrap_or(default)))?;
         let reserved = ["authorization", "host", "content-length"];
+        // A trace header in any spelling is the tracing gateway's, or a tracing proxy's, to set.
         let credential = CREDENTIAL_HEADERS
             .iter()
+            .chain(&TRACE_HEADERS)
             .any(|c| same_letters(c, name.as_str()));
         if credential || reserved.contains(&name.as_str()) {
             issues.add(key, format!("{name} cannot carry a party id"));

@@ -7,7 +7,9 @@ use super::file::LoginFile;
 use super::issues::Issues;
 use super::model::{LoginSettings, SessionSecret};
 use super::values::{header_name, nonzero, party, resolve, scheme_version, url_of, warn_plain};
+use crate::request::TRACE_HEADERS;
 use crate::scheme::openid::{self, Flow};
+use crate::scheme::same_letters;
 use crate::scheme::version::SchemeVersion;
 use std::path::Path;
 
@@ -182,6 +184,7 @@ fn person_headers(
                 "transfer-encoding",
             ]
             .contains(&name.as_str())
+                || TRACE_HEADERS.iter().any(|t| same_letters(t, name.as_str()))
             {
                 issues.add(&key, format!("{name} cannot carry an attribute"));
             } else {

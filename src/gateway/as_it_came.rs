@@ -24,9 +24,11 @@
 //! another proxy, a route for people or whose rule reads the body, a refusal (shadow mode's
 //! too), the gateway's own endpoints, a broker's call (its consumer's assertion is checked for
 //! replay; such a request is not even looked up), a rule that lets the caller name the data
-//! owner (its lookups are counted per request), a scheme whose parties are compared through
-//! their records (3.0: records change on their own time), and any request whose steps are
-//! traced.
+//! owner (its lookups are counted per request), and a scheme whose parties are compared through
+//! their records (3.0: records change on their own time).
+//!
+//! A recorded request (tracing) is looked up as any other, in a span of its own (`kept
+//! decision`), so that its trace shows the path the requests not recorded take.
 
 use crate::config::model::{Auth, Route};
 use crate::gateway::decision::authenticate::Callers;
@@ -42,7 +44,9 @@ use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::CacheLookups;
+use crate::telemetry::trace::{steps_recorded, Step};
 use crate::telemetry::Metrics;
+use opentelemetry::trace::SpanKind;
 use pingora::http::RequestHeader;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -101,6 +105,24 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
     let parts = kept.query.len() + kept.captures.len() + kept.decision.values.len();
     let size = 4 * key.len() + PART_OVERHEAD * parts + grounds + ENTRY_OVERHEAD;
     u32::try_from(size).unwrap_or(u32::MAX)
+}
+
+/// Why no kept decision was given: the outcome of a recorded request's `kept decision` span.
+#[derive(Debug)]
+enum Missed {
+    /// None is kept for the head.
+    None,
+    /// The one kept was dropped: the caller or the evidence no longer stands.
+    NoLongerStands,
+}
+
+impl Missed {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Missed::None => "none",
+            Missed::NoLongerStands => "no_longer_stands",
+        }
+    }
 }
 
 /// Decisions kept by the request as it came.
@@ -242,22 +264,32 @@ impl AsItCame {
         now: Timestamp,
     ) -> Decided {
         let started = Instant::now();
-        let key = match incoming.described()
-            || incoming.has_body()
-            || crate::telemetry::trace::steps_recorded()
-        {
+        let key = match incoming.described() || incoming.has_body() {
             true => None,
             false => self.key(incoming.header()),
         };
         if let Some(key) = &key {
-            if let Some(decided) = self
-                .given(key, incoming.header(), (callers, evidence), now, started)
-                .await
-            {
-                self.lookups.count(true);
+            // A recorded request's lookup is a span of its own: its trace shows the path the
+            // requests not recorded take.
+            let step = steps_recorded()
+                .then(|| Step::start(SpanKind::Internal, || "kept decision", Vec::new));
+            let given = self.given(key, incoming.header(), (callers, evidence), now, started);
+            let given = match &step {
+                Some(step) => step.within(given).await,
+                None => given.await,
+            };
+            if let Some(step) = step {
+                step.end(|| {
+                    (
+                        given.as_ref().map_or_else(Missed::as_str, |_| "given"),
+                        false,
+                    )
+                });
+            }
+            self.lookups.count(given.is_ok());
+            if let Ok(decided) = given {
                 return decided;
             }
-            self.lookups.count(false);
         }
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
         let Some(key) = key else { return decided };
@@ -331,14 +363,14 @@ impl AsItCame {
         (callers, evidence): (&dyn Callers, &dyn Evidence),
         now: Timestamp,
         started: Instant,
-    ) -> Option<Decided> {
-        let kept = self.cache.get(key)?;
+    ) -> Result<Decided, Missed> {
+        let kept = self.cache.get(key).ok_or(Missed::None)?;
         if let Some(caller) = &kept.caller {
             match callers.party(req, now) {
                 Ok(party) if party == *caller => {}
                 _ => {
                     self.cache.invalidate(key);
-                    return None;
+                    return Err(Missed::NoLongerStands);
                 }
             }
         }
@@ -346,14 +378,14 @@ impl AsItCame {
             let caller = kept.caller.as_deref().unwrap_or_default();
             if !grounds.stand(caller, &self.decisions, evidence, now).await {
                 self.cache.invalidate(key);
-                return None;
+                return Err(Missed::NoLongerStands);
             }
         }
         let mut decision = kept.decision.clone();
         decision.id = DecisionId::next();
         decision.at = SystemTime::now();
         decision.decided_in = Some(started.elapsed());
-        Some(Decided {
+        Ok(Decided {
             decision,
             routed: Some(Routed {
                 route: kept.route.clone(),

@@ -3,6 +3,21 @@
 //! patterns, value templates, cookies, JSON bodies read one way only (and the values rules take
 //! from them), and the `_method` fields of bodies. Config and gateway both build on these.
 
+/// The headers that carry a trace context: W3C's, and Zipkin's B3, single (`b3`) and multiple
+/// (`X-B3-*`). A client's never reach the backend when tracing is on (they would name a trace the
+/// gateway did not choose), and none, in any spelling, is a header the gateway is configured to
+/// set.
+pub const TRACE_HEADERS: [&str; 8] = [
+    "traceparent",
+    "tracestate",
+    "b3",
+    "x-b3-traceid",
+    "x-b3-spanid",
+    "x-b3-parentspanid",
+    "x-b3-sampled",
+    "x-b3-flags",
+];
+
 pub mod body;
 pub mod form;
 pub mod path;

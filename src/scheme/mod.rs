@@ -55,6 +55,89 @@ pub fn letters(s: &str) -> impl Iterator<Item = u8> + '_ {
         .map(|c| c.to_ascii_lowercase())
 }
 
+/// Names looked up by [`same_letters`], each with a value: a name asked about is folded once, on
+/// the stack and no further than the longest name held, and looked up by hash only when a name
+/// held has as many letters.
+#[derive(Clone, Debug)]
+pub struct LetterMap<V> {
+    entries: HashMap<Box<[u8]>, V, foldhash::fast::FixedState>,
+    /// The most letters a name held has.
+    longest: usize,
+    /// Bit n set: a name held has n letters (bit 63: 63 or more).
+    lengths: u64,
+}
+
+/// A name is folded on the stack while no name held has more letters than this (configured
+/// header names); past it, each lookup folds into an allocation of the longest's size.
+const FOLDED_ON_STACK: usize = 64;
+
+impl<V> LetterMap<V> {
+    /// The map of `names`, values of names with the same letters merged by `merge`.
+    pub fn new<'a>(
+        names: impl IntoIterator<Item = (&'a str, V)>,
+        merge: impl Fn(&mut V, V),
+    ) -> Self {
+        let mut entries: HashMap<Box<[u8]>, V, _> = HashMap::default();
+        for (name, value) in names {
+            match entries.entry(letters(name).collect()) {
+                Entry::Occupied(mut held) => merge(held.get_mut(), value),
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+            }
+        }
+        let longest = entries.keys().map(|h| h.len()).max().unwrap_or(0);
+        let lengths = entries
+            .keys()
+            .fold(0, |bits, h| bits | 1 << h.len().min(63));
+        LetterMap {
+            entries,
+            longest,
+            lengths,
+        }
+    }
+
+    /// The value of the name held with the same letters as `name`.
+    pub fn get(&self, name: &str) -> Option<&V> {
+        // Room for one letter more than the longest name held: each byte is written, and counts
+        // only if it is a letter or digit.
+        let mut stack = [0u8; FOLDED_ON_STACK + 1];
+        let mut heap = Vec::new();
+        let room: &mut [u8] = match self.longest <= FOLDED_ON_STACK {
+            true => &mut stack[..=self.longest],
+            false => {
+                heap.resize(self.longest + 1, 0);
+                &mut heap
+            }
+        };
+        let mut n = 0;
+        for &b in name.as_bytes() {
+            let c = FOLDED[usize::from(b)];
+            // More letters than any name held has: none is the same.
+            *room.get_mut(n)? = c;
+            n += usize::from(c != 0);
+        }
+        if n > self.longest || self.lengths & 1 << n.min(63) == 0 {
+            return None;
+        }
+        self.entries.get(&room[..n])
+    }
+}
+
+/// Each byte as [`letters`] keeps it: a letter or digit in lower case, anything else 0.
+static FOLDED: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            table[b] = c.to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    table
+};
+
 pub mod assertion;
 pub mod capabilities;
 pub mod condition;
@@ -75,6 +158,7 @@ pub mod verdict;
 pub mod version;
 pub mod vocabulary;
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -113,5 +197,47 @@ impl Timestamp {
 
     pub fn plus_secs(self, secs: f64) -> Self {
         Timestamp(self.0 + secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Header-name characters and a few more, so that folds and near misses are common.
+    fn name() -> impl Strategy<Value = String> {
+        proptest::string::string_regex("[aAbB3xX_.-]{0,12}").expect("a valid pattern")
+    }
+
+    proptest! {
+        /// The map finds what a search by `same_letters` finds, and merges values as told.
+        #[test]
+        fn a_letter_map_finds_what_same_letters_finds(
+            held in proptest::collection::vec(name(), 0..8),
+            asked in name(),
+        ) {
+            let map = LetterMap::new(held.iter().map(|h| (h.as_str(), 1usize)), |v, w| *v += w);
+            let same = held.iter().filter(|h| same_letters(h, &asked)).count();
+            prop_assert_eq!(map.get(&asked).copied().unwrap_or(0), same);
+        }
+    }
+
+    #[test]
+    fn a_letter_map_folds_names_longer_than_the_stack_holds() {
+        let long = "x-".repeat(FOLDED_ON_STACK + 1);
+        let map = LetterMap::new([(long.as_str(), ()), ("b3", ())], |_, _| {});
+        assert!(map.get(&"X_".repeat(FOLDED_ON_STACK + 1)).is_some());
+        assert!(map.get(&"x".repeat(FOLDED_ON_STACK)).is_none());
+        assert!(map.get(&"x".repeat(FOLDED_ON_STACK + 2)).is_none());
+        assert!(map.get("B-3").is_some());
+        assert!(map.get("").is_none());
+    }
+
+    #[test]
+    fn an_empty_letter_map_holds_nothing() {
+        let map: LetterMap<()> = LetterMap::new([], |_, _| {});
+        assert!(map.get("").is_none());
+        assert!(map.get("b3").is_none());
     }
 }

@@ -113,20 +113,6 @@ pub fn traceparent(span: &SpanContext) -> http::HeaderValue {
     http::HeaderValue::from_bytes(&text).expect("a traceparent is ASCII")
 }
 
-/// The headers that carry a trace context: W3C's, and Zipkin's B3, single (`b3`) and multiple
-/// (`X-B3-*`). A client's never reach the backend when tracing is on (they would name a trace the
-/// gateway did not choose).
-pub const TRACE_HEADERS: [&str; 8] = [
-    "traceparent",
-    "tracestate",
-    "b3",
-    "x-b3-traceid",
-    "x-b3-spanid",
-    "x-b3-parentspanid",
-    "x-b3-sampled",
-    "x-b3-flags",
-];
-
 /// `span` as B3's single header names the parent of a call: `{trace id}-{span id}-{1|0}`.
 pub fn b3_single(span: &SpanContext) -> http::HeaderValue {
     let mut text = *b"00000000000000000000000000000000-0000000000000000-0";

@@ -297,7 +297,7 @@ pub const LOGIN: Table = Table {
             unset: Unset::Means(
                 r#"`sub = "X-Person-Id"`, `first_name = "X-Person-First-Name"`, `last_name = "X-Person-Last-Name"`, `gender = "X-Person-Gender"`, `company_id = "X-Person-Company-Id"`, `company_name = "X-Person-Company-Name"`, `email = "X-Person-Email"`"#,
             ),
-            meaning: r#"attribute → header the backend receives (a table that replaces this set); a client's copy of each, and its look-alikes, is removed on every route"#,
+            meaning: r#"attribute → header the backend receives (a table that replaces this set); a client's copy of each, and its look-alikes, is removed on every route. Not `Authorization`, `Cookie`, `Host`, `Content-Length`, `Transfer-Encoding`, nor a trace header in any spelling"#,
         },
     ],
 };

@@ -191,7 +191,7 @@ pub const FORWARDING: Table = Table {
         Key {
             names: &["party_header"],
             unset: Unset::Defaults,
-            meaning: r#"the authenticated consumer's id for the backend; a client's copy (and look-alikes such as `X_Consumer_Party_Id`) is removed"#,
+            meaning: r#"the authenticated consumer's id for the backend; a client's copy (and look-alikes such as `X_Consumer_Party_Id`) is removed. Neither party header may be spelt like a credential of the scheme or a trace header (`traceparent`, `tracestate`, `b3`, `X-B3-*`), which tracing sets"#,
         },
         Key {
             names: &["original_consumer_header"],

@@ -263,7 +263,8 @@ fn as_decided(
     let withheld = snap.withheld(route);
     let refused = req.headers.iter().map(|(name, _)| name).find(|name| {
         !exempt.iter().any(|e| e.eq_ignore_ascii_case(name))
-            && withheld.removes(&name.to_ascii_lowercase())
+            // The proxy in front passes on trace context as it traces.
+            && withheld.removes(&name.to_ascii_lowercase(), false)
     });
     match refused {
         Some(name) => Err(ServiceRefusal::HeaderNotPassable(name.clone()).into()),

@@ -489,6 +489,7 @@ impl ProxyHttp for Gateway {
             pool,
             uri,
             withheld: &withheld,
+            traced: ctx.trace.is_on(),
             told: forward::Told::new(
                 route,
                 ctx.decision.caller_id(),

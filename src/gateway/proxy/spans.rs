@@ -7,7 +7,6 @@
 use crate::config::model::B3;
 use crate::gateway::connections::{client_ip, is_tls};
 use crate::gateway::decision::Decision;
-use crate::scheme::letters;
 use crate::telemetry::trace::{samples_children, Open, Tracing};
 use crate::telemetry::traceparent::{self, TRACEPARENT, TRACESTATE};
 use opentelemetry::trace::{SpanKind, TraceContextExt};
@@ -98,6 +97,11 @@ impl RequestTrace {
         }))
     }
 
+    /// Whether the request is traced.
+    pub fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// The context the request's steps run in (None: not traced).
     pub fn context(&self) -> Option<Context> {
         self.0.as_ref().map(|s| s.request.context().clone())
@@ -138,7 +142,9 @@ impl RequestTrace {
     /// The trace context the backend receives: the gateway's `traceparent` naming the backend call
     /// as the parent (the request's span when the request is not recorded), and the `tracestate` of
     /// the trace (a client's only when its context was accepted), and in B3 headers when configured.
-    /// Whatever the client sent in these headers (and in any B3 header) is replaced or removed.
+    /// Whatever the client sent in these headers, in any spelling a backend folds into the same
+    /// name (`X_B3_TraceId`, `trace-parent`), is gone already: a traced request's are withheld
+    /// (`forward::Withheld`).
     pub fn to_backend(&mut self, upstream: &mut RequestHeader, b3: B3) -> pingora::Result<()> {
         let Some(spans) = self.0.as_mut() else {
             return Ok(());
@@ -152,17 +158,6 @@ impl RequestTrace {
             }
             None => spans.request.span_context(),
         };
-        // The client's trace headers in any spelling a backend folds into the same name
-        // (`X_B3_TraceId`, `trace-parent`) go: the backend hears of the trace from the gateway alone.
-        let clients: Vec<http::HeaderName> = upstream
-            .headers
-            .keys()
-            .filter(|name| is_trace_header(name.as_str()))
-            .cloned()
-            .collect();
-        for name in clients {
-            upstream.remove_header(&name);
-        }
         upstream.insert_header(TRACEPARENT, traceparent::traceparent(span))?;
         if let Some(state) = traceparent::tracestate_of(span) {
             upstream.insert_header(TRACESTATE, state)?;
@@ -268,20 +263,4 @@ impl RequestTrace {
         }
         request.end();
     }
-}
-
-/// Whether a header is one of the trace headers (`TRACE_HEADERS`) in any spelling a backend folds
-/// into the same name: their letters, lower case, sorted once and searched.
-fn is_trace_header(name: &str) -> bool {
-    static FOLDED: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
-        let mut folded: Vec<Vec<u8>> = traceparent::TRACE_HEADERS
-            .iter()
-            .map(|h| letters(h).collect())
-            .collect();
-        folded.sort();
-        folded
-    });
-    FOLDED
-        .binary_search_by(|h| h.iter().copied().cmp(letters(name)))
-        .is_ok()
 }
