@@ -364,7 +364,7 @@ fn per_request(c: &mut Criterion) {
         b.iter(|| {
             let mut d = Decision::new();
             d.method = logged_method(black_box(&http::Method::GET));
-            d.path = logged(black_box("/api/containers/C1/documents"));
+            d.path = logged(black_box("/api/containers/C1/documents")).into();
             d
         })
     });

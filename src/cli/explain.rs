@@ -141,7 +141,7 @@ pub async fn run(args: ExplainArgs) -> Result<(), String> {
     if args.json {
         println!("{}", to_json(&d));
     } else {
-        print!("{}", report(&d, routed.as_ref()));
+        print!("{}", report(&d, routed.as_deref()));
     }
     Ok(())
 }

@@ -38,7 +38,6 @@ use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource};
 use crate::gateway::evidence::cache::{entry_weight, Entries};
-use crate::request::query::Query;
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
@@ -48,7 +47,6 @@ use crate::telemetry::trace::{steps_recorded, Step};
 use crate::telemetry::Metrics;
 use opentelemetry::trace::SpanKind;
 use pingora::http::RequestHeader;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -102,7 +100,7 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
         };
         entry_weight(g.evaluated(), tokens) as usize
     });
-    let parts = kept.query.len() + kept.captures.len() + kept.decision.values.len();
+    let parts = kept.routed.query.len() + kept.routed.captures.len() + kept.decision.values.len();
     let size = 4 * key.len() + PART_OVERHEAD * parts + grounds + ENTRY_OVERHEAD;
     u32::try_from(size).unwrap_or(u32::MAX)
 }
@@ -145,11 +143,8 @@ pub struct AsItCame {
 /// A decision as it was made, to be given again.
 struct Kept {
     decision: Decision,
-    route: Arc<Route>,
-    path: String,
-    captures: BTreeMap<String, String>,
-    query: Query,
-    upstream_uri: http::Uri,
+    /// The request matched to its route, given as it is with every hit.
+    routed: Arc<Routed>,
     /// The party the bearer token named, which it must name again.
     caller: Option<String>,
     /// What a grant rests on.
@@ -387,14 +382,7 @@ impl AsItCame {
         decision.decided_in = Some(started.elapsed());
         Ok(Decided {
             decision,
-            routed: Some(Routed {
-                route: kept.route.clone(),
-                path: kept.path.clone(),
-                captures: kept.captures.clone(),
-                query: kept.query.clone(),
-                upstream_uri: kept.upstream_uri.clone(),
-                body: None,
-            }),
+            routed: Some(kept.routed.clone()),
             next: Next::Forward(Forward {
                 person: None,
                 method_field: None,
@@ -456,11 +444,7 @@ impl AsItCame {
         }
         Some(Kept {
             decision,
-            route: route.clone(),
-            path: routed.path.clone(),
-            captures: routed.captures.clone(),
-            query: routed.query.clone(),
-            upstream_uri: routed.upstream_uri.clone(),
+            routed: routed.clone(),
             caller,
             grounds,
         })

@@ -9,6 +9,7 @@ use crate::request::TRACE_HEADERS;
 use crate::scheme::terms::LicenceValue;
 use crate::scheme::vocabulary::{CREDENTIAL_HEADERS, LICENCE_HEADERS};
 use crate::scheme::LetterMap;
+use http::HeaderValue;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::upstreams::peer::HttpPeer;
 use std::borrow::Cow;
@@ -76,12 +77,15 @@ impl<'a> Told<'a> {
         self,
         config: &'a Config,
     ) -> impl Iterator<Item = (&'a http::HeaderName, &'a str)> {
+        self.parties(config)
+            .chain([(&DECISION_ID, self.decision_id)])
+    }
+
+    /// The headers that name parties, named as `config` says.
+    fn parties(self, config: &'a Config) -> impl Iterator<Item = (&'a http::HeaderName, &'a str)> {
         let consumer = self.consumer.map(|c| (&config.party_header, c));
         let original = (self.original_consumer).map(|c| (&config.original_consumer_header, c));
-        consumer
-            .into_iter()
-            .chain(original)
-            .chain([(&DECISION_ID, self.decision_id)])
+        consumer.into_iter().chain(original)
     }
 }
 
@@ -149,21 +153,23 @@ pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Resu
     for (name, value) in f.person {
         req.insert_header(name.clone(), value.as_str())?;
     }
-    for (name, value) in f.told.headers(config) {
+    for (name, value) in f.told.parties(config) {
         req.insert_header(name.clone(), value)?;
     }
+    // The gateway's own names as written, in lower case: pingora makes no copy of them.
+    req.insert_header(DECISION_ID_HEADER, f.told.decision_id)?;
     if let Some(host) = &f.pool.config.host_header {
         req.insert_header(http::header::HOST, host.as_str())?;
     }
     if let Some(value) = forwarded_for {
-        req.insert_header(X_FORWARDED_FOR, value)?;
+        req.insert_header(X_FORWARDED_FOR.as_str(), value)?;
     }
-    req.insert_header(X_FORWARDED_PROTO, proto)?;
+    req.insert_header(X_FORWARDED_PROTO.as_str(), HeaderValue::from_static(proto))?;
     Ok(())
 }
 
-const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
 /// The backend's X-Forwarded-For: the address the gateway saw, appended to the client's header
 /// when the configuration says so or the peer is a trusted proxy, else alone.
@@ -177,7 +183,7 @@ fn forwarded_for(headers: &http::HeaderMap, f: &Forwarding) -> Option<String> {
     // A line that is not text is not passed on, nor any before it: the chain would be altered.
     let earlier: Vec<&str> = if keep {
         headers
-            .get_all(X_FORWARDED_FOR)
+            .get_all(&X_FORWARDED_FOR)
             .iter()
             .map(|v| v.to_str().ok())
             .collect::<Option<Vec<_>>>()
@@ -221,7 +227,7 @@ fn forwarded_proto(headers: &http::HeaderMap, f: &Forwarding) -> &'static str {
     let from_proxy = f
         .client_addr
         .is_some_and(|a| f.config.trusted_proxies.iter().any(|net| net.contains(&a)));
-    let mut said = headers.get_all(X_FORWARDED_PROTO).iter();
+    let mut said = headers.get_all(&X_FORWARDED_PROTO).iter();
     match (from_proxy, said.next(), said.next()) {
         (true, Some(v), None) if v.as_bytes().eq_ignore_ascii_case(b"https") => "https",
         (true, Some(v), None) if v.as_bytes().eq_ignore_ascii_case(b"http") => "http",
@@ -242,7 +248,7 @@ pub fn client_address(
     if !trusted(&client) {
         return Some(client);
     }
-    let lines: Vec<&http::HeaderValue> = headers.get_all(X_FORWARDED_FOR).iter().collect();
+    let lines: Vec<&http::HeaderValue> = headers.get_all(&X_FORWARDED_FOR).iter().collect();
     'walk: for line in lines.into_iter().rev() {
         let Ok(text) = line.to_str() else {
             break;
@@ -420,7 +426,7 @@ mod tests {
         let client = |peer: &str, forwarded: &[&str]| {
             let mut headers = http::HeaderMap::new();
             for value in forwarded {
-                headers.append(X_FORWARDED_FOR, value.parse().unwrap());
+                headers.append(X_FORWARDED_FOR.clone(), value.parse().unwrap());
             }
             client_address(peer.parse().ok(), &headers, &trusted)
                 .unwrap()
@@ -437,9 +443,9 @@ mod tests {
         assert_eq!(client("10.0.0.5", &["garbage, 10.0.0.4"]), "10.0.0.4");
         // A line that is not text ends the walk: it is not skipped to reach an earlier one.
         let mut headers = http::HeaderMap::new();
-        headers.append(X_FORWARDED_FOR, "6.6.6.6".parse().unwrap());
+        headers.append(X_FORWARDED_FOR.clone(), "6.6.6.6".parse().unwrap());
         headers.append(
-            X_FORWARDED_FOR,
+            X_FORWARDED_FOR.clone(),
             http::HeaderValue::from_bytes(b"\xff, 10.0.0.4").unwrap(),
         );
         let peer = "10.0.0.5".parse().ok();

@@ -8,6 +8,8 @@
 //! call (no stranger makes the gateway hold a body), the authorisation stage (`authorise.rs`: on
 //! a delegation route the delegation stages), then what the route's mode makes of the outcome.
 
+use std::sync::Arc;
+
 use super::authenticate::Callers;
 use super::authorise::{self, authorise, Evidence};
 use super::evaluation::Evaluation;
@@ -89,8 +91,9 @@ pub struct Forward {
 /// A decision and what follows from it.
 pub struct Decided {
     pub decision: Decision,
-    /// The request matched to its route, once the route stage took it.
-    pub routed: Option<Routed>,
+    /// The request matched to its route, once the route stage took it: shared with a decision
+    /// kept by the request as it came.
+    pub routed: Option<Arc<Routed>>,
     pub next: Next,
 }
 
@@ -114,7 +117,7 @@ pub async fn decide(
     d.decided_in = Some(started.elapsed());
     Decided {
         decision: d,
-        routed,
+        routed: routed.map(Arc::new),
         next,
     }
 }
@@ -207,7 +210,7 @@ fn route_request(
     d.stage = Stage::Answer;
     check_host(req, incoming.described())?;
     let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
-    d.path = logged(&canonical.path);
+    d.path = logged(&canonical.path).into();
     if let Some(own) = own_endpoint(policy, &canonical.path) {
         d.route = own.route().into();
         return Ok(Matched::Own(own));

@@ -3,6 +3,8 @@
 //! registry), decided as the proxy decides (`decision::decide`) under a snapshot of the
 //! configuration.
 
+use std::sync::Arc;
+
 use super::authenticate::{CallerArg, Named};
 use super::authorise::{assess_presented, evaluate, no_policy, Evidence, Expected, RegistryAsk};
 use super::decide::{Asked, Decided, Next, Policy};
@@ -199,7 +201,7 @@ pub async fn decide(
     req: &DescribedRequest,
     source: &dyn Evidence,
     now: Timestamp,
-) -> Result<(Decision, Option<Routed>), DryRunError> {
+) -> Result<(Decision, Option<Arc<Routed>>), DryRunError> {
     let header = request_header(req)?;
     let mut held = Held {
         header: &header,
@@ -219,7 +221,7 @@ pub async fn decide(
         next,
     } = decided;
     match next {
-        Next::Own(_) => Err(DryRunError::OwnEndpoint(decision.path)),
+        Next::Own(_) => Err(DryRunError::OwnEndpoint(decision.path.to_string())),
         Next::Refuse(Reject::Internal) if decision.stage == Stage::Evidence => {
             Err(DryRunError::RegistryNotGiven)
         }

@@ -314,7 +314,7 @@ async fn a_permit_records_every_stage_from_the_values_to_the_deciding_rule() {
     let taken: Vec<(&str, &str, &str)> = d
         .values
         .iter()
-        .map(|v| (v.name.as_ref(), &*v.template, v.value.as_str()))
+        .map(|v| (v.name.as_ref(), &*v.template, &*v.value))
         .collect();
     assert_eq!(
         taken,

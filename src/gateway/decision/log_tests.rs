@@ -46,7 +46,7 @@ fn decisions() -> Vec<Decision> {
     // A backslash alone, a quote alone, a control character alone.
     full.method = "G\\ET".into();
     full.route = "containers\"read".into();
-    full.path = format!("/api/containers/{odd}");
+    full.path = format!("/api/containers/{odd}").into();
     full.mode = Mode::Shadow;
     full.called_by_party("EU.EORI.NL000000001".into());
     if let Some(c) = full.caller.as_mut() {
@@ -241,9 +241,9 @@ fn a_decision_handed_over_is_written_as_its_line_made_at_once_would_be() {
     // A path longer than the line's bound: its line is made at once. A path of control
     // characters, within the bound before escaping and over it after: the writer cuts it.
     let mut long = Decision::new();
-    long.path = "/".repeat(2000);
+    long.path = "/".repeat(2000).into();
     let mut escaped = Decision::new();
-    escaped.path = "\u{1}".repeat(300);
+    escaped.path = "\u{1}".repeat(300).into();
     let mut shapes = decisions();
     shapes.extend([long.clone(), escaped.clone()]);
     let bound = 1024;
@@ -353,7 +353,7 @@ fn lines_made_at_once_and_decisions_handed_over_wait_as_such_and_are_written_in_
     // Every shape of decision, handed over and made at once in turn: a decision that holds
     // too much (the long path) or names a failure (the registry's) has its line made at once.
     let mut long = Decision::new();
-    long.path = "/".repeat(2000);
+    long.path = "/".repeat(2000).into();
     let mut shapes = decisions();
     shapes.push(long);
     let mut kinds = Vec::new();

@@ -92,7 +92,7 @@ fn taken(
     d.values.push(Taken {
         name,
         template: t.text(),
-        value: rendered.clone(),
+        value: rendered.as_str().into(),
     });
     Ok(rendered)
 }

@@ -168,7 +168,9 @@ pub struct Taken {
     /// The rule's template, as written.
     #[serde(serialize_with = "text")]
     pub template: Arc<str>,
-    pub value: String,
+    /// Shared: a decision given again shares its values.
+    #[serde(serialize_with = "text")]
+    pub value: Arc<str>,
 }
 
 /// Shared text as a string.
@@ -251,8 +253,8 @@ pub struct Decision {
     pub id: DecisionId,
     pub at: SystemTime,
     pub method: std::borrow::Cow<'static, str>,
-    /// The canonical path the route was matched on (bounded for logs).
-    pub path: String,
+    /// The canonical path the route was matched on (bounded for logs); shared, as `values`.
+    pub path: Arc<str>,
     /// The route, or the gateway's own endpoint (`token`, `capabilities`, …), or `unmatched`.
     pub route: std::borrow::Cow<'static, str>,
     pub mode: Mode,
@@ -300,7 +302,7 @@ impl Decision {
             id,
             at,
             method: "".into(),
-            path: String::new(),
+            path: "".into(),
             route: crate::config::model::own_route::UNMATCHED.into(),
             mode: Mode::Enforce,
             caller: None,

@@ -207,7 +207,7 @@ pub async fn decide(
                 }
             }
         }
-        (Next::Own(_), _) => Some(ServiceRefusal::OwnEndpoint(d.path.clone()).into()),
+        (Next::Own(_), _) => Some(ServiceRefusal::OwnEndpoint(d.path.to_string()).into()),
         (Next::Refuse(reject), _) => Some(reject),
         (Next::SignIn | Next::Forward(_), _) => Some(Reject::Internal),
     };

@@ -239,8 +239,8 @@ impl Gateway {
                 if let (Some(person), Some(login)) = (&forward.person, &snap.login) {
                     ctx.person_headers = login.headers_for(person);
                 }
-                ctx.upstream_uri = Some(routed.upstream_uri);
-                ctx.route = Some(routed.route);
+                ctx.upstream_uri = Some(routed.upstream_uri.clone());
+                ctx.route = Some(routed.route.clone());
                 Ok(None)
             }
             (Next::Refuse(reject), _) => Err(reject),
@@ -250,7 +250,7 @@ impl Gateway {
                 let req = session.req_header();
                 let return_to = match req.uri.query() {
                     Some(q) => format!("{}?{q}", routed.path),
-                    None => routed.path,
+                    None => routed.path.clone(),
                 };
                 let trusted = &snap.config.trusted_proxies;
                 let client = forward::client_address(client_ip(session), &req.headers, trusted);
@@ -652,7 +652,7 @@ impl ProxyHttp for Gateway {
         }
         let req = session.req_header();
         let path = if d.path.is_empty() {
-            logged(req.uri.path())
+            logged(req.uri.path()).into()
         } else {
             d.path.clone()
         };
