@@ -302,7 +302,8 @@ impl Decision {
             id,
             at,
             method: "".into(),
-            path: "".into(),
+            // Arc's default makes no allocation, where one from "" does.
+            path: Arc::default(),
             route: crate::config::model::own_route::UNMATCHED.into(),
             mode: Mode::Enforce,
             caller: None,
