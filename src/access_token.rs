@@ -147,13 +147,21 @@ impl AccessTokens {
                 claims
             }
         };
-        if now.as_f64() > (claims.exp + self.leeway_secs as i64) as f64 {
+        self.in_time(&claims, now)?;
+        Ok(claims)
+    }
+
+    /// Whether the claims of a token verified here are valid at `now`: what of a token's
+    /// validity changes with the time (its MAC, issuer and audience do not).
+    pub fn in_time(&self, claims: &AccessClaims, now: Timestamp) -> Result<(), AccessTokenError> {
+        let leeway = i64::try_from(self.leeway_secs).unwrap_or(i64::MAX);
+        if now.as_f64() > claims.exp.saturating_add(leeway) as f64 {
             return Err(AccessTokenError::Expired);
         }
         if claims.iat as f64 > now.as_f64() + self.leeway_secs as f64 {
             return Err(AccessTokenError::Invalid);
         }
-        Ok(claims)
+        Ok(())
     }
 
     /// The claims of a token we issued: its MAC first, then its issuer, audience and subject.

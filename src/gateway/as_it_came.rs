@@ -7,8 +7,9 @@
 //! no route's rule reads (`UNREAD`, less any a rule of this configuration names). What else a
 //! decision depends on is judged at every hit, or ends the entry:
 //! - the configuration: one cache per snapshot, so a reload starts empty;
-//! - the caller: the bearer token is judged again at every hit (its times, the keys it was
-//!   signed with), and must name the same party;
+//! - the caller: the claims of the bearer token, verified when the decision was made, are kept
+//!   and their times judged again at every hit (the head, and so the token, is the same byte
+//!   for byte, and the key that verified it the snapshot's own);
 //! - the evidence: a registry's evaluation from the decision cache is given only while that
 //!   cache's entry still holds the very same evaluation (not expired, purged, evicted or made
 //!   anew), looked up as the sequence would have looked it up; a chain from the header is
@@ -30,6 +31,7 @@
 //! A recorded request (tracing) is looked up as any other, in a span of its own (`kept
 //! decision`), so that its trace shows the path the requests not recorded take.
 
+use crate::access_token::AccessClaims;
 use crate::config::model::{Auth, Route};
 use crate::gateway::decision::authenticate::Callers;
 use crate::gateway::decision::authorise::{self, Evidence, Expected};
@@ -71,7 +73,7 @@ pub(crate) const UNREAD: [&str; 14] = [
 ];
 
 /// The longest any decision is kept, whatever else would let it stay.
-const LONGEST: Duration = Duration::from_secs(60);
+pub(crate) const LONGEST: Duration = Duration::from_secs(60);
 
 /// The longest head whose decision is kept, in the key's bytes, but for evidence in the header.
 const LONGEST_KEY: usize = 4096;
@@ -90,9 +92,8 @@ const PART_OVERHEAD: usize = 256;
 /// What an entry takes in memory, roughly: its key; what the decision took from the request
 /// (the path, captures, query, upstream URI, values and mask: their text no longer than the key
 /// three times over, and each part's overhead); a header's chain, kept beside the key; the
-/// evaluation it keeps alive; the rest of the decision.
-#[allow(clippy::borrowed_box)]
-fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
+/// evaluation it keeps alive; the rest of the decision. Worked out once, when it is kept.
+fn weight(key_len: usize, kept: &Kept) -> u64 {
     let grounds = kept.grounds.as_ref().map_or(0, |g| {
         let tokens = match g {
             Grounds::Header { tokens, .. } => tokens.len(),
@@ -101,8 +102,38 @@ fn weight(key: &Box<[u8]>, kept: &Arc<Kept>) -> u32 {
         entry_weight(g.evaluated(), tokens) as usize
     });
     let parts = kept.routed.query.len() + kept.routed.captures.len() + kept.decision.values.len();
-    let size = 4 * key.len() + PART_OVERHEAD * parts + grounds + ENTRY_OVERHEAD;
-    u32::try_from(size).unwrap_or(u32::MAX)
+    let size = 4 * key_len + PART_OVERHEAD * parts + grounds + ENTRY_OVERHEAD;
+    u64::try_from(size).unwrap_or(u64::MAX)
+}
+
+/// What an entry weighs: its `weight`, which never changes while it is kept.
+#[derive(Clone)]
+struct ByWeight;
+
+impl quick_cache::Weighter<Box<[u8]>, Arc<Kept>> for ByWeight {
+    fn weight(&self, _key: &Box<[u8]>, kept: &Arc<Kept>) -> u64 {
+        kept.weight
+    }
+}
+
+/// Counts the entries evicted (or not taken in) for room, and those a decision made on the same
+/// head at the same time replaced.
+#[derive(Clone)]
+struct Evictions(prometheus::IntCounter);
+
+impl quick_cache::Lifecycle<Box<[u8]>, Arc<Kept>> for Evictions {
+    type RequestState = ();
+
+    fn on_evict(&self, _: &mut (), _key: Box<[u8]>, _kept: Arc<Kept>) {
+        self.0.inc();
+    }
+}
+
+/// How many entries a cache of `bytes` is sized for: the weight of a head with a bearer token
+/// each, at least one, and no more than a million however large the configured size.
+fn entries_for(bytes: u64) -> usize {
+    let usual = ENTRY_OVERHEAD + 4 * 1024;
+    usize::try_from(bytes / usual as u64).map_or(1 << 20, |n| n.clamp(1, 1 << 20))
 }
 
 /// Why no kept decision was given: the outcome of a recorded request's `kept decision` span.
@@ -123,10 +154,18 @@ impl Missed {
     }
 }
 
-/// Decisions kept by the request as it came.
+/// Decisions kept by the request as it came: one per snapshot, never carried over to another
+/// (a kept caller's token is judged again by its times alone).
 pub struct AsItCame {
-    /// Found by foldhash's randomly keyed hash, cheap over a head with kilobytes of evidence.
-    cache: moka::sync::Cache<Box<[u8]>, Arc<Kept>, crate::keyed::KeyedHash>,
+    /// Found by foldhash's randomly keyed hash, cheap over a head with kilobytes of evidence;
+    /// bounded by the entries' weight (quick_cache: a lookup is a read lock and a hash probe).
+    cache: quick_cache::sync::Cache<
+        Box<[u8]>,
+        Arc<Kept>,
+        ByWeight,
+        crate::keyed::KeyedHash,
+        Evictions,
+    >,
     /// `UNREAD` less the headers a rule of this configuration reads.
     unread: Vec<http::HeaderName>,
     /// The headers of a broker's assertion, in every name the scheme gives them.
@@ -135,6 +174,8 @@ pub struct AsItCame {
     evidence: Vec<http::HeaderName>,
     /// Whether parties are compared through their records (3.0): delegation is then not kept.
     party_records: bool,
+    /// The longest a decision is kept (`LONGEST`).
+    longest: Duration,
     /// The decision cache, which a kept grant's evaluation must still be in.
     decisions: Entries,
     lookups: CacheLookups,
@@ -145,10 +186,15 @@ struct Kept {
     decision: Decision,
     /// The request matched to its route, given as it is with every hit.
     routed: Arc<Routed>,
-    /// The party the bearer token named, which it must name again.
-    caller: Option<String>,
+    /// The verified claims of the bearer token, which must still name their party: the head,
+    /// and so the token, is the same byte for byte at every hit.
+    caller: Option<Arc<AccessClaims>>,
     /// What a grant rests on.
     grounds: Option<Grounds>,
+    /// When it is given no more, whatever else would let it stay (`longest` after it was made).
+    until: Instant,
+    /// What it weighs in the cache (`weight`).
+    weight: u64,
 }
 
 /// What a kept grant rests on, judged again at every hit.
@@ -214,9 +260,11 @@ impl Grounds {
 }
 
 impl AsItCame {
-    /// A cache of at most `bytes` (by its entries' estimated size) for the routes `routes`.
+    /// A cache of at most `bytes` (by its entries' estimated size), each decision kept no longer
+    /// than `longest`, for the routes `routes`.
     pub fn new(
         bytes: u64,
+        longest: Duration,
         routes: &[Arc<Route>],
         party_records: bool,
         decisions: Entries,
@@ -234,16 +282,18 @@ impl AsItCame {
                 .collect()
         };
         AsItCame {
-            cache: moka::sync::Cache::builder()
-                .max_capacity(bytes)
-                .weigher(weight)
-                .time_to_live(LONGEST)
-                .eviction_listener(metrics.on_eviction("request"))
-                .build_with_hasher(crate::keyed::keyed()),
+            cache: quick_cache::sync::Cache::with(
+                entries_for(bytes),
+                bytes,
+                ByWeight,
+                crate::keyed::keyed(),
+                Evictions(metrics.evictions("request")),
+            ),
             unread,
             never: names(&BROKER_HEADERS),
             evidence: names(&EVIDENCE_HEADERS),
             party_records,
+            longest,
             decisions,
             lookups: metrics.cache_lookups("request"),
         }
@@ -268,7 +318,7 @@ impl AsItCame {
             // requests not recorded take.
             let step = steps_recorded()
                 .then(|| Step::start(SpanKind::Internal, || "kept decision", Vec::new));
-            let given = self.given(key, incoming.header(), (callers, evidence), now, started);
+            let given = self.given(key, (callers, evidence), now, started);
             let given = match &step {
                 Some(step) => step.within(given).await,
                 None => given.await,
@@ -288,7 +338,8 @@ impl AsItCame {
         }
         let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
         let Some(key) = key else { return decided };
-        let Some(kept) = self.keepable(&decided, incoming.header()) else {
+        let asked = (incoming.header(), key.len());
+        let Some(kept) = self.keepable(&decided, asked, callers, now) else {
             return decided;
         };
         // The room for evidence is for decisions on it: any other head is no longer than
@@ -349,30 +400,30 @@ impl AsItCame {
         (key.len() - evidence <= LONGEST_KEY).then_some(key)
     }
 
-    /// The decision kept for `key`, if it still holds: the bearer token still valid and naming
-    /// the same party, and the evidence still yielding the very same evaluation.
+    /// The decision kept for `key`, if it still holds: the bearer token's claims still valid,
+    /// and the evidence still yielding the very same evaluation.
     async fn given(
         &self,
         key: &[u8],
-        req: &RequestHeader,
         (callers, evidence): (&dyn Callers, &dyn Evidence),
         now: Timestamp,
         started: Instant,
     ) -> Result<Decided, Missed> {
         let kept = self.cache.get(key).ok_or(Missed::None)?;
+        if started >= kept.until {
+            self.drop_kept(key, &kept);
+            return Err(Missed::None);
+        }
         if let Some(caller) = &kept.caller {
-            match callers.party(req, now) {
-                Ok(party) if party == *caller => {}
-                _ => {
-                    self.cache.invalidate(key);
-                    return Err(Missed::NoLongerStands);
-                }
+            if !callers.stands(caller, now) {
+                self.drop_kept(key, &kept);
+                return Err(Missed::NoLongerStands);
             }
         }
         if let Some(grounds) = &kept.grounds {
-            let caller = kept.caller.as_deref().unwrap_or_default();
+            let caller = kept.caller.as_ref().map_or("", |c| c.sub.as_str());
             if !grounds.stand(caller, &self.decisions, evidence, now).await {
-                self.cache.invalidate(key);
+                self.drop_kept(key, &kept);
                 return Err(Missed::NoLongerStands);
             }
         }
@@ -390,8 +441,29 @@ impl AsItCame {
         })
     }
 
-    /// What of `decided`, made on `req`, may be given again; None where nothing may.
-    fn keepable(&self, decided: &Decided, req: &RequestHeader) -> Option<Kept> {
+    /// Drop `kept`, the entry of `key`, unless another took its place since it was looked up.
+    fn drop_kept(&self, key: &[u8], kept: &Arc<Kept>) {
+        self.cache
+            .remove_if(key, |current| Arc::ptr_eq(current, kept));
+    }
+
+    /// Drop the entries past their `longest`, which no hit would give (and so no hit drops);
+    /// how many.
+    pub fn sweep(&self) -> usize {
+        let (before, now) = (self.cache.len(), Instant::now());
+        self.cache.retain(|_, kept| now < kept.until);
+        before.saturating_sub(self.cache.len())
+    }
+
+    /// What of `decided`, made on `req` (whose key is `key_len` long) at `now`, may be given
+    /// again; None where nothing may.
+    fn keepable(
+        &self,
+        decided: &Decided,
+        (req, key_len): (&RequestHeader, usize),
+        callers: &dyn Callers,
+        now: Timestamp,
+    ) -> Option<Kept> {
         let d = &decided.decision;
         let routed = decided.routed.as_ref()?;
         let route = &routed.route;
@@ -407,7 +479,7 @@ impl AsItCame {
         }
         let (caller, grounds) = match (&route.auth, d.reason) {
             (Auth::Public, "public") => (None, None),
-            (Auth::Token, "authenticated") => (Some(d.caller_id()?.to_string()), None),
+            (Auth::Token, "authenticated") => (Some(credential(d, req, callers, now)?), None),
             (Auth::Delegation(rule), "granted") => {
                 let assessed = d.assessed.as_ref()?;
                 let broker = d.caller.as_ref()?.acting_for.is_some();
@@ -434,7 +506,7 @@ impl AsItCame {
                     }
                     EvidenceSource::Given { .. } => return None,
                 };
-                (Some(d.caller_id()?.to_string()), Some(grounds))
+                (Some(credential(d, req, callers, now)?), Some(grounds))
             }
             _ => return None,
         };
@@ -442,11 +514,26 @@ impl AsItCame {
         if let Some(assessed) = decision.assessed.as_mut() {
             assessed.cache_hit = true;
         }
-        Some(Kept {
+        let mut kept = Kept {
             decision,
             routed: routed.clone(),
             caller,
             grounds,
-        })
+            until: Instant::now().checked_add(self.longest)?,
+            weight: 0,
+        };
+        kept.weight = weight(key_len, &kept);
+        Some(kept)
     }
+}
+
+/// The verified claims behind the caller of `d`, made on `req`: they must name that very party.
+fn credential(
+    d: &Decision,
+    req: &RequestHeader,
+    callers: &dyn Callers,
+    now: Timestamp,
+) -> Option<Arc<AccessClaims>> {
+    let claims = callers.credential(req, now)?;
+    (claims.sub == d.caller_id()?).then_some(claims)
 }

@@ -94,6 +94,10 @@ pub fn reload_and_report(state: &GatewayState, path: &std::path::Path) {
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_LONGEST: Duration = Duration::from_secs(30);
 
+/// How often the decisions kept by the request as it came are rid of those past their longest
+/// (60 s), which no request would drop: none outlasts its longest by more than this.
+const SWEEP_EVERY: Duration = Duration::from_secs(15);
+
 pub struct Maintenance {
     state: Arc<GatewayState>,
     config_path: PathBuf,
@@ -135,6 +139,7 @@ impl BackgroundService for Maintenance {
         // that the gateway learns on its own when the scheme owner is back.
         let mut next_refresh = tokio::time::Instant::now();
         let mut retry = RETRY_FIRST;
+        let mut next_sweep = next_refresh + SWEEP_EVERY;
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
@@ -169,6 +174,13 @@ impl BackgroundService for Maintenance {
                         };
                     }
                     snap.trust.report_age();
+                    if now >= next_sweep {
+                        next_sweep = now + SWEEP_EVERY;
+                        let dropped = snap.as_it_came.sweep();
+                        if dropped > 0 {
+                            tracing::debug!(dropped, "kept decisions past their longest dropped");
+                        }
+                    }
                 }
             }
         }

@@ -101,10 +101,10 @@ pub struct Metrics {
     registry: Registry,
     /// Requests by route name, status and outcome.
     pub requests: IntCounterVec,
-    /// Request latency by route name.
+    /// Request latency by route name. Never reset: a snapshot keeps its routes' series.
     pub latency: HistogramVec,
     /// Time from a request's arrival to the gateway's decision on it, by route name: what the
-    /// gateway adds before the backend is called.
+    /// gateway adds before the backend is called. Never reset, as `latency`.
     pub decision_latency: HistogramVec,
     /// Token requests by outcome (`issued` or the refusal reason).
     pub tokens: IntCounterVec,
@@ -502,13 +502,18 @@ impl Metrics {
         }
     }
 
+    /// The count of entries the cache named `cache` evicted for room.
+    pub fn evictions(&self, cache: &str) -> IntCounter {
+        self.cache_evictions.with_label_values(&[cache])
+    }
+
     /// A listener for a moka cache that counts the entries evicted for size.
     pub fn on_eviction<K, V>(
         &self,
         cache: &str,
     ) -> impl Fn(std::sync::Arc<K>, V, moka::notification::RemovalCause) + Send + Sync + 'static
     {
-        let evicted = self.cache_evictions.with_label_values(&[cache]);
+        let evicted = self.evictions(cache);
         move |_key, _value, cause| {
             if cause == moka::notification::RemovalCause::Size {
                 evicted.inc();

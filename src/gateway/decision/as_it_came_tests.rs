@@ -7,7 +7,8 @@
 //! header's chains kept as the live gateway keeps them.
 
 use super::*;
-use crate::gateway::as_it_came::{AsItCame, UNREAD};
+use crate::access_token::AccessClaims;
+use crate::gateway::as_it_came::{AsItCame, LONGEST, UNREAD};
 use crate::gateway::decision::Evaluated;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
 use crate::scheme::evidence_token::EvidenceTokenError;
@@ -29,6 +30,30 @@ impl Callers for Tokens {
             ..People::default()
         };
         people.party(req, now)
+    }
+
+    /// The claims of a bearer token here: whom it names, and the token itself as its id.
+    fn credential(&self, req: &RequestHeader, now: Timestamp) -> Option<Arc<AccessClaims>> {
+        let party = self.party(req, now).ok()?;
+        let token = req
+            .headers
+            .get(http::header::AUTHORIZATION)?
+            .to_str()
+            .ok()?;
+        Some(Arc::new(AccessClaims {
+            iss: String::new(),
+            sub: party,
+            aud: String::new(),
+            jti: token.strip_prefix("Bearer ")?.to_string(),
+            iat: 0,
+            exp: i64::MAX,
+            scope: Vec::new(),
+        }))
+    }
+
+    /// While the token is not revoked.
+    fn stands(&self, credential: &Arc<AccessClaims>, _now: Timestamp) -> bool {
+        self.0.lock().unwrap().get(&credential.jti) == Some(&credential.sub)
     }
 
     async fn person(
@@ -387,13 +412,24 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     })
 }
 
-/// One request decided by `decide`, through `kept` or by the whole sequence.
+/// One request decided by `decide` at `NOW`, through `kept` or by the whole sequence.
 async fn run(
     h: &Harness,
     r: &Generated,
     callers: &dyn Callers,
     evidence: &dyn Evidence,
     kept: Option<&AsItCame>,
+) -> Decided {
+    run_at(h, r, (callers, evidence), kept, Timestamp::from_secs(NOW)).await
+}
+
+/// `run`, at `now`.
+async fn run_at(
+    h: &Harness,
+    r: &Generated,
+    (callers, evidence): (&dyn Callers, &dyn Evidence),
+    kept: Option<&AsItCame>,
+    now: Timestamp,
 ) -> Decided {
     let mut header = RequestHeader::build(r.method, r.target.as_bytes(), None).expect("a request");
     for (name, value) in &r.headers {
@@ -407,7 +443,6 @@ async fn run(
         body: HeldBody::Unseen,
         described: false,
     };
-    let now = Timestamp::from_secs(NOW);
     let policy = h.snap.policy();
     match kept {
         Some(kept) => {
@@ -459,7 +494,7 @@ fn differential_within(
         let metrics = crate::telemetry::Metrics::new();
         let routes = h.snap.routes.routes();
         let entries = registry.decisions.entries();
-        let kept = AsItCame::new(1 << 20, routes, false, entries, &metrics);
+        let kept = AsItCame::new(1 << 20, LONGEST, routes, false, entries, &metrics);
         let count = |result| metrics.cache.with_label_values(&["request", result]).get();
         let mut given_on_header = 0;
         for step in steps {
@@ -596,6 +631,148 @@ fn a_grant_is_not_given_once_the_decision_cache_let_it_expire() {
             given_on_header: 0
         }
     );
+}
+
+#[test]
+fn a_decision_on_a_real_token_is_given_until_the_token_expires() {
+    let h = Harness::new();
+    let tokens = &h.snap.tokens;
+    let issued = Timestamp::from_secs(NOW);
+    let consumer = crate::scheme::party::PartyId::parse(CONSUMER).expect("an id");
+    let token = tokens.issue(&consumer, &[], issued);
+    let sessions = crate::gateway::people::sessions::SessionStore::new(None);
+    let live = crate::gateway::decision::authenticate::Live {
+        tokens,
+        login: None,
+        sessions: &sessions,
+    };
+    let Step::Request(mine) = get("/api/mine", &token) else {
+        unreachable!("a request")
+    };
+    let registry = Withdrawable::new(Fakes::default(), &h, Duration::from_secs(300));
+    let metrics = crate::telemetry::Metrics::new();
+    let kept = AsItCame::new(
+        1 << 20,
+        LONGEST,
+        h.snap.routes.routes(),
+        false,
+        registry.decisions.entries(),
+        &metrics,
+    );
+    let count = |result| metrics.cache.with_label_values(&["request", result]).get();
+    let leeway = h.snap.config.tokens.leeway.as_secs() as i64;
+    let last = tokens.lifetime_secs() as i64 + leeway;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let at = |secs: i64| Timestamp::from_secs(NOW + secs);
+        let ask = |secs, kept| run_at(&h, &mine, (&live, &registry), kept, at(secs));
+        // Kept, and given while the token is valid: its leeway included.
+        for secs in [0, 1, last] {
+            let (whole, given) = (ask(secs, None).await, ask(secs, Some(&kept)).await);
+            assert_eq!(said(&given), said(&whole), "{secs}");
+            assert_eq!(given.decision.reason, "authenticated", "{secs}");
+        }
+        assert_eq!((count("hit"), count("miss")), (2, 1));
+        // Before it was issued (less the leeway), the kept decision no longer stands: the
+        // request is decided whole (401), and the decision dropped.
+        let (whole, given) = (
+            ask(-leeway - 1, None).await,
+            ask(-leeway - 1, Some(&kept)).await,
+        );
+        assert_eq!(said(&given), said(&whole));
+        assert_eq!(given.decision.reason, "invalid_token", "{}", said(&given));
+        assert_eq!((count("hit"), count("miss")), (2, 2));
+        // Kept again; past its expiry, the same.
+        for secs in [0, 1] {
+            assert_eq!(
+                ask(secs, Some(&kept)).await.decision.reason,
+                "authenticated"
+            );
+        }
+        assert_eq!((count("hit"), count("miss")), (3, 3));
+        let (whole, given) = (ask(last + 1, None).await, ask(last + 1, Some(&kept)).await);
+        assert_eq!(said(&given), said(&whole));
+        assert_eq!(given.decision.reason, "token_expired", "{}", said(&given));
+        let again = ask(last + 1, Some(&kept)).await;
+        assert_eq!(again.decision.reason, "token_expired");
+        assert_eq!((count("hit"), count("miss")), (3, 5));
+    });
+}
+
+/// Requests through a cache of `bytes` keeping each decision for `longest`, each compared with
+/// the whole sequence's decision; the cache, and its hits, misses and evictions.
+fn through(
+    bytes: u64,
+    longest: Duration,
+    requests: &[Option<Generated>],
+) -> (AsItCame, (u64, u64, u64)) {
+    let h = Harness::new();
+    let tokens = Tokens(Mutex::new(BTreeMap::from([(
+        "good".to_string(),
+        CONSUMER.to_string(),
+    )])));
+    let registry = Withdrawable::new(Fakes::default(), &h, Duration::from_secs(300));
+    let metrics = crate::telemetry::Metrics::new();
+    let routes = h.snap.routes.routes();
+    let entries = registry.decisions.entries();
+    let kept = AsItCame::new(bytes, longest, routes, false, entries, &metrics);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        for r in requests {
+            let Some(r) = r else {
+                tokio::time::sleep(longest + Duration::from_millis(100)).await;
+                continue;
+            };
+            let given = run(&h, r, &tokens, &registry, Some(&kept)).await;
+            let whole = run(&h, r, &tokens, &registry, None).await;
+            assert_eq!(said(&given), said(&whole), "{r:?}");
+            assert_eq!(given.decision.reason, "authenticated", "{}", said(&given));
+        }
+    });
+    let count = |result| metrics.cache.with_label_values(&["request", result]).get();
+    let evicted = metrics
+        .cache_evictions
+        .with_label_values(&["request"])
+        .get();
+    (kept, (count("hit"), count("miss"), evicted))
+}
+
+fn mine(n: usize) -> Option<Generated> {
+    match get(&format!("/api/mine?n={n}"), "good") {
+        Step::Request(r) => Some(r),
+        _ => unreachable!("a request"),
+    }
+}
+
+#[test]
+fn a_decision_is_kept_no_longer_than_the_longest_it_may_be() {
+    // Given once; past the longest, looked up and not given, kept again and given again.
+    let requests = [mine(0), mine(0), None, mine(0), mine(0)];
+    let longest = Duration::from_millis(300);
+    let (kept, counts) = through(1 << 20, longest, &requests);
+    assert_eq!(counts, (2, 2, 0));
+    // One is kept, within its longest; past it, it is swept away though never asked for.
+    assert_eq!(kept.sweep(), 0);
+    std::thread::sleep(longest + Duration::from_millis(100));
+    assert_eq!(kept.sweep(), 1);
+    assert_eq!(kept.sweep(), 0);
+}
+
+#[test]
+fn kept_decisions_take_no_more_room_than_they_are_given() {
+    // 200 heads, twice, in 64 KiB, where an entry weighs at least 2 KiB and four times its key
+    // (more than 60 bytes here): no more than 28 can be kept at once, so no more are given again.
+    let requests: Vec<_> = (0..200).chain(0..200).map(mine).collect();
+    let (_, (hits, misses, evicted)) = through(64 << 10, LONGEST, &requests);
+    assert!((1..=28).contains(&hits), "{hits} given");
+    assert_eq!(misses, 400 - hits);
+    assert!(evicted >= 200 - 28, "only {evicted} evicted");
 }
 
 #[test]

@@ -16,12 +16,27 @@ use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use pingora::http::RequestHeader;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where the caller of a request comes from.
 #[async_trait]
 pub trait Callers: Send + Sync {
     /// The party a route that needs one is called by: 401 without a valid access token.
     fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject>;
+
+    /// The verified claims that name the party of `req`, for `stands` to judge again without
+    /// reading a request; None where the caller has none to keep (its decisions are then not
+    /// kept).
+    fn credential(&self, _req: &RequestHeader, _now: Timestamp) -> Option<Arc<AccessClaims>> {
+        None
+    }
+
+    /// Whether `credential`, as `credential` gave it, still names its party at `now`. What is
+    /// asked must not outlive the configuration it was given under (a kept decision lives in
+    /// its snapshot): the keys that verified the claims are not judged again.
+    fn stands(&self, _credential: &Arc<AccessClaims>, _now: Timestamp) -> bool {
+        false
+    }
 
     /// The person a route for people acts for; None: no one is signed in.
     async fn person(&self, req: &RequestHeader, now: Timestamp) -> Result<Option<Person>, Reject>;
@@ -33,9 +48,29 @@ pub fn bearer(
     req: &RequestHeader,
     tokens: &AccessTokens,
     now: Timestamp,
-) -> Result<std::sync::Arc<AccessClaims>, Reject> {
+) -> Result<Arc<AccessClaims>, Reject> {
+    traced(|| validate(req, tokens, now))
+}
+
+/// Claims verified before, judged again at `now` as `bearer` judges them: in a span of their
+/// own too, that a traced request shows its caller judged.
+fn in_time(
+    claims: &Arc<AccessClaims>,
+    tokens: &AccessTokens,
+    now: Timestamp,
+) -> Result<Arc<AccessClaims>, Reject> {
+    traced(|| match tokens.in_time(claims, now) {
+        Ok(()) => Ok(claims.clone()),
+        Err(e) => Err(Reject::Unauthenticated(e)),
+    })
+}
+
+/// What `authenticate` comes to, in a span named `authenticate`.
+fn traced(
+    authenticate: impl FnOnce() -> Result<Arc<AccessClaims>, Reject>,
+) -> Result<Arc<AccessClaims>, Reject> {
     let mut step = Step::start(SpanKind::Internal, || "authenticate", Vec::new);
-    let result = validate(req, tokens, now);
+    let result = authenticate();
     match &result {
         Ok(claims) => {
             step.record(|| vec![KeyValue::new("ishare.client.party_id", claims.sub.clone())]);
@@ -50,7 +85,7 @@ fn validate(
     req: &RequestHeader,
     tokens: &AccessTokens,
     now: Timestamp,
-) -> Result<std::sync::Arc<AccessClaims>, Reject> {
+) -> Result<Arc<AccessClaims>, Reject> {
     let value = single_header(&req.headers, http::header::AUTHORIZATION).map_err(|problem| {
         Reject::Unauthenticated(match problem {
             HeaderProblem::Repeated => AccessTokenError::Invalid,
@@ -73,6 +108,16 @@ pub struct Live<'a> {
 impl Callers for Live<'_> {
     fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
         bearer(req, self.tokens, now).map(|claims| claims.sub.clone())
+    }
+
+    /// The bearer token's claims, verified under this configuration's key: the same token (a
+    /// kept decision's head holds it byte for byte) needs only its times judged again.
+    fn credential(&self, req: &RequestHeader, now: Timestamp) -> Option<Arc<AccessClaims>> {
+        validate(req, self.tokens, now).ok()
+    }
+
+    fn stands(&self, credential: &Arc<AccessClaims>, now: Timestamp) -> bool {
+        in_time(credential, self.tokens, now).is_ok()
     }
 
     /// A session's person, whose requests that change something come from the gateway's own
