@@ -28,10 +28,11 @@ use crate::telemetry::throttle::Throttle;
 use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
+use prometheus::Histogram;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// What lives across reloads.
 pub struct Shared {
@@ -118,13 +119,54 @@ fn route_key(route: &Arc<Route>) -> usize {
     Arc::as_ptr(route) as usize
 }
 
+/// What a snapshot works out once for each of its routes.
+struct PerRoute {
+    /// What the route's backend never receives.
+    withheld: Withheld,
+    /// The route's series of each `Latency`, found at their first use.
+    latency: [OnceLock<Histogram>; 2],
+}
+
+/// A latency measured per route.
+#[derive(Clone, Copy)]
+pub enum Latency {
+    /// From a request's arrival to its end.
+    Request,
+    /// From a request's arrival to the gateway's decision on it.
+    Decision,
+}
+
+/// The series of `which` latency for `route`, or for the name `name` where the request has no
+/// route of `snap`: a route's own found once per snapshot (a lookup by label hashes the label's
+/// value), any other at each call.
+pub fn latency<'a>(
+    snap: Option<&'a Snapshot>,
+    route: Option<&Arc<Route>>,
+    name: &str,
+    which: Latency,
+    metrics: &Metrics,
+) -> Cow<'a, Histogram> {
+    let series = match which {
+        Latency::Request => &metrics.latency,
+        Latency::Decision => &metrics.decision_latency,
+    };
+    let kept = (snap.zip(route)).and_then(|(s, r)| Some((s.per_route.get(&route_key(r))?, r)));
+    match kept {
+        Some((per, route)) => Cow::Borrowed(
+            per.latency[which as usize].get_or_init(|| series.with_label_values(&[&route.name])),
+        ),
+        None => Cow::Owned(series.with_label_values(&[name])),
+    }
+}
+
 /// One configuration, ready to serve.
 pub struct Snapshot {
     pub config: Arc<Config>,
     pub generation: u64,
     pub routes: RouteTable,
-    /// What each route's backend never receives, by the address of the route this snapshot holds.
-    withheld: HashMap<usize, Withheld>,
+    /// What is worked out once for each route, by the address of the route this snapshot holds
+    /// (foldhash: a fraction of SipHash's instructions on a number).
+    per_route: HashMap<usize, PerRoute, crate::keyed::KeyedHash>,
     pub upstreams: BTreeMap<String, Arc<UpstreamPool>>,
     pub tokens: AccessTokens,
     pub algorithms: AlgorithmPolicy,
@@ -180,8 +222,8 @@ impl Snapshot {
     /// What a route's backend never receives: worked out when the snapshot was built for its own
     /// routes, otherwise now.
     pub fn withheld<'a>(&'a self, route: &Arc<Route>) -> Cow<'a, Withheld> {
-        match self.withheld.get(&route_key(route)) {
-            Some(w) => Cow::Borrowed(w),
+        match self.per_route.get(&route_key(route)) {
+            Some(per) => Cow::Borrowed(&per.withheld),
             None => Cow::Owned(Withheld::new(route, &self.config)),
         }
     }
@@ -224,14 +266,18 @@ impl Snapshot {
         );
         let login = Self::login(&config, same_peers, &peer, algorithms, shared)?;
         let routes = RouteTable::new(config.routes.clone());
-        let withheld = routes
-            .routes()
-            .iter()
-            .map(|r| (route_key(r), Withheld::new(r, &config)))
-            .collect();
+        let mut per_route = HashMap::with_hasher(crate::keyed::keyed());
+        per_route.extend(routes.routes().iter().map(|r| {
+            let per = PerRoute {
+                withheld: Withheld::new(r, &config),
+                latency: Default::default(),
+            };
+            (route_key(r), per)
+        }));
         let capabilities = Capabilities::new(&config, &routes);
         let as_it_came = AsItCame::new(
             config.delegation.cache_size / 4,
+            crate::gateway::as_it_came::LONGEST,
             routes.routes(),
             trust.resolves_aliases(),
             authz.decision_entries(),
@@ -248,7 +294,7 @@ impl Snapshot {
         Ok(Snapshot {
             generation: shared.generation.fetch_add(1, Ordering::Relaxed) + 1,
             routes,
-            withheld,
+            per_route,
             upstreams,
             tokens,
             algorithms,

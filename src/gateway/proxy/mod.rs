@@ -17,7 +17,7 @@ use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::{logged, logged_method, Decision, Stage};
 use crate::gateway::people::login::{Context as LoginContext, Login};
 use crate::gateway::reject::{self, respond, Answer, Reject};
-use crate::gateway::snapshot::{GatewayState, Snapshot};
+use crate::gateway::snapshot::{self, GatewayState, Latency, Snapshot};
 use crate::request::form::MethodFieldScan;
 use crate::scheme::Timestamp;
 use crate::telemetry::metrics::Outcome;
@@ -630,15 +630,11 @@ impl ProxyHttp for Gateway {
                 d.outcome.as_str(),
             ])
             .inc();
-        metrics
-            .latency
-            .with_label_values(&[&d.route])
-            .observe(elapsed.as_secs_f64());
+        let (snap, route) = (ctx.snap.as_deref(), ctx.route.as_ref());
+        let latency = |which| snapshot::latency(snap, route, &d.route, which, metrics);
+        latency(Latency::Request).observe(elapsed.as_secs_f64());
         if let Some(decided_in) = d.decided_in {
-            metrics
-                .decision_latency
-                .with_label_values(&[&d.route])
-                .observe(decided_in.as_secs_f64());
+            latency(Latency::Decision).observe(decided_in.as_secs_f64());
         }
         if d.stage == Stage::Evaluation {
             let verdict = match d.grant {
