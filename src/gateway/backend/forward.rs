@@ -303,11 +303,19 @@ struct Withholding {
 impl Withheld {
     pub fn new(route: &Route, config: &Config) -> Self {
         let authorization = http::header::AUTHORIZATION.as_str();
+        let always = Withholding {
+            always: true,
+            ..Withholding::default()
+        };
+        let trace = Withholding {
+            trace: true,
+            ..Withholding::default()
+        };
         let always = [
             config.party_header.as_str(),
             config.original_consumer_header.as_str(),
-            "x-forwarded-for",
-            "x-forwarded-proto",
+            X_FORWARDED_FOR.as_str(),
+            X_FORWARDED_PROTO.as_str(),
             DECISION_ID_HEADER,
         ]
         .into_iter()
@@ -315,20 +323,8 @@ impl Withheld {
         .chain(config.strip_headers.iter().map(http::HeaderName::as_str))
         .chain(licence_header_names(route))
         .chain((!route.forward_authorization).then_some(authorization))
-        .map(|h| {
-            let always = Withholding {
-                always: true,
-                ..Withholding::default()
-            };
-            (h, always)
-        });
-        let trace = TRACE_HEADERS.into_iter().map(|h| {
-            let trace = Withholding {
-                trace: true,
-                ..Withholding::default()
-            };
-            (h, trace)
-        });
+        .map(|h| (h, always.clone()));
+        let trace = TRACE_HEADERS.into_iter().map(|h| (h, trace.clone()));
         let read = route
             .header_names()
             .chain(route.forward_authorization.then_some(authorization))
