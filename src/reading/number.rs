@@ -204,12 +204,18 @@ pub fn reads_alike(text: &str) -> bool {
 }
 
 /// Whether `text` is the finite binary64 `read`, written as its shortest decimal (in any of the
-/// ways JSON writes that decimal).
+/// ways JSON writes that decimal). Where two decimals as short are as near to `read`, writers
+/// choose differently (Rust's formatting one, serde_json's and JavaScript's the other, as
+/// `666666606266666.3` and `.2` for `666666606266666.25`): such a number is no one decimal,
+/// and reads alike to none.
 pub fn reads_as(text: &str, read: f64) -> bool {
-    read.is_finite()
-        && Decimal::parse(text)
-            .zip(Decimal::parse(&format!("{read:e}")))
-            .is_some_and(|(written, shortest)| written == shortest)
+    if !read.is_finite() {
+        return false;
+    }
+    let written = Decimal::parse(text);
+    let rust = Decimal::parse(&format!("{read:e}"));
+    let serde_json = Decimal::parse(ryu::Buffer::new().format_finite(read));
+    written.is_some() && written == rust && written == serde_json
 }
 
 #[cfg(test)]
@@ -334,6 +340,9 @@ mod tests {
             "1e400",
             "1e-400",
             "0.09999999999999999999",
+            // Halfway between two decimals as short: Rust writes .3, serde_json .2.
+            "666666606266666.3",
+            "666666606266666.2",
         ] {
             assert!(!reads_alike(not), "{not}");
         }
