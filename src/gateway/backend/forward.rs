@@ -16,11 +16,10 @@ use std::borrow::Cow;
 
 /// The next backend of the pool (round robin over the healthy ones).
 pub fn peer(pool: &UpstreamPool) -> Result<Box<HttpPeer>, Reject> {
-    let backend = pool
-        .lb
-        .select(b"", 256)
+    let peer = pool
+        .next_peer()
         .ok_or_else(|| Reject::NoHealthyBackend(pool.config.name.clone()))?;
-    Ok(Box::new(pool.peer(&backend)))
+    Ok(Box::new(peer.clone()))
 }
 
 /// What the backend is told about the request.
