@@ -24,11 +24,12 @@ use crate::peers::forwarded::{ForwardedAssertions, SharedAssertions};
 use crate::peers::scheme_owner::TrustStore;
 use crate::peers::PeerClient;
 use crate::scheme::jwt::AlgorithmPolicy;
+use crate::telemetry::metrics::{FoundOnce, Outcome};
 use crate::telemetry::throttle::Throttle;
 use crate::telemetry::trace::Tracing;
 use crate::telemetry::Metrics;
 use arc_swap::ArcSwap;
-use prometheus::Histogram;
+use prometheus::{Histogram, IntCounter};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,6 +126,10 @@ struct PerRoute {
     withheld: Withheld,
     /// The route's series of each `Latency`, found at their first use.
     latency: [OnceLock<Histogram>; 2],
+    /// Its requests' counters, by status and outcome.
+    requests: FoundOnce<(u16, Outcome), 8>,
+    /// Its decisions' counters, by verdict (a permit or not) and reason.
+    decisions: FoundOnce<(bool, &'static str), 8>,
 }
 
 /// A latency measured per route.
@@ -136,26 +141,80 @@ pub enum Latency {
     Decision,
 }
 
-/// The series of `which` latency for `route`, or for the name `name` where the request has no
-/// route of `snap`: a route's own found once per snapshot (a lookup by label hashes the label's
-/// value), any other at each call.
-pub fn latency<'a>(
+/// A request's series: its route's, found once per snapshot (a lookup by label hashes the
+/// labels' values), or, for a request with no route of the snapshot, those of the name it was
+/// counted under, found at each call.
+pub struct Series<'a> {
+    route: Option<(&'a PerRoute, &'a Route)>,
+    name: &'a str,
+    metrics: &'a Metrics,
+}
+
+/// The series of a request on `route` of `snap`, or counted under `name` where it has none.
+pub fn series<'a>(
     snap: Option<&'a Snapshot>,
-    route: Option<&Arc<Route>>,
-    name: &str,
-    which: Latency,
-    metrics: &Metrics,
-) -> Cow<'a, Histogram> {
-    let series = match which {
-        Latency::Request => &metrics.latency,
-        Latency::Decision => &metrics.decision_latency,
-    };
-    let kept = (snap.zip(route)).and_then(|(s, r)| Some((s.per_route.get(&route_key(r))?, r)));
-    match kept {
-        Some((per, route)) => Cow::Borrowed(
-            per.latency[which as usize].get_or_init(|| series.with_label_values(&[&route.name])),
-        ),
-        None => Cow::Owned(series.with_label_values(&[name])),
+    route: Option<&'a Arc<Route>>,
+    name: &'a str,
+    metrics: &'a Metrics,
+) -> Series<'a> {
+    let route = (snap.zip(route)).and_then(|(s, r)| Some((s.per_route.get(&route_key(r))?, &**r)));
+    Series {
+        route,
+        name,
+        metrics,
+    }
+}
+
+impl<'a> Series<'a> {
+    /// The series of `which` latency.
+    pub fn latency(&self, which: Latency) -> Cow<'a, Histogram> {
+        let series = match which {
+            Latency::Request => &self.metrics.latency,
+            Latency::Decision => &self.metrics.decision_latency,
+        };
+        match self.route {
+            Some((per, route)) => Cow::Borrowed(
+                per.latency[which as usize]
+                    .get_or_init(|| series.with_label_values(&[&route.name])),
+            ),
+            None => Cow::Owned(series.with_label_values(&[self.name])),
+        }
+    }
+
+    /// The counter of requests answered with `status` (none: no answer was written).
+    pub fn requests(
+        &self,
+        status: Option<http::StatusCode>,
+        outcome: Outcome,
+    ) -> Cow<'a, IntCounter> {
+        let find = |name: &str| {
+            self.metrics.requests.with_label_values(&[
+                name,
+                status.as_ref().map_or("0", |s| s.as_str()),
+                outcome.as_str(),
+            ])
+        };
+        match self.route {
+            Some((per, route)) => {
+                let key = (status.map_or(0, |s| s.as_u16()), outcome);
+                per.requests.get(key, || find(&route.name))
+            }
+            None => Cow::Owned(find(self.name)),
+        }
+    }
+
+    /// The counter of delegation decisions that came to a permit (or not) for `reason`.
+    pub fn decisions(&self, permit: bool, reason: &'static str) -> Cow<'a, IntCounter> {
+        let find = |name: &str| {
+            let verdict = if permit { "permit" } else { "deny" };
+            self.metrics
+                .decisions
+                .with_label_values(&[name, verdict, reason])
+        };
+        match self.route {
+            Some((per, route)) => per.decisions.get((permit, reason), || find(&route.name)),
+            None => Cow::Owned(find(self.name)),
+        }
     }
 }
 
@@ -271,6 +330,8 @@ impl Snapshot {
             let per = PerRoute {
                 withheld: Withheld::new(r, &config),
                 latency: Default::default(),
+                requests: Default::default(),
+                decisions: Default::default(),
             };
             (route_key(r), per)
         }));

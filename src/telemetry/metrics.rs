@@ -5,6 +5,8 @@ use prometheus::{
     exponential_buckets, Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use std::borrow::Cow;
+use std::sync::OnceLock;
 
 /// The lookups of one cache (`cache_lookups_total`), by result: its two counters found once, not
 /// by their labels at every lookup.
@@ -20,6 +22,34 @@ impl CacheLookups {
             true => self.hits.inc(),
             false => self.misses.inc(),
         }
+    }
+}
+
+/// Series of one labelled counter for a few label sets, each found once: a lookup compares keys
+/// slot by slot, where the metric's own lookup hashes each label's value. Past `N` sets, a set
+/// is found by its labels at each lookup.
+pub struct FoundOnce<K, const N: usize> {
+    slots: [OnceLock<(K, IntCounter)>; N],
+}
+
+impl<K, const N: usize> Default for FoundOnce<K, N> {
+    fn default() -> Self {
+        FoundOnce {
+            slots: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+}
+
+impl<K: Copy + PartialEq, const N: usize> FoundOnce<K, N> {
+    /// The series of `key`, which `find` finds by its labels.
+    pub fn get(&self, key: K, find: impl Fn() -> IntCounter) -> Cow<'_, IntCounter> {
+        for slot in &self.slots {
+            let (k, series) = slot.get_or_init(|| (key, find()));
+            if *k == key {
+                return Cow::Borrowed(series);
+            }
+        }
+        Cow::Owned(find())
     }
 }
 
@@ -545,7 +575,41 @@ impl Default for Metrics {
 
 #[cfg(test)]
 mod tests {
-    use super::Outcome;
+    use super::{FoundOnce, Outcome};
+    use prometheus::{IntCounterVec, Opts};
+    use std::cell::Cell;
+
+    #[test]
+    fn a_label_set_is_found_once_and_counts_in_its_own_series() {
+        let vec = IntCounterVec::new(Opts::new("t", "t"), &["status", "outcome"]).unwrap();
+        let found: FoundOnce<(u16, Outcome), 2> = FoundOnce::default();
+        let finds = Cell::new(0);
+        let count = |status: u16, outcome: Outcome| {
+            let find = || {
+                finds.set(finds.get() + 1);
+                vec.with_label_values(&[&status.to_string(), outcome.as_str()])
+            };
+            found.get((status, outcome), find).inc();
+        };
+        let series = |status: &str, outcome: Outcome| {
+            vec.with_label_values(&[status, outcome.as_str()]).get()
+        };
+        count(200, Outcome::Forwarded);
+        count(200, Outcome::Forwarded);
+        count(403, Outcome::Denied);
+        count(200, Outcome::Forwarded);
+        count(200, Outcome::ShadowDenied);
+        assert_eq!(series("200", Outcome::Forwarded), 3);
+        assert_eq!(series("403", Outcome::Denied), 1);
+        assert_eq!(series("200", Outcome::ShadowDenied), 1);
+        // The first two sets were found once each; the third, past the slots, at each count.
+        assert_eq!(finds.get(), 3);
+        count(200, Outcome::ShadowDenied);
+        count(403, Outcome::Denied);
+        assert_eq!(finds.get(), 4);
+        assert_eq!(series("200", Outcome::ShadowDenied), 2);
+        assert_eq!(series("403", Outcome::Denied), 2);
+    }
 
     /// The book's metrics table lists every outcome of `requests_total`, and no other.
     #[test]

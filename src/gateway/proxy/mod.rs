@@ -634,29 +634,18 @@ impl ProxyHttp for Gateway {
         let d = &ctx.decision;
         let metrics = &self.state.shared.metrics;
         let elapsed = ctx.started.elapsed();
-        metrics
-            .requests
-            .with_label_values(&[
-                &*d.route,
-                written.as_ref().map_or("0", |s| s.as_str()),
-                d.outcome.as_str(),
-            ])
-            .inc();
-        let (snap, route) = (ctx.snap.as_deref(), ctx.route.as_ref());
-        let latency = |which| snapshot::latency(snap, route, &d.route, which, metrics);
-        latency(Latency::Request).observe(elapsed.as_secs_f64());
+        let series = snapshot::series(ctx.snap.as_deref(), ctx.route.as_ref(), &d.route, metrics);
+        series.requests(written, d.outcome).inc();
+        series
+            .latency(Latency::Request)
+            .observe(elapsed.as_secs_f64());
         if let Some(decided_in) = d.decided_in {
-            latency(Latency::Decision).observe(decided_in.as_secs_f64());
+            series
+                .latency(Latency::Decision)
+                .observe(decided_in.as_secs_f64());
         }
         if d.stage == Stage::Evaluation {
-            let verdict = match d.grant {
-                Some(_) => "permit",
-                None => "deny",
-            };
-            metrics
-                .decisions
-                .with_label_values(&[&d.route, verdict, d.reason])
-                .inc();
+            series.decisions(d.grant.is_some(), d.reason).inc();
         }
         let req = session.req_header();
         let path = if d.path.is_empty() {
