@@ -798,6 +798,9 @@ addresses = ["{addr}"]
 tls = true
 sni = "localhost"
 ca_file = "{ca}"
+[upstream.health_check]
+kind = "tcp"
+interval = "1s"
 
 [[upstream]]
 name = "unverifiable"
@@ -820,6 +823,30 @@ ca_file = "{ca}"
     assert_eq!(status, 502, "a certificate from an unknown CA is refused");
     let (status, _, _) = send(env.bed.http.get(format!("{}/wrong-name", env.url))).await;
     assert_eq!(status, 502, "a certificate for another name is refused");
+    // Its health check verifies the backend against the same roots: it stays in.
+    let healthy = |m: &str| {
+        let labels = [("upstream", "verified"), ("backend", addr.as_str())];
+        let name = "ishare_gateway_backend_healthy{";
+        let checked = m
+            .lines()
+            .any(|l| l.starts_with(name) && l.contains("\"verified\""));
+        checked.then(|| metric(m, "ishare_gateway_backend_healthy", &labels))
+    };
+    let mut checked = None;
+    for _ in 0..50 {
+        checked = healthy(&env.metrics().await);
+        if checked.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        checked,
+        Some(1.0),
+        "the health check trusts the upstream's CA"
+    );
+    let (status, _, _) = send(env.bed.http.get(format!("{}/verified", env.url))).await;
+    assert_eq!(status, 200);
     env.stop().await;
     let _ = stop.send(true);
     let _ = server.await;

@@ -48,10 +48,18 @@ impl UpstreamPool {
         });
         if let Some(hc) = &config.health_check {
             match &hc.kind {
-                HealthCheckKind::Tcp => lb.set_health_check(match &config.tls {
-                    Some(tls) => TcpHealthCheck::new_tls(&tls.sni),
-                    None => TcpHealthCheck::new(),
-                }),
+                HealthCheckKind::Tcp => {
+                    let mut check = match &config.tls {
+                        Some(tls) => TcpHealthCheck::new_tls(&tls.sni),
+                        None => TcpHealthCheck::new(),
+                    };
+                    // Verified against the upstream's own roots, as its requests are.
+                    check.peer_template.options.ca = ca.clone();
+                    check.peer_template.options.connection_timeout = Some(config.connect_timeout);
+                    check.peer_template.options.total_connection_timeout =
+                        Some(config.connect_timeout * 2);
+                    lb.set_health_check(check)
+                }
                 HealthCheckKind::Http { path } => {
                     let host = config
                         .host_header
@@ -69,12 +77,16 @@ impl UpstreamPool {
                         .map_err(|e| format!("upstream {}: {e}", config.name))?;
                     check.peer_template.options.ca = ca.clone();
                     check.peer_template.options.connection_timeout = Some(config.connect_timeout);
+                    check.peer_template.options.total_connection_timeout =
+                        Some(config.connect_timeout * 2);
                     lb.set_health_check(Box::new(check));
                 }
             }
             lb.health_check_frequency = Some(hc.interval);
             lb.parallel_health_check = true;
         }
+        // The backends are static (`try_from_iter` discovered them all, and discovery never runs
+        // again), so their list is made once.
         let members = lb
             .backends()
             .get_backend()
@@ -94,14 +106,19 @@ impl UpstreamPool {
         })
     }
 
-    /// The peer of the next healthy backend, round robin; none when no backend is healthy.
+    /// The peer of the next healthy backend, round robin; none when no backend is healthy. The
+    /// backends passed over take their turns too, so the healthy ones share the requests evenly.
     pub fn next_peer(&self) -> Option<&HttpPeer> {
         let n = self.members.len();
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|k| &self.members[turn.wrapping_add(k) % n])
-            .find(|m| m.healthy.load(Ordering::Relaxed))
-            .map(|m| &m.peer)
+        let skipped = (0..n).find(|k| {
+            let m = &self.members[turn.wrapping_add(*k) % n];
+            m.healthy.load(Ordering::Relaxed)
+        })?;
+        if skipped > 0 {
+            self.turn.fetch_add(skipped, Ordering::Relaxed);
+        }
+        Some(&self.members[turn.wrapping_add(skipped) % n].peer)
     }
 
     pub fn backend_count(&self) -> usize {
@@ -124,7 +141,13 @@ impl UpstreamPool {
         if !due {
             return;
         }
-        self.lb.backends().run_health_check(true).await;
+        // A round may take the connection's whole time and one read; a check not answered by
+        // then is dropped, and its backend keeps its last verdict.
+        let round = self.config.connect_timeout * 2 + self.config.read_timeout;
+        let checks = self.lb.backends().run_health_check(true);
+        if tokio::time::timeout(round, checks).await.is_err() {
+            tracing::warn!(upstream = %self.config.name, "a health check did not answer in time");
+        }
         for m in self.members.iter() {
             let healthy = self.lb.backends().ready(&m.backend);
             m.healthy.store(healthy, Ordering::Relaxed);
@@ -221,6 +244,19 @@ mod tests {
         let unchecked = pool(&[&alive, &dead], false, None);
         unchecked.check_health(&metrics).await;
         assert!(turns(&unchecked, 2).contains(&dead));
+        // The backends passed over take their turns: the healthy ones share the requests evenly.
+        let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let other = other.local_addr().unwrap().to_string();
+        let third = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let third = third.local_addr().unwrap().to_string();
+        let gap = pool(&[&alive, &dead, &other, &third], true, None);
+        gap.check_health(&metrics).await;
+        let mut shares = std::collections::BTreeMap::new();
+        for to in turns(&gap, 30) {
+            *shares.entry(to).or_insert(0) += 1;
+        }
+        assert_eq!(shares.len(), 3, "{shares:?}");
+        assert!(shares.values().all(|n| *n == 10), "{shares:?}");
         // No backend healthy: none is given.
         let only_dead = pool(&[&dead], true, None);
         only_dead.check_health(&metrics).await;
