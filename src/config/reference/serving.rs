@@ -139,7 +139,7 @@ pub const UPSTREAM: Table = Table {
         Key {
             names: &["health_check.kind"],
             unset: Unset::Means(r#"`"tcp"`; `"http"` with a `health_check.path`"#),
-            meaning: r#"how backends are checked: `"tcp"` connects; `"http"` asks `health_check.path`"#,
+            meaning: r#"how backends are checked: `"tcp"` connects (with `tls`, through a handshake verified as requests are); `"http"` asks `health_check.path`"#,
         },
         Key {
             names: &["health_check.path"],
@@ -149,7 +149,7 @@ pub const UPSTREAM: Table = Table {
         Key {
             names: &["health_check.interval"],
             unset: Unset::Defaults,
-            meaning: r#""#,
+            meaning: r#"a round of checks takes at most twice `connect_timeout` and `read_timeout`; a backend whose check has not answered by then keeps its last verdict"#,
         },
     ],
 };
