@@ -149,7 +149,7 @@ pub const UPSTREAM: Table = Table {
         Key {
             names: &["health_check.interval"],
             unset: Unset::Defaults,
-            meaning: r#"a round of checks takes at most twice `connect_timeout` and `read_timeout`; a backend whose check has not answered by then keeps its last verdict"#,
+            meaning: r#"a round of checks takes at most twice `connect_timeout` plus `read_timeout`; a backend whose check has not answered by then keeps its last verdict"#,
         },
     ],
 };
