@@ -233,7 +233,7 @@ impl Bench {
         };
         let evidence = self.snap.authz.with(&self.snap.trust);
         let mut decision = Decision::new();
-        decision.route = route.name.clone().into();
+        decision.route = route.name.clone();
         let config = &self.snap.config;
         self.rt
             .block_on(authorise::delegation(

@@ -507,7 +507,8 @@ pub enum HeaderSource {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
-    pub name: String,
+    /// Shared: every decision on the route names it.
+    pub name: arcstr::ArcStr,
     pub description: String,
     /// None: every method.
     pub methods: Option<Vec<Method>>,

@@ -149,7 +149,7 @@ fn route(
         .filter_map(|a| issues.choice(&format!("{key}.accept"), a))
         .collect();
     Some(Route {
-        name: r.name,
+        name: r.name.into(),
         description: r.description.unwrap_or_default(),
         methods,
         pattern: pattern?,

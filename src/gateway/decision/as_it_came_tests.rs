@@ -23,7 +23,7 @@ struct Tokens(Mutex<BTreeMap<String, String>>);
 
 #[async_trait]
 impl Callers for Tokens {
-    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<arcstr::ArcStr, Reject> {
         let bearers = self.0.lock().unwrap().clone();
         let people = People {
             bearers,
@@ -42,7 +42,7 @@ impl Callers for Tokens {
             .ok()?;
         Some(Arc::new(AccessClaims {
             iss: String::new(),
-            sub: party,
+            sub: party.to_string(),
             aud: String::new(),
             jti: token.strip_prefix("Bearer ")?.to_string(),
             iat: 0,

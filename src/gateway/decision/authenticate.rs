@@ -22,7 +22,7 @@ use std::sync::Arc;
 #[async_trait]
 pub trait Callers: Send + Sync {
     /// The party a route that needs one is called by: 401 without a valid access token.
-    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject>;
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<arcstr::ArcStr, Reject>;
 
     /// The verified claims that name the party of `req`, for `stands` to judge again without
     /// reading a request; None where the caller has none to keep (its decisions are then not
@@ -106,8 +106,8 @@ pub struct Live<'a> {
 
 #[async_trait]
 impl Callers for Live<'_> {
-    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
-        bearer(req, self.tokens, now).map(|claims| claims.sub.clone())
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<arcstr::ArcStr, Reject> {
+        bearer(req, self.tokens, now).map(|claims| claims.sub.as_str().into())
     }
 
     /// The bearer token's claims, verified under this configuration's key: the same token (a
@@ -139,8 +139,8 @@ pub struct Bearer<'a>(pub &'a AccessTokens);
 
 #[async_trait]
 impl Callers for Bearer<'_> {
-    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
-        bearer(req, self.0, now).map(|claims| claims.sub.clone())
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<arcstr::ArcStr, Reject> {
+        bearer(req, self.0, now).map(|claims| claims.sub.as_str().into())
     }
 
     async fn person(
@@ -170,10 +170,10 @@ pub struct Named<'a> {
 
 #[async_trait]
 impl Callers for Named<'_> {
-    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<String, Reject> {
+    fn party(&self, req: &RequestHeader, now: Timestamp) -> Result<arcstr::ArcStr, Reject> {
         match self.caller {
-            Some(CallerArg::As(id)) => Ok(id.clone()),
-            _ => bearer(req, self.tokens, now).map(|claims| claims.sub.clone()),
+            Some(CallerArg::As(id)) => Ok(id.as_str().into()),
+            _ => bearer(req, self.tokens, now).map(|claims| claims.sub.as_str().into()),
         }
     }
 

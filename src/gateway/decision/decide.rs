@@ -58,12 +58,12 @@ pub enum Own {
 
 impl Own {
     /// The route label the decision names it by.
-    pub fn route(self) -> &'static str {
+    pub fn route(self) -> arcstr::ArcStr {
         match self {
-            Own::Token => own_route::TOKEN,
-            Own::Capabilities => own_route::CAPABILITIES,
-            Own::SignInReturn => own_route::LOGIN_RETURN,
-            Own::Logout => own_route::LOGOUT,
+            Own::Token => arcstr::literal!(own_route::TOKEN),
+            Own::Capabilities => arcstr::literal!(own_route::CAPABILITIES),
+            Own::SignInReturn => arcstr::literal!(own_route::LOGIN_RETURN),
+            Own::Logout => arcstr::literal!(own_route::LOGOUT),
         }
     }
 }
@@ -149,7 +149,7 @@ async fn sequence(
             let evaluation = *evaluation;
             let mut found = evaluation.routed;
             d.method = "AUTHZEN".into();
-            d.route = found.route.name.clone().into();
+            d.route = found.route.name.clone();
             found.body = evaluation.body.transpose()?;
             described = Box::new(evaluation.head);
             (&mut *described, found)
@@ -212,7 +212,7 @@ fn route_request(
     let canonical = canonical_path(req.uri.path()).map_err(Reject::BadPath)?;
     d.path = logged(&canonical.path).into();
     if let Some(own) = own_endpoint(policy, &canonical.path) {
-        d.route = own.route().into();
+        d.route = own.route();
         return Ok(Matched::Own(own));
     }
     let routed = route::route(policy.routes, req, canonical, incoming.has_body(), d)?;
@@ -258,7 +258,7 @@ async fn authenticate(
         let Some(person) = callers.person(req, now).await? else {
             return Ok(Authenticated::NobodySignedIn);
         };
-        d.called_by_person(person.sub.clone());
+        d.called_by_person(&person.sub);
         return Ok(Authenticated::Person(person));
     }
     if route.auth == Auth::Public {

@@ -105,7 +105,7 @@ struct People {
 
 #[async_trait]
 impl Callers for People {
-    fn party(&self, req: &RequestHeader, _now: Timestamp) -> Result<String, Reject> {
+    fn party(&self, req: &RequestHeader, _now: Timestamp) -> Result<arcstr::ArcStr, Reject> {
         let token = req
             .headers
             .get(http::header::AUTHORIZATION)
@@ -114,7 +114,7 @@ impl Callers for People {
             .ok_or(Reject::Unauthenticated(AccessTokenError::Missing))?;
         let party = self.bearers.get(token);
         party
-            .cloned()
+            .map(|p| p.as_str().into())
             .ok_or(Reject::Unauthenticated(AccessTokenError::Invalid))
     }
 

@@ -144,7 +144,8 @@ impl Stage {
 pub struct Caller {
     #[serde(rename = "type")]
     pub kind: CallerKind,
-    pub id: String,
+    /// Shared: a decision given again names its caller without a copy.
+    pub id: arcstr::ArcStr,
     /// The consumer a broker acts for (the broker pattern).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acting_for: Option<String>,
@@ -256,7 +257,7 @@ pub struct Decision {
     /// The canonical path the route was matched on (bounded for logs); shared, as `values`.
     pub path: Arc<str>,
     /// The route, or the gateway's own endpoint (`token`, `capabilities`, …), or `unmatched`.
-    pub route: std::borrow::Cow<'static, str>,
+    pub route: arcstr::ArcStr,
     pub mode: Mode,
     pub caller: Option<Caller>,
     pub values: Vec<Taken>,
@@ -304,7 +305,7 @@ impl Decision {
             method: "".into(),
             // Arc's default makes no allocation, where one from "" does.
             path: Arc::default(),
-            route: crate::config::model::own_route::UNMATCHED.into(),
+            route: arcstr::literal!(crate::config::model::own_route::UNMATCHED),
             mode: Mode::Enforce,
             caller: None,
             values: Vec::new(),
@@ -345,7 +346,7 @@ impl Decision {
     }
 
     /// A party called (with a token, or at the token endpoint).
-    pub fn called_by_party(&mut self, id: String) {
+    pub fn called_by_party(&mut self, id: arcstr::ArcStr) {
         self.caller = Some(Caller {
             kind: CallerKind::Party,
             id,
@@ -354,10 +355,10 @@ impl Decision {
     }
 
     /// A signed-in person called.
-    pub fn called_by_person(&mut self, sub: String) {
+    pub fn called_by_person(&mut self, sub: &str) {
         self.caller = Some(Caller {
             kind: CallerKind::Person,
-            id: sub,
+            id: sub.into(),
             acting_for: None,
         });
     }

@@ -145,7 +145,7 @@ pub fn route(
         Lookup::MethodNotAllowed(methods) => return Err(Reject::MethodNotAllowed(methods)),
         Lookup::NotFound => return Err(Reject::NotFound),
     };
-    d.route = route.name.clone().into();
+    d.route = route.name.clone();
     d.mode = route.mode;
     let (path, captures, query) = in_one_case(&route, canonical.path, captures, query);
     let mut ambiguities = canonical.ambiguities.union(query.ambiguities);
@@ -288,7 +288,11 @@ mod tests {
     }
 
     /// What the table must say: the first route in its order that matches and allows the method.
-    fn linear(table: &RouteTable, method: &Method, path: &str) -> (Option<String>, Vec<Method>) {
+    fn linear(
+        table: &RouteTable,
+        method: &Method,
+        path: &str,
+    ) -> (Option<arcstr::ArcStr>, Vec<Method>) {
         let mut allowed = Vec::new();
         for r in table.routes() {
             if r.pattern.matches(path).is_some() {
@@ -303,7 +307,11 @@ mod tests {
         (None, allowed)
     }
 
-    fn indexed(table: &RouteTable, method: &Method, path: &str) -> (Option<String>, Vec<Method>) {
+    fn indexed(
+        table: &RouteTable,
+        method: &Method,
+        path: &str,
+    ) -> (Option<arcstr::ArcStr>, Vec<Method>) {
         match table.lookup(method, path) {
             Lookup::Found(r, _) => (Some(r.name.clone()), Vec::new()),
             Lookup::MethodNotAllowed(m) => (None, m),

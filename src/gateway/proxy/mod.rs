@@ -134,7 +134,7 @@ async fn sign_in_path(
         let (answer, person) = login
             .finish(req.uri.query(), &req.headers, cx, Timestamp::now())
             .await?;
-        d.called_by_person(person.sub);
+        d.called_by_person(&person.sub);
         d.outcome = Outcome::SignedIn;
         return Ok(answer);
     }
@@ -285,7 +285,7 @@ impl Gateway {
                     .map_or_else(|r| r.row().reason, |_| "issued");
                 metrics.tokens.with_label_values(&[label]).inc();
                 let (answer, client) = answered?;
-                ctx.decision.called_by_party(client);
+                ctx.decision.called_by_party(client.into());
                 ctx.decision.outcome = Outcome::TokenIssued;
                 Ok(answer)
             }

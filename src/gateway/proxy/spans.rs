@@ -232,7 +232,7 @@ impl RequestTrace {
         let method = method(session.req_header());
         request.rename(format!("{method} {}", d.route));
         if routed {
-            request.set(KeyValue::new("http.route", d.route.clone()));
+            request.set(KeyValue::new("http.route", d.route.to_string()));
         }
         let path = match d.path.is_empty() {
             true => session.req_header().uri.path(),
