@@ -25,6 +25,7 @@ use crate::telemetry::trace;
 use async_trait::async_trait;
 use http::Method;
 use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::modules::http::HttpModules;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
@@ -312,6 +313,11 @@ impl ProxyHttp for Gateway {
     /// for every request, and copies that future whole into a box; a pointer there makes each
     /// copy shorter by about three times the context's size.
     type CTX = Box<Ctx>;
+
+    /// None: pingora's default is a response compression module switched off, which would
+    /// cost every request a context and two boxed futures. The backend's answer is passed on
+    /// in the encoding it chose.
+    fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
 
     fn new_ctx(&self) -> Box<Ctx> {
         Box::new(Ctx {
