@@ -610,6 +610,119 @@ async fn every_method_and_body_streams_through_over_http1_and_http2() {
     env.stop().await;
 }
 
+/// A backend that answers every request alike, with names in mixed case, and keeps each head
+/// as it arrived.
+async fn recording_backend() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = heads.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut chunk).await {
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head: Vec<u8> = buf.drain(..end + 4).collect();
+                        kept.lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&head).to_string());
+                        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\
+                                      X-Backend-Case: Yes\r\ncontent-type: text/plain\r\n\r\nok";
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, heads, task)
+}
+
+/// Header names reach the backend and the client as they were written, whether the gateway
+/// rewrites the backend's headers with pingora's map of their case or without it (every name in
+/// the form pingora writes anyway); the gateway's own in lower case. Their order is the property
+/// test's (`forward_case_tests`): removing a header moves the last one into its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_names_reach_the_backend_and_the_client_as_written() {
+    let (backend, heads, task) = recording_backend().await;
+    let rules = r#"
+[[route]]
+name = "recorded"
+path = "/recorded"
+upstream = "recorded"
+auth = "token"
+"#;
+    let extra = format!("\n[[upstream]]\nname = \"recorded\"\naddresses = [\"{backend}\"]\n");
+    let env = Env::start(BIN, rules, |_| extra).await;
+    let token = env.token(CONSUMER).await;
+    let host = env.plain.trim_start_matches("http://");
+    // wrk's head, all in the form pingora writes once Authorization is withheld; then names
+    // that keep the case map: in lower case, in capitals, and User-Agent as curl writes it.
+    for (host_name, more) in [
+        ("Host", ""),
+        ("host", ""),
+        ("HOST", "user-agent: t\r\n"),
+        ("Host", "User-Agent: t\r\nX-Trace-Me: 1\r\n"),
+    ] {
+        let request = format!(
+            "GET /recorded HTTP/1.1\r\n{host_name}: {host}\r\nAuthorization: Bearer {token}\r\n{more}Connection: close\r\n\r\n"
+        );
+        let answer = raw_request(&env.plain, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            answer.contains("\r\nX-Backend-Case: Yes\r\n")
+                && answer.contains("\r\ncontent-type: text/plain\r\n"),
+            "{answer}"
+        );
+        let head = heads.lock().unwrap().pop().expect("the backend's head");
+        let lines: Vec<&str> = head
+            .split("\r\n")
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let mut expected = vec![format!("{host_name}: {host}")];
+        expected.extend(
+            more.split("\r\n")
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+        for own in [
+            "x-consumer-party-id: EU.EORI.NL000000001",
+            "x-forwarded-for: 127.0.0.1",
+            "x-forwarded-proto: http",
+        ] {
+            expected.push(own.to_string());
+        }
+        let mut got: Vec<String> = (lines.iter())
+            .filter(|l| !l.starts_with("x-decision-id: ") && !l.starts_with("Connection: "))
+            .map(|l| l.to_string())
+            .collect();
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected, "{head}");
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("x-decision-id: "))
+                .count(),
+            1,
+            "{head}"
+        );
+    }
+    env.stop().await;
+    task.abort();
+}
+
 /// A GET with the path exactly as given, over plain HTTP/1.1; the whole answer as text.
 async fn raw_get(base: &str, path: &str, token: &str) -> String {
     let addr = base.trim_start_matches("http://");

@@ -128,45 +128,196 @@ pub fn frame_decided_body(req: &mut RequestHeader, length: usize) -> pingora::Re
 /// the client's trace headers in any spelling (the gateway's own are set after this:
 /// `RequestTrace::to_backend`); and X-Forwarded-For, X-Forwarded-Proto and X-Decision-Id.
 pub fn rewrite_request(req: &mut RequestHeader, f: &Forwarding) -> pingora::Result<()> {
-    req.set_uri(f.uri.clone());
-    let config = f.config;
-    let forwarded_for = forwarded_for(&req.headers, f);
-    let proto = forwarded_proto(&req.headers, f);
-    // One pass over the request's headers finds what must go: most requests carry none of it.
-    let removed: Vec<http::HeaderName> = req
-        .headers
-        .keys()
-        .filter(|name| f.withheld.removes(name.as_str(), f.traced))
-        .cloned()
-        .collect();
-    for name in removed {
-        req.remove_header(&name);
-    }
-    if !f.own_cookies.is_empty() && req.headers.contains_key(http::header::COOKIE) {
-        let kept = other_cookies(&req.headers, f.own_cookies);
-        req.remove_header(&http::header::COOKIE);
-        if !kept.is_empty() {
-            req.insert_header(http::header::COOKIE, kept)?;
-        }
-    }
-    for (name, value) in f.person {
-        req.insert_header(name.clone(), value.as_str())?;
-    }
-    for (name, value) in f.told.parties(config) {
-        req.insert_header(name.clone(), value)?;
-    }
-    // The gateway's own names as written, in lower case: pingora makes no copy of them.
-    req.insert_header(DECISION_ID_HEADER, f.told.decision_id)?;
-    if let Some(host) = &f.pool.config.host_header {
-        req.insert_header(http::header::HOST, host.as_str())?;
-    }
-    if let Some(value) = forwarded_for {
-        req.insert_header(X_FORWARDED_FOR.as_str(), value)?;
-    }
-    req.insert_header(X_FORWARDED_PROTO.as_str(), HeaderValue::from_static(proto))?;
-    Ok(())
+    rewrite(req, f, true)
 }
 
+/// `rewrite_request`, in the plain map where no name needs its case and `plain` allows it (the
+/// tests compare the two).
+fn rewrite(req: &mut RequestHeader, f: &Forwarding, plain: bool) -> pingora::Result<()> {
+    req.set_uri(f.uri.clone());
+    let forwarded_for = forwarded_for(&req.headers, f);
+    let proto = forwarded_proto(&req.headers, f);
+    // One pass over the request's headers finds what must go (most requests carry none of it),
+    // and whether each name left is written as pingora writes it without its case.
+    let (removed, usual) = withheld_and_case(req, f);
+    let cookies = (!f.own_cookies.is_empty()
+        && req.headers.contains_key(&COOKIE)
+        && !removed.contains(&COOKIE))
+    .then(|| other_cookies(&req.headers, f.own_cookies));
+    let set = Set {
+        removed,
+        cookies,
+        forwarded_for,
+        proto,
+    };
+    if !(usual && plain) {
+        return set.apply(req, f);
+    }
+    // No name would be written otherwise without the names' case map: the headers are rewritten
+    // in the plain map, with room made once for what is added (the case map, cloned for the
+    // backend, grew twice a request, each name was parsed again and its copy shared).
+    let end_stream = req.send_end_stream();
+    let blank = RequestHeader::from(http::Request::new(()).into_parts().0);
+    let mut parts = http::request::Parts::from(std::mem::replace(req, blank));
+    let applied = (parts.headers.try_reserve(ADDED + f.person.len()))
+        .or_else(|_| too_many())
+        .and_then(|()| set.apply(&mut parts.headers, f));
+    // The target is the URI's (`set_uri` above), which is all that a head made of parts keeps.
+    *req = RequestHeader::from(parts);
+    if let Some(end_stream) = end_stream {
+        req.set_send_end_stream(end_stream);
+    }
+    applied
+}
+
+/// The most headers `rewrite_request` adds besides a signed-in person's: the two party headers,
+/// the decision's id, Host, X-Forwarded-For, X-Forwarded-Proto and Cookie.
+const ADDED: usize = 7;
+
+/// The names of `req`'s headers that `f` withholds from the backend, each once, and whether
+/// every other name is written as pingora writes it when it keeps no case (`usual_form`).
+fn withheld_and_case(req: &RequestHeader, f: &Forwarding) -> (Vec<http::HeaderName>, bool) {
+    let mut removed: Vec<http::HeaderName> = Vec::new();
+    let mut usual = req.has_case();
+    let mut cases = req.case_header_iter();
+    for (name, _) in &req.headers {
+        // The case map holds one name as written for each value, in the same order; once a name
+        // needs its case, the others' are not looked at.
+        let case = usual.then(|| cases.next()).flatten();
+        if f.withheld.removes(name.as_str(), f.traced) {
+            if removed.last() != Some(name) {
+                removed.push(name.clone());
+            }
+            continue;
+        }
+        usual = case.is_some_and(|(case, _)| case.as_slice() == usual_form(name).as_bytes());
+    }
+    (removed, usual)
+}
+
+/// How pingora writes a header name it keeps no case for: in its usual form, title case, for
+/// the twelve names it knows, else in lower case (as `http` gives it).
+fn usual_form(name: &http::HeaderName) -> &str {
+    use http::header;
+    match *name {
+        header::ACCEPT_RANGES => "Accept-Ranges",
+        header::AGE => "Age",
+        header::CACHE_CONTROL => "Cache-Control",
+        header::CONNECTION => "Connection",
+        header::CONTENT_TYPE => "Content-Type",
+        header::CONTENT_ENCODING => "Content-Encoding",
+        header::CONTENT_LENGTH => "Content-Length",
+        header::DATE => "Date",
+        header::TRANSFER_ENCODING => "Transfer-Encoding",
+        header::HOST => "Host",
+        header::SERVER => "Server",
+        header::SET_COOKIE => "Set-Cookie",
+        _ => name.as_str(),
+    }
+}
+
+/// What `rewrite_request` does to the headers once it has read them.
+struct Set {
+    removed: Vec<http::HeaderName>,
+    /// The client's cookies but the gateway's own, when it sent any of the gateway's.
+    cookies: Option<String>,
+    forwarded_for: Option<String>,
+    proto: &'static str,
+}
+
+impl Set {
+    fn apply(self, headers: &mut impl Headers, f: &Forwarding) -> pingora::Result<()> {
+        for name in &self.removed {
+            headers.remove(name);
+        }
+        if let Some(kept) = self.cookies {
+            headers.remove(&http::header::COOKIE);
+            if !kept.is_empty() {
+                headers.set(&COOKIE, value(kept)?)?;
+            }
+        }
+        for (name, v) in f.person {
+            headers.set_named(name, value(v.as_str())?)?;
+        }
+        for (name, v) in f.told.parties(f.config) {
+            headers.set_named(name, value(v)?)?;
+        }
+        headers.set(&DECISION_ID, value(f.told.decision_id)?)?;
+        if let Some(host) = &f.pool.config.host_header {
+            headers.set(&HOST, value(host.as_str())?)?;
+        }
+        if let Some(v) = self.forwarded_for {
+            headers.set(&X_FORWARDED_FOR, value(v)?)?;
+        }
+        headers.set(&X_FORWARDED_PROTO, HeaderValue::from_static(self.proto))
+    }
+}
+
+/// A header value, or pingora's error for one that is not.
+fn value<V: TryInto<HeaderValue>>(v: V) -> pingora::Result<HeaderValue> {
+    v.try_into().or_else(|_| {
+        pingora::Error::e_explain(
+            pingora::ErrorType::InvalidHTTPHeader,
+            "invalid header value",
+        )
+    })
+}
+
+/// The backend's request headers as `rewrite_request` changes them: pingora's head, which writes
+/// each name in the case it is given, or its plain map once no name needs one.
+trait Headers {
+    fn remove(&mut self, name: &http::HeaderName);
+    /// Set one of the gateway's own names, made once.
+    fn set(&mut self, name: &'static http::HeaderName, value: HeaderValue) -> pingora::Result<()>;
+    /// Set a name of the configuration's.
+    fn set_named(&mut self, name: &http::HeaderName, value: HeaderValue) -> pingora::Result<()>;
+}
+
+impl Headers for RequestHeader {
+    fn remove(&mut self, name: &http::HeaderName) {
+        self.remove_header(name);
+    }
+
+    fn set(&mut self, name: &'static http::HeaderName, value: HeaderValue) -> pingora::Result<()> {
+        // A name written as it is, in lower case, is given as its text: pingora makes no copy.
+        match usual_form(name) == name.as_str() {
+            true => self.insert_header(name.as_str(), value),
+            false => self.insert_header(name, value),
+        }
+    }
+
+    fn set_named(&mut self, name: &http::HeaderName, value: HeaderValue) -> pingora::Result<()> {
+        self.insert_header(name.clone(), value)
+    }
+}
+
+impl Headers for http::HeaderMap {
+    fn remove(&mut self, name: &http::HeaderName) {
+        http::HeaderMap::remove(self, name);
+    }
+
+    fn set(&mut self, name: &'static http::HeaderName, value: HeaderValue) -> pingora::Result<()> {
+        self.set_named(name, value)
+    }
+
+    fn set_named(&mut self, name: &http::HeaderName, value: HeaderValue) -> pingora::Result<()> {
+        match self.try_insert(name.clone(), value) {
+            Ok(_) => Ok(()),
+            Err(_) => too_many(),
+        }
+    }
+}
+
+/// pingora's error for a head with more headers than a map holds.
+fn too_many<T>() -> pingora::Result<T> {
+    pingora::Error::e_explain(
+        pingora::ErrorType::InvalidHTTPHeader,
+        "header map size overflows MAX_SIZE",
+    )
+}
+
+static COOKIE: http::HeaderName = http::header::COOKIE;
+static HOST: http::HeaderName = http::header::HOST;
 static X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
@@ -410,6 +561,10 @@ pub fn drop_own_cookies(resp: &mut ResponseHeader, own: &[String]) -> pingora::R
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "forward_case_tests.rs"]
+mod case_tests;
 
 #[cfg(test)]
 mod tests {
