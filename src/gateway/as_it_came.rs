@@ -12,10 +12,12 @@
 //!   for byte, and the key that verified it the snapshot's own);
 //! - the evidence: a registry's evaluation from the decision cache is given only while that
 //!   cache's entry still holds the very same evaluation (not expired, purged, evicted or made
-//!   anew), looked up as the sequence would have looked it up; a chain from the header is
-//!   verified and judged again at every hit as the sequence judges it (each token's signature
-//!   as kept, its age, its signer's standing now, the registry's designation), and given only
-//!   while that yields the very same evaluation (not expired, evicted or made anew);
+//!   anew). It is looked up as the sequence would have looked it up where the cache counted a
+//!   removal since the entry was last seen to hold it, and at one hit in eight; at the others,
+//!   nothing having changed, its expiry alone is judged (`Entries::still`). A chain from the
+//!   header is verified and judged again at every hit as the sequence judges it (each token's
+//!   signature as kept, its age, its signer's standing now, the registry's designation), and
+//!   given only while that yields the very same evaluation (not expired, evicted or made anew);
 //! - the time: nothing else a kept decision rests on depends on it.
 //!
 //! A kept decision that no longer stands is dropped and the request decided whole: its chain from
@@ -39,7 +41,7 @@ use crate::gateway::decision::decide::{decide, Asked, Decided, Forward, Next, Po
 use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::route::Routed;
 use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource};
-use crate::gateway::evidence::cache::{entry_weight, Entries};
+use crate::gateway::evidence::cache::{entry_weight, Entries, KeptOn};
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
@@ -201,7 +203,7 @@ struct Kept {
 enum Grounds {
     /// A registry's evaluation, and the decision cache's key it must still be kept under.
     Registry {
-        kept_as: Arc<[u8]>,
+        kept_on: KeptOn,
         evaluated: Arc<Evaluated>,
     },
     /// A chain from the header, as the evidence stage was asked to judge it (the header's name
@@ -233,7 +235,7 @@ impl Grounds {
         now: Timestamp,
     ) -> bool {
         match self {
-            Grounds::Registry { kept_as, evaluated } => decisions.still(kept_as, evaluated).await,
+            Grounds::Registry { kept_on, evaluated } => decisions.still(kept_on, evaluated).await,
             Grounds::Header {
                 name,
                 tokens,
@@ -489,7 +491,7 @@ impl AsItCame {
                 let evaluated = assessed.evaluated.clone();
                 let grounds = match &evaluated.evidence.source {
                     EvidenceSource::Registry { .. } => Grounds::Registry {
-                        kept_as: assessed.kept_as.clone()?,
+                        kept_on: KeptOn::new(assessed.kept_as.clone()?),
                         evaluated,
                     },
                     EvidenceSource::Header => {

@@ -235,8 +235,8 @@ pub struct Assessed {
     pub evaluated: Arc<Evaluated>,
     /// Whether the decision (registry) or every verified token (header) came from the cache.
     pub cache_hit: bool,
-    /// The decision cache's key it is kept under, where it came from there.
-    pub kept_as: Option<Arc<[u8]>>,
+    /// Where it is kept in the decision cache, where it came from there.
+    pub kept_as: Option<crate::gateway::evidence::cache::KeptAs>,
 }
 
 /// A permitted request: what the response headers are made from.

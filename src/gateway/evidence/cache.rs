@@ -14,7 +14,7 @@ use crate::telemetry::Metrics;
 use moka::Expiry;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -180,6 +180,9 @@ const ENTRY_OVERHEAD: u32 = 528;
 struct Cached {
     evaluated: Arc<Evaluated>,
     ttl: Duration,
+    /// When it expires at the latest: read before the cache took it, whose expiry counts `ttl`
+    /// from later, on the same clock (moka's is `std::time::Instant`).
+    until: Instant,
     /// Its key, shared with the cache: what a decision kept elsewhere looks it up by.
     key: Arc<[u8]>,
     /// Of the request, which a purge names (shared: every hit clones the entry).
@@ -238,20 +241,76 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
     count.0
 }
 
+/// Where an evaluation came from in the decision cache, for a decision kept elsewhere on it.
+#[derive(Clone, Debug)]
+pub struct KeptAs {
+    /// The entry's key.
+    pub key: Arc<[u8]>,
+    /// When the entry expires at the latest.
+    pub until: Instant,
+}
+
+/// A decision kept elsewhere on an entry of the decision cache: where, and what it has seen of
+/// the entry since.
+pub struct KeptOn {
+    kept_as: KeptAs,
+    /// The cache's removals counted before the entry was last seen to hold the evaluation by a
+    /// lookup of its own (none yet: `UNSEEN`).
+    seen: AtomicU64,
+    /// Its hits, for the one in `LOOKED_UP_EVERY` that looks the entry up whatever else holds.
+    hits: AtomicU32,
+}
+
+impl KeptOn {
+    pub fn new(kept_as: KeptAs) -> Self {
+        KeptOn {
+            kept_as,
+            seen: AtomicU64::new(UNSEEN),
+            hits: AtomicU32::new(0),
+        }
+    }
+}
+
+/// What `KeptOn::seen` is before its first lookup: no count of removals is.
+const UNSEEN: u64 = u64::MAX;
+
+/// Of a kept decision's hits on an entry nothing has changed since, the share that still looks
+/// the entry up: its use stays known to the cache, whose eviction would otherwise take the most
+/// used entries first.
+const LOOKED_UP_EVERY: u32 = 8;
+
 /// The decision cache's entries as a decision kept by the request as it came sees them
 /// (`gateway::as_it_came`).
 #[derive(Clone)]
 pub struct Entries {
     cache: moka::future::Cache<Arc<[u8]>, Cached, crate::keyed::KeyedHash>,
+    /// The cache's removals (`DecisionCache::removals`).
+    removals: Arc<AtomicU64>,
     lookups: CacheLookups,
 }
 
 impl Entries {
-    /// Whether the entry `key` still holds `evaluated` (not expired, purged, evicted or made
-    /// anew): then counted as the hit the whole sequence would have made.
-    pub async fn still(&self, key: &[u8], evaluated: &Arc<Evaluated>) -> bool {
-        match self.cache.get(key).await {
+    /// Whether the entry `on` names still holds `evaluated` (not expired, purged, evicted or
+    /// made anew): then counted as the hit the whole sequence would have made.
+    ///
+    /// An entry changes only by its removal, which the cache counts once it is gone
+    /// (`DecisionCache::removals`), or by its expiry. So where no removal was counted since a
+    /// lookup of this kept decision's own last saw the entry hold the evaluation, and it has not
+    /// expired, it still holds it without a lookup: but for one hit in `LOOKED_UP_EVERY` (the
+    /// first among them), which looks it up.
+    pub async fn still(&self, on: &KeptOn, evaluated: &Arc<Evaluated>) -> bool {
+        let removals = self.removals.load(Ordering::Acquire);
+        let due = (on.hits.fetch_add(1, Ordering::Relaxed)).is_multiple_of(LOOKED_UP_EVERY);
+        let unchanged =
+            removals == on.seen.load(Ordering::Acquire) && Instant::now() < on.kept_as.until;
+        if unchanged && !due {
+            self.lookups.count(true);
+            return true;
+        }
+        match self.cache.get(&*on.kept_as.key).await {
             Some(cached) if Arc::ptr_eq(&cached.evaluated, evaluated) => {
+                // Seen after `removals` were counted: a removal since is counted after them.
+                on.seen.store(removals, Ordering::Release);
                 self.lookups.count(true);
                 true
             }
@@ -270,6 +329,11 @@ impl Expiry<Arc<[u8]>, Cached> for ByDecision {
 
 pub struct DecisionCache {
     cache: moka::future::Cache<Arc<[u8]>, Cached, crate::keyed::KeyedHash>,
+    /// Entries removed (purged, evicted for room or not taken in, replaced, or removed after
+    /// their expiry), counted by the eviction listener once each is gone (a listener that
+    /// panicked would be switched off by moka: it only counts). An entry is made only where
+    /// none was, so an entry seen holds what it held until one of these or its expiry.
+    removals: Arc<AtomicU64>,
     permit_ttl: Duration,
     deny_ttl: Duration,
     /// Purges so far: a decision made while one ran is not cached, as its registry call may
@@ -280,13 +344,20 @@ pub struct DecisionCache {
 
 impl DecisionCache {
     pub fn new(settings: &DelegationSettings, metrics: Metrics) -> Self {
+        let removals = Arc::new(AtomicU64::new(0));
+        let counted = metrics.on_eviction("decision");
+        let counting = removals.clone();
         DecisionCache {
             cache: moka::future::Cache::<Arc<[u8]>, Cached>::builder()
                 .max_capacity(settings.cache_size)
                 .weigher(|k, v| v.weight(k.len()))
-                .eviction_listener(metrics.on_eviction("decision"))
+                .eviction_listener(move |key, value, cause| {
+                    counting.fetch_add(1, Ordering::AcqRel);
+                    counted(key, value, cause);
+                })
                 .expire_after(ByDecision)
                 .build_with_hasher(crate::keyed::keyed()),
+            removals,
             permit_ttl: settings.cache_ttl,
             deny_ttl: settings.deny_cache_ttl,
             purges: AtomicU64::new(0),
@@ -298,6 +369,7 @@ impl DecisionCache {
     pub fn entries(&self) -> Entries {
         Entries {
             cache: self.cache.clone(),
+            removals: self.removals.clone(),
             lookups: self.lookups.clone(),
         }
     }
@@ -321,9 +393,9 @@ impl DecisionCache {
         }
         let mut hit = true;
         let shared: Arc<[u8]> = encoded.into();
+        let purges = self.purges.load(Ordering::Acquire);
         let result = Box::pin(self.cache.try_get_with(shared.clone(), async {
             hit = false;
-            let purges = self.purges.load(Ordering::Acquire);
             let evaluated = decide().await?;
             let ttl = match &evaluated.evaluation.decision {
                 Decision::Permit(p) => {
@@ -337,15 +409,23 @@ impl DecisionCache {
                 true => ttl,
                 false => Duration::ZERO,
             };
+            let now = Instant::now();
             Ok::<_, Reject>(Cached {
                 evaluated: Arc::new(evaluated),
                 ttl,
-                key: shared,
+                until: now.checked_add(ttl).unwrap_or(now),
+                key: shared.clone(),
                 policy_issuer: key.request.policy_issuer.as_str().into(),
                 access_subject: key.request.access_subject.as_str().into(),
             })
         }))
         .await;
+        // A purge that began while it was being made, and whose walk over the entries ended
+        // before the cache took it, has not dropped it: dropped here (or another decision made
+        // since under the same key, which is only asked again).
+        if !hit && self.purges.load(Ordering::Acquire) != purges {
+            self.cache.remove(&*shared).await;
+        }
         self.lookups.count(hit);
         result
             .map(|c| Self::assessed(&c, hit))
@@ -368,6 +448,9 @@ impl DecisionCache {
                 dropped += 1;
             }
         }
+        // Each removal is counted by the eviction listener; once more here, so that no decision
+        // kept on a purged entry stands after the purge whenever the listener runs.
+        self.removals.fetch_add(1, Ordering::AcqRel);
         dropped
     }
 
@@ -375,7 +458,10 @@ impl DecisionCache {
         Assessed {
             evaluated: cached.evaluated.clone(),
             cache_hit,
-            kept_as: Some(cached.key.clone()),
+            kept_as: Some(KeptAs {
+                key: cached.key.clone(),
+                until: cached.until,
+            }),
         }
     }
 }
@@ -534,6 +620,84 @@ mod tests {
         assert!(during.await.is_ok());
         assert!(!hit(&c1).await, "decided during a purge, yet cached");
         assert!(hit(&c1).await);
+    }
+
+    /// Whether the kept decision `on` stands at each of a run of hits (as many as make two
+    /// lookups due).
+    async fn stands(entries: &Entries, on: &KeptOn, evaluated: &Arc<Evaluated>) -> Vec<bool> {
+        let mut stood = Vec::new();
+        for _ in 0..2 * LOOKED_UP_EVERY {
+            stood.push(entries.still(on, evaluated).await);
+        }
+        stood
+    }
+
+    /// A decision kept on its entry, and the evaluation it keeps.
+    async fn kept(cache: &DecisionCache, r: &AccessRequest) -> (KeptOn, Arc<Evaluated>) {
+        let decided = cache.get_or_decide(key(r), || async { Ok(denied()) });
+        let assessed = decided.await.expect("decided");
+        (KeptOn::new(assessed.kept_as.unwrap()), assessed.evaluated)
+    }
+
+    /// A decision kept on an entry stands while the cache holds it unchanged, and at no hit
+    /// once the entry is purged, made anew or expired, the hits on an unchanged entry that look
+    /// it up and those that do not alike; nor one made while a purge ran.
+    #[tokio::test]
+    async fn a_kept_decision_stands_on_its_entry_until_the_cache_changes_it() {
+        let mut short = settings(1 << 20);
+        short.deny_cache_ttl = Duration::from_millis(300);
+        let cache = DecisionCache::new(&short, Metrics::new());
+        let entries = cache.entries();
+        let every = vec![true; 2 * LOOKED_UP_EVERY as usize];
+        let none = vec![false; every.len()];
+        let (c1, c2) = (request("C1".into()), request("C2".into()));
+        let (on, evaluated) = kept(&cache, &c1).await;
+        assert_eq!(stands(&entries, &on, &evaluated).await, every);
+        // Purged, then made anew: the kept evaluation is not the entry's.
+        cache.purge(&PurgeScope::All).await;
+        assert_eq!(stands(&entries, &on, &evaluated).await, none);
+        kept(&cache, &c1).await;
+        assert_eq!(stands(&entries, &on, &evaluated).await, none);
+        // Expired, nothing else having changed: the first hit after is one that looks nothing
+        // up.
+        let (on, evaluated) = kept(&cache, &c2).await;
+        assert_eq!(stands(&entries, &on, &evaluated).await, every);
+        assert!(entries.still(&on, &evaluated).await);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(stands(&entries, &on, &evaluated).await, none);
+        // Made while a purge ran: answered, and never given again.
+        let purge = PurgeScope::All;
+        let during = cache.get_or_decide(key(&c2), || async {
+            cache.purge(&purge).await;
+            Ok(denied())
+        });
+        let assessed = during.await.expect("decided");
+        let on = KeptOn::new(assessed.kept_as.unwrap());
+        assert_eq!(stands(&entries, &on, &assessed.evaluated).await, none);
+    }
+
+    /// A decision kept on an entry the cache evicts for room, while nothing else it counts
+    /// happens, does not stand after.
+    #[tokio::test]
+    async fn a_kept_decision_does_not_stand_once_its_entry_is_evicted_for_room() {
+        let metrics = Metrics::new();
+        let cache = DecisionCache::new(&settings(64 << 10), metrics.clone());
+        let entries = cache.entries();
+        let (on, evaluated) = kept(&cache, &request("C1".into())).await;
+        // Seen once: the first hit looks it up.
+        assert!(entries.still(&on, &evaluated).await);
+        // Other decisions, each asked for more often than it, take its room.
+        let mut others = 0..5000;
+        while cache.cache.contains_key(&*on.kept_as.key) {
+            let asked = request(format!("{:0>250}", others.next().expect("C1 evicted")));
+            for _ in 0..4 {
+                kept(&cache, &asked).await;
+            }
+            cache.cache.run_pending_tasks().await;
+        }
+        let evicted = metrics.cache_evictions.with_label_values(&["decision"]);
+        assert!(evicted.get() > 0);
+        assert_eq!(stands(&entries, &on, &evaluated).await, vec![false; 16]);
     }
 
     #[tokio::test]
