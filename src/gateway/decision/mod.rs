@@ -30,7 +30,7 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The longest request value written to a log line.
 const LOGGED_LEN: usize = 256;
@@ -236,7 +236,16 @@ pub struct Assessed {
     /// Whether the decision (registry) or every verified token (header) came from the cache.
     pub cache_hit: bool,
     /// Where it is kept in the decision cache, where it came from there.
-    pub kept_as: Option<crate::gateway::evidence::cache::KeptAs>,
+    pub kept_as: Option<KeptAs>,
+}
+
+/// Where an evaluation came from in the decision cache, for a decision kept elsewhere on it.
+#[derive(Clone, Debug)]
+pub struct KeptAs {
+    /// The entry's key.
+    pub key: Arc<[u8]>,
+    /// When the entry expires at the latest.
+    pub until: Instant,
 }
 
 /// A permitted request: what the response headers are made from.

@@ -4,7 +4,7 @@
 
 use crate::config::model::DelegationSettings;
 use crate::gateway::decision::authorise::RegistryAsk;
-use crate::gateway::decision::{Assessed, Evaluated};
+use crate::gateway::decision::{Assessed, Evaluated, KeptAs};
 use crate::gateway::reject::Reject;
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::verdict::Decision;
@@ -239,15 +239,6 @@ fn written_len(value: &impl std::fmt::Display) -> usize {
     // Counting never fails.
     let _ = std::fmt::Write::write_fmt(&mut count, format_args!("{value}"));
     count.0
-}
-
-/// Where an evaluation came from in the decision cache, for a decision kept elsewhere on it.
-#[derive(Clone, Debug)]
-pub struct KeptAs {
-    /// The entry's key.
-    pub key: Arc<[u8]>,
-    /// When the entry expires at the latest.
-    pub until: Instant,
 }
 
 /// A decision kept elsewhere on an entry of the decision cache: where, and what it has seen of
