@@ -596,14 +596,23 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     let token = env.token(CONSUMER).await;
     let ev = evidence(&env, CONSUMER, read_request(CONSUMER, "V1", &[SP])).await;
     let evidence_header = [("delegation_evidence", ev.as_str())];
+    let started = std::time::Instant::now();
     for _ in 0..5 {
         let (status, _, body) = get(&env, "/api/header-only/V1", &token, &evidence_header).await;
         assert_eq!(status, 200, "{body}");
     }
+    let seconds = started.elapsed().as_secs_f64().ceil();
     assert_eq!(evidence_lookups(&env, "miss").await, 1.0);
-    assert_eq!(evidence_lookups(&env, "hit").await, 4.0);
-    // The same head given its decision again, the token judged again each time.
+    // The same head given its decision again, the token judged again each time: whole (its
+    // verified token looked up) at the first hit of each second, by its times at the others.
+    let hits = evidence_lookups(&env, "hit").await;
+    assert!(hits <= seconds.min(4.0), "{hits} in {seconds} s");
     assert_eq!(lookups(&env, "request", "hit").await, 4.0);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, _, body) = get(&env, "/api/header-only/V1", &token, &evidence_header).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(evidence_lookups(&env, "hit").await, hits + 1.0);
+    assert_eq!(lookups(&env, "request", "hit").await, 5.0);
 
     // A verified token still serves only what it grants, and only its subject.
     assert_eq!(
@@ -668,7 +677,7 @@ async fn header_evidence_is_verified_once_and_judged_on_every_request() {
     );
     // Neither the head decided under the old trusted list nor the expired token's was given a
     // kept decision (both were looked up, and judged again).
-    assert_eq!(lookups(&env, "request", "hit").await, 4.0);
+    assert_eq!(lookups(&env, "request", "hit").await, 5.0);
     env.stop().await;
     fakes.stop();
 }
@@ -680,14 +689,19 @@ async fn header_evidence_is_evaluated_once_per_request_it_answers() {
     let token = env.token(CONSUMER).await;
     let now = Timestamp::now().secs();
     let ev = owners_evidence(&env.bed, now, evidence_body(CONSUMER, now - 10, now + 600));
+    let started = std::time::Instant::now();
     for _ in 0..3 {
         assert_eq!(
             refusal(&env, "/api/header-only/V1", &token, &ev).await,
             (200, String::new())
         );
     }
+    let seconds = started.elapsed().as_secs_f64().ceil();
+    // The kept decision's hits find the evaluation again where they judge the chain whole (the
+    // first of each second), else rely on what that judgement found.
     assert_eq!(lookups(&env, EVALUATIONS, "miss").await, 1.0);
-    assert_eq!(lookups(&env, EVALUATIONS, "hit").await, 2.0);
+    let hits = lookups(&env, EVALUATIONS, "hit").await;
+    assert!(hits <= seconds.min(2.0), "{hits} in {seconds} s");
     // Another request is evaluated on its own, though the token is the same one.
     assert_eq!(
         refusal(&env, "/api/header-only/V2", &token, &ev).await,
@@ -703,7 +717,7 @@ async fn header_evidence_is_evaluated_once_per_request_it_answers() {
     );
     let looked_up =
         lookups(&env, EVALUATIONS, "hit").await + lookups(&env, EVALUATIONS, "miss").await;
-    assert_eq!(looked_up, 4.0);
+    assert_eq!(looked_up, hits + 2.0);
 
     // A Deny is kept as the Permit is: evidence for other actions, refused each time.
     let mut other_action = evidence_body(CONSUMER, now - 10, now + 600);
@@ -716,7 +730,7 @@ async fn header_evidence_is_evaluated_once_per_request_it_answers() {
         );
     }
     assert_eq!(lookups(&env, EVALUATIONS, "miss").await, 3.0);
-    assert_eq!(lookups(&env, EVALUATIONS, "hit").await, 3.0);
+    assert_eq!(lookups(&env, EVALUATIONS, "hit").await, hits + 1.0);
     env.stop().await;
     fakes.stop();
 }

@@ -15,9 +15,13 @@
 //!   anew). It is looked up as the sequence would have looked it up where the cache counted a
 //!   removal since the entry was last seen to hold it, and at one hit in eight; at the others,
 //!   nothing having changed, its expiry alone is judged (`Entries::still`). A chain from the
-//!   header is verified and judged again at every hit as the sequence judges it (each token's
-//!   signature as kept, its age, its signer's standing now, the registry's designation), and
-//!   given only while that yields the very same evaluation (not expired, evicted or made anew);
+//!   header is judged again as the sequence judges it (each token's signature as kept, its age,
+//!   its signer's standing now, the registry's designation), and given only while that yields
+//!   the very same evaluation (not expired, evicted or made anew). It is judged whole at the
+//!   first hit of each second and whenever the trusted list or a party record that judgement
+//!   read changed; at the other hits what its last whole judgement found stands, and only what
+//!   depends on the time within the second is judged, each token's claims' times
+//!   (`Evidence::header_stands`);
 //! - the time: nothing else a kept decision rests on depends on it.
 //!
 //! A kept decision that no longer stands is dropped and the request decided whole: its chain from
@@ -40,7 +44,7 @@ use crate::gateway::decision::authorise::{self, Evidence, Expected};
 use crate::gateway::decision::decide::{decide, Asked, Decided, Forward, Next, Policy};
 use crate::gateway::decision::incoming::Incoming;
 use crate::gateway::decision::route::Routed;
-use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource};
+use crate::gateway::decision::{Decision, DecisionId, Evaluated, EvidenceSource, Judged};
 use crate::gateway::evidence::cache::{entry_weight, Entries, KeptOn};
 use crate::scheme::mask::AccessRequest;
 use crate::scheme::party_record::Aliases;
@@ -49,6 +53,7 @@ use crate::scheme::Timestamp;
 use crate::telemetry::metrics::CacheLookups;
 use crate::telemetry::trace::{steps_recorded, Step};
 use crate::telemetry::Metrics;
+use arc_swap::ArcSwapOption;
 use opentelemetry::trace::SpanKind;
 use pingora::http::RequestHeader;
 use std::sync::Arc;
@@ -87,18 +92,27 @@ const LONGEST_EVIDENCE: usize = 12 * 1024;
 /// What an entry holds besides its key and its evaluation, for its weight.
 const ENTRY_OVERHEAD: usize = 2048;
 
+/// What a chain's judgement holds for each token besides its text: its claims and evidence
+/// decoded, its signer's certificates, its step.
+const JUDGEMENT_OVERHEAD: usize = 4096;
+
 /// What each part the decision took from the request (a query parameter, a capture, a value
 /// taken) takes beside its text: its allocations and bookkeeping.
 const PART_OVERHEAD: usize = 256;
 
 /// What an entry takes in memory, roughly: its key; what the decision took from the request
 /// (the path, captures, query, upstream URI, values and mask: their text no longer than the key
-/// three times over, and each part's overhead); a header's chain, kept beside the key; the
-/// evaluation it keeps alive; the rest of the decision. Worked out once, when it is kept.
+/// three times over, and each part's overhead); a header's chain, kept beside the key, and its
+/// judgement, which keeps its verified tokens alive (each about three times its text, and its
+/// chain); the evaluation it keeps alive; the rest of the decision. Worked out once, when it is
+/// kept.
 fn weight(key_len: usize, kept: &Kept) -> u64 {
     let grounds = kept.grounds.as_ref().map_or(0, |g| {
         let tokens = match g {
-            Grounds::Header { tokens, .. } => tokens.len(),
+            Grounds::Header { tokens, .. } => {
+                let steps = tokens.split(',').count();
+                4 * tokens.len() + JUDGEMENT_OVERHEAD * steps
+            }
             Grounds::Registry { .. } => 0,
         };
         entry_weight(g.evaluated(), tokens) as usize
@@ -207,14 +221,15 @@ enum Grounds {
         evaluated: Arc<Evaluated>,
     },
     /// A chain from the header, as the evidence stage was asked to judge it (the header's name
-    /// and tokens, the mask, the registry the route names), and the evaluation it must yield
-    /// again.
+    /// and tokens, the mask, the registry the route names), the evaluation it must yield again,
+    /// and what the stage found when it last judged the chain whole.
     Header {
         name: &'static str,
         tokens: Box<str>,
         request: Arc<AccessRequest>,
         registry: Option<Box<str>>,
         evaluated: Arc<Evaluated>,
+        judged: ArcSwapOption<Judged>,
     },
 }
 
@@ -242,6 +257,7 @@ impl Grounds {
                 request,
                 registry,
                 evaluated,
+                judged,
             } => {
                 // Parties compare as written where delegation is kept (`party_records`).
                 let aliases = Aliases::default();
@@ -252,10 +268,8 @@ impl Grounds {
                     header: name,
                     aliases: &aliases,
                 };
-                match evidence.header(tokens, &expected, now).await {
-                    Ok(assessed) => Arc::ptr_eq(&assessed.evaluated, evaluated),
-                    Err(_) => false,
-                }
+                let kept = (evaluated, judged);
+                evidence.header_stands(tokens, &expected, kept, now).await
             }
         }
     }
@@ -338,10 +352,12 @@ impl AsItCame {
                 return decided;
             }
         }
-        let decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
+        let mut decided = decide(policy, Asked::Request(incoming), callers, evidence, now).await;
+        // Kept with a grant on the chain, and nowhere else: it holds the chain's tokens.
+        let judged = (decided.decision.assessed.as_mut()).and_then(|a| a.judged.take());
         let Some(key) = key else { return decided };
         let asked = (incoming.header(), key.len());
-        let Some(kept) = self.keepable(&decided, asked, callers, now) else {
+        let Some(kept) = self.keepable(&decided, judged, asked, callers, now) else {
             return decided;
         };
         // The room for evidence is for decisions on it: any other head is no longer than
@@ -458,10 +474,12 @@ impl AsItCame {
     }
 
     /// What of `decided`, made on `req` (whose key is `key_len` long) at `now`, may be given
-    /// again; None where nothing may.
+    /// again, with what the evidence stage found judging its chain (`judged`); None where
+    /// nothing may.
     fn keepable(
         &self,
         decided: &Decided,
+        judged: Option<Arc<Judged>>,
         (req, key_len): (&RequestHeader, usize),
         callers: &dyn Callers,
         now: Timestamp,
@@ -504,6 +522,7 @@ impl AsItCame {
                             request: d.mask.clone()?,
                             registry: rule.registry.as_deref().map(Into::into),
                             evaluated,
+                            judged: ArcSwapOption::new(judged),
                         }
                     }
                     EvidenceSource::Given { .. } => return None,

@@ -144,8 +144,8 @@ impl RegistryClient {
         configured: Option<&str>,
         owner: Option<&PartyId>,
         (signer, registry): (&str, &Party),
-        aliases: &mut Aliases,
-        trust: &TrustStore,
+        (aliases, trust): (&mut Aliases, &TrustStore),
+        now: Timestamp,
     ) -> Result<Option<Holding>, TrustError> {
         let exact = trust.resolves_aliases();
         let same = |a: &str, b: &str| match exact {
@@ -169,7 +169,7 @@ impl RegistryClient {
         let Some(record) = trust.party(owner).await? else {
             return Ok(None);
         };
-        let now = Timestamp::now().secs();
+        let now = now.secs();
         let designations: Vec<&Designation> = record.registries_at(now).collect();
         // Designations by the names the signer's record lists; for whom, by those ours lists.
         let ids: Vec<&str> = designations.iter().map(|d| d.id.as_str()).collect();
@@ -201,15 +201,15 @@ impl RegistryClient {
         &self,
         party: &str,
         trust: &TrustStore,
+        now: Timestamp,
     ) -> Result<bool, TrustError> {
         let Ok(party) = PartyId::parse(party) else {
             return Ok(false);
         };
-        let now = Timestamp::now().secs();
         Ok(trust
             .party(&party)
             .await?
-            .is_some_and(|record| record.registries_at(now).next().is_some()))
+            .is_some_and(|record| record.registries_at(now.secs()).next().is_some()))
     }
 
     /// The service providers `designations` are for, by the names the gateway's record lists.
@@ -351,8 +351,9 @@ impl RegistryClient {
             consent,
         } = ask;
         let mut aliases = aliases.clone();
+        let now = Timestamp::now();
         let (registry, holding) = self
-            .registry_for(configured, owner, &mut aliases, trust, Timestamp::now())
+            .registry_for(configured, owner, &mut aliases, trust, now)
             .await?;
         let mut parties = vec![request.policy_issuer.clone()];
         parties.extend(path.iter().cloned());
@@ -367,7 +368,8 @@ impl RegistryClient {
             // The route's data owner designated the registry for us; a later step's owner that
             // chose registries of its own did not choose this one for us.
             let for_us = holding.for_us
-                && (chain.is_empty() || !self.designates_any(&step.policy_issuer, trust).await?);
+                && (chain.is_empty()
+                    || !self.designates_any(&step.policy_issuer, trust, now).await?);
             match self
                 .evidence(&registry, &step, consent, trust, deadline)
                 .await?

@@ -22,7 +22,9 @@ use moka::Expiry;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use serde::de::DeserializeOwned;
-use std::sync::atomic::AtomicBool;
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,20 +58,81 @@ struct PartyExpiry {
     known: Duration,
 }
 
+impl PartyExpiry {
+    /// How long `named` is kept: a party a name stands for, for the record's time; no party, or
+    /// a contested name, briefly: a registry that mends its records is believed soon.
+    fn lifetime(&self, named: &Named) -> Duration {
+        match named {
+            Named::Party(_) => self.known,
+            Named::Nobody | Named::Contested => UNKNOWN_PARTY_TTL,
+        }
+    }
+}
+
 /// Signers not looked up yet that one certificate's tokens may name per minute: a certificate is
 /// one party's, looked up once and then cached.
 const SIGNER_LOOKUPS_PER_MINUTE: f64 = 6.0;
 /// The most signing certificates whose lookups are counted (the least used go first).
 const SIGNING_CERTIFICATES: u64 = 100_000;
 
-impl Expiry<String, Named> for PartyExpiry {
-    /// A party a name stands for, for the record's time; no party, or a contested name, briefly:
-    /// a registry that mends its records is believed soon.
-    fn expire_after_create(&self, _k: &String, v: &Named, _at: Instant) -> Option<Duration> {
-        Some(match v {
-            Named::Party(_) => self.known,
-            Named::Nobody | Named::Contested => UNKNOWN_PARTY_TTL,
-        })
+impl Expiry<String, Found> for PartyExpiry {
+    fn expire_after_create(&self, _k: &String, v: &Found, _at: Instant) -> Option<Duration> {
+        Some(self.lifetime(&v.named))
+    }
+
+    /// A name's record replaced (3.0: a record kept under its id too) lives its own lifetime
+    /// from then, not what was left of the one it replaced.
+    fn expire_after_update(
+        &self,
+        _k: &String,
+        v: &Found,
+        _at: Instant,
+        _left: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(self.lifetime(&v.named))
+    }
+}
+
+/// Whom a name stands for, as cached; when it leaves the cache at the latest (read before the
+/// cache takes it, whose expiry counts the same lifetime from later, on the same clock: moka's
+/// is `std::time::Instant`); and whether it has left it.
+#[derive(Clone)]
+struct Found {
+    named: Named,
+    until: Instant,
+    /// Set by the cache's eviction listener once it no longer holds this entry: removed for
+    /// room, after its expiry, or replaced.
+    gone: Arc<AtomicBool>,
+}
+
+tokio::task_local! {
+    /// The party records read in this task's `TrustStore::reading`.
+    static READ: RefCell<RecordsRead>;
+}
+
+/// The party records a judgement read (`TrustStore::reading`), as the cache held them: whether
+/// any has left it since.
+#[derive(Clone, Debug, Default)]
+pub struct RecordsRead {
+    /// When the first of them is due to leave the cache.
+    until: Option<Instant>,
+    /// Each one's mark of having left it.
+    gone: Vec<Arc<AtomicBool>>,
+}
+
+impl RecordsRead {
+    fn add(&mut self, found: &Found) {
+        self.until = Some(self.until.map_or(found.until, |u| u.min(found.until)));
+        if !self.gone.iter().any(|g| Arc::ptr_eq(g, &found.gone)) {
+            self.gone.push(found.gone.clone());
+        }
+    }
+
+    /// Whether every record read is still cached as it was: none has left the cache (its
+    /// removal told by the eviction listener), and none is due to.
+    pub fn unchanged(&self) -> bool {
+        self.until.is_none_or(|until| Instant::now() < until)
+            && self.gone.iter().all(|g| !g.load(Ordering::Acquire))
     }
 }
 
@@ -87,7 +150,9 @@ pub struct TrustStore {
     /// When the scheme owner last answered, and whether that call worked.
     last_contact: Mutex<Option<(Instant, bool)>>,
     /// Whom each name stands for: the record of the party, none, or no one's (contested).
-    parties: moka::future::Cache<String, Named, crate::keyed::KeyedHash>,
+    /// An entry is made only where none was, or replaces one (which tells it gone): a record
+    /// read holds until it is gone or due (`RecordsRead`).
+    parties: moka::future::Cache<String, Found, crate::keyed::KeyedHash>,
     /// Bounds the party records fetched (cache misses), whoever makes them ask.
     /// Party records fetched: `party_lookups_per_second`, five seconds' worth at once.
     pub(super) party_lookups: TokenBucket,
@@ -126,17 +191,21 @@ impl TrustStore {
         metrics: Metrics,
     ) -> Self {
         let lookups = f64::from(config.party_lookups_per_second.max(1));
+        let counted = metrics.on_eviction("party");
         let store = TrustStore {
             parties: moka::future::Cache::builder()
                 .max_capacity(PARTY_CACHE_BYTES)
-                .weigher(|id: &String, named: &Named| {
-                    let record = match named {
+                .weigher(|id: &String, found: &Found| {
+                    let record = match &found.named {
                         Named::Party(r) => r.weight(),
                         Named::Nobody | Named::Contested => 0,
                     };
                     u32::try_from(id.len() + record + 64).unwrap_or(u32::MAX)
                 })
-                .eviction_listener(metrics.on_eviction("party"))
+                .eviction_listener(move |key, value: Found, cause| {
+                    value.gone.store(true, Ordering::Release);
+                    counted(key, value, cause);
+                })
                 .expire_after(PartyExpiry {
                     known: config.party_cache_ttl,
                 })
@@ -630,14 +699,16 @@ impl Trust for TrustStore {
     /// The record of the party `id` stands for (`Named`); an error naming it where it is
     /// contested.
     async fn party(&self, id: &PartyId) -> Result<Option<Arc<Party>>, TrustError> {
-        let named = match self.parties.get(id.as_str()).await {
+        let found = match self.parties.get(id.as_str()).await {
             Some(cached) => {
                 self.parties_looked_up.count(true);
                 cached
             }
             None => self.look_up_named(id).await?,
         };
-        match named {
+        // Told to a judgement running in this task (`reading`), if one is.
+        let _ = READ.try_with(|read| read.borrow_mut().add(&found));
+        match found.named {
             Named::Party(record) => Ok(Some(record)),
             Named::Nobody => Ok(None),
             Named::Contested => Err(TrustError::Contested(id.to_string())),
@@ -648,7 +719,7 @@ impl Trust for TrustStore {
 impl TrustStore {
     /// Whom `id` stands for, asked of the scheme owner (within `party_lookups_per_second`) and
     /// kept: before 3.0 the record its lookup found, in 3.0 as `fetch_named_3` proves it.
-    async fn look_up_named(&self, id: &PartyId) -> Result<Named, TrustError> {
+    async fn look_up_named(&self, id: &PartyId) -> Result<Found, TrustError> {
         // A miss's future (the loader and the fetch, about 11 KB) is made and boxed only here.
         let mut hit = true;
         let result = Box::pin(self.parties.try_get_with(id.to_string(), async {
@@ -656,25 +727,150 @@ impl TrustStore {
             if self.party_lookups.take(Instant::now()).is_err() {
                 return Err(TrustError::Busy);
             }
-            match self.resolves_aliases() {
-                true => self.fetch_named_3(id).await,
-                false => Ok(self
+            let named = match self.resolves_aliases() {
+                true => self.fetch_named_3(id).await?,
+                false => self
                     .fetch_party(id)
                     .await?
-                    .map_or(Named::Nobody, |p| Named::Party(Arc::new(p)))),
-            }
+                    .map_or(Named::Nobody, |p| Named::Party(Arc::new(p))),
+            };
+            Ok(self.found(named))
         }))
         .await
         .map_err(|e| (*e).clone());
         self.parties_looked_up.count(hit);
         // A 3.0 record proven by an alias is its id's record too: kept under that id, one lookup
         // serves both names.
-        if let Ok(Named::Party(record)) = &result {
+        if let Ok(Found {
+            named: Named::Party(record),
+            ..
+        }) = &result
+        {
             if !hit && record.id != id.as_str() && self.resolves_aliases() {
-                let found = Named::Party(record.clone());
+                let found = self.found(Named::Party(record.clone()));
                 self.parties.insert(record.id.clone(), found).await;
             }
         }
         result
+    }
+
+    /// `named` as the cache keeps it, from now.
+    fn found(&self, named: Named) -> Found {
+        let lifetime = PartyExpiry {
+            known: self.config.party_cache_ttl,
+        }
+        .lifetime(&named);
+        let now = Instant::now();
+        Found {
+            named,
+            until: now.checked_add(lifetime).unwrap_or(now),
+            gone: Arc::default(),
+        }
+    }
+
+    /// `judge` run, and the party records it read (through `party`, in this task), which tell
+    /// whether any changed since (`RecordsRead::unchanged`).
+    pub async fn reading<F: Future>(judge: F) -> (F::Output, RecordsRead) {
+        READ.scope(RefCell::default(), async {
+            let judged = judge.await;
+            (judged, READ.with(RefCell::take))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheme::version::SchemeVersion;
+    use crate::testbed::pki::TestPki;
+
+    const SIGNER: &str = "EU.EORI.NL000000004";
+    const OWNER: &str = "EU.EORI.NL000000005";
+
+    /// A store whose scheme owner is never asked: its records are put in its cache.
+    fn store(party_cache_ttl: Duration) -> TrustStore {
+        crate::tls::ensure_crypto_provider();
+        let identity = TestPki::shared().party(SIGNER).signing_identity();
+        let peer = PeerClient::new(reqwest::Client::new(), identity, "iSHARE");
+        let config = SchemeOwner {
+            url: "http://127.0.0.1:9".into(),
+            party_id: PartyId::parse("EU.EORI.NL000000000").unwrap(),
+            root_fingerprint: None,
+            trusted_list: Some(Vec::new()),
+            refresh: Duration::from_secs(3600),
+            party_cache_ttl,
+            timeout: Duration::from_secs(1),
+            party_lookups_per_second: 1,
+            scheme_version: SchemeVersion::V1_9,
+        };
+        TrustStore::new(
+            peer,
+            config,
+            AlgorithmPolicy::default(),
+            Duration::ZERO,
+            Metrics::new(),
+        )
+    }
+
+    impl TrustStore {
+        async fn keep(&self, id: &str) {
+            let record = Party {
+                id: id.into(),
+                ..Party::default()
+            };
+            let found = self.found(Named::Party(Arc::new(record)));
+            self.parties.insert(id.to_string(), found).await;
+        }
+    }
+
+    /// The records of `ids` read in one judgement.
+    async fn read_records(trust: &TrustStore, ids: &[&str]) -> RecordsRead {
+        let judging = async {
+            for id in ids {
+                let id = PartyId::parse(id).unwrap();
+                assert!(trust.party(&id).await.unwrap().is_some());
+            }
+        };
+        TrustStore::reading(judging).await.1
+    }
+
+    #[tokio::test]
+    async fn records_read_stay_unchanged_until_one_leaves_the_cache_or_is_replaced() {
+        const OTHER: &str = "EU.EORI.NL000000006";
+        let trust = store(Duration::from_secs(3600));
+        trust.keep(SIGNER).await;
+        trust.keep(OWNER).await;
+        let read = read_records(&trust, &[SIGNER, OWNER, SIGNER]).await;
+        assert_eq!(read.gone.len(), 2, "each record once");
+        assert!(read.unchanged());
+        // Another party's record taken in, or removed, changes none read.
+        trust.keep(OTHER).await;
+        trust.parties.invalidate(OTHER).await;
+        assert!(read.unchanged());
+        // One read, removed: changed, though the other is still cached.
+        trust.parties.invalidate(OWNER).await;
+        assert!(!read.unchanged());
+        trust.keep(OWNER).await;
+        let read = read_records(&trust, &[SIGNER, OWNER]).await;
+        assert!(read.unchanged());
+        // One read, replaced by another record.
+        trust.keep(SIGNER).await;
+        assert!(!read.unchanged());
+        // Read outside any judgement: nothing is told, and nothing fails.
+        let signer = PartyId::parse(SIGNER).unwrap();
+        assert!(trust.party(&signer).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn records_read_change_when_the_first_of_them_is_due_to_leave_the_cache() {
+        let trust = store(Duration::from_millis(300));
+        trust.keep(SIGNER).await;
+        let read = read_records(&trust, &[SIGNER]).await;
+        assert!(read.unchanged());
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        // Due: changed, though the cache has not yet removed it (nor told that).
+        assert!(!read.gone[0].load(Ordering::Acquire));
+        assert!(!read.unchanged());
     }
 }

@@ -310,16 +310,16 @@ impl ClaimTimes {
 /// The claims of evidence a consumer presents itself: addressed to one of `audiences` (the
 /// consumer or the caller acting for it), and held to `check_token_claims` (its claims as
 /// `ClaimTimes::read` read them).
-pub fn check_header_evidence(
+pub fn check_header_evidence<S: std::borrow::Borrow<str>>(
     jwt: &DecodedJwt,
     claims: &Result<ClaimTimes, EvidenceTokenError>,
-    audiences: &[&str],
+    audiences: &[S],
     rules: &EvidenceTokenRules,
     now: Timestamp,
 ) -> Result<(), EvidenceTokenError> {
     if !audiences
         .iter()
-        .any(|p| jwt.audience_includes(p) != Some(false))
+        .any(|p| jwt.audience_includes(p.borrow()) != Some(false))
     {
         return Err(EvidenceTokenError::NotForCaller {
             expected: audiences.join(" or "),

@@ -9,7 +9,7 @@
 use super::mask::RequestFacts;
 use super::mask::{mask, rule_value};
 use super::route::Routed;
-use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Stage};
+use super::{Assessed, Decision, Evaluated, EvidenceSource, EvidenceUsed, Grant, Judged, Stage};
 use crate::config::model::{Auth, Config, DelegationRule, Mode};
 use crate::gateway::reject::{EvidenceRefusal, HeaderRefusal, Reject, RuleValue};
 use crate::peers::registry::{ChainAsk, Consent};
@@ -23,10 +23,12 @@ use crate::scheme::verdict::{Decision as Verdict, DenyReason, Evaluation};
 use crate::scheme::vocabulary::{BROKER_HEADERS, EVIDENCE_HEADERS};
 use crate::scheme::Timestamp;
 use crate::telemetry::trace::Step;
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::KeyValue;
 use pingora::http::RequestHeader;
+use std::sync::Arc;
 
 /// What the caller the authentication stage found may do: anything on a public route or a route
 /// that needs only a caller; on a delegation route, what the delegation stages grant.
@@ -240,6 +242,24 @@ pub trait Evidence: Send + Sync {
         now: Timestamp,
     ) -> Result<Assessed, Reject>;
 
+    /// Whether a grant kept on the chain `tokens`, judged for `expected`, still stands at `now`:
+    /// judging the chain again (`header`) would yield the very evaluation `evaluated`. `judged`
+    /// holds what this source found when it last judged the chain whole (`Assessed::judged`),
+    /// for it to rely on while nothing that judgement read changed, and to renew. By default the
+    /// chain is judged whole.
+    async fn header_stands(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        (evaluated, _judged): (&Arc<Evaluated>, &ArcSwapOption<Judged>),
+        now: Timestamp,
+    ) -> bool {
+        match self.header(tokens, expected, now).await {
+            Ok(assessed) => Arc::ptr_eq(&assessed.evaluated, evaluated),
+            Err(_) => false,
+        }
+    }
+
     /// The data owner's registry's evidence, evaluated with `evaluate` (through a cache, for
     /// the live gateway).
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject>;
@@ -299,9 +319,10 @@ pub fn assess_presented(
     now: Timestamp,
 ) -> Assessed {
     Assessed {
-        evaluated: std::sync::Arc::new(evaluate(chain, request, source, now)),
+        evaluated: Arc::new(evaluate(chain, request, source, now)),
         cache_hit: false,
         kept_as: None,
+        judged: None,
     }
 }
 
@@ -341,7 +362,7 @@ pub async fn delegation(
         evidence(rule, facts, &resolved, &path, source, d, now).await
     }
     .await;
-    d.mask = Some(std::sync::Arc::new(resolved.request));
+    d.mask = Some(Arc::new(resolved.request));
     let assessed = assessed?;
     d.stage = Stage::Evaluation;
     verdict(assessed, original_consumer, d)
@@ -398,7 +419,7 @@ async fn resolved_mask(
             aliases,
         }),
         Err(refusal) => {
-            d.mask = Some(std::sync::Arc::new(request));
+            d.mask = Some(Arc::new(request));
             Err(refusal)
         }
     }

@@ -139,6 +139,7 @@ impl Evidence for Given {
             evaluated: std::sync::Arc::new(evaluated),
             cache_hit: false,
             kept_as: None,
+            judged: None,
         })
     }
 }

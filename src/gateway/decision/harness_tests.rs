@@ -207,6 +207,7 @@ impl Evidence for Fakes {
             evaluated: std::sync::Arc::new(evaluated),
             cache_hit: false,
             kept_as: None,
+            judged: None,
         })
     }
 }

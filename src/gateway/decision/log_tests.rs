@@ -106,6 +106,7 @@ fn decisions() -> Vec<Decision> {
     by_registry.assessed = Some(Assessed {
         cache_hit: true,
         kept_as: None,
+        judged: None,
         ..assessed(
             EvidenceSource::Registry {
                 registry: "EU.EORI.NL000000004".into(),
@@ -136,6 +137,7 @@ fn assessed(source: EvidenceSource, decided_by: Vec<DecidedBy>) -> Assessed {
         evaluated: Arc::new(Evaluated::new(evaluation, evidence)),
         cache_hit: false,
         kept_as: None,
+        judged: None,
     }
 }
 

@@ -237,6 +237,20 @@ pub struct Assessed {
     pub cache_hit: bool,
     /// Where it is kept in the decision cache, where it came from there.
     pub kept_as: Option<KeptAs>,
+    /// What the evidence stage found judging a chain from the header whole, for a grant kept
+    /// on it.
+    pub judged: Option<Arc<Judged>>,
+}
+
+/// What the evidence stage found when it judged a chain from the header whole: opaque to the
+/// decision, kept with a grant on the chain and handed back to that stage at the grant's next
+/// hits (`Evidence::header_stands`), which relies on it while nothing it read changed.
+pub struct Judged(pub Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Judged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Judged")
+    }
 }
 
 /// Where an evaluation came from in the decision cache, for a decision kept elsewhere on it.

@@ -453,6 +453,7 @@ impl DecisionCache {
                 key: cached.key.clone(),
                 until: cached.until,
             }),
+            judged: None,
         }
     }
 }

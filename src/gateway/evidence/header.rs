@@ -12,13 +12,18 @@
 //! role, the subjects, the token's age) is checked on every request. The chain's evaluation
 //! against a request is kept too, by the tokens, how each was read and the request, for as long
 //! as every step's evidence is in force: it is not made again for the next request like it.
+//!
+//! A grant kept on a chain (`gateway::as_it_came`) keeps what the chain's whole judgement found
+//! (`Judgement`): while the trusted list, the party records that judgement read and the second
+//! are the same, the chain would be judged the same, and each hit judges only what depends on
+//! the time within the second: each token's claims' times.
 
 use crate::gateway::decision::authorise::{evaluate, Expected};
-use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource};
+use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource, Judged};
 use crate::gateway::evidence::cache::{entry_weight, KeyEncoding};
 use crate::gateway::reject::{EvidenceRefusal, HeaderProblem, Reject};
 use crate::peers::registry::RegistryClient;
-use crate::peers::scheme_owner::TrustStore;
+use crate::peers::scheme_owner::{RecordsRead, TrustStore};
 use crate::peers::trust::{Signer, Trust, TrustedChain, VerifyError};
 use crate::scheme::evidence_token::{
     check_header_evidence, read_evidence_token, ClaimTimes, EvidenceToken, EvidenceTokenError,
@@ -136,6 +141,75 @@ struct Step {
     designated_for_us: bool,
     /// The party whose certificate signed it: its record's id (3.0), however the token names it.
     signer: String,
+    /// Its audiences that stand for the consumer or the caller.
+    addressees: Vec<String>,
+}
+
+/// A chain judged whole for one request, kept with a grant on it (`Judged`): what the
+/// judgement read that can change, and what it found. While none of that changed, judging the
+/// chain again for the same request finds the same, but for what depends on the time within a
+/// second: each token's claims' times.
+struct Judgement {
+    /// The trusted list's generation every token was verified under.
+    generation: u64,
+    /// The party records read (the signers', the owners'): whether any changed since.
+    read: RecordsRead,
+    /// The second it was judged in: a signer's standing, its role and an owner's designations
+    /// are judged by the second.
+    second: i64,
+    steps: Box<[Step]>,
+    evaluation: Arc<ChainEvaluation>,
+}
+
+impl Judgement {
+    /// What judging `steps` whole at `now` found, to be relied on for that request (before 3.0:
+    /// the names in a chain compare as written, not through records); None where the tokens
+    /// were verified under different generations of the trusted list, one is no longer kept or
+    /// a step's evidence is not in force. Those three are judged by the whole second (a token is
+    /// kept and evidence in force between whole seconds), so they hold for the rest of it.
+    fn of(
+        steps: Vec<Step>,
+        evaluation: Arc<ChainEvaluation>,
+        read: RecordsRead,
+        now: Timestamp,
+    ) -> Option<Judgement> {
+        let generation = steps.first()?.token.generation;
+        let kept = |s: &Step| s.token.generation == generation && now.secs() < s.token.until;
+        if !steps.iter().all(kept) || !evaluation.holds_at(now) {
+            return None;
+        }
+        Some(Judgement {
+            generation,
+            read,
+            second: now.secs(),
+            steps: steps.into_boxed_slice(),
+            evaluation,
+        })
+    }
+
+    /// The evaluation judging the chain again at `now` would yield, under the trusted list of
+    /// `generation` and with the party records read `unchanged` (`RecordsRead::unchanged`):
+    /// where the list, the records and the second are the same, and each token's claims' times
+    /// hold as `check_header_evidence` judges them (to the fraction of a second). None
+    /// otherwise: the chain is to be judged whole.
+    fn stands(
+        &self,
+        (generation, unchanged): (u64, bool),
+        rules: &EvidenceTokenRules,
+        now: Timestamp,
+    ) -> Option<&Arc<Evaluated>> {
+        if generation != self.generation || !unchanged || now.secs() != self.second {
+            return None;
+        }
+        for step in &self.steps {
+            let token = &step.token;
+            let (jwt, claims) = (&token.jwt, &token.claims);
+            if check_header_evidence(jwt, claims, &step.addressees, rules, now).is_err() {
+                return None;
+            }
+        }
+        Some(&self.evaluation.evaluated)
+    }
 }
 
 /// A chain's evaluation against one request, for as long as every step's evidence is in force:
@@ -246,6 +320,67 @@ impl HeaderEvidence {
         trust: &TrustStore,
         now: Timestamp,
     ) -> Result<Assessed, Reject> {
+        let judging = self.judge(tokens, expected, (registries, trust), now);
+        let (judged, read) = TrustStore::reading(judging).await;
+        let (steps, cache_hit, evaluation) = judged?;
+        let evaluated = evaluation.evaluated.clone();
+        // What a grant kept on the chain relies on (grants are kept where names compare as
+        // written).
+        let judged = match trust.resolves_aliases() {
+            true => None,
+            false => Judgement::of(steps, evaluation, read, now),
+        };
+        Ok(Assessed {
+            evaluated,
+            cache_hit,
+            kept_as: None,
+            judged: judged.map(|j| Arc::new(Judged(Box::new(j)))),
+        })
+    }
+
+    /// Whether a grant kept on the chain `tokens` for `expected` still stands at `now`
+    /// (`Evidence::header_stands`): on what the chain's last whole judgement found (`judged`)
+    /// while nothing it read changed; otherwise the chain is judged whole again, and what that
+    /// found kept in `judged` where the grant stands.
+    pub async fn stands(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        (evaluated, judged): (&Arc<Evaluated>, &ArcSwapOption<Judged>),
+        (registries, trust): (&RegistryClient, &TrustStore),
+        now: Timestamp,
+    ) -> bool {
+        if let Ok(list) = trust.trusted_list().await {
+            let last = judged.load();
+            let last = last
+                .as_deref()
+                .and_then(|j| j.0.downcast_ref::<Judgement>());
+            let found = last.and_then(|j| {
+                let unchanged = j.read.unchanged();
+                j.stands((list.generation, unchanged), &self.rules, now)
+            });
+            if let Some(found) = found {
+                return Arc::ptr_eq(found, evaluated);
+            }
+        }
+        match self.chain(tokens, expected, registries, trust, now).await {
+            Ok(assessed) if Arc::ptr_eq(&assessed.evaluated, evaluated) => {
+                judged.store(assessed.judged);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The chain `tokens` judged whole for `expected` at `now`: its steps, whether every token
+    /// was verified before, and its evaluation.
+    async fn judge(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        (registries, trust): (&RegistryClient, &TrustStore),
+        now: Timestamp,
+    ) -> Result<(Vec<Step>, bool, Arc<ChainEvaluation>), Reject> {
         let mut aliases = expected.aliases.clone();
         let mut steps = Vec::new();
         let mut signers = Vec::new();
@@ -296,12 +431,8 @@ impl HeaderEvidence {
             trust.confirm(&providers, &ours, &mut aliases).await?;
         }
         let aliases = resolves.then_some(&aliases);
-        let evaluated = self.evaluate(&steps, expected.request, aliases, now)?;
-        Ok(Assessed {
-            evaluated,
-            cache_hit: cached,
-            kept_as: None,
-        })
+        let evaluation = self.evaluate(&steps, expected.request, aliases, now)?;
+        Ok((steps, cached, evaluation))
     }
 
     /// The chain of `steps` evaluated against `request` at `now`, its parties named by the ids
@@ -312,12 +443,12 @@ impl HeaderEvidence {
         request: &AccessRequest,
         aliases: Option<&Aliases>,
         now: Timestamp,
-    ) -> Result<Arc<Evaluated>, Reject> {
+    ) -> Result<Arc<ChainEvaluation>, Reject> {
         let key = evaluation_key(steps, request, aliases)?;
         if let Some(hit) = self.evaluations.get(key.as_slice()) {
             if hit.holds_at(now) {
                 self.evaluations_looked_up.count(true);
-                return Ok(hit.evaluated.clone());
+                return Ok(hit);
             }
         }
         self.evaluations_looked_up.count(false);
@@ -343,11 +474,12 @@ impl HeaderEvidence {
             kept_until: steps.iter().map(|s| s.token.until).min().unwrap_or(0),
             weight: entry_weight(&evaluated, key.len() + 48),
         };
+        let entry = Arc::new(entry);
         if entry.holds_at(now) {
             self.evaluations
-                .insert(key.into_boxed_slice(), Arc::new(entry));
+                .insert(key.into_boxed_slice(), entry.clone());
         }
-        Ok(evaluated)
+        Ok(entry)
     }
 
     /// One delegation_token from the header: signed by its `iss`, which is the data owner of that
@@ -404,7 +536,6 @@ impl HeaderEvidence {
             }
         };
         let addressees = addressees(decoded, expected, aliases, trust).await?;
-        let addressees: Vec<&str> = addressees.iter().map(String::as_str).collect();
         check_header_evidence(decoded, &verified.claims, &addressees, &self.rules, now)
             .map_err(EvidenceRefusal::Token)?;
         subject_named(read, &signer_id, expected, aliases, trust).await?;
@@ -412,6 +543,7 @@ impl HeaderEvidence {
             token: verified.clone(),
             designated_for_us,
             signer: signer_id.clone(),
+            addressees,
         };
         Ok((step, signer_id, hit))
     }
@@ -531,13 +663,13 @@ async fn holds_for(
                 expected.registry,
                 id,
                 (signer.as_str(), record),
-                aliases,
-                trust,
+                (&mut *aliases, trust),
+                now,
             )
             .await?;
         if let Some(holding) = holds {
             let bound_by_route_owner =
-                of != owner && registries.designates_any(owner, trust).await?;
+                of != owner && registries.designates_any(owner, trust, now).await?;
             return Ok(holding.for_us && !bound_by_route_owner);
         }
     }
@@ -630,10 +762,18 @@ mod tests {
 
     /// A token the registry `AR` signed at `now`, verified under the test PKI.
     fn verified(now: i64) -> VerifiedToken {
+        signed(now, json!({"iat": now, "exp": now + 30}))
+    }
+
+    /// A token the registry `AR` signed at `now` with the claims `times` beside its own.
+    fn signed(now: i64, times: serde_json::Value) -> VerifiedToken {
         let pki = TestPki::shared();
         let evidence = crate::scheme::evidence_token::tests::evidence_at(now);
-        let claims = json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j", "iat": now,
-            "exp": now + 30, "delegationEvidence": evidence});
+        let mut claims = json!({"iss": AR, "sub": CONSUMER, "aud": CONSUMER, "jti": "j",
+            "delegationEvidence": evidence});
+        for (claim, value) in times.as_object().unwrap() {
+            claims[claim] = value.clone();
+        }
         let text = pki.party(AR).signing_identity().sign_raw(&claims).unwrap();
         let jwt = jwt::decode(&text, AlgorithmPolicy::default()).unwrap();
         let token = read_evidence_token(&jwt, &Readers::default()).unwrap();
@@ -683,6 +823,150 @@ mod tests {
         let made = record(now);
         let refused = token.signer_stands(&made, at(now + 1));
         assert_eq!(refused, Err(PartyError::NotActive(AR.into())));
+    }
+
+    /// The judgement of a chain of `token` (under the trusted list's generation 3) at `at`, its
+    /// evaluation in force while the token's evidence is.
+    fn judge_at(token: VerifiedToken, at: Timestamp) -> Option<Judgement> {
+        let evidence = &token.token.evidence;
+        let bounds = (evidence.not_before, evidence.not_on_or_after);
+        judge_within(token, bounds, at)
+    }
+
+    #[test]
+    fn a_chain_judged_whole_stands_within_its_second_on_the_same_list_and_records() {
+        let now = Timestamp::now().secs();
+        let at = |secs: f64| Timestamp::from_secs_f64(now as f64 + secs);
+        let judged = judge_at(verified(now), at(0.5)).unwrap();
+        let evaluated = &judged.evaluation.evaluated;
+        let rules = EvidenceTokenRules {
+            leeway_secs: 5.0,
+            max_age_secs: 30.0,
+        };
+        let same = (3, true);
+        let found = judged.stands(same, &rules, at(0.9));
+        assert!(found.is_some_and(|e| Arc::ptr_eq(e, evaluated)));
+        assert!(judged.stands(same, &rules, at(0.0)).is_some());
+        // Another trusted list, a record read changed, the next second: judged whole.
+        assert!(judged.stands((4, true), &rules, at(0.9)).is_none());
+        assert!(judged.stands((3, false), &rules, at(0.9)).is_none());
+        assert!(judged.stands(same, &rules, at(1.0)).is_none());
+        assert!(judged.stands(same, &rules, at(-0.1)).is_none());
+    }
+
+    #[test]
+    fn a_chain_judged_whole_stands_only_while_its_tokens_times_hold_to_the_fraction() {
+        let now = Timestamp::now().secs();
+        let at = |secs: f64| Timestamp::from_secs_f64(now as f64 + secs);
+        // Too old half a second into its second: issued 30 s before it, 30.5 s the longest.
+        let old = signed(now, json!({"iat": now - 30, "exp": now + 2}));
+        let rules = EvidenceTokenRules {
+            leeway_secs: 2.0,
+            max_age_secs: 30.5,
+        };
+        let judged = judge_at(old, at(0.25)).unwrap();
+        assert!(judged.stands((3, true), &rules, at(0.4)).is_some());
+        assert!(judged.stands((3, true), &rules, at(0.6)).is_none());
+        // Not yet valid earlier in the second it was judged in (a request that began before).
+        let early = signed(
+            now,
+            json!({"iat": now, "exp": now + 30, "nbf": now as f64 + 0.5}),
+        );
+        let rules = EvidenceTokenRules {
+            leeway_secs: 0.0,
+            max_age_secs: 30.0,
+        };
+        let judged = judge_at(early, at(0.75)).unwrap();
+        assert!(judged.stands((3, true), &rules, at(0.9)).is_some());
+        assert!(judged.stands((3, true), &rules, at(0.25)).is_none());
+    }
+
+    #[test]
+    fn a_chain_is_not_relied_on_past_what_its_second_holds() {
+        let now = Timestamp::now().secs();
+        let at = |secs: f64| Timestamp::from_secs_f64(now as f64 + secs);
+        // A token no longer kept in this second (its exp), evidence not yet in force.
+        let expiring = signed(now, json!({"iat": now - 5, "exp": now}));
+        assert!(judge_at(expiring, at(0.5)).is_none());
+        let late = judge_at(verified(now), at(-20.0));
+        assert!(late.is_none(), "before the evidence's notBefore");
+        assert!(judge_at(verified(now), at(0.5)).is_some());
+    }
+
+    /// `judge_at`, the evaluation in force from `from` to `until` (whole seconds, as evidence's
+    /// bounds are).
+    fn judge_within(
+        token: VerifiedToken,
+        (from, until): (i64, i64),
+        at: Timestamp,
+    ) -> Option<Judgement> {
+        let evaluation = Arc::new(ChainEvaluation {
+            evaluated: Arc::new(no_policy(EvidenceSource::Header)),
+            from,
+            until,
+            kept_until: token.until,
+            weight: 0,
+        });
+        let step = Step {
+            token: Arc::new(VerifiedToken {
+                generation: 3,
+                ..token
+            }),
+            designated_for_us: false,
+            signer: AR.into(),
+            addressees: vec![CONSUMER.into()],
+        };
+        Judgement::of(vec![step], evaluation, RecordsRead::default(), at)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Within the second a chain was judged whole in, what that judgement found stands at a
+        /// hit exactly where the whole judgement's checks of the time would pass then: the
+        /// verified token still kept (`verified_token`), its claims' times
+        /// (`check_header_evidence`, to the fraction of a second) and its evaluation in force
+        /// (`evaluate`). Times in eighths of a second, claims in quarters, near the second so
+        /// that one in about sixty cases has a claim's check change within it.
+        #[test]
+        fn a_judgement_stands_exactly_where_the_whole_judgements_time_checks_pass(
+            iat in -12i64..4,
+            lifetime in 4i64..24,
+            nbf in proptest::option::of(-4i64..5),
+            (from, until) in (-2i64..1, 0i64..3),
+            (leeway, max_age) in (0u8..3, 4u8..24),
+            (judged, hit) in (0i64..8, 0i64..8),
+        ) {
+            let second = Timestamp::now().secs();
+            let quarter = |q: i64| second as f64 + q as f64 / 4.0;
+            let mut times = json!({"iat": quarter(iat), "exp": quarter(iat + lifetime)});
+            if let Some(nbf) = nbf {
+                times["nbf"] = json!(quarter(nbf));
+            }
+            let token = signed(second, times);
+            let rules = EvidenceTokenRules {
+                leeway_secs: f64::from(leeway) / 4.0,
+                max_age_secs: f64::from(max_age) / 4.0,
+            };
+            let bounds = (second + from, second + until);
+            let whole = |token: &VerifiedToken, at: Timestamp| {
+                let audiences = [CONSUMER];
+                let claims = check_header_evidence(&token.jwt, &token.claims, &audiences, &rules, at);
+                let in_force = bounds.0 as f64 <= at.as_f64() && at.as_f64() < bounds.1 as f64;
+                at.secs() < token.until && claims.is_ok() && in_force
+            };
+            let eighth = |e: i64| Timestamp::from_secs_f64(second as f64 + e as f64 / 8.0);
+            let (judged, hit) = (eighth(judged), eighth(hit));
+            let stood = whole(&token, judged);
+            let expected = whole(&token, hit);
+            let judgement = judge_within(token, bounds, judged);
+            // Where the whole judgement refused, nothing was found to stand on.
+            if stood {
+                let judgement = judgement.expect("judged standing, and kept");
+                let stands = judgement.stands((3, true), &rules, hit).is_some();
+                proptest::prop_assert_eq!(stands, expected);
+            }
+        }
     }
 
     #[test]

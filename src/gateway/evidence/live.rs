@@ -6,7 +6,7 @@
 
 use crate::config::model::Config;
 use crate::gateway::decision::authorise::{evaluate, no_policy, Evidence, Expected, RegistryAsk};
-use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource};
+use crate::gateway::decision::{Assessed, Evaluated, EvidenceSource, Judged};
 use crate::gateway::evidence::broker;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey};
 use crate::gateway::evidence::header::HeaderEvidence;
@@ -23,6 +23,7 @@ use crate::scheme::jwt::AlgorithmPolicy;
 use crate::scheme::party_record::Aliases;
 use crate::scheme::Timestamp;
 use crate::telemetry::Metrics;
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -280,6 +281,19 @@ impl Evidence for Live<'_> {
             .header_evidence
             .chain(tokens, expected, &inner.registries, self.trust, now)
             .await
+    }
+
+    async fn header_stands(
+        &self,
+        tokens: &str,
+        expected: &Expected<'_>,
+        kept: (&Arc<Evaluated>, &ArcSwapOption<Judged>),
+        now: Timestamp,
+    ) -> bool {
+        let inner = &self.authz.0;
+        let sources = (&inner.registries, self.trust);
+        let header = &inner.header_evidence;
+        header.stands(tokens, expected, kept, sources, now).await
     }
 
     async fn registry(&self, ask: &RegistryAsk<'_>) -> Result<Assessed, Reject> {
