@@ -854,6 +854,19 @@ mod tests {
         assert!(judged.stands(same, &rules, at(-0.1)).is_none());
     }
 
+    /// `token` judged whole at `judged` under `rules`, in one second: what was found stands at
+    /// `stands`, and not at `refused`.
+    fn stands_then_not(
+        token: VerifiedToken,
+        rules: EvidenceTokenRules,
+        judged: Timestamp,
+        (stands, refused): (Timestamp, Timestamp),
+    ) {
+        let judgement = judge_at(token, judged).unwrap();
+        assert!(judgement.stands((3, true), &rules, stands).is_some());
+        assert!(judgement.stands((3, true), &rules, refused).is_none());
+    }
+
     #[test]
     fn a_chain_judged_whole_stands_only_while_its_tokens_times_hold_to_the_fraction() {
         let now = Timestamp::now().secs();
@@ -864,21 +877,15 @@ mod tests {
             leeway_secs: 2.0,
             max_age_secs: 30.5,
         };
-        let judged = judge_at(old, at(0.25)).unwrap();
-        assert!(judged.stands((3, true), &rules, at(0.4)).is_some());
-        assert!(judged.stands((3, true), &rules, at(0.6)).is_none());
+        stands_then_not(old, rules, at(0.25), (at(0.4), at(0.6)));
         // Not yet valid earlier in the second it was judged in (a request that began before).
-        let early = signed(
-            now,
-            json!({"iat": now, "exp": now + 30, "nbf": now as f64 + 0.5}),
-        );
+        let nbf = now as f64 + 0.5;
+        let early = signed(now, json!({"iat": now, "exp": now + 30, "nbf": nbf}));
         let rules = EvidenceTokenRules {
             leeway_secs: 0.0,
             max_age_secs: 30.0,
         };
-        let judged = judge_at(early, at(0.75)).unwrap();
-        assert!(judged.stands((3, true), &rules, at(0.9)).is_some());
-        assert!(judged.stands((3, true), &rules, at(0.25)).is_none());
+        stands_then_not(early, rules, at(0.75), (at(0.9), at(0.25)));
     }
 
     #[test]
