@@ -4,8 +4,11 @@
 //!
 //! The key is everything the sequence reads of a request: the method, the version, the target
 //! as it came and as parsed, and every header in order, name and value, but those no stage and
-//! no route's rule reads (`UNREAD`, less any a rule of this configuration names). What else a
-//! decision depends on is judged at every hit, or ends the entry:
+//! no route's rule reads (`UNREAD`, less any a rule of this configuration names). The value of
+//! evidence in the header (kilobytes) is held beside the key, not in it: it is compared whole at
+//! a hit, not hashed, so a head that differs from a kept one only there is decided whole, and
+//! its decision, if kept, takes the other's place (one entry for each head but its evidence).
+//! What else a decision depends on is judged at every hit, or ends the entry:
 //! - the configuration: one cache per snapshot, so a reload starts empty;
 //! - the caller: the claims of the bearer token, verified when the decision was made, are kept
 //!   and their times judged again at every hit (the head, and so the token, is the same byte
@@ -100,12 +103,12 @@ const JUDGEMENT_OVERHEAD: usize = 4096;
 /// taken) takes beside its text: its allocations and bookkeeping.
 const PART_OVERHEAD: usize = 256;
 
-/// What an entry takes in memory, roughly: its key; what the decision took from the request
-/// (the path, captures, query, upstream URI, values and mask: their text no longer than the key
-/// three times over, and each part's overhead); a header's chain, kept beside the key, and its
-/// judgement, which keeps its verified tokens alive (each about three times its text, and its
-/// chain); the evaluation it keeps alive; the rest of the decision. Worked out once, when it is
-/// kept.
+/// What an entry takes in memory, roughly: its key and the evidence held beside it; what the
+/// decision took from the request (the path, captures, query, upstream URI, values and mask:
+/// their text no longer than the key three times over, and each part's overhead); a header's
+/// chain, kept beside the key, and its judgement, which keeps its verified tokens alive (each
+/// about three times its text, and its chain); the evaluation it keeps alive; the rest of the
+/// decision. Worked out once, when it is kept.
 fn weight(key_len: usize, kept: &Kept) -> u64 {
     let grounds = kept.grounds.as_ref().map_or(0, |g| {
         let tokens = match g {
@@ -133,7 +136,7 @@ impl quick_cache::Weighter<Box<[u8]>, Arc<Kept>> for ByWeight {
 }
 
 /// Counts the entries evicted (or not taken in) for room, and those a decision made on the same
-/// head at the same time replaced.
+/// head replaced: at the same time, or on other evidence.
 #[derive(Clone)]
 struct Evictions(prometheus::IntCounter);
 
@@ -173,8 +176,9 @@ impl Missed {
 /// Decisions kept by the request as it came: one per snapshot, never carried over to another
 /// (a kept caller's token is judged again by its times alone).
 pub struct AsItCame {
-    /// Found by foldhash's randomly keyed hash, cheap over a head with kilobytes of evidence;
-    /// bounded by the entries' weight (quick_cache: a lookup is a read lock and a hash probe).
+    /// Found by foldhash's randomly keyed hash over what the sequence reads of a head but its
+    /// evidence (`Key::read`); bounded by the entries' weight (quick_cache: a lookup is a read
+    /// lock and a hash probe).
     cache: quick_cache::sync::Cache<
         Box<[u8]>,
         Arc<Kept>,
@@ -197,8 +201,30 @@ pub struct AsItCame {
     lookups: CacheLookups,
 }
 
+/// What a head is looked up by: everything the sequence reads of it (`read`), but the value of
+/// its evidence in the header, held apart (`evidence`: sharing the head's bytes, not copied).
+struct Key {
+    read: Vec<u8>,
+    evidence: Option<http::HeaderValue>,
+}
+
+impl Key {
+    /// The value of the evidence in the header, empty where there is none.
+    fn evidence(&self) -> &[u8] {
+        self.evidence.as_ref().map_or(&[], |v| v.as_bytes())
+    }
+
+    /// How long the head's key would be with its evidence in it.
+    fn len(&self) -> usize {
+        self.read.len() + self.evidence().len()
+    }
+}
+
 /// A decision as it was made, to be given again.
 struct Kept {
+    /// The value of the evidence in the header the decision was made on, byte for byte (empty
+    /// where there was none): a hit must bring the very same.
+    evidence: Box<[u8]>,
     decision: Decision,
     /// The request matched to its route, given as it is with every hit.
     routed: Arc<Routed>,
@@ -356,7 +382,7 @@ impl AsItCame {
         // Kept with a grant on the chain, and nowhere else: it holds the chain's tokens.
         let judged = (decided.decision.assessed.as_mut()).and_then(|a| a.judged.take());
         let Some(key) = key else { return decided };
-        let asked = (incoming.header(), key.len());
+        let asked = (incoming.header(), &key);
         let Some(kept) = self.keepable(&decided, judged, asked, callers, now) else {
             return decided;
         };
@@ -364,15 +390,17 @@ impl AsItCame {
         // `LONGEST_KEY` whole.
         let on_header = matches!(kept.grounds, Some(Grounds::Header { .. }));
         if on_header || key.len() <= LONGEST_KEY {
-            self.cache.insert(key.into_boxed_slice(), Arc::new(kept));
+            self.cache
+                .insert(key.read.into_boxed_slice(), Arc::new(kept));
         }
         decided
     }
 
-    /// Everything the sequence reads of the request's head, in one buffer; None for a head no
-    /// decision of which is kept (a broker's assertion in it, longer than `LONGEST_KEY` but for
-    /// its evidence, evidence longer than `LONGEST_EVIDENCE`).
-    fn key(&self, req: &RequestHeader) -> Option<Vec<u8>> {
+    /// Everything the sequence reads of the request's head, in one buffer, and the value of its
+    /// evidence in the header apart; None for a head no decision of which is kept (a broker's
+    /// assertion in it, longer than `LONGEST_KEY` but for its evidence, evidence longer than
+    /// `LONGEST_EVIDENCE` or in more than one header, which the evidence stage refuses).
+    fn key(&self, req: &RequestHeader) -> Option<Key> {
         fn field(key: &mut Vec<u8>, bytes: &[u8]) {
             let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
             key.extend_from_slice(&len.to_le_bytes());
@@ -398,7 +426,7 @@ impl AsItCame {
         let target = req.uri.path_and_query().map_or("", |p| p.as_str());
         field(&mut key, target.as_bytes());
         field(&mut key, req.raw_path());
-        let mut evidence = 0;
+        let mut evidence = None;
         for (name, value) in &req.headers {
             if self.never.contains(name) {
                 return None;
@@ -406,28 +434,42 @@ impl AsItCame {
             if self.unread.contains(name) {
                 continue;
             }
-            if self.evidence.contains(name) {
-                evidence += value.len();
-            }
             field(&mut key, name.as_str().as_bytes());
-            field(&mut key, value.as_bytes());
-            if evidence > LONGEST_EVIDENCE || key.len() - evidence > LONGEST_KEY {
+            if self.evidence.contains(name) {
+                if evidence.is_some() || value.len() > LONGEST_EVIDENCE {
+                    return None;
+                }
+                // Its place in the head, its value held apart (no value's length is this).
+                key.extend_from_slice(&u32::MAX.to_le_bytes());
+                evidence = Some(value.clone());
+            } else {
+                field(&mut key, value.as_bytes());
+            }
+            if key.len() > LONGEST_KEY {
                 return None;
             }
         }
-        (key.len() - evidence <= LONGEST_KEY).then_some(key)
+        (key.len() <= LONGEST_KEY).then_some(Key {
+            read: key,
+            evidence,
+        })
     }
 
     /// The decision kept for `key`, if it still holds: the bearer token's claims still valid,
     /// and the evidence still yielding the very same evaluation.
     async fn given(
         &self,
-        key: &[u8],
+        key: &Key,
         (callers, evidence): (&dyn Callers, &dyn Evidence),
         now: Timestamp,
         started: Instant,
     ) -> Result<Decided, Missed> {
-        let kept = self.cache.get(key).ok_or(Missed::None)?;
+        let kept = self.cache.get(&key.read[..]).ok_or(Missed::None)?;
+        // Another head's, but for its evidence: kept until a decision on this one replaces it.
+        if *kept.evidence != *key.evidence() {
+            return Err(Missed::None);
+        }
+        let key = &key.read[..];
         if started >= kept.until {
             self.drop_kept(key, &kept);
             return Err(Missed::None);
@@ -473,14 +515,13 @@ impl AsItCame {
         before.saturating_sub(self.cache.len())
     }
 
-    /// What of `decided`, made on `req` (whose key is `key_len` long) at `now`, may be given
-    /// again, with what the evidence stage found judging its chain (`judged`); None where
-    /// nothing may.
+    /// What of `decided`, made on `req` (looked up by `key`) at `now`, may be given again, with
+    /// what the evidence stage found judging its chain (`judged`); None where nothing may.
     fn keepable(
         &self,
         decided: &Decided,
         judged: Option<Arc<Judged>>,
-        (req, key_len): (&RequestHeader, usize),
+        (req, key): (&RequestHeader, &Key),
         callers: &dyn Callers,
         now: Timestamp,
     ) -> Option<Kept> {
@@ -536,6 +577,7 @@ impl AsItCame {
             assessed.cache_hit = true;
         }
         let mut kept = Kept {
+            evidence: key.evidence().into(),
             decision,
             routed: routed.clone(),
             caller,
@@ -543,7 +585,7 @@ impl AsItCame {
             until: Instant::now().checked_add(self.longest)?,
             weight: 0,
         };
-        kept.weight = weight(key_len, &kept);
+        kept.weight = weight(key.len(), &kept);
         Some(kept)
     }
 }
@@ -557,4 +599,164 @@ fn credential(
 ) -> Option<Arc<AccessClaims>> {
     let claims = callers.credential(req, now)?;
     (claims.sub == d.caller_id()?).then_some(claims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::DelegationSettings;
+    use crate::gateway::evidence::cache::DecisionCache;
+    use proptest::prelude::*;
+
+    /// What the sequence reads of a head: what its key must tell apart.
+    #[derive(Debug, Default, PartialEq)]
+    struct Read {
+        method: Vec<u8>,
+        version: u8,
+        scheme: Vec<u8>,
+        authority: Vec<u8>,
+        target: Vec<u8>,
+        raw_path: Vec<u8>,
+        headers: Vec<(Vec<u8>, Vec<u8>)>,
+    }
+
+    /// `req`'s `Read`, from the head itself: every header but those `kept` leaves unread.
+    fn read_of(kept: &AsItCame, req: &RequestHeader) -> Read {
+        Read {
+            method: req.method.as_str().into(),
+            version: 2,
+            scheme: req.uri.scheme_str().unwrap_or_default().into(),
+            authority: req.uri.authority().map_or("", |a| a.as_str()).into(),
+            target: req.uri.path_and_query().map_or("", |p| p.as_str()).into(),
+            raw_path: req.raw_path().into(),
+            headers: (req.headers.iter())
+                .filter(|(name, _)| !kept.unread.contains(name))
+                .map(|(name, value)| (name.as_str().into(), value.as_bytes().into()))
+                .collect(),
+        }
+    }
+
+    /// The `Read` a key holds, taken back out of its bytes.
+    fn decoded(key: &Key) -> Read {
+        let mut at = &key.read[..];
+        let length = |at: &mut &[u8]| {
+            let (len, rest) = at.split_at(4);
+            *at = rest;
+            u32::from_le_bytes(len.try_into().unwrap())
+        };
+        let field = |at: &mut &[u8]| {
+            let len = length(at) as usize;
+            let (bytes, rest) = at.split_at(len);
+            *at = rest;
+            bytes.to_vec()
+        };
+        let method = field(&mut at);
+        let version = at[0];
+        at = &at[1..];
+        let mut read = Read {
+            method,
+            version,
+            scheme: field(&mut at),
+            authority: field(&mut at),
+            target: field(&mut at),
+            raw_path: field(&mut at),
+            headers: Vec::new(),
+        };
+        let mut evidence_taken = false;
+        while !at.is_empty() {
+            let name = field(&mut at);
+            let value = match at[..4] == u32::MAX.to_le_bytes() {
+                true => {
+                    at = &at[4..];
+                    let evidence = EVIDENCE_HEADERS
+                        .iter()
+                        .any(|e| name == e.to_lowercase().as_bytes());
+                    assert!(evidence, "evidence apart after {name:?}");
+                    assert!(!evidence_taken, "evidence apart twice");
+                    evidence_taken = true;
+                    key.evidence().to_vec()
+                }
+                false => field(&mut at),
+            };
+            read.headers.push((name, value));
+        }
+        assert_eq!(evidence_taken, key.evidence.is_some());
+        read
+    }
+
+    fn kept() -> AsItCame {
+        let settings = DelegationSettings {
+            registry_timeout: Duration::from_secs(1),
+            cache_ttl: Duration::from_secs(60),
+            deny_cache_ttl: Duration::from_secs(60),
+            cache_size: 1 << 20,
+            header_evidence_max_age: Duration::from_secs(60),
+            registry_calls_per_minute: 600,
+            ignored_members: Default::default(),
+        };
+        let metrics = Metrics::new();
+        let decisions = DecisionCache::new(&settings, metrics.clone()).entries();
+        AsItCame::new(1 << 20, LONGEST, &[], false, decisions, &metrics)
+    }
+
+    fn head() -> impl Strategy<Value = RequestHeader> {
+        let names = prop::sample::select(vec![
+            "host",
+            "authorization",
+            "delegation_evidence",
+            "delegationEvidence",
+            "service_consumer_assertion",
+            "accept",
+            "x-a",
+            "x-b",
+        ]);
+        // Values that look like the key's own lengths and its mark for evidence held apart.
+        let value = prop_oneof![
+            prop::collection::vec(
+                prop::sample::select(vec![0x20u8, b'a', 0xff, 0x80, b'\t']),
+                0..12
+            ),
+            Just(vec![0xff; 4]),
+            Just(vec![]),
+        ];
+        let targets = ["/a", "/a?b=%00", "http://h:1/a", "*", "/%ff%ff"].map(String::from);
+        let long = format!("/{}", "a".repeat(3000));
+        let targets = prop::sample::select([targets.to_vec(), vec![long]].concat());
+        let methods = prop::sample::select(vec!["GET", "POST", "X-Y"]);
+        let headers = prop::collection::vec((names, value), 0..6);
+        (methods, targets, headers).prop_map(|(method, target, headers)| {
+            let mut req = RequestHeader::build(method, target.as_bytes(), None).unwrap();
+            for (name, value) in headers {
+                let value = http::HeaderValue::from_bytes(&value).unwrap();
+                req.append_header(name, value).unwrap();
+            }
+            req
+        })
+    }
+
+    proptest! {
+        /// A head's key holds everything the sequence reads of it, and nothing can be taken for
+        /// it: the head's `Read` is taken back out of the key alone, so two heads with one key
+        /// read the same. Heads with a broker's assertion, evidence in two headers, or longer than
+        /// `LONGEST_KEY` but for their evidence, have none.
+        #[test]
+        fn a_key_tells_apart_every_two_heads_the_sequence_reads_apart(req in head()) {
+            let kept = kept();
+            let names = |names: &[&str]| {
+                (req.headers.iter())
+                    .filter(|(n, _)| names.iter().any(|m| n.as_str().eq_ignore_ascii_case(m)))
+                    .count()
+            };
+            // The target is in the key twice, as it came and as parsed: past `LONGEST_KEY`.
+            let long = req.raw_path().len() >= 3000;
+            let refused = names(&BROKER_HEADERS) > 0 || names(&EVIDENCE_HEADERS) > 1 || long;
+            match kept.key(&req) {
+                Some(key) => {
+                    prop_assert!(!refused);
+                    prop_assert_eq!(decoded(&key), read_of(&kept, &req));
+                }
+                None => prop_assert!(refused),
+            }
+        }
+    }
 }

@@ -13,6 +13,7 @@ use crate::gateway::decision::Evaluated;
 use crate::gateway::evidence::cache::{DecisionCache, DecisionKey, PurgeScope};
 use crate::scheme::evidence_token::EvidenceTokenError;
 use crate::scheme::trust::PartyError;
+use crate::scheme::vocabulary::EVIDENCE_HEADERS;
 use proptest::prelude::*;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -366,14 +367,28 @@ fn request() -> impl Strategy<Value = Generated> {
         )
 }
 
+/// How a request differs from the one it is drawn beside.
+#[derive(Clone, Debug)]
+enum Differs {
+    /// In a header some stage reads, added.
+    Header((&'static str, String)),
+    /// In that a body follows, or not.
+    Body,
+    /// In its evidence's value alone, byte for byte: another chain that grants, one that
+    /// does not, the same chain with the space the evidence stage trims.
+    Evidence(&'static str),
+}
+
 /// Requests drawn from a few alike, so that they come again (each time with an id of its own, which no
 /// stage reads), and events between them.
 fn steps() -> impl Strategy<Value = Vec<Step>> {
-    // A request, and others that differ from it in a header or two.
-    // (or only in that a body follows).
+    // A request, and others that differ from it in a header or two, only in that a body
+    // follows, or only in their evidence.
+    let evidence = ["tok-c1b", "tok-unknown", " tok-c1", "tok-c1 "];
     let variant = prop_oneof![
-        6 => telling().prop_map(Some),
-        1 => Just(None),
+        6 => telling().prop_map(Differs::Header),
+        1 => Just(Differs::Body),
+        2 => prop::sample::select(evidence.to_vec()).prop_map(Differs::Evidence),
     ];
     let variants = prop::collection::vec(variant, 0..6);
     let pool = (request(), variants).prop_map(|(base, variants)| {
@@ -381,8 +396,9 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         pool.extend(variants.into_iter().map(|extra| {
             let mut r = base.clone();
             match extra {
-                Some(header) => r.headers.push(header),
-                None => r.has_body = !r.has_body,
+                Differs::Header(header) => r.headers.push(header),
+                Differs::Body => r.has_body = !r.has_body,
+                Differs::Evidence(value) => with_evidence(&mut r, value),
             }
             r
         }));
@@ -410,6 +426,20 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
             .filter_map(|(request, event)| request.map(pick).or(event))
             .collect()
     })
+}
+
+/// `r` with `value` in each of its evidence headers, or in one added where it has none.
+fn with_evidence(r: &mut Generated, value: &str) {
+    let mut found = false;
+    for (name, v) in &mut r.headers {
+        if EVIDENCE_HEADERS.contains(&*name) {
+            *v = value.to_string();
+            found = true;
+        }
+    }
+    if !found {
+        r.headers.push(("delegation_evidence", value.to_string()));
+    }
 }
 
 /// One request decided by `decide` at `NOW`, through `kept` or by the whole sequence.
@@ -487,9 +517,11 @@ fn differential_within(
             policies: vec![evidence(CONSUMER, &["C1"]), evidence(BROKER, &["C2"])],
             ..Fakes::default()
         };
-        fakes
-            .tokens
-            .insert("tok-c1".into(), evidence(CONSUMER, &["C1"]));
+        for chain in ["tok-c1", "tok-c1b"] {
+            fakes
+                .tokens
+                .insert(chain.into(), evidence(CONSUMER, &["C1"]));
+        }
         let registry = Withdrawable::new(fakes, h, cache_ttl);
         let metrics = crate::telemetry::Metrics::new();
         let routes = h.snap.routes.routes();
@@ -862,5 +894,49 @@ fn a_chain_from_the_header_is_judged_again_at_every_hit() {
     ];
     assert_eq!(differential(&Harness::new(), &steps).unwrap(), (3, 5));
     let steps = [ev.clone(), ev.clone(), Step::Expire, ev.clone(), ev];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (1, 3));
+}
+
+#[test]
+fn a_head_is_given_a_decision_only_on_the_very_evidence_it_was_made_on() {
+    let on = |value: &str| {
+        let mut r = Generated {
+            method: "GET",
+            target: "/api/containers/C1".into(),
+            headers: vec![
+                ("host", "gw.example".into()),
+                ("authorization", "Bearer good".into()),
+            ],
+            has_body: false,
+            kept_first: false,
+        };
+        with_evidence(&mut r, value);
+        Step::Request(r)
+    };
+    let (granted, refused, spaced) = (on("tok-c1"), on("tok-unknown"), on("tok-c1 "));
+    // A head that differs from a kept one in its evidence alone is decided whole; refused, it
+    // leaves the kept one as it was.
+    let steps = [
+        granted.clone(),
+        granted.clone(),
+        refused.clone(),
+        refused,
+        granted.clone(),
+    ];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (2, 3));
+    // Granted, its decision takes the kept one's place, though the evidence stage reads the same
+    // chain in both: the evidence is compared as it came, byte for byte.
+    let steps = [
+        granted.clone(),
+        granted.clone(),
+        spaced.clone(),
+        spaced,
+        granted.clone(),
+        granted,
+    ];
+    assert_eq!(differential(&Harness::new(), &steps).unwrap(), (3, 3));
+    // Another chain that grants as much is decided whole the first time too.
+    let (c1, c1b) = (on("tok-c1"), on("tok-c1b"));
+    let steps = [c1.clone(), c1b.clone(), c1b, c1];
     assert_eq!(differential(&Harness::new(), &steps).unwrap(), (1, 3));
 }

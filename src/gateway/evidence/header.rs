@@ -363,7 +363,10 @@ impl HeaderEvidence {
                 return Arc::ptr_eq(found, evaluated);
             }
         }
-        match self.chain(tokens, expected, registries, trust, now).await {
+        // Boxed: a whole judgement's state is kilobytes, which the future of every hit that
+        // relies on the last one would otherwise carry and have copied.
+        let whole = Box::pin(self.chain(tokens, expected, registries, trust, now));
+        match whole.await {
             Ok(assessed) if Arc::ptr_eq(&assessed.evaluated, evaluated) => {
                 judged.store(assessed.judged);
                 true
