@@ -604,7 +604,6 @@ fn credential(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::model::DelegationSettings;
     use crate::gateway::evidence::cache::DecisionCache;
     use proptest::prelude::*;
 
@@ -685,15 +684,7 @@ mod tests {
     }
 
     fn kept() -> AsItCame {
-        let settings = DelegationSettings {
-            registry_timeout: Duration::from_secs(1),
-            cache_ttl: Duration::from_secs(60),
-            deny_cache_ttl: Duration::from_secs(60),
-            cache_size: 1 << 20,
-            header_evidence_max_age: Duration::from_secs(60),
-            registry_calls_per_minute: 600,
-            ignored_members: Default::default(),
-        };
+        let settings = crate::gateway::evidence::cache::tests::settings(1 << 20);
         let metrics = Metrics::new();
         let decisions = DecisionCache::new(&settings, metrics.clone()).entries();
         AsItCame::new(1 << 20, LONGEST, &[], false, decisions, &metrics)

@@ -459,7 +459,7 @@ impl DecisionCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gateway::decision::authorise::no_policy;
     use crate::gateway::decision::EvidenceSource;
@@ -491,7 +491,8 @@ mod tests {
         assert!(entry_weight(&quoting, 0) > 120_000);
     }
 
-    fn settings(size: u64) -> DelegationSettings {
+    /// Delegation settings for a decision cache of `size` bytes.
+    pub(crate) fn settings(size: u64) -> DelegationSettings {
         DelegationSettings {
             registry_timeout: Duration::from_secs(1),
             cache_ttl: Duration::from_secs(60),
