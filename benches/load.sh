@@ -62,11 +62,12 @@ fi
 MACHINE_CORES=$(nproc)
 echo "building (release)…"
 cargo build --release -q --bin ishare-gateway --example bare_proxy --example token_forms \
-  --example constant_rate
+  --example constant_rate --example pauses
 BIN=target/release/ishare-gateway
 BARE=target/release/examples/bare_proxy
 FORMS=target/release/examples/token_forms
 RATE=target/release/examples/constant_rate
+PAUSES=target/release/examples/pauses
 # Token requests per issuance run (each with a fresh assertion, used once).
 ISSUANCES=${ISSUANCES:-6000}
 "$BIN" testbed --config conf/testbed.toml --prepare >/dev/null
@@ -599,10 +600,11 @@ PY
   # directly at the same rate beside it. Every other server on the servers' cores is paused
   # meanwhile (SIGSTOP): their timers and health checks would otherwise land in the tail.
   saturating() { awk -F'\t' -v row="$1" '$1 == row { print $2 }' "$RESULTS" | median; }
-  paced() { # rate url [header...]: p50, p99, p99.9 ms, and the answers that failed
+  paced() { # rate url [header...]: p50, p99, p99.9 ms, the answers that failed, and the
+    # generator's own latest release (ms)
     local out
     out=$(taskset -c "$CLIENT_CPUS" "$RATE" "$2" "$1" "$DURATION" "$CONNECTIONS" "${@:3}")
-    awk -F'\t' '{ printf "%s\t%s\t%s\t%d\n", $5, $7, $8, $1 - $2 + $3 }' <<<"$out"
+    awk -F'\t' '{ printf "%s\t%s\t%s\t%d\t%s\n", $5, $7, $8, $1 - $2 + $3, $10 }' <<<"$out"
   }
   LATENCY=$D/latency.tsv
   : >"$LATENCY"
@@ -621,10 +623,32 @@ PY
   latency "$GATEWAY_PID" "gateway: delegated, cached decision" http://127.0.0.1:9205/api/containers/C1 "$BEARER"
   EVIDENCE=$(fresh_evidence)
   latency "$GATEWAY_PID" "gateway: evidence in header" http://127.0.0.1:9205/api/containers/C7/documents "$BEARER" "delegation_evidence: $EVIDENCE"
+  # How long the machine pauses a busy core by itself: a clock-reading loop pinned to each core
+  # (examples/pauses.rs), all at once, every server paused. A host that pauses its virtual cores
+  # while they are busy puts its pauses in every server's tail at a constant rate.
+  for pid in "${PIDS[@]:FIRST_SERVER}"; do kill -STOP "$pid"; done
+  METERS=()
+  for cpu in $(seq 0 $((MACHINE_CORES - 1))); do
+    taskset -c "$cpu" "$PAUSES" "$DURATION" >"$D/pauses-$cpu.tsv" &
+    METERS+=($!)
+  done
+  wait "${METERS[@]}"
+  for pid in "${PIDS[@]:FIRST_SERVER}"; do kill -CONT "$pid"; done
+  pauses() { # label cpus: the gaps of those cores' loops together
+    local cpu files=()
+    for cpu in $(seq "${2%-*}" "${2#*-}"); do files+=("$D/pauses-$cpu.tsv"); done
+    awk -F'\t' -v label="$1" '{ a += $1; b += $2; if ($3 > m) m = $3 }
+      END { printf "%s: %d gaps over 1 ms, %d over 5 ms, the longest %.1f ms", label, a, b, m }' "${files[@]}"
+  }
   echo
+  echo "the machine's own pauses, every core busy with a clock-reading loop for $DURATION s:"
+  echo "  $(pauses "the servers' cores ($SERVER_CPUS)" "$SERVER_CPUS"); $(pauses "the others ($CLIENT_CPUS)" "$CLIENT_CPUS")"
+  echo "  (a latency row's p99.9 within the longest gap cannot be told apart from the machine; \"late\""
+  echo "  is how late the generator released its latest request, its core busy or paused: a wait up"
+  echo "  to that long may be the generator's)"
   echo "constant rate, half the saturating rate, $DURATION s each ($CONNECTIONS connections):"
-  awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed" }
-    { printf "%-38s %8d %8.3f %8.3f %9.3f %14.3f %9.3f %8d\n", $1, $2, $3, $4, $5, $7, $4 - $7, $6
+  awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s %9s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed", "late ms" }
+    { printf "%-38s %8d %8.3f %8.3f %9.3f %14.3f %9.3f %8d %9.3f\n", $1, $2, $3, $4, $5, $8, $4 - $8, $6, $7
       if ($6 > 0) bad = bad "!!! " $1 ": " $6 " answers failed or were not 2xx: its figures do not count\n" }
     END { printf "%s", bad }' "$LATENCY"
   echo "spans of the traced gateway: $(curl -s http://127.0.0.1:9236/metrics |

@@ -11,7 +11,10 @@
 //! Its latency runs from when it was due if its connection was still busy with an earlier answer
 //! then (the wait is the server's), and from when it was sent otherwise (a late release is the
 //! generator's, not the server's). Prints one tab-separated line: due, answered, non-2xx, errors,
-//! then p50, p90, p99, p99.9 and the maximum in milliseconds.
+//! then p50, p90, p99, p99.9 and the maximum in milliseconds, and the latest a request was
+//! released after it was due, in milliseconds: that long, the generator's core did not run it
+//! (busy with the generator's other work or paused), so a latency up to that long may be the
+//! generator's.
 
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -119,20 +122,24 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), Stri
     }
 }
 
-/// Releases request `k` to its connection when it is due.
+/// Releases request `k` to its connection when it is due; how late it released the latest one.
+/// A release later than the sleep's own slack means the generator's core did not run it.
 fn pace(
     start: Instant,
     interval: Duration,
     total: u64,
     connections: Vec<UnboundedSender<Instant>>,
-) {
+) -> Duration {
+    let mut latest = Duration::ZERO;
     for k in 0..total {
         let due = start + interval.mul_f64(k as f64);
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
+        latest = latest.max(Instant::now().saturating_duration_since(due));
         let _ = connections[(k % connections.len() as u64) as usize].send(due);
     }
+    latest
 }
 
 async fn connection(target: std::sync::Arc<Target>, mut due: UnboundedReceiver<Instant>) -> Tally {
@@ -207,7 +214,7 @@ fn main() -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let tallies = runtime.block_on(async {
+    let (tallies, late) = runtime.block_on(async {
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..connections).map(|_| unbounded_channel()).unzip();
         let tasks: Vec<_> = receivers
@@ -220,8 +227,8 @@ fn main() -> Result<(), String> {
         for task in tasks {
             tallies.push(task.await.map_err(|e| e.to_string())?);
         }
-        pacer.join().map_err(|_| "the pacing thread failed")?;
-        Ok::<_, String>(tallies)
+        let late = pacer.join().map_err(|_| "the pacing thread failed")?;
+        Ok::<_, String>((tallies, late))
     })?;
     let mut all = Tally::default();
     for t in tallies {
@@ -232,7 +239,7 @@ fn main() -> Result<(), String> {
     all.latencies_us.sort_unstable();
     let l = &all.latencies_us;
     println!(
-        "{total}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
+        "{total}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}",
         l.len(),
         all.non_2xx,
         all.errors,
@@ -241,6 +248,7 @@ fn main() -> Result<(), String> {
         percentile(l, 99.0),
         percentile(l, 99.9),
         percentile(l, 100.0),
+        late.as_secs_f64() * 1e3,
     );
     Ok(())
 }
