@@ -606,14 +606,41 @@ PY
     out=$(taskset -c "$CLIENT_CPUS" "$RATE" "$2" "$1" "$DURATION" "$CONNECTIONS" "${@:3}")
     awk -F'\t' '{ printf "%s\t%s\t%s\t%d\t%s\n", $5, $7, $8, $1 - $2 + $3, $10 }' <<<"$out"
   }
+  # The gateway's own request durations (from its head read to its answer written), summed over
+  # its routes, and the bucket that holds the p99.9 of the requests between two readings: a
+  # pause of the gateway's core while it holds requests lengthens them, one of another core not.
+  held() { curl -s http://127.0.0.1:9225/metrics | grep '^ishare_gateway_request_duration_seconds_bucket'; }
+  held_p999() { # before after
+    python3 - "$1" "$2" <<'PY'
+import re, sys
+def buckets(path):
+    n = {}
+    for line in open(path):
+        m = re.search(r'le="([^"]+)"\} (\d+)', line)
+        if m:
+            n[float(m.group(1))] = n.get(float(m.group(1)), 0) + int(m.group(2))
+    return n
+a, b = buckets(sys.argv[1]), buckets(sys.argv[2])
+d = {le: b[le] - a.get(le, 0) for le in b}
+total = d.get(float("inf"), 0)
+if total == 0:
+    print("-")
+else:
+    le = min(le for le, c in d.items() if c >= 0.999 * total)
+    print("over" if le == float("inf") else f"<= {le * 1e3:g}")
+PY
+  }
   LATENCY=$D/latency.tsv
   : >"$LATENCY"
   latency() { # pid row url [header...]
-    local rate pid
+    local rate pid row own=-
     rate=$(saturating "$2" | awk '{ printf "%d", $1 / 2 }')
     for pid in "${PIDS[@]:FIRST_SERVER}"; do [ "$pid" = "$1" ] || kill -STOP "$pid"; done
-    printf '%s\t%s\t%s\t%s\n' "$2" "$rate" "$(paced "$rate" "${@:3}")" \
-      "$(paced "$rate" http://127.0.0.1:9200/status | cut -f2)" >>"$LATENCY"
+    [ "$1" = "$GATEWAY_PID" ] && held >"$D/held-before"
+    row=$(paced "$rate" "${@:3}")
+    [ "$1" = "$GATEWAY_PID" ] && held >"$D/held-after" && own=$(held_p999 "$D/held-before" "$D/held-after")
+    printf '%s\t%s\t%s\t%s\t%s\n' "$2" "$rate" "$row" \
+      "$(paced "$rate" http://127.0.0.1:9200/status | cut -f2)" "$own" >>"$LATENCY"
     for pid in "${PIDS[@]:FIRST_SERVER}"; do kill -CONT "$pid"; done
   }
   latency "$NGINX_PID" "nginx proxy_pass" http://127.0.0.1:9201/status
@@ -645,10 +672,11 @@ PY
   echo "  $(pauses "the servers' cores ($SERVER_CPUS)" "$SERVER_CPUS"); $(pauses "the others ($CLIENT_CPUS)" "$CLIENT_CPUS")"
   echo "  (a latency row's p99.9 within the longest gap cannot be told apart from the machine; \"late\""
   echo "  is how late the generator released its latest request, its core busy or paused: a wait up"
-  echo "  to that long may be the generator's)"
+  echo "  to that long may be the generator's; \"its own p99.9\" is the gateway's, by its own clock from"
+  echo "  the head read to the answer written: the bucket of its duration histogram that holds it)"
   echo "constant rate, half the saturating rate, $DURATION s each ($CONNECTIONS connections):"
-  awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s %9s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed", "late ms" }
-    { printf "%-38s %8d %8.3f %8.3f %9.3f %14.3f %9.3f %8d %9.3f\n", $1, $2, $3, $4, $5, $8, $4 - $8, $6, $7
+  awk -F'\t' 'BEGIN { printf "%-38s %8s %8s %8s %9s %14s %9s %8s %9s %14s\n", "target", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "backend p99", "p99 added", "failed", "late ms", "its own p99.9" }
+    { printf "%-38s %8d %8.3f %8.3f %9.3f %14.3f %9.3f %8d %9.3f %14s\n", $1, $2, $3, $4, $5, $8, $4 - $8, $6, $7, $9
       if ($6 > 0) bad = bad "!!! " $1 ": " $6 " answers failed or were not 2xx: its figures do not count\n" }
     END { printf "%s", bad }' "$LATENCY"
   echo "spans of the traced gateway: $(curl -s http://127.0.0.1:9236/metrics |
